@@ -1,0 +1,148 @@
+"""cffi build script for graphsignal._gsnative, the sidecar's native helper.
+
+The helper is compiled from include/graphsignal/probe.h itself, so the ring
+layout and every record constant exist once, in C. Python gets the constants
+from this module and checks its numpy dtype against the offsets reported
+here (see graphsignal.rings.layout).
+"""
+import os
+
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INCLUDE_CANDIDATES = [
+    os.path.join(HERE, "..", "include"),  # source tree
+    os.path.join(HERE, "_include"),  # installed copy
+]
+
+CONSTANTS = """
+GRAPHSIGNAL_RING_MAGIC GRAPHSIGNAL_RING_VERSION GRAPHSIGNAL_RING_HEADER_SIZE
+GRAPHSIGNAL_RECORD_SIZE GRAPHSIGNAL_RING_DEFAULT_CAPACITY GRAPHSIGNAL_RING_DEFAULT_STRINGS
+GRAPHSIGNAL_RING_FLAG_CLOSED
+GRAPHSIGNAL_KIND_TEST GRAPHSIGNAL_KIND_CUPTI GRAPHSIGNAL_KIND_PROBE GRAPHSIGNAL_KIND_ROCM
+GRAPHSIGNAL_REC_NAME GRAPHSIGNAL_REC_KERNEL GRAPHSIGNAL_REC_GRAPH GRAPHSIGNAL_REC_MEMCPY
+GRAPHSIGNAL_REC_MEMSET GRAPHSIGNAL_REC_SYNC GRAPHSIGNAL_REC_GAUGE GRAPHSIGNAL_REC_COUNTER
+GRAPHSIGNAL_REC_HISTOGRAM GRAPHSIGNAL_REC_PROFILE GRAPHSIGNAL_REC_META GRAPHSIGNAL_REC_DEVICE
+GRAPHSIGNAL_REC_HISTOGRAM_AGG GRAPHSIGNAL_REC_TEST
+GRAPHSIGNAL_NAME_PLAIN GRAPHSIGNAL_NAME_INSTRUMENT GRAPHSIGNAL_META_CUDA_GRAPH_TRACE_MODE
+""".split()
+
+CDEF = "\n".join("#define %s ..." % c for c in CONSTANTS) + """
+/* sizes and offsets as the C compiler lays them out; see layout.py */
+int gs_layout(uint64_t* out, int n);
+/* acquire load / release store for the reader's indices */
+uint64_t gs_load_acquire(void* p);
+void gs_store_release(void* p, uint64_t v);
+/* number of consecutive committed slots from index start, below end */
+uint64_t gs_committed(void* header, uint64_t start, uint64_t end);
+/* writer side, for tests and benchmarks (the same code C writers run) */
+void* gs_ring_open(const char* name, uint32_t kind, uint64_t capacity, uint64_t strings_size, size_t* out_size);
+int gs_ring_write(void* h, uint8_t type, uint8_t sub, uint16_t device, uint32_t name_id, uint64_t value,
+                  uint64_t extra);
+void* gs_ring_reserve(void* h, uint64_t* index);
+void gs_ring_fill(void* slot, uint8_t type, uint8_t sub, uint16_t device, uint32_t name_id, uint64_t value,
+                  uint64_t extra);
+void gs_ring_commit(void* slot, uint64_t index);
+int gs_ring_send_name(void* h, uint32_t id, uint8_t kind, const char* bytes, size_t len);
+uint32_t gs_ring_new_name_id(void* h);
+void gs_ring_close(void* h);
+int gs_munmap(void* p, size_t size);
+"""
+
+SOURCE = r"""
+#include <graphsignal/probe.h>
+
+#define GS_FIELDS(X) \
+  X(sizeof(graphsignal_ring_header)) \
+  X(sizeof(graphsignal_ring_record)) \
+  X(offsetof(graphsignal_ring_header, magic)) \
+  X(offsetof(graphsignal_ring_header, version)) \
+  X(offsetof(graphsignal_ring_header, header_size)) \
+  X(offsetof(graphsignal_ring_header, record_size)) \
+  X(offsetof(graphsignal_ring_header, kind)) \
+  X(offsetof(graphsignal_ring_header, capacity)) \
+  X(offsetof(graphsignal_ring_header, strings_offset)) \
+  X(offsetof(graphsignal_ring_header, strings_size)) \
+  X(offsetof(graphsignal_ring_header, writer_pid)) \
+  X(offsetof(graphsignal_ring_header, start_ns)) \
+  X(offsetof(graphsignal_ring_header, write_index)) \
+  X(offsetof(graphsignal_ring_header, read_index)) \
+  X(offsetof(graphsignal_ring_header, dropped)) \
+  X(offsetof(graphsignal_ring_header, strings_used)) \
+  X(offsetof(graphsignal_ring_header, strings_dropped)) \
+  X(offsetof(graphsignal_ring_header, next_name_id)) \
+  X(offsetof(graphsignal_ring_header, flags)) \
+  X(offsetof(graphsignal_ring_record, seq)) \
+  X(offsetof(graphsignal_ring_record, type)) \
+  X(offsetof(graphsignal_ring_record, sub)) \
+  X(offsetof(graphsignal_ring_record, device)) \
+  X(offsetof(graphsignal_ring_record, name_id)) \
+  X(offsetof(graphsignal_ring_record, value)) \
+  X(offsetof(graphsignal_ring_record, extra))
+
+static int gs_layout(uint64_t* out, int n) {
+  int i = 0;
+#define GS_PUT(v) if (i < n) out[i] = (uint64_t)(v); i++;
+  GS_FIELDS(GS_PUT)
+#undef GS_PUT
+  return i;
+}
+
+static uint64_t gs_load_acquire(void* p) { return __atomic_load_n((uint64_t*)p, __ATOMIC_ACQUIRE); }
+static void gs_store_release(void* p, uint64_t v) { __atomic_store_n((uint64_t*)p, v, __ATOMIC_RELEASE); }
+
+static uint64_t gs_committed(void* header, uint64_t start, uint64_t end) {
+  graphsignal_ring_header* h = (graphsignal_ring_header*)header;
+  graphsignal_ring_record* slots = graphsignal_ring_slots(h);
+  const uint64_t mask = h->capacity - 1;
+  uint64_t i = start;
+  while (i < end && __atomic_load_n(&slots[i & mask].seq, __ATOMIC_ACQUIRE) == i + 1) i++;
+  return i - start;
+}
+
+static void* gs_ring_open(const char* name, uint32_t kind, uint64_t capacity, uint64_t strings_size,
+                          size_t* out_size) {
+  return graphsignal_ring_open(name, kind, capacity, strings_size, out_size);
+}
+static int gs_ring_write(void* h, uint8_t type, uint8_t sub, uint16_t device, uint32_t name_id, uint64_t value,
+                         uint64_t extra) {
+  return graphsignal_ring_write((graphsignal_ring_header*)h, type, sub, device, name_id, value, extra);
+}
+static void* gs_ring_reserve(void* h, uint64_t* index) {
+  return graphsignal_ring_reserve((graphsignal_ring_header*)h, index);
+}
+static void gs_ring_fill(void* slot, uint8_t type, uint8_t sub, uint16_t device, uint32_t name_id, uint64_t value,
+                         uint64_t extra) {
+  graphsignal_ring_record* s = (graphsignal_ring_record*)slot;
+  s->type = type; s->sub = sub; s->device = device; s->name_id = name_id; s->value = value; s->extra = extra;
+}
+static void gs_ring_commit(void* slot, uint64_t index) {
+  graphsignal_ring_commit((graphsignal_ring_record*)slot, index);
+}
+static int gs_ring_send_name(void* h, uint32_t id, uint8_t kind, const char* bytes, size_t len) {
+  return graphsignal_ring_send_name((graphsignal_ring_header*)h, id, kind, bytes, len);
+}
+static uint32_t gs_ring_new_name_id(void* h) { return graphsignal_ring_new_name_id((graphsignal_ring_header*)h); }
+static void gs_ring_close(void* h) { graphsignal_ring_close((graphsignal_ring_header*)h); }
+static int gs_munmap(void* p, size_t size) { return munmap(p, size); }
+"""
+
+
+def include_dir():
+    for d in INCLUDE_CANDIDATES:
+        if os.path.exists(os.path.join(d, "graphsignal", "probe.h")):
+            return os.path.abspath(d)
+    raise RuntimeError("graphsignal/probe.h not found in %s" % INCLUDE_CANDIDATES)
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(CDEF)
+ffibuilder.set_source(
+    "graphsignal._gsnative",
+    SOURCE,
+    include_dirs=[include_dir()],
+    extra_compile_args=["-O2", "-std=gnu99"],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(tmpdir=os.path.join(HERE, ".."), verbose=False)

@@ -1,0 +1,138 @@
+"""graphsignal-run [OPTIONS] COMMAND [ARGS...]
+
+Options come before the command; the first argument that is not an option
+(or everything after `--`) is the command, passed through unchanged.
+"""
+import sys
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from graphsignal import __version__
+
+USAGE = """usage: graphsignal-run [OPTIONS] COMMAND [ARGS...]
+
+Runs COMMAND under the graphsignal profiler and serves what it measures at
+http://127.0.0.1:18259/signals while it runs.
+
+options (before the command):
+  -h, --help                 show this help and exit
+  --version                  print the profiler version and exit
+  --metrics-port PORT        port to scrape the engine's Prometheus metrics on
+                             (default: derived from the engine's --port)
+  --listen-host HOST         host to bind the /signals endpoint to (default: 127.0.0.1)
+  --listen-port PORT         port for the /signals endpoint (default: 18259)
+  --cuda-graph-trace {graph,node}
+                             CUDA graph granularity (default: graph; env
+                             GRAPHSIGNAL_CUDA_GRAPH_TRACE; the flag wins)
+  --rocm-kernel-trace {none,all}
+                             per-kernel tracing on ROCm (default: none; env
+                             GRAPHSIGNAL_ROCM_KERNEL_TRACE; the flag wins)
+"""
+
+DEFAULT_LISTEN_HOST = "127.0.0.1"
+DEFAULT_LISTEN_PORT = 18259
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    command: Tuple[str, ...]
+    metrics_port: Optional[int] = None
+    listen_host: str = DEFAULT_LISTEN_HOST
+    listen_port: int = DEFAULT_LISTEN_PORT
+    cuda_graph_trace: Optional[str] = None  # None: not given on the command line
+    rocm_kernel_trace: Optional[str] = None
+    show_help: bool = False
+    show_version: bool = False
+
+
+_VALUED = {
+    "--metrics-port": "metrics_port",
+    "--listen-host": "listen_host",
+    "--listen-port": "listen_port",
+    "--cuda-graph-trace": "cuda_graph_trace",
+    "--rocm-kernel-trace": "rocm_kernel_trace",
+}
+_CHOICES = {"cuda_graph_trace": ("graph", "node"), "rocm_kernel_trace": ("none", "all")}
+
+
+def _port(opt, raw):
+    try:
+        p = int(raw)
+    except ValueError:
+        raise UsageError("%s expects a port number, got %r" % (opt, raw))
+    if not 0 <= p <= 65535:
+        raise UsageError("%s expects a port between 0 and 65535, got %d" % (opt, p))
+    return p
+
+
+def parse_args(argv):
+    """Parses graphsignal-run's own options; raises UsageError."""
+    values = {}
+    flags = {"show_help": False, "show_version": False}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            i += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        if arg in ("-h", "--help"):
+            flags["show_help"] = True
+            i += 1
+            continue
+        if arg == "--version":
+            flags["show_version"] = True
+            i += 1
+            continue
+        opt, eq, val = arg.partition("=")
+        if opt not in _VALUED:
+            raise UsageError("unknown option %s (options go before the command; see --help)" % opt)
+        if not eq:
+            if i + 1 >= len(argv):
+                raise UsageError("%s needs a value" % opt)
+            val = argv[i + 1]
+            i += 2
+        else:
+            i += 1
+        field = _VALUED[opt]
+        if field in ("metrics_port", "listen_port"):
+            values[field] = _port(opt, val)
+        elif field in _CHOICES:
+            if val not in _CHOICES[field]:
+                raise UsageError("%s must be one of %s, got %r" % (opt, "|".join(_CHOICES[field]), val))
+            values[field] = val
+        else:
+            if not val:
+                raise UsageError("%s needs a non-empty value" % opt)
+            values[field] = val
+    command = tuple(argv[i:])
+    if not command and not (flags["show_help"] or flags["show_version"]):
+        raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
+    return RunConfig(command=command, **values, **flags)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        cfg = parse_args(argv)
+    except UsageError as e:
+        sys.stderr.write("graphsignal-run: error: %s\n" % e)
+        return 2
+    if cfg.show_help:
+        sys.stdout.write(USAGE)
+        return 0
+    if cfg.show_version:
+        sys.stdout.write("graphsignal %s\n" % __version__)
+        return 0
+    from graphsignal.launch.supervisor import run
+
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

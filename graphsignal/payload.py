@@ -1,0 +1,31 @@
+"""The /signals document.
+
+The shape follows the reference payload agents already read: profiler,
+payload_ns, start_ns, context, metrics, errors, resources. Series carry
+their own cached JSON (see store.Series.to_json), so the document is
+framed from pre-serialized pieces.
+"""
+import orjson
+
+from graphsignal import __version__
+
+
+def build_signals(store, extra=None):
+    """The serialized /signals payload (bytes). `extra` adds top-level
+    keys (e.g. a window)."""
+    with store.lock:
+        metrics = store.metrics_json()
+        head = {
+            "profiler": {"version": __version__},
+            "payload_ns": store.clock(),
+            "start_ns": store.start_ns,
+            "context": dict(store.context),
+        }
+        errors = list(store.errors)
+        resources = sorted(store.resources.values(), key=lambda r: (r["kind"], sorted(r["tags"].items())))
+        tail = orjson.dumps({"errors": errors, "resources": resources})
+    parts = [orjson.dumps(head)[:-1], b',"metrics":[', b",".join(metrics), b"],", tail[1:-1]]
+    if extra:
+        parts.append(b"," + orjson.dumps(extra, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1])
+    parts.append(b"}")
+    return b"".join(parts)

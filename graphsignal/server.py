@@ -1,0 +1,125 @@
+"""The Werkzeug app serving /signals and /health, and the thread that
+serves it.
+
+make_app(state) builds a plain WSGI callable from what it serves, so tests
+drive it with werkzeug.test.Client; ServerThread binds and serves it,
+retrying a busy port in the background so the workload never waits.
+"""
+import errno
+import logging
+import threading
+import time
+
+import orjson
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request, Response
+
+from graphsignal import __version__
+from graphsignal.payload import build_signals
+
+logger = logging.getLogger("graphsignal")
+
+JSON = "application/json"
+
+
+def _json(obj, status=200):
+    return Response(orjson.dumps(obj), status=status, mimetype=JSON)
+
+
+def make_app(store, windows=None):
+    """windows: optional callable(store, seconds) -> dict added to the
+    payload for ?window=N (see graphsignal.windows)."""
+
+    def app(environ, start_response):
+        req = Request(environ)
+        if req.method not in ("GET", "HEAD"):
+            resp = _json({"error": "method not allowed: use GET"}, 405)
+        elif req.path == "/signals":
+            resp = _signals(req)
+        elif req.path == "/health":
+            resp = _json({"status": "ok", "profiler": {"version": __version__},
+                          "uptime_ns": store.clock() - store.start_ns})
+        else:
+            resp = _json({"error": "not found: %s (endpoints: /signals, /health)" % req.path}, 404)
+        return resp(environ, start_response)
+
+    def _signals(req):
+        unknown = sorted(set(req.args) - {"window"})
+        if unknown:
+            return _json({"error": "unknown query parameter(s): %s (known: window)" % ", ".join(unknown)}, 400)
+        extra = None
+        if "window" in req.args:
+            if windows is None:
+                return _json({"error": "windows are not available"}, 400)
+            raw = req.args.get("window")
+            try:
+                seconds = int(raw)
+            except ValueError:
+                return _json({"error": "window must be an integer number of seconds, got %r" % raw}, 400)
+            max_w = len(store.history) and (store.history.maxlen - 1)
+            limit = store.history.maxlen - 1
+            if not 1 <= seconds <= limit:
+                return _json({"error": "window must be between 1 and %d seconds, got %d" % (limit, seconds)}, 400)
+            del max_w
+            extra = {"window": windows(store, seconds)}
+        return Response(build_signals(store, extra), mimetype=JSON)
+
+    return app
+
+
+class ServerThread(threading.Thread):
+    """Serves app on (host, port). A busy port is retried every
+    retry_interval seconds for up to retry_seconds, with one log line; the
+    workload runs regardless."""
+
+    def __init__(self, app, host, port, retry_seconds=60.0, retry_interval=1.0, on_error=None):
+        threading.Thread.__init__(self, name="graphsignal-server", daemon=True)
+        self.app, self.host, self.port = app, host, port
+        self.retry_seconds, self.retry_interval = retry_seconds, retry_interval
+        self.on_error = on_error
+        self.server = None
+        self.bound = threading.Event()
+        self.failed = None
+        self._halt = threading.Event()
+
+    def run(self):
+        deadline = time.monotonic() + self.retry_seconds
+        warned = False
+        while not self._halt.is_set():
+            try:
+                self.server = make_server(self.host, self.port, self.app, threaded=True)
+                break
+            except OSError as e:
+                busy = e.errno == errno.EADDRINUSE
+                msg = ("port %d on %s is in use; /signals is not served yet (retrying for %ds; "
+                       "pick another with --listen-port)" % (self.port, self.host, self.retry_seconds)
+                       if busy else "cannot serve /signals on %s:%d: %s" % (self.host, self.port, e))
+                if not warned:
+                    warned = True
+                    logger.warning("graphsignal: %s", msg)
+                    if self.on_error:
+                        self.on_error(msg)
+                if not busy or time.monotonic() >= deadline:
+                    self.failed = msg
+                    if busy:
+                        final = "gave up on port %d on %s: still in use; /signals is not served" % (
+                            self.port, self.host)
+                        logger.warning("graphsignal: %s", final)
+                        if self.on_error:
+                            self.on_error(final)
+                    self.bound.set()
+                    return
+                self._halt.wait(self.retry_interval)
+        if self.server is None:
+            self.bound.set()
+            return
+        self.port = self.server.server_port
+        self.bound.set()
+        self.server.serve_forever(poll_interval=0.1)
+
+    def stop(self):
+        self._halt.set()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        self.join(5)

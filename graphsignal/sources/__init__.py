@@ -1,0 +1,95 @@
+"""Data sources: one module each, with setup / poll / shutdown.
+
+A Source is polled on its own thread (SourceThread) every `interval`
+seconds. A failure in setup stops that source with one log line and one
+error entry; a failure in poll is logged once per distinct message and
+polling goes on. Nothing a source does can stop another source or the
+workload.
+"""
+import logging
+import threading
+import time
+
+logger = logging.getLogger("graphsignal")
+
+
+class SourceUnavailable(Exception):
+    """Raised by setup() when the source cannot run here (no driver, no
+    library, nothing to scrape). The message is the one line users see."""
+
+
+class Source:
+    name = "source"
+    interval = 1.0
+
+    def setup(self):
+        pass
+
+    def poll(self):
+        raise NotImplementedError
+
+    def shutdown(self):
+        pass
+
+
+class SourceThread(threading.Thread):
+    def __init__(self, source, store=None, report_errors=True):
+        threading.Thread.__init__(self, name="graphsignal-" + source.name, daemon=True)
+        self.source = source
+        self.store = store
+        self.report_errors = report_errors
+        self._halt = threading.Event()
+        self._seen = set()
+        self.available = None
+
+    def _report(self, level, message):
+        if message in self._seen:
+            return
+        self._seen.add(message)
+        logger.log(logging.WARNING if level == "warning" else logging.ERROR, "graphsignal: %s", message)
+        if self.store is not None and self.report_errors:
+            self.store.add_error(level, message, tags={"source": self.source.name})
+
+    def run(self):
+        try:
+            self.source.setup()
+            self.available = True
+        except SourceUnavailable as e:
+            self.available = False
+            self._report("warning", "%s: %s" % (self.source.name, e))
+            return
+        except Exception as e:  # a bug in a source must not take the sidecar down
+            self.available = False
+            self._report("error", "%s setup failed: %s: %s" % (self.source.name, type(e).__name__, e))
+            return
+        next_t = time.monotonic()
+        while not self._halt.is_set():
+            try:
+                self.source.poll()
+            except Exception as e:
+                self._report("error", "%s poll failed: %s: %s" % (self.source.name, type(e).__name__, e))
+            next_t += self.source.interval
+            delay = next_t - time.monotonic()
+            if delay < 0:
+                next_t = time.monotonic()
+                delay = 0
+            self._halt.wait(delay)
+        self._shutdown()
+
+    def _shutdown(self):
+        try:
+            self.source.shutdown()
+        except Exception as e:
+            self._report("error", "%s shutdown failed: %s: %s" % (self.source.name, type(e).__name__, e))
+
+    def stop(self, timeout=5.0, final_poll=False):
+        """Stops the thread; with final_poll, polls once more first (so a
+        short run's last second is not lost)."""
+        self._halt.set()
+        if self.is_alive():
+            self.join(timeout)
+        if final_poll and self.available:
+            try:
+                self.source.poll()
+            except Exception as e:
+                self._report("error", "%s poll failed: %s: %s" % (self.source.name, type(e).__name__, e))

@@ -1,0 +1,86 @@
+"""Host and process metrics (psutil).
+
+Host: CPU (top's convention: 100 = one core busy; the host resource
+carries the core count) and memory. Processes: the workload's child and
+every descendant, found as they appear: CPU %, RSS and virtual memory,
+plus a process resource with its parent and command line.
+"""
+import os
+
+import psutil
+
+from graphsignal.sources import Source, SourceUnavailable
+
+
+class ProcessTree:
+    """The workload's processes: the root and its descendants."""
+
+    def __init__(self, root_pid_fn):
+        self.root_pid_fn = root_pid_fn
+        self.procs = {}  # pid -> psutil.Process (kept so cpu_percent has a baseline)
+
+    def refresh(self):
+        root = self.root_pid_fn()
+        if root is None:
+            return []
+        try:
+            rp = self.procs.get(root) or psutil.Process(root)
+            found = [rp] + rp.children(recursive=True)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            found = []
+        alive = {}
+        for p in found:
+            alive[p.pid] = self.procs.get(p.pid) or p
+        self.procs = alive
+        return list(alive.values())
+
+    def pids(self):
+        return sorted(self.procs)
+
+
+class HostSource(Source):
+    name = "host"
+    interval = 1.0
+
+    def __init__(self, store, root_pid_fn, clock=None):
+        self.store = store
+        self.tree = ProcessTree(root_pid_fn)
+        self.cpu_count = psutil.cpu_count() or os.cpu_count() or 1
+
+    def setup(self):
+        try:
+            psutil.cpu_percent(interval=None)  # baseline for the first reading
+        except Exception as e:
+            raise SourceUnavailable("psutil cannot read host CPU: %s" % e)
+
+    def poll(self):
+        s = self.store
+        ts = s.clock()
+        # psutil's system-wide figure is normalized to all cores; report it
+        # the way top reports a process (100 = one core fully busy)
+        s.set_gauge("host_cpu_usage_percent", {}, round(psutil.cpu_percent(interval=None) * self.cpu_count, 2), ts)
+        vm = psutil.virtual_memory()
+        s.set_gauge("host_memory_usage_bytes", {}, int(vm.total - vm.available), ts)
+        s.set_gauge("host_memory_total_bytes", {}, int(vm.total), ts)
+        s.set_gauge("host_memory_available_bytes", {}, int(vm.available), ts)
+        root = self.tree.root_pid_fn()
+        for p in self.tree.refresh():
+            try:
+                with p.oneshot():
+                    cpu = p.cpu_percent(interval=None)
+                    mem = p.memory_info()
+                    ppid = p.ppid()
+                    first = "cmdline" not in getattr(p, "_gs_seen", ())
+                    cmd = p.cmdline() if first else None
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                continue
+            tags = {"process.pid": str(p.pid)}
+            s.set_gauge("process_cpu_usage_percent", tags, round(cpu, 2), ts)
+            s.set_gauge("process_memory_usage_bytes", tags, int(mem.rss), ts)
+            s.set_gauge("process_memory_virtual_bytes", tags, int(mem.vms), ts)
+            rtags = {"process.pid": str(p.pid), "process.root_pid": str(root)}
+            attrs = {"process.parent_pid": str(ppid)}
+            if cmd is not None:
+                attrs["process.command_line"] = " ".join(cmd)
+                p._gs_seen = ("cmdline",)
+            s.set_resource("process", rtags, attrs, ts)
