@@ -1,0 +1,39 @@
+import ctypes
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCLUDE = os.path.join(ROOT, "include")
+DATA = os.path.join(ROOT, "tests", "data")
+
+
+def _has_gpu():
+    if os.environ.get("GRAPHSIGNAL_TEST_NO_GPU"):
+        return False
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    n = ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:
+        return False
+    return n.value > 0
+
+
+HAS_GPU = _has_gpu()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="no NVIDIA GPU here (gpu tests run on a GPU host: scripts/run_gpu_suite.sh)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def python_exe():
+    return sys.executable
