@@ -7,6 +7,7 @@ retrying a busy port in the background so the workload never waits.
 """
 import errno
 import logging
+import socket
 import threading
 import time
 
@@ -56,11 +57,9 @@ def make_app(store, windows=None):
                 seconds = int(raw)
             except ValueError:
                 return _json({"error": "window must be an integer number of seconds, got %r" % raw}, 400)
-            max_w = len(store.history) and (store.history.maxlen - 1)
             limit = store.history.maxlen - 1
             if not 1 <= seconds <= limit:
                 return _json({"error": "window must be between 1 and %d seconds, got %d" % (limit, seconds)}, 400)
-            del max_w
             extra = {"window": windows(store, seconds)}
         return Response(build_signals(store, extra), mimetype=JSON)
 
@@ -81,13 +80,15 @@ class ServerThread(threading.Thread):
         self.bound = threading.Event()
         self.failed = None
         self._halt = threading.Event()
+        self._lock = threading.Lock()
+        self._serving = False
 
     def run(self):
         deadline = time.monotonic() + self.retry_seconds
         warned = False
         while not self._halt.is_set():
             try:
-                self.server = make_server(self.host, self.port, self.app, threaded=True)
+                self.server = self._make_server()
                 break
             except OSError as e:
                 busy = e.errno == errno.EADDRINUSE
@@ -110,16 +111,38 @@ class ServerThread(threading.Thread):
                     self.bound.set()
                     return
                 self._halt.wait(self.retry_interval)
-        if self.server is None:
-            self.bound.set()
-            return
-        self.port = self.server.server_port
+        with self._lock:
+            # stop() may have come while we were binding: then never serve
+            if self.server is None or self._halt.is_set():
+                self.bound.set()
+                return
+            self.port = self.server._graphsignal_sock.getsockname()[1]
+            self._serving = True
         self.bound.set()
         self.server.serve_forever(poll_interval=0.1)
 
+    def _make_server(self):
+        # Bind the socket ourselves: werkzeug reports a busy port by printing
+        # to stderr and exiting, which would land in the workload's console.
+        family, stype, proto, _, addr = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, stype, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(128)
+            srv = make_server(self.host, sock.getsockname()[1], self.app, threaded=True, fd=sock.fileno())
+        except BaseException:
+            sock.close()
+            raise
+        srv._graphsignal_sock = sock  # keep the listening socket alive with the server
+        return srv
+
     def stop(self):
-        self._halt.set()
+        with self._lock:
+            self._halt.set()
+            serving = self._serving
+        if serving:
+            self.server.shutdown()  # returns once serve_forever has stopped
         if self.server is not None:
-            self.server.shutdown()
             self.server.server_close()
         self.join(5)

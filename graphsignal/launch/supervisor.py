@@ -343,7 +343,14 @@ class Supervisor:
         sys.stderr.flush()
         try:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the child's core (if any) is the one that counts
-            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
             os.kill(os.getpid(), sig)
         except (OSError, ValueError):

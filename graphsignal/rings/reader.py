@@ -52,7 +52,7 @@ class Ring:
         finally:
             os.close(fd)
         self.size = size
-        hdr = np.frombuffer(self._mm, dtype=L.HEADER_DTYPE, count=1)[0]
+        hdr = np.frombuffer(self._mm, dtype=L.HEADER_DTYPE, count=1).copy()[0]  # a copy: no view pins the map
         problem = self._validate(hdr, size)
         if problem:
             self._mm.close()
