@@ -45,13 +45,15 @@
  *     of the record also publishes the bytes.
  *
  * Self-contained: only the C library and POSIX. C99 and C++11 or newer.
- * With -std=c99 (strict), include this header first or define
- * _POSIX_C_SOURCE=200809L. Every symbol is prefixed graphsignal_ / GRAPHSIGNAL_.
+ * With a strict -std=c99, include this header first (it then asks for
+ * POSIX 2008) or define _POSIX_C_SOURCE=200809L yourself. Every symbol is prefixed graphsignal_ / GRAPHSIGNAL_.
  */
 #ifndef GRAPHSIGNAL_PROBE_H
 #define GRAPHSIGNAL_PROBE_H
 
-#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+/* Strict ISO modes (-std=c99, -std=c++11) hide POSIX; ask for it then only,
+ * so that GNU/default modes keep every declaration the includer expects. */
+#if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
 
