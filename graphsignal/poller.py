@@ -174,7 +174,7 @@ class Poller:
         self.cycles = 0
         self._halt = threading.Event()
         self._thread = None
-        self._last_history = 0.0
+        self._last_history = None
         self._warned = set()
 
     # -- discovery -------------------------------------------------------------
@@ -217,7 +217,7 @@ class Poller:
             self._maybe_retire(fname, st, final)
         self.cycles += 1
         now = time.monotonic()
-        if now - self._last_history >= self.history_interval:
+        if self._last_history is None or now - self._last_history >= self.history_interval:
             self._last_history = now
             self.store.take_history()
 

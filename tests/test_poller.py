@@ -1,0 +1,230 @@
+"""The poller's aggregation, record type by record type, against exact
+expectations; discovery, bad rings, retirement."""
+import logging
+import os
+import uuid
+
+import numpy as np
+import orjson
+import pytest
+
+from graphsignal import histo
+from graphsignal.payload import build_signals
+from graphsignal.poller import Poller, group_sums, parse_instrument, rank_tags
+from graphsignal.rings import layout as L
+from graphsignal.rings.reader import Writer
+from graphsignal.store import MetricStore
+
+DEAD_PID = 4_000_000  # above pid_max: never alive
+
+
+@pytest.fixture
+def run():
+    run_id = "t" + uuid.uuid4().hex[:10]
+    store = MetricStore()
+    poller = Poller(store, run_id, gone_grace=0.0)
+    yield run_id, store, poller
+    poller.cleanup_all()
+
+
+def writer(run_id, kind_name="cupti", kind=L.KIND_CUPTI, pid=None, capacity=1 << 16):
+    return Writer("gs-%s-%d-%s" % (run_id, pid or os.getpid(), kind_name), kind=kind, capacity=capacity)
+
+
+def payload(store):
+    return orjson.loads(build_signals(store))
+
+
+def find(store, name, **tags):
+    p = payload(store)
+    return [m for m in p["metrics"] if m["name"] == name and all(m["tags"].get(k) == v for k, v in tags.items())]
+
+
+def test_kernels_per_symbol_and_device_are_exact(run):
+    run_id, store, poller = run
+    w = writer(run_id)
+    a, b = w.name("_Z6kernelAv"), w.name("_Z6kernelBv")
+    uuid0 = w.name("GPU-aaaa")
+    w.write(L.REC_DEVICE, device=0, name_id=uuid0)
+    for i in range(1000):
+        w.write(L.REC_KERNEL, device=0, name_id=a, value=i)
+    for _ in range(7):
+        w.write(L.REC_KERNEL, device=1, name_id=b, value=1 << 40)
+    poller.poll_once()
+    pid = str(os.getpid())
+    dev0 = find(store, "cuda_kernels_nanoseconds", **{"device.index": "0"})
+    assert dev0[0]["tags"] == {"process.pid": pid, "device.index": "0", "device.uuid": "GPU-aaaa"}
+    assert dev0[0]["stats"]["frames"] == [{"name": "_Z6kernelAv", "value": 999 * 1000 // 2, "samples": 1000}]
+    dev1 = find(store, "cuda_kernels_nanoseconds", **{"device.index": "1"})
+    assert dev1[0]["stats"]["frames"] == [{"name": "_Z6kernelBv", "value": 7 << 40, "samples": 7}]
+    # the device in use has all five profiles, measured (empty ones too)
+    assert find(store, "cuda_graphs_nanoseconds", **{"device.index": "0"})[0]["stats"]["frames"] == []
+
+
+def test_huge_values_sum_exactly_beyond_float_precision(run):
+    run_id, store, poller = run
+    w = writer(run_id)
+    k = w.name("k")
+    vals = [(1 << 62) + 3, (1 << 62) + 5, 7]
+    for v in vals:
+        w.write(L.REC_KERNEL, name_id=k, value=v)
+    poller.poll_once()
+    frames = find(store, "cuda_kernels_nanoseconds")[0]["stats"]["frames"]
+    assert frames[0]["value"] == sum(vals)
+
+
+def test_memcpy_memset_sync_graph_and_mode(run):
+    run_id, store, poller = run
+    w = writer(run_id)
+    g = w.name("graph_1")
+    for _ in range(3):
+        w.write(L.REC_MEMCPY, sub=1, name_id=2 | (3 << 8), value=100, extra=4096)  # HtoD pinned
+    w.write(L.REC_MEMCPY, sub=2, name_id=3 | (1 << 8), value=50, extra=10)  # DtoH pageable
+    w.write(L.REC_MEMCPY, sub=8, name_id=3 | (3 << 8), value=5, extra=1 << 33)  # DtoD
+    w.write(L.REC_MEMSET, sub=3, value=9, extra=512)
+    w.write(L.REC_SYNC, sub=4, value=11)
+    w.write(L.REC_SYNC, sub=3, value=12)
+    w.write(L.REC_SYNC, sub=3, value=13)
+    w.write(L.REC_GRAPH, name_id=g, value=1000)
+    w.write(L.REC_META, sub=L.META_CUDA_GRAPH_TRACE_MODE, value=1)
+    poller.poll_once()
+    pinned = find(store, "cuda_memcpy_nanoseconds", host_memory="pinned")[0]["stats"]["frames"]
+    assert pinned == [{"name": "host_to_device", "value": 300, "samples": 3}]
+    assert find(store, "cuda_memcpy_bytes", kind="host_to_device")[0]["stats"]["total"] == 3 * 4096
+    assert find(store, "cuda_memcpy_bytes", kind="device_to_host", host_memory="pageable")[0]["stats"]["total"] == 10
+    dtod = find(store, "cuda_memcpy_bytes", kind="device_to_device")
+    assert dtod[0]["stats"]["total"] == 1 << 33 and "host_memory" not in dtod[0]["tags"]
+    assert find(store, "cuda_memset_bytes", kind="device")[0]["stats"]["total"] == 512
+    sync = find(store, "cuda_sync_nanoseconds")[0]["stats"]["frames"]
+    assert sync == [{"name": "stream", "value": 25, "samples": 2}, {"name": "context", "value": 11, "samples": 1}]
+    assert find(store, "cuda_graphs_nanoseconds")[0]["stats"]["frames"][0] == {"name": "graph_1", "value": 1000,
+                                                                              "samples": 1}
+    assert find(store, "cuda_graph_trace_mode")[0]["stats"]["value"] == 1
+
+
+def test_probe_instruments_gauge_counter_histogram_profile(run):
+    run_id, store, poller = run
+    w = writer(run_id, "probe", L.KIND_PROBE)
+    gauge = w.name("gauge\x1fq_depth\x1fqueue\x1ein", L.NAME_INSTRUMENT)
+    counter = w.name("counter\x1fitems_total", L.NAME_INSTRUMENT)
+    hist = w.name("histogram\x1fbatch_ns", L.NAME_INSTRUMENT)
+    prof = w.name("profile\x1fops_ns", L.NAME_INSTRUMENT)
+    f1, f2 = w.name("matmul"), w.name("softmax")
+    for v in (1.5, 2.5, -3.25):
+        w.write(L.REC_GAUGE, name_id=gauge, value=int(np.float64(v).view(np.uint64)))
+    for _ in range(10):
+        w.write(L.REC_COUNTER, name_id=counter, value=3)
+    values = list(range(1, 1001))
+    for v in values:
+        w.write(L.REC_HISTOGRAM, name_id=hist, value=v)
+    for _ in range(4):
+        w.write(L.REC_PROFILE, name_id=prof, extra=f1, value=10)
+    w.write(L.REC_PROFILE, name_id=prof, extra=f2, value=100)
+    poller.poll_once()
+    pid = str(os.getpid())
+    g = find(store, "q_depth")[0]
+    assert g["type"] == "gauge" and g["stats"] == {"value": -3.25}
+    assert g["tags"] == {"queue": "in", "process.pid": pid}
+    assert find(store, "items_total")[0]["stats"] == {"total": 30}
+    h = find(store, "batch_ns")[0]["stats"]
+    assert (h["count"], h["sum"], h["min"], h["max"]) == (1000, 500500, 1, 1000)
+    assert h["mean"] == 500.5
+    for q, exact in (("p50", 500), ("p95", 950), ("p99", 990)):
+        assert abs(h[q] - exact) <= exact / 64 + 1
+    assert sum(h["counts"]) == 1000
+    assert find(store, "ops_ns")[0]["stats"]["frames"] == [
+        {"name": "softmax", "value": 100, "samples": 1}, {"name": "matmul", "value": 40, "samples": 4}]
+
+
+def test_records_of_an_unknown_instrument_are_reported_once(run, caplog):
+    run_id, store, poller = run
+    w = writer(run_id, "probe", L.KIND_PROBE)
+    for _ in range(5):
+        w.write(L.REC_COUNTER, name_id=77, value=1)
+    with caplog.at_level(logging.WARNING, logger="graphsignal"):
+        poller.poll_once()
+        poller.poll_once()
+    assert sum("unknown counter instrument 77" in r.message for r in caplog.records) == 1
+
+
+def test_bad_ring_is_skipped_with_one_log_line_and_others_go_on(run, caplog):
+    run_id, store, poller = run
+    bad = "/dev/shm/gs-%s-%d-probe" % (run_id, os.getpid())
+    with open(bad, "wb") as f:
+        f.write(b"\x01" * 4096)
+    w = writer(run_id)
+    k = w.name("k")
+    w.write(L.REC_KERNEL, name_id=k, value=5)
+    with caplog.at_level(logging.WARNING, logger="graphsignal"):
+        poller.poll_once()
+        poller.poll_once()
+    assert sum("bad magic" in r.message for r in caplog.records) == 1
+    assert find(store, "cuda_kernels_nanoseconds")[0]["stats"]["frames"][0]["value"] == 5
+    os.unlink(bad)
+
+
+def test_dropped_records_are_a_metric(run):
+    run_id, store, poller = run
+    w = writer(run_id, capacity=64)
+    for _ in range(100):
+        w.write(L.REC_TEST)
+    poller.poll_once()
+    assert find(store, "graphsignal_dropped_records", writer="cupti")[0]["stats"]["total"] == 36
+
+
+def test_ring_of_a_dead_writer_is_drained_then_removed(run):
+    run_id, store, poller = run
+    w = writer(run_id, pid=DEAD_PID)
+    k = w.name("late")
+    w.write(L.REC_KERNEL, name_id=k, value=9)
+    path = "/dev/shm/gs-%s-%d-cupti" % (run_id, DEAD_PID)
+    poller.poll_once()
+    assert not os.path.exists(path)
+    assert find(store, "cuda_kernels_nanoseconds", **{"process.pid": str(DEAD_PID)})[0]["stats"]["frames"][0][
+        "value"] == 9
+
+
+def test_rings_of_other_runs_are_ignored(run):
+    run_id, store, poller = run
+    other = Writer("gs-other%s-%d-cupti" % (uuid.uuid4().hex[:6], os.getpid()), kind=L.KIND_CUPTI)
+    poller.poll_once()
+    assert poller.rings == {}
+    other.unmap()
+    for f in os.listdir("/dev/shm"):
+        if f.startswith("gs-other") and f.endswith("-%d-cupti" % os.getpid()):
+            os.unlink("/dev/shm/" + f)
+
+
+def test_history_snapshot_is_taken_once_a_second():
+    store = MetricStore()
+    poller = Poller(store, "nohistory", history_interval=3600)
+    poller.poll_once()
+    poller.poll_once()
+    assert len(store.history) == 1
+
+
+def test_group_sums_dense_and_sparse_paths_agree():
+    rng = np.random.default_rng(1)
+    vals = rng.integers(0, 1 << 40, 10000, dtype=np.uint64)
+    for keys in (rng.integers(0, 50, 10000), rng.integers(0, 1 << 40, 10000) % 37 * (1 << 30)):
+        keys = keys.astype(np.int64)
+        uniq, counts, (sums,) = group_sums(keys, vals)
+        for k, c, s in zip(uniq, counts, sums):
+            sel = keys == k
+            assert c == sel.sum() and int(s) == sum(int(v) for v in vals[sel])
+
+
+def test_instrument_strings_and_rank_tags():
+    assert parse_instrument("histogram\x1fx_ns\x1fa\x1e1\x1fb\x1e") == ("histogram", "x_ns", {"a": "1", "b": ""})
+    assert parse_instrument("bogus\x1fx") is None and parse_instrument("gauge") is None
+    assert rank_tags({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}) == {
+        "rank": "3", "local_rank": "1", "world_size": "8"}
+    assert rank_tags({"SLURM_PROCID": "5", "OMPI_COMM_WORLD_SIZE": "16"}) == {"rank": "5", "world_size": "16"}
+    assert rank_tags({"RANK": "x"}) == {}
+
+
+def test_histogram_bins_bound_every_value():
+    v = np.array([0, 1, 31, 32, 33, 1000, 123456789, (1 << 53) + 1, (1 << 64) - 1], dtype=np.uint64)
+    for x, b in zip(v.tolist(), histo.bin_index(v).tolist()):
+        lo, hi = histo.bin_bounds(b)
+        assert lo <= x <= hi and (hi - lo) <= max(0, lo // 32)

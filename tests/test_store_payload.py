@@ -1,0 +1,107 @@
+"""The metric store and the /signals document: shape, caps, null vs 0,
+histogram statistics; the Werkzeug app in-process."""
+import logging
+
+import orjson
+from werkzeug.test import Client
+
+from graphsignal.server import make_app
+from graphsignal.store import MetricStore
+
+REFERENCE_KEYS = {"profiler", "payload_ns", "start_ns", "context", "metrics", "errors", "resources"}
+
+
+def doc(store):
+    r = Client(make_app(store)).get("/signals")
+    assert r.status_code == 200 and r.mimetype == "application/json"
+    return orjson.loads(r.data)
+
+
+def test_payload_has_the_reference_shape():
+    s = MetricStore()
+    s.context["instance.id"] = "abc"
+    s.set_gauge("gpu_temperature_celsius", {"device.uuid": "GPU-1"}, 39)
+    s.set_counter("cuda_memcpy_bytes", {"kind": "host_to_device"}, 16)
+    s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [("k", 5, 1)])
+    s.add_histogram_values("lat_ns", {}, [5, 6, 7])
+    s.set_resource("host", {}, {"platform.name": "Linux"})
+    d = doc(s)
+    assert set(d) == REFERENCE_KEYS
+    assert d["context"] == {"instance.id": "abc"}
+    for m in d["metrics"]:
+        assert set(m) == {"name", "type", "tags", "stats", "updated_ns"}
+    by = {m["name"]: m for m in d["metrics"]}
+    assert by["gpu_temperature_celsius"]["stats"] == {"value": 39}
+    assert by["cuda_memcpy_bytes"]["stats"] == {"total": 16}
+    assert by["cuda_kernels_nanoseconds"]["stats"] == {"frames": [{"name": "k", "value": 5, "samples": 1}]}
+    assert set(by["lat_ns"]["stats"]) >= {"count", "sum", "min", "max", "mean", "p50", "p95", "bins", "counts"}
+    r = d["resources"][0]
+    assert set(r) == {"kind", "tags", "attributes", "first_seen_ts", "last_seen_ts"}
+    assert [m["name"] for m in d["metrics"]] == sorted(m["name"] for m in d["metrics"])
+
+
+def test_null_means_not_measured_and_zero_means_measured_zero():
+    s = MetricStore()
+    s.set_gauge("gpu_fan_speed_percent", {}, None)
+    s.set_gauge("gpu_utilization_percent", {}, 0)
+    s.ensure_profile("cuda_graphs_nanoseconds", {})
+    s.set_histogram_buckets("ttft_seconds", {}, 0, 0.0, [0.1, float("inf")], [0, 0])
+    by = {m["name"]: m["stats"] for m in doc(s)["metrics"]}
+    assert by["gpu_fan_speed_percent"] == {"value": None}
+    assert by["gpu_utilization_percent"] == {"value": 0}
+    assert by["cuda_graphs_nanoseconds"] == {"frames": []}
+    assert by["ttft_seconds"]["count"] == 0 and by["ttft_seconds"]["p50"] is None
+    assert by["ttft_seconds"]["min"] is None and by["ttft_seconds"]["mean"] is None
+
+
+def test_series_cap_drops_new_series_and_logs_once(caplog):
+    s = MetricStore(max_series=5000)
+    with caplog.at_level(logging.WARNING, logger="graphsignal"):
+        for i in range(5010):
+            s.set_gauge("g", {"i": str(i)}, i)
+    assert len(doc(s)["metrics"]) == 5000
+    assert s.series_dropped == 10
+    assert sum("series cap" in r.message for r in caplog.records) == 1
+    s.set_gauge("g", {"i": "0"}, -1)  # existing series still update
+    assert s.lookup("g", tags={"i": "0"})[0].value == -1
+
+
+def test_profile_renders_the_250_largest_frames_sorted():
+    s = MetricStore()
+    s.add_profile("p", {}, [("f%03d" % i, i, 1) for i in range(300)])
+    frames = doc(s)["metrics"][0]["stats"]["frames"]
+    assert len(frames) == 250
+    assert [f["value"] for f in frames] == list(range(299, 49, -1))
+
+
+def test_prometheus_buckets_give_interpolated_quantiles():
+    s = MetricStore()
+    # 10 in (0, 0.1], 80 in (0.1, 0.5], 10 in (0.5, 1]
+    s.set_histogram_buckets("e2e_seconds", {}, 100, 30.0, [0.1, 0.5, 1.0, float("inf")], [10, 90, 100, 100])
+    st = doc(s)["metrics"][0]["stats"]
+    assert st["count"] == 100 and st["mean"] == 0.3
+    assert abs(st["p50"] - 0.3) < 1e-9  # rank 50: 40/80 into (0.1, 0.5]
+    assert abs(st["p95"] - 0.75) < 1e-9
+    assert st["bins"] == [0.1, 0.5, 1.0, None] and st["counts"] == [10, 80, 10, 0]
+
+
+def test_errors_keep_the_latest_and_count_repeats():
+    s = MetricStore()
+    for i in range(150):
+        s.add_error("error", "boom %d" % i)
+    for _ in range(5):
+        s.add_error("error", "same")
+    errs = doc(s)["errors"]
+    assert len(errs) == 100
+    assert errs[-1]["message"] == "same" and errs[-1]["count"] == 5
+    assert errs[0]["message"] == "boom 51"  # 151 distinct entries, the latest 100 kept
+
+
+def test_health_404_405_and_bad_query():
+    c = Client(make_app(MetricStore()))
+    assert c.get("/health").json["status"] == "ok"
+    r = c.get("/nope")
+    assert r.status_code == 404 and "not found" in r.json["error"]
+    assert c.post("/signals").status_code == 405
+    r = c.get("/signals?foo=1")
+    assert r.status_code == 400 and "foo" in r.json["error"]
