@@ -115,7 +115,28 @@ def _compose(a, b):
     """Dense int64 key from two non-negative integer columns; returns
     (key, width of b) so a = key // width, b = key % width."""
     width = int(b.max()) + 1 if b.size else 1
+    if width == 1:  # the common case (one device): no arithmetic
+        return a.astype(np.int64), 1
     return a.astype(np.int64) * width + b.astype(np.int64), width
+
+
+class Batch:
+    """The records of one type in a drained batch. Fields are taken on
+    demand, each as one contiguous copy of just that field, instead of
+    copying whole records per type."""
+
+    __slots__ = ("recs", "mask", "_cache", "size")
+
+    def __init__(self, recs, mask=None):
+        self.recs, self.mask, self._cache = recs, mask, {}
+        self.size = int(recs.size if mask is None else np.count_nonzero(mask))
+
+    def __getitem__(self, field):
+        v = self._cache.get(field)
+        if v is None:
+            v = self.recs[field] if self.mask is None else self.recs[field][self.mask]
+            self._cache[field] = v
+        return v
 
 
 # -- per-ring state -------------------------------------------------------------
@@ -158,6 +179,8 @@ def parse_instrument(text):
 
 
 class Poller:
+    BATCH = 1 << 20  # records per drain (the scratch buffer is reused)
+
     def __init__(self, store, run_id, shm_dir="/dev/shm", interval=0.05, proc_root="/proc",
                  history_interval=1.0, gone_grace=1.0, on_error=None):
         self.store = store
@@ -176,6 +199,7 @@ class Poller:
         self._thread = None
         self._last_history = None
         self._warned = set()
+        self._scratch = None
 
     # -- discovery -------------------------------------------------------------
     def discover(self):
@@ -224,13 +248,15 @@ class Poller:
     def _drain_ring(self, st):
         # Drain in bounded batches so one busy ring cannot starve the rest
         # and batch memory stays small.
+        if self._scratch is None:
+            self._scratch = np.empty(self.BATCH * (L.RECORD_SIZE // 8), dtype=np.uint64)
         for _ in range(64):
-            recs = st.ring.drain(max_records=1 << 20)
+            recs = st.ring.drain(max_records=self.BATCH, scratch=self._scratch)
             if recs.size == 0:
                 return
             self.records_total += int(recs.size)
             self.aggregate(st, recs)
-            if recs.size < (1 << 20):
+            if recs.size < self.BATCH:
                 return
 
     def _publish_ring_counters(self, st):
@@ -262,13 +288,14 @@ class Poller:
     # -- aggregation -----------------------------------------------------------
     def aggregate(self, st, recs):
         types = recs["type"]
-        present = np.flatnonzero(np.bincount(types, minlength=256))
-        if present.size == 1:
-            groups = [(int(present[0]), recs)]
+        tmin, tmax = int(types.min()), int(types.max())
+        if tmin == tmax:
+            groups = [(tmin, Batch(recs))]
         else:
+            present = np.flatnonzero(np.bincount(types, minlength=256))
             # names first, so records in the same batch can use them
             order = sorted(present.tolist(), key=lambda t: (t != L.REC_NAME, t != L.REC_DEVICE, t))
-            groups = [(t, recs[types == t]) for t in order]
+            groups = [(t, Batch(recs, types == t)) for t in order]
         ts = self.store.clock()
         for t, g in groups:
             handler = self._handlers.get(t)
@@ -276,7 +303,7 @@ class Poller:
                 handler(self, st, g, ts)
 
     def _on_name(self, st, g, ts):
-        for nid, sub, text in st.ring.learn_names(g):
+        for nid, sub, text in st.ring.learn_names(g.recs if g.mask is None else g.recs[g.mask]):
             if sub == L.NAME_INSTRUMENT:
                 inst = parse_instrument(text)
                 if inst is not None:

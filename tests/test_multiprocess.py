@@ -49,7 +49,7 @@ def test_process_tree_metrics_and_resources():
     rss = metrics(signals, "process_memory_usage_bytes", **{"process.pid": grandchild})[0]["stats"]["value"]
     assert rss > 60 << 20
     cpu = metrics(signals, "process_cpu_usage_percent", **{"process.pid": root[0]})[0]["stats"]["value"]
-    assert cpu > 50  # top's convention: 100 = one core
+    assert cpu > 20  # top's convention (100 = one core); the machine may be busy, idle reads ~0
     host = [r for r in signals["resources"] if r["kind"] == "host"][0]
     assert host["attributes"]["cpu.count"] == os.cpu_count()
     assert metrics(signals, "host_memory_usage_bytes")[0]["stats"]["value"] > 0

@@ -16,6 +16,7 @@ from graphsignal.rings import layout as L
 _W = L.HEADER_OFFSETS["write_index"]
 _R = L.HEADER_OFFSETS["read_index"]
 _EMPTY = np.empty(0, dtype=L.RECORD_DTYPE)
+_WPR = L.RECORD_SIZE // 8  # 64-bit words per record
 
 
 class RingError(Exception):
@@ -65,6 +66,9 @@ class Ring:
         self._strings_size = int(hdr["strings_size"])
         self._hdr = np.frombuffer(self._mm, dtype=L.HEADER_DTYPE, count=1)
         self._slots = np.frombuffer(self._mm, dtype=L.RECORD_DTYPE, count=self.capacity, offset=L.HEADER_SIZE)
+        # the same slots as plain words: copying those is a straight memcpy,
+        # several times faster than copying the structured records
+        self._words = np.frombuffer(self._mm, dtype=np.uint64, count=self.capacity * _WPR, offset=L.HEADER_SIZE)
         self._cbuf = L.ffi.from_buffer("char[]", self._mm)
         self._mask = self.capacity - 1
         self.read_index = int(hdr["read_index"])
@@ -115,9 +119,13 @@ class Ring:
         return self.write_index - self.read_index
 
     # -- draining ------------------------------------------------------------
-    def drain(self, max_records=None):
+    def drain(self, max_records=None, scratch=None):
         """Returns a copy of the committed records from read_index on (in
-        index order, wrap-around handled) and releases their slots."""
+        index order, wrap-around handled) and releases their slots.
+
+        scratch: an optional uint64 array to copy into (reused between
+        drains to avoid fresh pages); the result is then a view of it,
+        valid until the next drain into the same scratch."""
         r = self.read_index
         w = int(L.lib.gs_load_acquire(self._cbuf + _W))
         if w == r:
@@ -129,14 +137,16 @@ class Ring:
             self._on_stall(r, w)
             return _EMPTY
         self._stall_index = None
+        if scratch is not None and scratch.size < n * _WPR:
+            n = scratch.size // _WPR
         i0 = r & self._mask
         first = min(n, self.capacity - i0)
-        if first == n:
-            out = self._slots[i0:i0 + n].copy()
-        else:
-            out = np.concatenate((self._slots[i0:], self._slots[:n - first]))
+        buf = scratch[:n * _WPR] if scratch is not None else np.empty(n * _WPR, dtype=np.uint64)
+        buf[:first * _WPR] = self._words[i0 * _WPR:(i0 + first) * _WPR]
+        if first < n:
+            buf[first * _WPR:] = self._words[:(n - first) * _WPR]
         self._release(r + n)
-        return out
+        return buf.view(L.RECORD_DTYPE)
 
     def _release(self, new_read):
         self.read_index = new_read
@@ -174,7 +184,7 @@ class Ring:
         return learned
 
     def close(self):
-        self._hdr = self._slots = None
+        self._hdr = self._slots = self._words = None
         self._cbuf = None
         try:
             self._mm.close()
