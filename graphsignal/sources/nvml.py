@@ -1,0 +1,558 @@
+"""NVIDIA GPU telemetry through NVML (the `pynvml` module of nvidia-ml-py).
+
+`Nvml.call` is the one door every NVML call goes through: it initializes
+NVML lazily, shuts it down at exit, turns "not supported" into None (null
+in /signals, never 0) and stops asking for it, logs each failing function
+once per device, turns a lost GPU into DeviceLost, and a missing library or
+driver into one clear line. `NvmlBackend` reads a device through that door
+into the shared metric names of gpu.py.
+"""
+import atexit
+import importlib
+import logging
+import threading
+
+from graphsignal.sources.gpu import Backend, BackendUnavailable, Device, DeviceLost
+
+logger = logging.getLogger("graphsignal")
+
+XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError (nvml.h); pynvml's own name is preferred when present
+
+# NVML clock event ("throttle") reason bits -> names an agent can act on.
+REASONS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+# NVML_DEVICE_ARCH_* -> name
+ARCHITECTURES = {2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere", 8: "Ada",
+                 9: "Hopper", 10: "Blackwell", 13: "Rubin"}
+
+# nvmlValue_t member per NVML_VALUE_TYPE_*
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+# NVLink error totals (field id names in pynvml) -> `kind` tag
+_NVLINK_ERROR_FIELDS = (
+    ("NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "crc_flit"),
+    ("NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "crc_data"),
+    ("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "replay"),
+    ("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "recovery"),
+    ("NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL", "ecc_data"),
+)
+
+_NVLINK_UP = (1, 2)  # NVML_NVLINK_STATE_ACTIVE, _SLEEP (a low-power link is still up)
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if value is None else str(value)
+
+
+def sample_value(value_type, value):
+    """The number in an nvmlValue_t union of the given NVML_VALUE_TYPE."""
+    member = _VALUE_MEMBER.get(value_type)
+    return getattr(value, member) if member is not None else None
+
+
+class NvmlUnavailable(BackendUnavailable):
+    pass
+
+
+class Nvml:
+    """The one door to NVML. `module`: pynvml or a fake with the same names
+    (None imports pynvml on first use); `on_error(message)`: called once per
+    unexpected failure so it shows in `errors`."""
+
+    # Answers that will not change for the life of the driver: the call is
+    # not made again for that (function, device, variant).
+    def __init__(self, module=None, on_error=None):
+        self._module = module
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._ready = False
+        self._failure = None  # NvmlUnavailable once init failed for good
+        self._atexit = False
+        self._unanswerable = set()  # (fn, device, variant)
+        self._logged = set()
+
+    # -- lifecycle -----------------------------------------------------------
+    @property
+    def nv(self):
+        if self._module is None:
+            try:
+                self._module = importlib.import_module("pynvml")
+            except ImportError:
+                raise NvmlUnavailable("NVML unavailable: the nvidia-ml-py package is not installed "
+                                      "(pip install nvidia-ml-py); no NVIDIA GPU telemetry")
+        return self._module
+
+    def init(self):
+        """Initializes NVML once; raises NvmlUnavailable with the one line."""
+        with self._lock:
+            if self._ready:
+                return
+            if self._failure is not None:
+                raise self._failure
+            nv = self.nv
+            try:
+                nv.nvmlInit()
+            except nv.NVMLError as e:
+                self._failure = NvmlUnavailable(self._init_line(nv, e))
+                raise self._failure
+            self._ready = True
+            if not self._atexit:
+                self._atexit = True
+                atexit.register(self.shutdown)
+
+    @staticmethod
+    def _init_line(nv, e):
+        code = getattr(e, "value", None)
+        hint = {
+            nv.NVML_ERROR_LIBRARY_NOT_FOUND: "no NVIDIA driver here (libnvidia-ml.so.1 not found)",
+            nv.NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA driver is not loaded",
+            nv.NVML_ERROR_NO_PERMISSION: "no permission to open the NVIDIA driver",
+            nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "NVIDIA driver and library versions differ "
+                                                   "(reload the driver or reboot)",
+        }.get(code)
+        return "%s; no NVIDIA GPU telemetry" % (hint or "NVML init failed: %s" % e)
+
+    def shutdown(self):
+        with self._lock:
+            if not self._ready:
+                return
+            self._ready = False
+            nv = self._module
+            try:
+                nv.nvmlShutdown()
+            except nv.NVMLError as e:
+                logger.debug("graphsignal: nvmlShutdown: %s", e)
+
+    # -- the door ------------------------------------------------------------
+    def call(self, fn, *args, device=None, variant=None, expect=(), default=None):
+        """nv.<fn>(*args), or `default` when NVML cannot answer.
+
+        device: the device index (for logging and the lost-GPU rule);
+        variant: what tells apart calls of one function on one device
+        (default: its plain-valued arguments); expect: NVML error codes
+        the caller handles itself (re-raised as the library's NVMLError).
+        Raises DeviceLost when the GPU is gone, NvmlUnavailable when NVML
+        cannot be initialized."""
+        if variant is None:
+            # handles are not part of the key (the device is); plain
+            # arguments (clock type, counter, ...) are
+            variant = tuple(a for a in args if isinstance(a, (int, str, bytes, float)))
+        key = (fn, device, variant)
+        if key in self._unanswerable:
+            return default
+        if not self._ready:
+            self.init()
+        nv = self._module
+        func = getattr(nv, fn, None)
+        if func is None:
+            self._unanswerable.add(key)
+            self._log_once((fn, None), logging.INFO, "NVML %s is not in this nvidia-ml-py; reported as null", fn)
+            return default
+        try:
+            return func(*args)
+        except nv.NVMLError as e:
+            code = getattr(e, "value", None)
+            if code in expect:
+                raise
+            if code == nv.NVML_ERROR_UNINITIALIZED:
+                # Someone shut NVML down under us (it is refcounted per
+                # process): initialize again and retry once.
+                self._ready = False
+                self.init()
+                try:
+                    return func(*args)
+                except nv.NVMLError as e2:
+                    e, code = e2, getattr(e2, "value", None)
+            return self._failed(nv, fn, device, key, e, code, default)
+
+    def _failed(self, nv, fn, device, key, e, code, default):
+        where = "GPU %s" % device if device is not None else "the system"
+        if code in (nv.NVML_ERROR_GPU_IS_LOST, nv.NVML_ERROR_RESET_REQUIRED) and device is not None:
+            raise DeviceLost("NVML %s: %s" % (fn, e))
+        if code == nv.NVML_ERROR_NOT_SUPPORTED:
+            self._unanswerable.add(key)
+            self._log_once((fn, device), logging.DEBUG, "NVML %s is not supported on %s; reported as null",
+                           fn, where)
+            return default
+        if code in (nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_NO_PERMISSION):
+            self._unanswerable.add(key)
+        first = (fn, device) not in self._logged
+        self._log_once((fn, device), logging.WARNING, "NVML %s failed on %s: %s; reported as null",
+                       fn, where, e)
+        if first and self._on_error is not None:
+            self._on_error("NVML %s failed on %s: %s" % (fn, where, e))
+        return default
+
+    def _log_once(self, key, level, fmt, *args):
+        if key in self._logged:
+            return
+        self._logged.add(key)
+        logger.log(level, "graphsignal: " + fmt, *args)
+
+    def supported(self, fn, device, variant=None):
+        """False once `fn` answered "not supported" (or is missing) there."""
+        return (fn, device, variant) not in self._unanswerable
+
+
+class NvmlBackend(Backend):
+    """NVIDIA GPUs through `nvml` (an Nvml door)."""
+
+    vendor = "nvidia"
+    visible_env = ("CUDA_VISIBLE_DEVICES",)
+
+    def __init__(self, nvml, interval=1.0):
+        self.nvml = nvml
+        self.interval = interval
+        self._event_sets = []
+
+    @property
+    def nv(self):
+        return self.nvml.nv
+
+    # -- discovery -----------------------------------------------------------
+    def open(self):
+        self.nvml.init()  # raises NvmlUnavailable with the one line
+        call = self.nvml.call
+        count = call("nvmlDeviceGetCount")
+        if count is None:
+            raise NvmlUnavailable("NVML could not count the GPUs; no NVIDIA GPU telemetry")
+        driver = _text(call("nvmlSystemGetDriverVersion"))
+        cuda = call("nvmlSystemGetCudaDriverVersion")
+        cuda = "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None
+        devices = []
+        for i in range(count):
+            try:
+                h = call("nvmlDeviceGetHandleByIndex", i, device=i, variant=())
+                if h is None:
+                    continue  # not ours to read (e.g. another container's GPU): logged by the door
+                uuid = _text(call("nvmlDeviceGetUUID", h, device=i))
+                pci = call("nvmlDeviceGetPciInfo", h, device=i)
+                d = Device(i, uuid, _text(pci.busId) if pci is not None else None, h)
+            except DeviceLost as e:
+                d = Device(i, None, None, None, lost=str(e))
+            d.attributes.update({"vendor": "nvidia", "driver_version": driver, "cuda_driver_version": cuda})
+            devices.append(d)
+        return devices
+
+    def resolve(self, token):
+        """A MIG device UUID -> its parent GPU's UUID."""
+        call, nv = self.nvml.call, self.nv
+        try:
+            mig = call("nvmlDeviceGetHandleByUUID", token, expect=(nv.NVML_ERROR_NOT_FOUND,
+                                                                  nv.NVML_ERROR_INVALID_ARGUMENT))
+        except nv.NVMLError:
+            return None
+        if mig is None:
+            return None
+        parent = call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig)
+        return _text(call("nvmlDeviceGetUUID", parent)) if parent is not None else None
+
+    def prepare(self, d):
+        """Static attributes, maxima, NVLink layout and XID events."""
+        call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
+        name = _text(call("nvmlDeviceGetName", h, device=k))
+        arch = call("nvmlDeviceGetArchitecture", h, device=k)
+        cc = call("nvmlDeviceGetCudaComputeCapability", h, device=k)
+        mem = self._memory(d)
+        st = d.state
+        st["max_sm"] = call("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_SM, device=k)
+        st["max_mem"] = call("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_MEM, device=k)
+        st["reasons_fn"] = ("nvmlDeviceGetCurrentClocksEventReasons"
+                            if hasattr(nv, "nvmlDeviceGetCurrentClocksEventReasons")
+                            else "nvmlDeviceGetCurrentClocksThrottleReasons")
+        supported_fn = ("nvmlDeviceGetSupportedClocksEventReasons"
+                        if hasattr(nv, "nvmlDeviceGetSupportedClocksEventReasons")
+                        else "nvmlDeviceGetSupportedClocksThrottleReasons")
+        mask = call(supported_fn, h, device=k)
+        st["reasons"] = [(bit, n) for bit, n in REASONS if mask is None or mask & bit]
+        attrs = {
+            "device.name": name,
+            "architecture": ARCHITECTURES.get(arch) if arch is not None else None,
+            "compute_capability": "%d.%d" % tuple(cc) if cc is not None else None,
+            "mem_total": str(mem.total) if mem is not None else None,
+            "pcie_max_link_generation": call("nvmlDeviceGetMaxPcieLinkGeneration", h, device=k),
+            "pcie_max_link_width": call("nvmlDeviceGetMaxPcieLinkWidth", h, device=k),
+        }
+        self._prepare_fields(d)
+        if st["nvlinks"]:
+            attrs["nvlink_links"] = len(st["nvlinks"])
+        # attributes are strings, as in the reference payload
+        d.attributes.update({a: str(v) for a, v in attrs.items() if v is not None})
+        self._prepare_events(d)
+
+    def _prepare_fields(self, d):
+        """One nvmlDeviceGetFieldValues request per poll carries memory
+        temperature and, with NVLink, each link's state and data counters
+        plus the error totals (one driver round trip instead of ~60)."""
+        nv, st = self.nv, d.state
+        fields = []  # (field id, scope id)
+        slots = []  # what each field is: ("mem_temp",), ("state", link), ("tx", link), ("rx", link), ("err", kind)
+        mem_temp = getattr(nv, "NVML_FI_DEV_MEMORY_TEMP", None)
+        if mem_temp is not None:
+            fields.append((mem_temp, 0))
+            slots.append(("mem_temp",))
+        links = []
+        count_id = getattr(nv, "NVML_FI_DEV_NVLINK_LINK_COUNT", None)
+        if count_id is not None:
+            vals = self._fields(d, [(count_id, 0)], "link_count")
+            n = vals[0] if vals else None
+            links = list(range(int(n))) if n else []
+        st["nvlinks"] = links
+        state_id = getattr(nv, "NVML_FI_DEV_NVLINK_GET_STATE", None)
+        tx_id = getattr(nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
+        rx_id = getattr(nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", None)
+        for link in links:
+            for fid, tag in ((state_id, "state"), (tx_id, "tx"), (rx_id, "rx")):
+                if fid is not None:
+                    fields.append((fid, link))
+                    slots.append((tag, link))
+        if links:
+            for attr, kind in _NVLINK_ERROR_FIELDS:
+                fid = getattr(nv, attr, None)
+                if fid is not None:
+                    fields.append((fid, 0))
+                    slots.append(("err", kind))
+        st["fields"], st["slots"] = fields, slots
+        st["link_state_field"] = state_id is not None
+
+    def _prepare_events(self, d):
+        call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
+        xid = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
+        d.state["event_set"] = None
+        supported = call("nvmlDeviceGetSupportedEventTypes", h, device=k)
+        if not supported or not supported & xid:
+            return
+        es = call("nvmlEventSetCreate", device=k)
+        if es is None:
+            return
+        if call("nvmlDeviceRegisterEvents", h, xid, es, device=k, default=False) is False:
+            call("nvmlEventSetFree", es, device=k)
+            return
+        d.state["event_set"] = es
+        self._event_sets.append(es)
+
+    # -- polling -------------------------------------------------------------
+    def read(self, d, r):
+        call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
+        st = d.state
+        rates = []  # nvmlDeviceGetUtilizationRates, read at most once per poll
+        r.gauge("gpu_utilization_percent", self._utilization(d, "gpu", rates))
+        r.gauge("gpu_memory_busy_percent", self._utilization(d, "memory", rates))
+
+        mem = self._memory(d)
+        if mem is not None:
+            r.gauge("gpu_memory_total_bytes", int(mem.total))
+            r.gauge("gpu_memory_free_bytes", int(mem.free))
+            r.gauge("gpu_memory_used_bytes", int(mem.total - mem.free))
+            reserved = getattr(mem, "reserved", None)
+            r.gauge("gpu_memory_reserved_bytes", int(reserved) if reserved is not None else None)
+        else:
+            for n in ("total", "free", "used", "reserved"):
+                r.gauge("gpu_memory_%s_bytes" % n, None)
+
+        r.gauge("gpu_power_usage_watts", _scale(call("nvmlDeviceGetPowerUsage", h, device=k), 1000.0))
+        r.gauge("gpu_power_management_limit_watts",
+                _scale(call("nvmlDeviceGetPowerManagementLimit", h, device=k), 1000.0))
+        r.counter("gpu_energy_consumed_joules",
+                  _scale(call("nvmlDeviceGetTotalEnergyConsumption", h, device=k), 1000.0))
+        r.gauge("gpu_temperature_celsius", call("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU, device=k))
+        r.gauge("gpu_fan_speed_percent", call("nvmlDeviceGetFanSpeed", h, device=k))
+
+        r.gauge("gpu_clock_sm_megahertz", call("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM, device=k))
+        r.gauge("gpu_clock_mem_megahertz", call("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM, device=k))
+        r.gauge("gpu_max_clock_sm_megahertz", st.get("max_sm"))
+        r.gauge("gpu_max_clock_mem_megahertz", st.get("max_mem"))
+
+        mask = call(st["reasons_fn"], h, device=k)
+        r.gauge("gpu_clocks_throttle_reasons", mask)
+        for bit, reason in st["reasons"]:
+            r.gauge("gpu_clocks_throttle_reason_active", None if mask is None else int(bool(mask & bit)),
+                    {"reason": reason})
+
+        pstate = call("nvmlDeviceGetPerformanceState", h, device=k)
+        r.gauge("gpu_performance_state", pstate if pstate is not None and 0 <= pstate <= 15 else None)
+
+        r.gauge("gpu_pcie_link_generation", call("nvmlDeviceGetCurrPcieLinkGeneration", h, device=k))
+        r.gauge("gpu_pcie_link_width", call("nvmlDeviceGetCurrPcieLinkWidth", h, device=k))
+        r.gauge("gpu_pcie_throughput_tx_kilobytes_per_second",
+                call("nvmlDeviceGetPcieThroughput", h, nv.NVML_PCIE_UTIL_TX_BYTES, device=k))
+        r.gauge("gpu_pcie_throughput_rx_kilobytes_per_second",
+                call("nvmlDeviceGetPcieThroughput", h, nv.NVML_PCIE_UTIL_RX_BYTES, device=k))
+        r.counter("gpu_pcie_replay_counter", call("nvmlDeviceGetPcieReplayCounter", h, device=k))
+
+        for kind, etype in (("corrected", nv.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                            ("uncorrected", nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+            r.counter("gpu_ecc_errors", call("nvmlDeviceGetTotalEccErrors", h, etype, nv.NVML_VOLATILE_ECC,
+                                             device=k), {"kind": kind})
+
+        self._read_fields(d, r)
+
+    def _utilization(self, d, kind, rates):
+        """Percent, averaged over NVML's samples since the last read (the
+        driver samples several times a second; one instantaneous read would
+        alias). Falls back to nvmlDeviceGetUtilizationRates when samples are
+        not supported, when none arrived (the buffer runs dry on an idle
+        GPU) or when they make no sense."""
+        call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
+        stype = nv.NVML_GPU_UTILIZATION_SAMPLES if kind == "gpu" else nv.NVML_MEMORY_UTILIZATION_SAMPLES
+        last_key = "last_ts_" + kind
+        last = d.state.get(last_key, 0)
+        res = None
+        try:
+            res = call("nvmlDeviceGetSamples", h, stype, last, device=k, variant=stype,
+                       expect=(nv.NVML_ERROR_NOT_FOUND,))
+        except nv.NVMLError:
+            res = None  # NOT_FOUND: no sample since `last`
+        if res:
+            vtype, samples = res
+            if samples:
+                newest = max(s.timeStamp for s in samples)
+                if not last:
+                    # The first read returns the driver's whole buffer (many
+                    # seconds): keep the last interval, like later reads.
+                    floor = newest - int(self.interval * 1e6)
+                    samples = [s for s in samples if s.timeStamp >= floor]
+                d.state[last_key] = newest
+                values = [sample_value(vtype, s.sampleValue) for s in samples]
+                values = [v for v in values if v is not None]
+                if values:
+                    avg = sum(values) / float(len(values))
+                    if 0 <= avg <= 100:
+                        return round(avg, 1)
+                    self.nvml._log_once(("samples-range", k), logging.WARNING,
+                                        "NVML utilization samples out of range on GPU %s (%s); "
+                                        "using instantaneous readings", k, avg)
+        if not rates:
+            rates.append(call("nvmlDeviceGetUtilizationRates", h, device=k))
+        u = rates[0]
+        if u is None:
+            return None
+        return float(u.gpu if kind == "gpu" else u.memory)
+
+    def _memory(self, d):
+        """nvmlMemory_v2 (with `reserved`) where the driver has it, else v1."""
+        call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
+        version = getattr(nv, "nvmlMemory_v2", None)
+        if version is not None and not d.state.get("mem_v1"):
+            m = call("nvmlDeviceGetMemoryInfo", h, version, device=k)
+            if m is not None:
+                return m
+            d.state["mem_v1"] = True
+        return call("nvmlDeviceGetMemoryInfo", h, device=k)
+
+    def _fields(self, d, fields, variant):
+        """Values of (field id, scope id) pairs; None where not answered.
+        `variant` names the request (the door remembers refusals per name)."""
+        nv = self.nv
+        vals = self.nvml.call("nvmlDeviceGetFieldValues", d.handle, fields, device=d.index, variant=variant)
+        if vals is None:
+            return [None] * len(fields)
+        out = []
+        for fv in vals:
+            if fv.nvmlReturn == nv.NVML_SUCCESS:
+                out.append(sample_value(fv.valueType, fv.value))
+            elif fv.nvmlReturn == nv.NVML_ERROR_GPU_IS_LOST:
+                raise DeviceLost("NVML nvmlDeviceGetFieldValues: GPU is lost")
+            else:
+                out.append(None)
+        return out
+
+    def _read_fields(self, d, r):
+        st = d.state
+        fields, slots = st["fields"], st["slots"]
+        vals = self._fields(d, fields, "poll") if fields else []
+        mem_temp = None
+        up, tx, rx, states = 0, None, None, 0
+        errors = {}
+        for slot, v in zip(slots, vals):
+            tag = slot[0]
+            if tag == "mem_temp":
+                mem_temp = v
+            elif tag == "state":
+                if v is not None:
+                    states += 1
+                    up += v in _NVLINK_UP
+            elif tag == "tx":
+                if v is not None:
+                    tx = (tx or 0) + v
+            elif tag == "rx":
+                if v is not None:
+                    rx = (rx or 0) + v
+            else:
+                errors[slot[1]] = v
+        r.gauge("gpu_memory_temperature_celsius", mem_temp)
+        links = st["nvlinks"]
+        if not links:
+            return
+        if not states:
+            up = self._link_states(d, links)
+        r.gauge("gpu_nvlink_active_links", up)
+        # NVML counts NVLink data in KiB
+        r.counter("gpu_nvlink_tx_bytes", tx * 1024 if tx is not None else None)
+        r.counter("gpu_nvlink_rx_bytes", rx * 1024 if rx is not None else None)
+        for _, kind in _NVLINK_ERROR_FIELDS:
+            if kind in errors:
+                r.counter("gpu_nvlink_errors", errors[kind], {"kind": kind})
+
+    def _link_states(self, d, links):
+        """Active links the old way (one call per link), when the driver
+        does not answer the link-state field."""
+        call, k = self.nvml.call, d.index
+        answered, up = 0, 0
+        for link in links:
+            s = call("nvmlDeviceGetNvLinkState", d.handle, link, device=k)
+            if s is not None:
+                answered += 1
+                up += bool(s)
+        return up if answered else None
+
+    # -- XID events ----------------------------------------------------------
+    def events_supported(self, d):
+        return d.state.get("event_set") is not None
+
+    def events(self, d):
+        """XIDs since the last call: a 0 ms wait per pending event."""
+        nv, es = self.nv, d.state.get("event_set")
+        xid = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
+        out = []
+        for _ in range(64):
+            try:
+                data = self.nvml.call("nvmlEventSetWait", es, 0, device=d.index, variant=(),
+                                      expect=(nv.NVML_ERROR_TIMEOUT,))
+            except nv.NVMLError:
+                break  # TIMEOUT: nothing pending
+            if data is None:
+                break
+            if data.eventType & xid:
+                out.append(int(data.eventData))
+        return out
+
+    def close(self):
+        for es in self._event_sets:
+            self.nvml.call("nvmlEventSetFree", es)
+        self._event_sets = []
+        self.nvml.shutdown()
+
+
+def _scale(value, divisor):
+    return value / divisor if value is not None else None
+
+
+def make_source(sup):
+    """The registry's entry point: GPU telemetry (NVML, plus AMD SMI when
+    its package imports)."""
+    from graphsignal.sources import gpu
+
+    return gpu.make_source(sup)
