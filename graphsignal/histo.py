@@ -45,6 +45,10 @@ def bin_upper(b):
     return bin_bounds(b)[1]
 
 
+# upper bound of every bin, for rendering many bins at once
+BIN_UPPER = np.array([bin_bounds(b)[1] for b in range(NBINS)], dtype=np.uint64)
+
+
 def quantiles_loglinear(bins, counts, qs, vmin=None, vmax=None):
     """Quantiles from non-empty bins (ascending) and their counts."""
     total = int(np.sum(counts)) if len(counts) else 0

@@ -240,6 +240,7 @@ class Poller:
             self._publish_ring_counters(st)
             self._maybe_retire(fname, st, final)
         self.cycles += 1
+        self.store.prerender()
         now = time.monotonic()
         if self._last_history is None or now - self._last_history >= self.history_interval:
             self._last_history = now

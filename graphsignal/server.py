@@ -12,7 +12,7 @@ import threading
 import time
 
 import orjson
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
@@ -64,6 +64,17 @@ def make_app(store, windows=None):
         return Response(build_signals(store, extra), mimetype=JSON)
 
     return app
+
+
+class QuietHandler(WSGIRequestHandler):
+    """No per-request log lines: the sidecar's stderr is the workload's."""
+
+    def log_request(self, code="-", size="-"):
+        pass
+
+    def log(self, type, message, *args):
+        if type == "error":
+            logger.debug("graphsignal: server: " + message, *args)
 
 
 class ServerThread(threading.Thread):
@@ -130,7 +141,8 @@ class ServerThread(threading.Thread):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
             sock.listen(128)
-            srv = make_server(self.host, sock.getsockname()[1], self.app, threaded=True, fd=sock.fileno())
+            srv = make_server(self.host, sock.getsockname()[1], self.app, threaded=True, fd=sock.fileno(),
+                              request_handler=QuietHandler)
         except BaseException:
             sock.close()
             raise

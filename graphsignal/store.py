@@ -34,7 +34,7 @@ def tags_key(tags):
 
 
 class Series:
-    __slots__ = ("name", "type", "tags", "updated_ns", "_json")
+    __slots__ = ("name", "type", "tags", "updated_ns", "_json", "_head")
 
     def __init__(self, name, type_, tags):
         self.name = name
@@ -42,6 +42,8 @@ class Series:
         self.tags = dict(tags)
         self.updated_ns = None
         self._json = None
+        # '{"name":..,"type":..,"tags":{..}' never changes: serialize it once
+        self._head = orjson.dumps({"name": name, "type": type_, "tags": self.tags})[:-1]
 
     def touch(self, ts):
         self.updated_ns = ts
@@ -50,13 +52,13 @@ class Series:
     def stats(self):
         raise NotImplementedError
 
+    def stats_json(self):
+        return orjson.dumps(self.stats(), option=orjson.OPT_SERIALIZE_NUMPY)
+
     def to_json(self):
         if self._json is None:
-            self._json = orjson.dumps(
-                {"name": self.name, "type": self.type, "tags": self.tags, "stats": self.stats(),
-                 "updated_ns": self.updated_ns},
-                option=orjson.OPT_SERIALIZE_NUMPY,
-            )
+            self._json = b"".join((self._head, b',"stats":', self.stats_json(), b',"updated_ns":',
+                                   orjson.dumps(self.updated_ns), b"}"))
         return self._json
 
     def state(self):
@@ -74,6 +76,9 @@ class Gauge(Series):
     def stats(self):
         return {"value": self.value}
 
+    def stats_json(self):
+        return b'{"value":' + orjson.dumps(self.value, option=orjson.OPT_SERIALIZE_NUMPY) + b"}"
+
     def state(self):
         return self.value
 
@@ -87,6 +92,9 @@ class Counter(Series):
 
     def stats(self):
         return {"total": self.total}
+
+    def stats_json(self):
+        return b'{"total":' + orjson.dumps(self.total, option=orjson.OPT_SERIALIZE_NUMPY) + b"}"
 
     def state(self):
         return self.total
@@ -118,7 +126,7 @@ class Histogram(Series):
             counts = self.bin_counts[nz]
             q = histo.quantiles_loglinear(nz, counts, (0.5, 0.95, 0.99), self.min, self.max)
             st.update(p50=q[0], p95=q[1], p99=q[2],
-                      bins=[histo.bin_upper(int(b)) for b in nz], counts=counts.tolist())
+                      bins=histo.BIN_UPPER[nz].tolist(), counts=counts.tolist())
         elif self.le is not None:
             q = histo.quantiles_buckets(self.le, self.le_counts, (0.5, 0.95, 0.99))
             st.update(p50=q[0], p95=q[1], p99=q[2],
@@ -182,6 +190,8 @@ class MetricStore:
         self.start_ns = clock()
         self.history = collections.deque(maxlen=history_seconds + 1)  # (ts_ns, {key: state})
         self._warned_cap = False
+        self._order = None  # series in payload order, rebuilt when series come or go
+        self.last_read_ns = None  # when /signals was last served (see prerender)
 
     # -- series --------------------------------------------------------------
     def get(self, name, type_, tags=None):
@@ -202,6 +212,7 @@ class MetricStore:
             else:
                 s = _TYPES[type_](name, tags or {})
             self.series[key] = s
+            self._order = None
         return s
 
     def set_gauge(self, name, tags, value, ts=None):
@@ -281,6 +292,7 @@ class MetricStore:
     def remove(self, name, type_, tags=None):
         with self.lock:
             self.series.pop((name, type_, tags_key(tags)), None)
+            self._order = None
 
     # -- errors and resources ------------------------------------------------
     def add_error(self, level, message, exception=None, tags=None, ts=None):
@@ -319,11 +331,29 @@ class MetricStore:
             snap = {key: s.state() for key, s in self.series.items()}
         self.history.append((ts, snap))
 
+    def prerender(self, active_window_ns=60_000_000_000):
+        """Serializes the series that changed, off the request path (the
+        poller calls this every cycle), but only while someone has read
+        /signals recently: an unread sidecar spends nothing on JSON."""
+        last = self.last_read_ns
+        if last is None or self.clock() - last > active_window_ns:
+            return 0
+        n = 0
+        with self.lock:
+            for s in self.series.values():
+                if s._json is None:
+                    s.to_json()
+                    n += 1
+        return n
+
     def metrics_json(self):
         """Serialized series in (name, tags) order."""
         with self.lock:
-            items = sorted(self.series.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1]))
-            return [s.to_json() for _, s in items]
+            self.last_read_ns = self.clock()
+            if self._order is None:
+                keys = sorted(self.series, key=lambda k: (k[0], k[2], k[1]))
+                self._order = [self.series[k] for k in keys]
+            return [s.to_json() for s in self._order]
 
     def lookup(self, name, type_=None, tags=None):
         """Series with this name (and type, and tags containing `tags`)."""

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""/signals latency (JSON lines): a store of 5000 series (20 profiles of
+250 frames, histograms, counters, gauges) served by the real Werkzeug
+server over real HTTP on loopback (one keep-alive connection). Two cases:
+"steady" (nothing changed between requests) and "all_dirty" (every series
+updated before each request, the worst case), and "live" (as in a run:
+every series changes once a second, as telemetry does, and the poller
+re-serializes what changed every 50 ms, as it does while someone reads
+/signals). Target: p99 <= 5 ms."""
+import argparse
+import http.client
+import json
+import threading
+import time
+
+import numpy as np
+from benchutil import emit, percentile
+
+from graphsignal.server import ServerThread, make_app
+from graphsignal.store import MetricStore
+
+
+def build_store():
+    s = MetricStore()
+    rng = np.random.default_rng(0)
+    for p in range(20):
+        s.add_profile("cuda_kernels_nanoseconds", {"process.pid": str(1000 + p)},
+                      [("_ZN7kernels%dIfEEvPT_i_%d" % (p, f), int(rng.integers(1, 1 << 30)), 10) for f in range(250)])
+    for h in range(200):
+        s.add_histogram_values("probe_latency_nanoseconds", {"op": str(h)}, rng.integers(1, 1 << 20, 1000))
+    for c in range(1000):
+        s.set_counter("engine_tokens_total", {"i": str(c)}, c * 10)
+    n = 5000 - len(s.series)
+    for g in range(n):
+        s.set_gauge("gpu_metric_%d" % (g % 50), {"device.index": str(g // 50)}, float(g))
+    assert len(s.series) == 5000
+    return s
+
+
+def dirty_all(store):
+    with store.lock:
+        for ser in store.series.values():
+            ser._json = None
+
+
+def measure(port, n, before=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    lat = []
+    size = 0
+    for _ in range(n):
+        if before:
+            before()
+        t0 = time.perf_counter()
+        conn.request("GET", "/signals")
+        r = conn.getresponse()
+        body = r.read()
+        lat.append((time.perf_counter() - t0) * 1000.0)
+        size = len(body)
+    conn.close()
+    json.loads(body)
+    return lat, size
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("-n", type=int, default=300)
+    ap.add_argument("--live-seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    store = build_store()
+    srv = ServerThread(make_app(store), "127.0.0.1", 0)
+    srv.start()
+    srv.bound.wait(5)
+    measure(srv.port, 5)
+    for case, before in (("steady", None), ("all_dirty", lambda: dirty_all(store))):
+        lat, size = measure(srv.port, args.n, before)
+        report(case, store, args.n, lat, size)
+    halt = threading.Event()
+
+    def updater():  # telemetry: every series changes once a second
+        while not halt.wait(1.0):
+            dirty_all(store)
+
+    def poller():  # the poller's cycle: re-serialize what changed
+        while not halt.wait(0.05):
+            store.prerender()
+
+    threads = [threading.Thread(target=updater), threading.Thread(target=poller)]
+    for t in threads:
+        t.start()
+    lat, size = [], 0
+    t_end = time.monotonic() + args.live_seconds
+    while time.monotonic() < t_end:
+        part, size = measure(srv.port, 20)
+        lat += part
+        time.sleep(0.03)
+    halt.set()
+    for t in threads:
+        t.join()
+    report("live", store, len(lat), lat, size)
+    srv.stop()
+
+
+def report(case, store, n, lat, size):
+    emit(bench="signals_latency", case=case, series=len(store.series), requests=n, bytes=size,
+         p50_ms=round(percentile(lat, 50), 3), p99_ms=round(percentile(lat, 99), 3), max_ms=round(max(lat), 3),
+         target_p99_ms=5.0)
+
+
+if __name__ == "__main__":
+    main()
