@@ -327,6 +327,8 @@ class GpuTelemetry(Source):
                     self._lose(d, d.lost)
         if not self.active:
             raise SourceUnavailable("; ".join(reasons) or "no GPU found")
+        for why in reasons:  # e.g. no NVIDIA driver on an AMD host: not worth an error entry
+            logger.info("graphsignal: %s", why)
 
     def devices(self):
         return [d for _, devs in self.active for d in devs]
