@@ -10,8 +10,8 @@ from graphsignal.sources import SourceUnavailable, amdsmi as amd
 from graphsignal.sources.gpu import GpuTelemetry, make_source
 from graphsignal.sources.nvml import Nvml, NvmlBackend
 from graphsignal.store import COUNTER, GAUGE, MetricStore
-from tests.fakes.fake_amdsmi import FUNCTIONS, FakeAmdGpu, FakeAmdSmi, amdsmi_wrapper
-from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+from fakes.fake_amdsmi import FUNCTIONS, FakeAmdGpu, FakeAmdSmi, amdsmi_wrapper
+from fakes.fake_nvml import FakeGpu, FakeNvml
 
 NOT_SUPPORTED = amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
 MI300X_TAGS = {"device.uuid": "1fff74a1-0000-1000-8000-c5d3c7cbe8a1", "device.bus_id": "0000:0c:00.0",
