@@ -1,0 +1,251 @@
+#include "collector.h"
+
+#include <graphsignal/probe.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "cupti_call.h"
+#include "log.h"
+
+namespace graphsignal {
+namespace cupti {
+
+Collector* Collector::self_ = nullptr;
+std::atomic<bool> Collector::forked_{false};
+
+static unsigned long env_number(const char* name, unsigned long def, unsigned long lo, unsigned long hi) {
+  const char* s = getenv(name);
+  if (!s || !*s) return def;
+  char* end = nullptr;
+  unsigned long v = strtoul(s, &end, 10);
+  if (!end || *end || v < lo || v > hi) {
+    log(Level::kWarning, "%s=%s is not a number in [%lu, %lu]; using %lu", name, s, lo, hi, def);
+    return def;
+  }
+  return v;
+}
+
+CollectorConfig CollectorConfig::from_env() {
+  CollectorConfig c;
+  // graphsignal-run resolves --cuda-graph-trace / the variable (and warns
+  // about bad values) before it starts the workload.
+  const char* mode = getenv("GRAPHSIGNAL_CUDA_GRAPH_TRACE");
+  c.mode = (mode && !strcasecmp(mode, "node")) ? GraphTrace::kNode : GraphTrace::kGraph;
+  c.flush_ms = static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_FLUSH_MS", c.flush_ms, 10, 60000));
+  c.max_buffers = env_number("GRAPHSIGNAL_CUPTI_MAX_BUFFERS", c.max_buffers, 2, 4096);
+  c.callbacks = env_number("GRAPHSIGNAL_CUPTI_CALLBACKS", 1, 0, 1) != 0;
+  return c;
+}
+
+Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
+    : cfg_(cfg),
+      pid_(getpid()),
+      sink_(ring),
+      pool_(cfg.buffer_bytes, cfg.max_buffers),
+      translator_(&sink_, &uuids_, cfg.mode) {}
+
+void Collector::initialize() {
+  char name[256];
+  if (!graphsignal_ring_name(name, sizeof name, "cupti")) {
+    log(Level::kDebug, "not running under graphsignal-run (no %s); inactive", GRAPHSIGNAL_RUN_ID_ENV);
+    return;
+  }
+  size_t size = 0;
+  graphsignal_ring_header* ring = graphsignal_ring_open(name, GRAPHSIGNAL_KIND_CUPTI, graphsignal_ring_env_capacity(),
+                                                        GRAPHSIGNAL_RING_DEFAULT_STRINGS, &size);
+  if (!ring) {
+    log(Level::kWarning, "cannot create /dev/shm/%s: %s; this process runs unprofiled", name, strerror(errno));
+    return;
+  }
+  self_ = new Collector(ring, CollectorConfig::from_env());
+  self_->start();
+}
+
+void Collector::start() {
+  uuids_.attach_driver();
+  if (GS_CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS ||
+      !enable_activity()) {
+    log(Level::kWarning, "CUPTI cannot trace this process; it runs unprofiled");
+    sink_.close();  // tells the sidecar nothing more will come
+    return;
+  }
+  if (cfg_.callbacks) subscribe();
+  {
+    std::lock_guard<std::mutex> g(translate_mu_);
+    translator_.write_meta();
+  }
+  pthread_t t;
+  if (pthread_create(&t, nullptr, flush_main, this) == 0) {
+    pthread_detach(t);  // at exit we wait for it to finish its round, never join (it may be stuck in CUPTI)
+  } else {
+    std::lock_guard<std::mutex> g(flush_mu_);
+    flush_thread_done_ = true;
+    log(Level::kWarning, "no flush thread; activity arrives when CUPTI's buffers fill and at exit");
+  }
+  atexit(at_exit_trampoline);
+  pthread_atfork(nullptr, nullptr, on_fork_child);
+}
+
+void Collector::subscribe() {
+  CUptiResult r = GS_CUPTI_CALL_QUIET(cuptiSubscribe(&subscriber_, on_callback, this),
+                                      CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    // Another tool (Nsight, a sanitizer) holds CUPTI's callback API. Activity
+    // still works; contexts are learned from CONTEXT records instead.
+    log(Level::kInfo, "another CUPTI subscriber is active; using context records for device mapping");
+  }
+  if (r != CUPTI_SUCCESS) {
+    subscriber_ = nullptr;
+    return;
+  }
+  GS_CUPTI_CALL(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+}
+
+bool Collector::enable_activity() {
+  // Kernels first: if CUPTI cannot trace them (no usable driver, a profiler
+  // that owns the GPU's counters), it can trace nothing, and one line says so.
+  if (GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) return false;
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  // CONTEXT records are the fallback map from context to device (sync
+  // records carry only the context).
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONTEXT));
+  if (cfg_.mode == GraphTrace::kGraph &&
+      GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
+    // Without whole-graph records, the nodes' kernel records are the only
+    // measure of graph replays: report them rather than nothing.
+    log(Level::kWarning, "CUDA graph tracing unavailable; graph kernels are reported per node");
+    translator_.set_mode(GraphTrace::kNode);
+  }
+  log(Level::kInfo, "collecting kernels, memcpy, memset, synchronization; graph trace mode %s",
+      translator_.mode() == GraphTrace::kNode ? "node" : "graph");
+  return true;
+}
+
+void CUPTIAPI Collector::buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_records) {
+  *max_num_records = 0;  // as many as fit
+  uint8_t* b = (self_ && !forked_.load(std::memory_order_relaxed)) ? self_->pool_.acquire() : nullptr;
+  if (!b) {
+    // CUPTI drops what it cannot store and counts it; buffer_completed
+    // reports that count.
+    GS_LOG_ONCE(Level::kWarning, "all activity buffers are in use; CUPTI drops records until one is returned "
+                "(counted in graphsignal_dropped_records)");
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
+  *buffer = b;
+  *size = self_->pool_.buffer_size();
+}
+
+void CUPTIAPI Collector::buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t /*size*/,
+                                          size_t valid) {
+  Collector* self = self_;
+  if (!self || forked_.load(std::memory_order_relaxed)) return;
+  if (buffer && valid) {
+    std::lock_guard<std::mutex> g(self->translate_mu_);
+    self->translator_.translate_buffer(buffer, valid, next_record, nullptr);
+  }
+  size_t dropped = 0;
+  if (GS_CUPTI_CALL(cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) == CUPTI_SUCCESS && dropped) {
+    self->sink_.add_dropped(dropped);
+    GS_LOG_ONCE(Level::kWarning, "CUPTI dropped %zu activity records (counted in graphsignal_dropped_records)",
+                dropped);
+  }
+  self->pool_.release(buffer);
+}
+
+bool Collector::next_record(void* /*ctx*/, uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+  // MAX_LIMIT_REACHED is the end of the buffer, not an error.
+  return GS_CUPTI_CALL_QUIET(cuptiActivityGetNextRecord(buffer, valid, record), CUPTI_ERROR_MAX_LIMIT_REACHED) ==
+         CUPTI_SUCCESS;
+}
+
+void CUPTIAPI Collector::on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                     const void* data) {
+  auto* self = static_cast<Collector*>(userdata);
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED || !data) return;
+  // Only CUPTI calls here: CUPTI does not support driver calls from inside
+  // its callbacks, and this runs on the thread creating the context.
+  const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+  uint32_t context_id = 0, device_id = 0;
+  if (GS_CUPTI_CALL(cuptiGetContextId(rd->context, &context_id)) == CUPTI_SUCCESS &&
+      GS_CUPTI_CALL(cuptiGetDeviceId(rd->context, &device_id)) == CUPTI_SUCCESS) {
+    self->translator_.note_context(context_id, device_id);
+  }
+}
+
+void* Collector::flush_main(void* arg) {
+  static_cast<Collector*>(arg)->flush_loop();
+  return nullptr;
+}
+
+void Collector::flush_loop() {
+  // First the device UUIDs, polled quickly while cuInit (which is running
+  // InitializeInjection right now) finishes; then a flush every flush_ms so
+  // the sidecar sees activity within about a second.
+  bool uuids_done = false;
+  int attempts = 0;
+  std::unique_lock<std::mutex> lk(flush_mu_);
+  for (;;) {
+    auto wait = std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
+    flush_cv_.wait_for(lk, wait, [this] { return stopping_; });
+    if (stopping_) break;
+    lk.unlock();
+    if (!uuids_done) {
+      uuids_done = uuids_.resolve_all() || ++attempts >= 500;
+    } else {
+      // Default flush: returns only buffers whose records are all complete.
+      GS_CUPTI_CALL(cuptiActivityFlushAll(0));
+    }
+    lk.lock();
+  }
+  flush_thread_done_ = true;
+  lk.unlock();
+  flush_cv_.notify_all();
+}
+
+void Collector::at_exit_trampoline() {
+  if (self_) self_->at_exit();
+}
+
+void Collector::on_fork_child() { forked_.store(true, std::memory_order_relaxed); }
+
+void Collector::at_exit() {
+  // A fork child inherits this handler but not CUPTI's threads or state.
+  if (getpid() != pid_ || forked_.load(std::memory_order_relaxed)) return;
+  if (exited_.exchange(true)) return;
+  {
+    std::unique_lock<std::mutex> lk(flush_mu_);
+    stopping_ = true;
+    flush_cv_.notify_all();
+    // Let a flush in progress finish, so no CUPTI call of ours is still
+    // running while the process tears libraries down. Bounded: exit must
+    // never hang on the profiler.
+    flush_cv_.wait_for(lk, std::chrono::seconds(2), [this] { return flush_thread_done_; });
+  }
+  // Forced: also returns buffers with records still incomplete, so a short
+  // program loses nothing that CUPTI holds.
+  GS_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  {
+    std::lock_guard<std::mutex> g(translate_mu_);
+    const TranslatorStats& s = translator_.stats();
+    log(Level::kDebug,
+        "exit: %llu records (%llu kernels, %llu graphs, %llu memcpy, %llu memset, %llu sync, %llu graph-node "
+        "kernels skipped, %llu other); %llu buffer requests refused",
+        (unsigned long long)s.records, (unsigned long long)s.kernels, (unsigned long long)s.graphs,
+        (unsigned long long)s.memcpys, (unsigned long long)s.memsets, (unsigned long long)s.syncs,
+        (unsigned long long)s.graph_kernels_skipped, (unsigned long long)s.other,
+        (unsigned long long)pool_.refused());
+  }
+  sink_.close();
+}
+
+}  // namespace cupti
+}  // namespace graphsignal

@@ -1,0 +1,14 @@
+// The library's exported surface: the one entry point CUDA calls when
+// CUDA_INJECTION64_PATH names this library. Everything else is hidden
+// (-fvisibility=hidden).
+#include <atomic>
+
+#include "collector.h"
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  // CUDA calls this once per process from cuInit; guard anyway, since a
+  // second collector would register CUPTI's callbacks twice.
+  static std::atomic<bool> done{false};
+  if (!done.exchange(true)) graphsignal::cupti::Collector::initialize();
+  return 1;  // never fail cuInit: without profiling the workload still runs
+}

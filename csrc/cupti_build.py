@@ -1,0 +1,322 @@
+"""Builds the CUPTI injection library, once per CUDA major whose headers
+can be found (called by csrc/build_native.py from setup.py; also by tests).
+
+Output: <out_dir>/libgraphsignal_cupti_cu<major>.so for major 12 and 13.
+Each variant is compiled against the oldest minor of its major that is
+found, so it runs with every libcupti of that major (CUPTI only appends
+fields to its records within a major; csrc/cupti/records.h pins the offsets
+read). libcupti is linked dynamically by soname, without an rpath:
+graphsignal-run makes the workload's own libcupti loadable
+(graphsignal/native.py).
+
+Where headers are looked for, in this order (the lowest minor wins per
+major, the first found wins a tie):
+  1. $CUDA_HOME, $CUDA_PATH, $CUDA_ROOT
+  2. /usr/local/cuda-<major>.<minor>, /usr/local/cuda, /opt/cuda, the nvcc
+     on PATH, /usr
+  3. the PyPI wheels in any site-packages this interpreter knows about:
+     nvidia-cuda-cupti[-cu12] (cupti.h, libcupti) and
+     nvidia-cuda-runtime[-cu12] (cuda.h), under nvidia/*/include and lib.
+
+A missing compiler, header set or libcupti skips that variant with one
+line; it never fails the install.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections import namedtuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SRC = os.path.join(HERE, "cupti")
+INCLUDE = os.path.join(ROOT, "include")
+COMPAT = os.path.join(SRC, "compat")  # crt/host_defines.h for wheel-only header sets
+SUPPORTED_MAJORS = (12, 13)
+
+LIB_SOURCES = ["log.cpp", "cupti_call.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp",
+               "buffer_pool.cpp", "collector.cpp", "injection.cpp"]
+SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "test_shim.cpp"]
+
+CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+            "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra"]
+# libstdc++ is linked statically where possible: the library is loaded into
+# arbitrary processes, some of which bring an older libstdc++ of their own.
+STATIC_RUNTIME = ["-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL"]
+
+HeaderSet = namedtuple("HeaderSet", "major minor cupti_include cuda_include libcupti origin")
+
+
+def library_name(major):
+    return "libgraphsignal_cupti_cu%d.so" % major
+
+
+# -- discovery -----------------------------------------------------------------
+def _read(path):
+    try:
+        with open(path, "r", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def cuda_version(cuda_include):
+    """(major, minor) from cuda.h's CUDA_VERSION, or None."""
+    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", _read(os.path.join(cuda_include, "cuda.h")))
+    if not m:
+        return None
+    v = int(m.group(1))
+    return v // 1000, (v % 1000) // 10
+
+
+def cupti_major(cupti_include):
+    """The CUDA major of a CUPTI header set: 13.x writes CUPTI_API_VERSION as
+    xxyyzz; 12.x used small integers (18..28)."""
+    m = re.search(r"#define\s+CUPTI_API_VERSION\s+(\d+)", _read(os.path.join(cupti_include, "cupti_version.h")))
+    if not m:
+        return None
+    v = int(m.group(1))
+    if v >= 10000:
+        return v // 10000
+    return 12 if v >= 18 else 11
+
+
+def _libcupti(dirs, major):
+    for d in dirs:
+        exact = sorted(glob.glob(os.path.join(d, "libcupti.so.%d*" % major)))
+        if exact:
+            return exact[0]
+        plain = os.path.join(d, "libcupti.so")
+        if os.path.exists(plain):
+            real = os.path.basename(os.path.realpath(plain))
+            if real.startswith("libcupti.so.%d" % major):
+                return plain
+    return None
+
+
+def _toolkit_roots(environ):
+    roots = [environ.get(k) for k in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    roots += sorted(glob.glob("/usr/local/cuda-*"))
+    roots += ["/usr/local/cuda", "/opt/cuda"]
+    nvcc = shutil.which("nvcc", path=environ.get("PATH"))
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    roots.append("/usr")
+    seen, out = set(), []
+    for r in roots:
+        if r and os.path.isdir(r) and os.path.realpath(r) not in seen:
+            seen.add(os.path.realpath(r))
+            out.append(r)
+    return out
+
+
+def _from_toolkit(root):
+    incs = [os.path.join(root, "include"), os.path.join(root, "targets", "x86_64-linux", "include")]
+    cuda_inc = next((d for d in incs if os.path.exists(os.path.join(d, "cuda.h"))), None)
+    cupti_inc = next((d for d in incs + [os.path.join(root, "extras", "CUPTI", "include")]
+                      if os.path.exists(os.path.join(d, "cupti.h"))), None)
+    if not cuda_inc or not cupti_inc:
+        return None
+    ver = cuda_version(cuda_inc)
+    if not ver or cupti_major(cupti_inc) != ver[0]:
+        return None
+    libdirs = [os.path.join(root, p) for p in ("lib64", "lib", "extras/CUPTI/lib64", "targets/x86_64-linux/lib")]
+    if root == "/usr":
+        libdirs = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
+    return HeaderSet(ver[0], ver[1], cupti_inc, cuda_inc, _libcupti(libdirs, ver[0]), root)
+
+
+def site_dirs(environ=None):
+    """Every site-packages this interpreter can name, including the target
+    environment's when pip builds in an isolated environment (its
+    sys.prefix still points at the target)."""
+    environ = os.environ if environ is None else environ
+    dirs = list(sys.path)
+    try:
+        dirs += site.getsitepackages()
+    except AttributeError:
+        pass
+    try:
+        dirs.append(site.getusersitepackages())
+    except AttributeError:
+        pass
+    for key in ("purelib", "platlib"):
+        try:
+            dirs.append(sysconfig.get_paths()[key])
+        except KeyError:
+            pass
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        if environ.get(var):
+            dirs += glob.glob(os.path.join(environ[var], "lib", "python3*", "site-packages"))
+    seen, out = set(), []
+    for d in dirs:
+        if d and os.path.isdir(d) and os.path.realpath(d) not in seen:
+            seen.add(os.path.realpath(d))
+            out.append(d)
+    return out
+
+
+def _from_wheels(sp):
+    """Header sets from the nvidia-* wheels installed in one site-packages."""
+    found = []
+    cuda_incs = [os.path.dirname(p) for p in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include", "cuda.h")))]
+    for cupti_h in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include", "cupti.h"))):
+        cupti_inc = os.path.dirname(cupti_h)
+        major = cupti_major(cupti_inc)
+        for cuda_inc in cuda_incs:
+            ver = cuda_version(cuda_inc)
+            if ver and ver[0] == major:
+                pkg = os.path.dirname(cupti_inc)
+                found.append(HeaderSet(major, ver[1], cupti_inc, cuda_inc,
+                                       _libcupti([os.path.join(pkg, "lib"), os.path.join(pkg, "lib64")], major), sp))
+                break
+    return found
+
+
+def find_header_sets(environ=None):
+    """All usable header sets, in search order."""
+    environ = os.environ if environ is None else environ
+    sets = []
+    for root in _toolkit_roots(environ):
+        hs = _from_toolkit(root)
+        if hs:
+            sets.append(hs)
+    for sp in site_dirs(environ):
+        sets.extend(_from_wheels(sp))
+    return sets
+
+
+def pick(sets, major, need_lib=True):
+    """The oldest minor of `major` (first found on a tie)."""
+    cands = [s for s in sets if s.major == major and (s.libcupti or not need_lib)]
+    if not cands:
+        return None
+    return min(cands, key=lambda s: s.minor)  # min() keeps the first of equal keys
+
+
+# -- compiling -----------------------------------------------------------------
+def compiler(environ=None):
+    environ = os.environ if environ is None else environ
+    for c in (environ.get("CXX"), "g++", "c++", "clang++"):
+        if c and shutil.which(c.split()[0]):
+            return c.split()
+    return None
+
+
+def _compile(cxx, sources, hs, out, extra_link, log):
+    cmd = cxx + CXXFLAGS + ["-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include, "-I", hs.cuda_include,
+                            "-idirafter", COMPAT]
+    cmd += [os.path.join(SRC, s) for s in sources] + extra_link
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".so", dir=os.path.dirname(out))
+    os.close(fd)
+    errors = ""
+    for runtime in (STATIC_RUNTIME, []):  # retry without a static libstdc++ if it is not installed
+        try:
+            p = subprocess.run(cmd + runtime + ["-ldl", "-pthread", "-o", tmp], capture_output=True, text=True,
+                               timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            errors = str(e)
+            break
+        if p.returncode == 0:
+            os.chmod(tmp, 0o755)
+            # atomic: a running workload may have the previous build mapped
+            os.replace(tmp, out)
+            return True
+        errors = p.stderr
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    tail = "\n".join(errors.strip().splitlines()[-8:])
+    log("compiling %s failed:\n%s" % (os.path.basename(out), tail))
+    return False
+
+
+def _sources_mtime(sources):
+    paths = [os.path.join(SRC, s) for s in sources] + glob.glob(os.path.join(SRC, "*.h"))
+    paths += [os.path.join(INCLUDE, "graphsignal", "probe.h"), os.path.join(SRC, "exports.map"), __file__]
+    return max(os.path.getmtime(p) for p in paths if os.path.exists(p))
+
+
+def _up_to_date(out, sources, stamp):
+    info = out + ".build-info"
+    if not (os.path.exists(out) and os.path.exists(info)):
+        return False
+    if os.path.getmtime(out) < _sources_mtime(sources):
+        return False
+    return _read(info) == stamp
+
+
+def build_variant(hs, out_dir, log=print, cxx=None, force=False):
+    cxx = cxx or compiler()
+    out = os.path.join(out_dir, library_name(hs.major))
+    stamp = json.dumps(hs._asdict(), sort_keys=True)
+    if not force and _up_to_date(out, LIB_SOURCES, stamp):
+        return out
+    link = [hs.libcupti, "-Wl,--version-script=" + os.path.join(SRC, "exports.map"), "-Wl,-z,defs"]
+    if not _compile(cxx, LIB_SOURCES, hs, out, link, log):
+        return None
+    with open(out + ".build-info", "w") as f:
+        f.write(stamp)
+    return out
+
+
+def build_cupti_variants(out_dir, log=print):
+    """Builds every variant it can; returns the paths built (or current)."""
+    os.makedirs(out_dir, exist_ok=True)
+    cxx = compiler()
+    if not cxx:
+        log("CUPTI injection library: skipped (no C++ compiler; set CXX or install g++); "
+            "graphsignal-run will run workloads without GPU activity profiles")
+        return []
+    sets = find_header_sets()
+    built = []
+    for major in SUPPORTED_MAJORS:
+        hs = pick(sets, major)
+        if hs is None:
+            headers_only = pick(sets, major, need_lib=False)
+            why = ("headers at %s but no libcupti.so.%d beside them" % (headers_only.cupti_include, major)
+                   if headers_only else "no CUDA %d CUPTI headers" % major)
+            wheels = "nvidia-cuda-cupti nvidia-cuda-runtime" if major >= 13 else \
+                "nvidia-cuda-cupti-cu%d nvidia-cuda-runtime-cu%d" % (major, major)
+            log("CUPTI injection library for CUDA %d: skipped (%s; install a CUDA %d toolkit or "
+                "pip install %s)" % (major, why, major, wheels))
+            continue
+        path = build_variant(hs, out_dir, log, cxx)
+        if path:
+            log("CUPTI injection library for CUDA %d.%d (%s): %s" % (hs.major, hs.minor, hs.cupti_include, path))
+            built.append(path)
+        else:
+            log("CUPTI injection library for CUDA %d: skipped (build failed, see above)" % major)
+    return built
+
+
+def build_test_shim(out_dir, log=print):
+    """The translator test driver (tests only; needs headers, no libcupti).
+    Returns its path, or None when no compiler or headers are here."""
+    cxx = compiler()
+    if not cxx:
+        return None
+    sets = find_header_sets()
+    hs = pick(sets, 13, need_lib=False) or pick(sets, 12, need_lib=False)
+    if hs is None:
+        return None
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, "libgraphsignal_cupti_test_cu%d.so" % hs.major)
+    stamp = json.dumps(hs._asdict(), sort_keys=True)
+    if _up_to_date(out, SHIM_SOURCES, stamp):
+        return out
+    if not _compile(cxx, SHIM_SOURCES, hs, out, [], log):
+        return None
+    with open(out + ".build-info", "w") as f:
+        f.write(stamp)
+    return out
+
+
+if __name__ == "__main__":
+    for p in build_cupti_variants(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "graphsignal", "lib")):
+        print(p)
