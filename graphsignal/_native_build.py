@@ -47,6 +47,19 @@ int gs_ring_send_name(void* h, uint32_t id, uint8_t kind, const char* bytes, siz
 uint32_t gs_ring_new_name_id(void* h);
 void gs_ring_close(void* h);
 int gs_munmap(void* p, size_t size);
+
+/* probes (graphsignal.probes): the header's own functions */
+typedef enum { GRAPHSIGNAL_GAUGE, GRAPHSIGNAL_COUNTER, GRAPHSIGNAL_HISTOGRAM, GRAPHSIGNAL_PROFILE, ... }
+    graphsignal_probe_type;
+typedef struct graphsignal_probe_entry graphsignal_probe_entry;
+graphsignal_probe_entry* graphsignal_probe_register(const char* name, graphsignal_probe_type type,
+                                                    const char** tag_keys, const char** tag_values, size_t ntags);
+void graphsignal_record(graphsignal_probe_entry* e, uint64_t value);
+void graphsignal_add(graphsignal_probe_entry* e, uint64_t delta);
+void graphsignal_set(graphsignal_probe_entry* e, double value);
+void graphsignal_profile_add_by_name(graphsignal_probe_entry* e, const char* frame_name, uint64_t value);
+int graphsignal_probe_type_of(const graphsignal_probe_entry* e);
+uint64_t graphsignal_now_ns(void);
 """
 
 SOURCE = r"""

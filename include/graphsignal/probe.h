@@ -59,6 +59,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -361,6 +362,341 @@ static inline int graphsignal_ring_name(char* out, size_t n, const char* kind_na
   if (!run || !*run || strlen(run) > 64) return 0;
   k = snprintf(out, n, GRAPHSIGNAL_RING_PREFIX "%s-%ld-%s", run, (long)getpid(), kind_name);
   return k > 0 && (size_t)k < n;
+}
+
+
+/* ========================================================================
+ * Part 2: probes.
+ *
+ *   static graphsignal_probe_entry* g_batch_ns;
+ *   g_batch_ns = graphsignal_probe_register(
+ *       "myengine_batch_duration_nanoseconds", GRAPHSIGNAL_HISTOGRAM, NULL, NULL, 0);
+ *   uint64_t t0 = graphsignal_now_ns();
+ *   ... work ...
+ *   graphsignal_record(g_batch_ns, graphsignal_now_ns() - t0);
+ *
+ * Under graphsignal-run (GRAPHSIGNAL_RUN_ID in the environment) registering
+ * creates this process's probe ring, /dev/shm/gs-<run>-<pid>-probe, and every
+ * record call is one ring write: a CAS on the write index, four stores and a
+ * release store, lock-free, never waiting (a full ring drops and counts).
+ * Outside graphsignal-run registration returns an inert entry, no shared
+ * memory is created, and a record call is one predictable branch. NULL
+ * entries are safe to record into.
+ *
+ * Values: histograms, counters and profiles take unsigned 64-bit integers
+ * (nanoseconds, bytes, counts); the sidecar sums them exactly and reports
+ * histogram count/sum/min/max exactly and p50/p95/p99 within 1.6%. Gauges
+ * take doubles; the last value set wins.
+ *
+ * Processes: each process that records has its own ring (a forked child
+ * re-registers its instruments in its own ring on its first record), and
+ * its metrics carry its process.pid tag.
+ *
+ * Several translation units may include this header: each keeps its own
+ * registry and they share the process's ring.
+ * ======================================================================== */
+
+/* Instrument types. */
+typedef enum graphsignal_probe_type {
+  GRAPHSIGNAL_GAUGE = 1,     /* last value set (double) */
+  GRAPHSIGNAL_COUNTER = 2,   /* cumulative sum of added values */
+  GRAPHSIGNAL_HISTOGRAM = 3, /* distribution: count, sum, min, max, quantiles */
+  GRAPHSIGNAL_PROFILE = 4    /* value and samples per named frame (up to 250 frames shown, the largest) */
+} graphsignal_probe_type;
+
+#define GRAPHSIGNAL_PROBE_MAX_TAGS 16
+#define GRAPHSIGNAL_PROBE_FRAME_SLOTS 16384 /* distinct frame names per process; beyond: "(other)" */
+
+struct graphsignal_probe_state_;
+
+/* A registered instrument. Treat as opaque. */
+typedef struct graphsignal_probe_entry {
+  graphsignal_ring_header* ring;          /* NULL: inert */
+  uint64_t id_epoch;                      /* fork epoch << 32 | instrument id in `ring` */
+  struct graphsignal_probe_state_* state; /* the registry that owns the entry */
+  int type;
+  char* def; /* "type\x1fname[\x1fkey\x1evalue]..." as sent to the sidecar */
+  size_t def_len;
+  struct graphsignal_probe_entry* next;
+  void* device_data; /* used by probe_cuda.h / probe_rocm.h */
+} graphsignal_probe_entry;
+
+typedef struct graphsignal_probe_frame_slot_ {
+  uint64_t hash;     /* 0: empty; published last */
+  uint64_t id_epoch; /* fork epoch << 32 | frame name id */
+  char* name;
+} graphsignal_probe_frame_slot_;
+
+typedef struct graphsignal_probe_state_ {
+  pthread_mutex_t lock;
+  int mode; /* 0: not decided yet, 1: collecting, -1: inert */
+  int atfork_registered;
+  uint32_t epoch; /* bumped in a forked child */
+  uint32_t ring_epoch;
+  graphsignal_ring_header* ring;
+  graphsignal_probe_entry* entries;
+  graphsignal_probe_frame_slot_* frames;
+  uint32_t other_frame_id;
+  uint32_t other_frame_epoch;
+  graphsignal_probe_entry inert;
+} graphsignal_probe_state_;
+
+static inline graphsignal_probe_state_* graphsignal_probe_state_get_(void) {
+  static graphsignal_probe_state_ s = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0,
+                                       {NULL, 0, NULL, 0, NULL, 0, NULL, NULL}};
+  return &s;
+}
+
+/* Monotonic nanoseconds (CLOCK_MONOTONIC), for durations. */
+static inline uint64_t graphsignal_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void graphsignal_probe_atfork_child_(void) {
+  graphsignal_probe_state_* st = graphsignal_probe_state_get_();
+  /* The parent's ring stays mapped but is no longer ours: the child gets its
+   * own ring, lazily, on its first record. */
+  pthread_mutex_init(&st->lock, NULL);
+  st->epoch++;
+  st->ring = NULL;
+}
+
+/* Creates this process's probe ring if needed; call with the lock held. */
+static inline graphsignal_ring_header* graphsignal_probe_ring_locked_(graphsignal_probe_state_* st) {
+  char name[256];
+  size_t size = 0;
+  if (st->ring && st->ring_epoch == st->epoch) return st->ring;
+  st->ring = NULL;
+  if (!graphsignal_ring_name(name, sizeof name, "probe")) return NULL;
+  st->ring = graphsignal_ring_open(name, GRAPHSIGNAL_KIND_PROBE, graphsignal_ring_env_capacity(),
+                                   GRAPHSIGNAL_RING_DEFAULT_STRINGS, &size);
+  st->ring_epoch = st->epoch;
+  return st->ring;
+}
+
+/* Gives e an id in the current ring (after registration or a fork). */
+static inline int graphsignal_probe_bind_locked_(graphsignal_probe_state_* st, graphsignal_probe_entry* e) {
+  graphsignal_ring_header* h = graphsignal_probe_ring_locked_(st);
+  uint32_t id;
+  if (!h) return 0;
+  id = graphsignal_ring_new_name_id(h);
+  graphsignal_ring_send_name(h, id, GRAPHSIGNAL_NAME_INSTRUMENT, e->def, e->def_len);
+  e->ring = h;
+  __atomic_store_n(&e->id_epoch, ((uint64_t)st->epoch << 32) | id, __ATOMIC_RELEASE);
+  return 1;
+}
+
+static inline int graphsignal_probe_refresh_(graphsignal_probe_entry* e) {
+  graphsignal_probe_state_* st = e->state;
+  int ok = 1;
+  pthread_mutex_lock(&st->lock);
+  if ((uint32_t)(__atomic_load_n(&e->id_epoch, __ATOMIC_ACQUIRE) >> 32) != st->epoch)
+    ok = graphsignal_probe_bind_locked_(st, e);
+  pthread_mutex_unlock(&st->lock);
+  return ok;
+}
+
+static inline void graphsignal_probe_def_append_(char* buf, size_t* n, size_t cap, const char* s) {
+  for (; s && *s && *n + 1 < cap; s++)
+    if (*s != '\x1f' && *s != '\x1e') buf[(*n)++] = *s; /* separators cannot appear inside a field */
+}
+
+/*
+ * Registers an instrument and returns its entry; idempotent per (name, type,
+ * tags) within a translation unit. name: the metric name, with its unit
+ * (e.g. "myengine_batch_duration_nanoseconds"). tag_keys/tag_values: ntags
+ * strings each (up to 16), or NULL, NULL, 0. Outside graphsignal-run the
+ * entry is inert. Returns NULL only for invalid arguments; recording into
+ * NULL is a no-op. Takes a lock: call it at initialization, not per record.
+ */
+static inline graphsignal_probe_entry* graphsignal_probe_register(const char* name, graphsignal_probe_type type,
+                                                                  const char** tag_keys, const char** tag_values,
+                                                                  size_t ntags) {
+  static const char* const type_names[] = {"", "gauge", "counter", "histogram", "profile"};
+  graphsignal_probe_state_* st = graphsignal_probe_state_get_();
+  graphsignal_probe_entry* e;
+  char def[4096];
+  size_t n = 0, i;
+  if (!name || !*name || (int)type < GRAPHSIGNAL_GAUGE || (int)type > GRAPHSIGNAL_PROFILE ||
+      ntags > GRAPHSIGNAL_PROBE_MAX_TAGS || (ntags && (!tag_keys || !tag_values)))
+    return NULL;
+  pthread_mutex_lock(&st->lock);
+  if (st->mode == 0) {
+    const char* run = getenv(GRAPHSIGNAL_RUN_ID_ENV);
+    st->mode = (run && *run) ? 1 : -1;
+    if (st->mode == 1 && !st->atfork_registered) {
+      pthread_atfork(NULL, NULL, graphsignal_probe_atfork_child_);
+      st->atfork_registered = 1;
+    }
+  }
+  if (st->mode < 0) {
+    pthread_mutex_unlock(&st->lock);
+    return &st->inert;
+  }
+  graphsignal_probe_def_append_(def, &n, sizeof def, type_names[type]);
+  def[n++] = '\x1f';
+  graphsignal_probe_def_append_(def, &n, sizeof def, name);
+  for (i = 0; i < ntags; i++) {
+    if (!tag_keys[i] || !*tag_keys[i] || n + 2 >= sizeof def) continue;
+    def[n++] = '\x1f';
+    graphsignal_probe_def_append_(def, &n, sizeof def, tag_keys[i]);
+    if (n + 1 >= sizeof def) break;
+    def[n++] = '\x1e';
+    graphsignal_probe_def_append_(def, &n, sizeof def, tag_values[i]);
+  }
+  for (e = st->entries; e; e = e->next)
+    if (e->def_len == n && memcmp(e->def, def, n) == 0) break;
+  if (!e) {
+    e = (graphsignal_probe_entry*)calloc(1, sizeof *e);
+    if (e) e->def = (char*)malloc(n);
+    if (!e || !e->def) {
+      free(e);
+      pthread_mutex_unlock(&st->lock);
+      return &st->inert;
+    }
+    memcpy(e->def, def, n);
+    e->def_len = n;
+    e->type = (int)type;
+    e->state = st;
+    e->id_epoch = (uint64_t)(st->epoch + 1u) << 32; /* unbound until bind */
+    if (graphsignal_probe_bind_locked_(st, e)) {
+      e->next = st->entries;
+      st->entries = e;
+    } else {
+      /* no ring (shared memory unavailable): stay inert, say so once */
+      static int warned;
+      if (!warned) {
+        warned = 1;
+        fprintf(stderr, "graphsignal: probes inactive: cannot create the probe ring in /dev/shm\n");
+      }
+      free(e->def);
+      free(e);
+      e = &st->inert;
+    }
+  }
+  pthread_mutex_unlock(&st->lock);
+  return e;
+}
+
+static inline void graphsignal_probe_emit_(graphsignal_probe_entry* e, uint8_t type, uint64_t v, uint64_t extra) {
+  uint64_t ie = __atomic_load_n(&e->id_epoch, __ATOMIC_RELAXED);
+  if (GRAPHSIGNAL_UNLIKELY((uint32_t)(ie >> 32) != e->state->epoch)) {
+    if (!graphsignal_probe_refresh_(e)) return;
+    ie = __atomic_load_n(&e->id_epoch, __ATOMIC_ACQUIRE);
+  }
+  graphsignal_ring_write(e->ring, type, 0, 0, (uint32_t)ie, v, extra);
+}
+
+/* Records one value into a histogram. */
+static inline void graphsignal_record(graphsignal_probe_entry* e, uint64_t value) {
+  if (e == NULL || e->ring == NULL) return;
+  graphsignal_probe_emit_(e, GRAPHSIGNAL_REC_HISTOGRAM, value, 0);
+}
+
+/* Adds to a counter. */
+static inline void graphsignal_add(graphsignal_probe_entry* e, uint64_t delta) {
+  if (e == NULL || e->ring == NULL) return;
+  graphsignal_probe_emit_(e, GRAPHSIGNAL_REC_COUNTER, delta, 0);
+}
+
+/* Sets a gauge. */
+static inline void graphsignal_set(graphsignal_probe_entry* e, double value) {
+  uint64_t bits;
+  if (e == NULL || e->ring == NULL) return;
+  memcpy(&bits, &value, sizeof bits);
+  graphsignal_probe_emit_(e, GRAPHSIGNAL_REC_GAUGE, bits, 0);
+}
+
+static inline uint64_t graphsignal_probe_hash_(const char* s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h | 1; /* never 0: 0 marks an empty slot */
+}
+
+/* Interns a frame name for the current ring (slow path, under the lock). */
+static inline uint32_t graphsignal_probe_frame_locked_(graphsignal_probe_state_* st, const char* name, uint64_t h) {
+  graphsignal_ring_header* ring = graphsignal_probe_ring_locked_(st);
+  const uint64_t mask = GRAPHSIGNAL_PROBE_FRAME_SLOTS - 1;
+  uint64_t i = h & mask, k;
+  uint32_t id;
+  if (!ring) return 0;
+  if (!st->frames) {
+    st->frames = (graphsignal_probe_frame_slot_*)calloc(GRAPHSIGNAL_PROBE_FRAME_SLOTS, sizeof *st->frames);
+    if (!st->frames) return 0;
+  }
+  for (k = 0; k < 64; k++, i = (i + 1) & mask) {
+    graphsignal_probe_frame_slot_* slot = &st->frames[i];
+    if (slot->hash == h && strcmp(slot->name, name) == 0) {
+      if ((uint32_t)(slot->id_epoch >> 32) != st->epoch) { /* forked: this ring has not seen it */
+        id = graphsignal_ring_new_name_id(ring);
+        graphsignal_ring_send_name(ring, id, GRAPHSIGNAL_NAME_PLAIN, name, strlen(name));
+        __atomic_store_n(&slot->id_epoch, ((uint64_t)st->epoch << 32) | id, __ATOMIC_RELEASE);
+      }
+      return (uint32_t)slot->id_epoch;
+    }
+    if (slot->hash == 0) {
+      size_t len = strlen(name);
+      char* copy = (char*)malloc(len + 1);
+      if (!copy) return 0;
+      memcpy(copy, name, len + 1);
+      id = graphsignal_ring_new_name_id(ring);
+      graphsignal_ring_send_name(ring, id, GRAPHSIGNAL_NAME_PLAIN, name, len);
+      slot->name = copy;
+      slot->id_epoch = ((uint64_t)st->epoch << 32) | id;
+      __atomic_store_n(&slot->hash, h, __ATOMIC_RELEASE); /* publish */
+      return id;
+    }
+  }
+  /* table full around this hash: fold into one "(other)" frame */
+  if (!st->other_frame_id || st->other_frame_epoch != st->epoch) {
+    st->other_frame_id = graphsignal_ring_new_name_id(ring);
+    st->other_frame_epoch = st->epoch;
+    graphsignal_ring_send_name(ring, st->other_frame_id, GRAPHSIGNAL_NAME_PLAIN, "(other)", 7);
+  }
+  return st->other_frame_id;
+}
+
+/*
+ * Adds value to the frame `frame_name` of a profile instrument (e.g. time
+ * per operation). Frame names are interned once per process: the first use
+ * of a name takes a lock, later uses a lock-free hash lookup.
+ */
+static inline void graphsignal_profile_add_by_name(graphsignal_probe_entry* e, const char* frame_name,
+                                                   uint64_t value) {
+  graphsignal_probe_state_* st;
+  graphsignal_probe_frame_slot_* frames;
+  uint64_t h, i, k;
+  uint32_t id = 0;
+  const uint64_t mask = GRAPHSIGNAL_PROBE_FRAME_SLOTS - 1;
+  if (e == NULL || e->ring == NULL || !frame_name) return;
+  st = e->state;
+  h = graphsignal_probe_hash_(frame_name);
+  frames = (graphsignal_probe_frame_slot_*)__atomic_load_n(&st->frames, __ATOMIC_ACQUIRE);
+  if (frames) {
+    for (k = 0, i = h & mask; k < 64; k++, i = (i + 1) & mask) {
+      uint64_t sh = __atomic_load_n(&frames[i].hash, __ATOMIC_ACQUIRE);
+      if (sh == 0) break;
+      if (sh == h && strcmp(frames[i].name, frame_name) == 0) {
+        uint64_t ie = __atomic_load_n(&frames[i].id_epoch, __ATOMIC_ACQUIRE);
+        if ((uint32_t)(ie >> 32) == st->epoch) id = (uint32_t)ie;
+        break;
+      }
+    }
+  }
+  if (!id) {
+    pthread_mutex_lock(&st->lock);
+    id = graphsignal_probe_frame_locked_(st, frame_name, h);
+    pthread_mutex_unlock(&st->lock);
+    if (!id) return;
+  }
+  graphsignal_probe_emit_(e, GRAPHSIGNAL_REC_PROFILE, value, id);
+}
+
+/* The entry's type (GRAPHSIGNAL_*), or 0 for NULL and inert entries. */
+static inline int graphsignal_probe_type_of(const graphsignal_probe_entry* e) {
+  return (e && e->ring) ? e->type : 0;
 }
 
 #ifdef __cplusplus
