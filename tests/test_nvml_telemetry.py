@@ -634,3 +634,12 @@ def test_the_backend_calls_only_functions_that_pynvml_has():
     r.src.shutdown()
     called = {name for name, _ in r.nv.calls}
     assert called and all(hasattr(pynvml, n) for n in called)
+
+
+def test_shutdown_after_a_gpu_was_lost_still_releases_nvml():
+    r = Rig(gpus=[FakeGpu(0), FakeGpu(1)]).start()
+    r.poll()
+    r.nv.gpus[1].lost = True
+    r.src.shutdown()
+    assert r.nv.shutdown_count == 1
+    assert [e["tags"]["device.index"] for e in r.errors()] == ["1"]

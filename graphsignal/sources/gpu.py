@@ -383,6 +383,8 @@ class GpuTelemetry(Source):
                     store.set_gauge(rate_name, tags, None, ts)
                 continue
             total = c.advance(raw)
+            if isinstance(total, float):
+                total = round(total, 3)  # differences of large float totals carry noise
             store.set_counter(key[0], tags, total, ts)
             if rate_name is not None:
                 rate = None

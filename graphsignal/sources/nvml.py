@@ -341,7 +341,7 @@ class NvmlBackend(Backend):
             call("nvmlEventSetFree", es, device=k)
             return
         d.state["event_set"] = es
-        self._event_sets.append(es)
+        self._event_sets.append((es, k))
 
     # -- polling -------------------------------------------------------------
     def read(self, d, r):
@@ -540,8 +540,11 @@ class NvmlBackend(Backend):
         return out
 
     def close(self):
-        for es in self._event_sets:
-            self.nvml.call("nvmlEventSetFree", es)
+        for es, k in self._event_sets:
+            try:
+                self.nvml.call("nvmlEventSetFree", es, device=k)
+            except DeviceLost:
+                pass  # the GPU went away with its events; NVML frees the set at shutdown
         self._event_sets = []
         self.nvml.shutdown()
 
