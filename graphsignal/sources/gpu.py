@@ -384,7 +384,7 @@ class GpuTelemetry(Source):
                 continue
             total = c.advance(raw)
             if isinstance(total, float):
-                total = round(total, 3)  # differences of large float totals carry noise
+                total = round(total, 6)  # differences of large float totals carry noise
             store.set_counter(key[0], tags, total, ts)
             if rate_name is not None:
                 rate = None
