@@ -23,9 +23,13 @@ unless marked):
   gpu_clock_sm_megahertz, gpu_clock_mem_megahertz,
   gpu_max_clock_sm_megahertz, gpu_max_clock_mem_megahertz
   gpu_clocks_throttle_reasons        the driver's bitmask (NVML clock event reasons)
-  gpu_clocks_throttle_reason_active  1/0 per decoded reason (tag `reason`: gpu_idle,
-                                     sw_power_cap, hw_slowdown, sw_thermal_slowdown,
-                                     hw_thermal_slowdown, hw_power_brake_slowdown, ...)
+  gpu_clocks_throttle_reason_active  1/0 per decoded reason the GPU supports (tag
+                                     `reason`): sw_power_cap, hw_slowdown,
+                                     hw_power_brake_slowdown = power-bound;
+                                     sw_thermal_slowdown, hw_thermal_slowdown =
+                                     heat-bound; gpu_idle = nothing running (not a
+                                     slowdown); applications_clocks_setting,
+                                     sync_boost, display_clock_setting
   gpu_performance_state              0 (P0, fastest) .. 15
   gpu_pcie_link_generation, gpu_pcie_link_width
   gpu_pcie_throughput_rx_kilobytes_per_second, ..._tx_...

@@ -12,7 +12,7 @@ import importlib
 import logging
 import threading
 
-from graphsignal.sources.gpu import Backend, BackendUnavailable, Device, DeviceLost
+from graphsignal.sources.gpu import MAX_EVENTS_PER_POLL, Backend, BackendUnavailable, Device, DeviceLost
 
 logger = logging.getLogger("graphsignal")
 
@@ -71,8 +71,6 @@ class Nvml:
     (None imports pynvml on first use); `on_error(message)`: called once per
     unexpected failure so it shows in `errors`."""
 
-    # Answers that will not change for the life of the driver: the call is
-    # not made again for that (function, device, variant).
     def __init__(self, module=None, on_error=None):
         self._module = module
         self._on_error = on_error
@@ -80,7 +78,9 @@ class Nvml:
         self._ready = False
         self._failure = None  # NvmlUnavailable once init failed for good
         self._atexit = False
-        self._unanswerable = set()  # (fn, device, variant)
+        # (fn, device, variant) whose answer cannot change while the driver
+        # runs (not supported, no permission, missing): not asked again
+        self._unanswerable = set()
         self._logged = set()
 
     # -- lifecycle -----------------------------------------------------------
@@ -201,10 +201,6 @@ class Nvml:
         self._logged.add(key)
         logger.log(level, "graphsignal: " + fmt, *args)
 
-    def supported(self, fn, device, variant=None):
-        """False once `fn` answered "not supported" (or is missing) there."""
-        return (fn, device, variant) not in self._unanswerable
-
 
 class NvmlBackend(Backend):
     """NVIDIA GPUs through `nvml` (an Nvml door)."""
@@ -242,7 +238,9 @@ class NvmlBackend(Backend):
                 d = Device(i, uuid, _text(pci.busId) if pci is not None else None, h)
             except DeviceLost as e:
                 d = Device(i, None, None, None, lost=str(e))
-            d.attributes.update({"vendor": "nvidia", "driver_version": driver, "cuda_driver_version": cuda})
+            d.attributes["vendor"] = "nvidia"
+            d.attributes.update({k: v for k, v in (("driver_version", driver), ("cuda_driver_version", cuda))
+                                 if v is not None})
             devices.append(d)
         return devices
 
@@ -325,7 +323,6 @@ class NvmlBackend(Backend):
                     fields.append((fid, 0))
                     slots.append(("err", kind))
         st["fields"], st["slots"] = fields, slots
-        st["link_state_field"] = state_id is not None
 
     def _prepare_events(self, d):
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
@@ -345,6 +342,9 @@ class NvmlBackend(Backend):
 
     # -- polling -------------------------------------------------------------
     def read(self, d, r):
+        """One poll of device `d` into reading `r` under gpu.py's names.
+        NVML's milliwatts and millijoules become watts and joules; PCIe
+        throughput stays in NVML's KB/s; NVLink KiB become bytes."""
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
         st = d.state
         rates = []  # nvmlDeviceGetUtilizationRates, read at most once per poll
@@ -527,7 +527,7 @@ class NvmlBackend(Backend):
         nv, es = self.nv, d.state.get("event_set")
         xid = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
         out = []
-        for _ in range(64):
+        for _ in range(MAX_EVENTS_PER_POLL):
             try:
                 data = self.nvml.call("nvmlEventSetWait", es, 0, device=d.index, variant=(),
                                       expect=(nv.NVML_ERROR_TIMEOUT,))
