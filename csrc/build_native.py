@@ -11,10 +11,14 @@ import sys
 
 def build_all(out_dir, log=print):
     os.makedirs(out_dir, exist_ok=True)
+    # setup.py imports this module with csrc/ on sys.path only for the import
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
     try:
         from cupti_build import build_cupti_variants
-    except ImportError:
-        log("CUPTI injection library: no build script yet; skipped")
+    except ImportError as e:
+        log("CUPTI injection library: no build script (%s); skipped" % e)
         return []
     return build_cupti_variants(out_dir, log)
 

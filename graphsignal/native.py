@@ -1,0 +1,339 @@
+"""Finding the CUPTI injection library and libcupti for a workload.
+
+graphsignal-run calls prepare_injection() on the child's environment
+before it starts the workload. CUDA then loads the injection library
+(CUDA_INJECTION64_PATH) in every process of the workload that initializes
+CUDA, and that library needs the libcupti of the same CUDA major as the
+workload's runtime: a second CUPTI of another major in one process would
+fight the first.
+
+The workload's CUDA major, first answer wins:
+  1. the PyTorch the workload's Python would import (torch/version.py,
+     read as text: nothing is imported here);
+  2. the CUDA runtime wheels in that Python's site-packages
+     (nvidia/*/lib/libcudart.so.<major>);
+  3. a libcudart.so.<major> on the workload's LD_LIBRARY_PATH;
+  4. the toolkit at $CUDA_HOME / $CUDA_PATH / /usr/local/cuda (cuda.h);
+  5. the driver: cuDriverGetVersion, and the newest library built for a
+     major it supports.
+"The workload's Python" is the interpreter the command names (python3,
+/venv/bin/python, or the shebang of a console script such as vllm or
+torchrun), else python3 on the workload's PATH, else this interpreter.
+
+libcupti.so.<major>, first found: that Python's nvidia wheels (the file
+PyTorch itself loads), the workload's LD_LIBRARY_PATH, the toolkits
+($CUDA_HOME, /usr/local/cuda-<major>*, /usr/local/cuda; lib64 and
+extras/CUPTI/lib64), the system library directories, and the libcupti the
+library was built against. It is made loadable through a private directory
+holding one symlink, libcupti.so.<major>, appended to LD_LIBRARY_PATH, so
+no other library of a toolkit directory changes what the workload loads.
+"""
+import ctypes
+import glob
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+logger = logging.getLogger("graphsignal")
+
+LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+ENV_INJECTION = "CUDA_INJECTION64_PATH"
+_PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
+_SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64")
+
+
+def built_libraries(lib_dir=LIB_DIR):
+    """{major: path} of the injection libraries this install has."""
+    out = {}
+    for p in glob.glob(os.path.join(lib_dir, "libgraphsignal_cupti_cu*.so")):
+        m = re.search(r"_cu(\d+)\.so$", p)
+        if m:
+            out[int(m.group(1))] = p
+    return out
+
+
+# -- the workload's Python --------------------------------------------------------
+def _which(name, env):
+    return shutil.which(name, path=env.get("PATH", os.defpath))
+
+
+def _shebang_python(path, env):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    interp = words[0]
+    if os.path.basename(interp) == "env":
+        args = [w for w in words[1:] if not w.startswith("-")]
+        interp = _which(args[0], env) if args else None
+    if interp and _PYTHON_RE.match(os.path.basename(interp)):
+        return interp
+    return None
+
+
+def workload_pythons(command, env):
+    """Interpreters the workload most likely runs, most likely first."""
+    out = []
+    exe = _which(command[0], env) if command else None
+    if exe:
+        if _PYTHON_RE.match(os.path.basename(exe)):
+            out.append(exe)
+        else:
+            py = _shebang_python(exe, env)
+            if py:
+                out.append(py)
+    for name in ("python3", "python"):
+        py = _which(name, env)
+        if py:
+            out.append(py)
+    out.append(sys.executable)
+    seen, uniq = set(), []
+    for p in out:
+        if p and p not in seen:
+            seen.add(p)
+            uniq.append(p)
+    return uniq
+
+
+def _prefix_site_dirs(prefix):
+    pats = ("lib/python3*/site-packages", "lib64/python3*/site-packages", "local/lib/python3*/dist-packages",
+            "lib/python3/dist-packages", "lib/python3*/dist-packages")
+    return [d for pat in pats for d in sorted(glob.glob(os.path.join(prefix, pat)))]
+
+
+def python_site_dirs(python):
+    """site-packages of an interpreter, found from its path alone (a venv's
+    bin/python is a symlink to the base interpreter, so the venv prefix
+    comes from the path as given)."""
+    dirs = []
+    prefix = os.path.dirname(os.path.dirname(python))
+    dirs += _prefix_site_dirs(prefix)
+    cfg = os.path.join(prefix, "pyvenv.cfg")
+    if os.path.exists(cfg):
+        text = open(cfg, errors="replace").read()
+        if re.search(r"include-system-site-packages\s*=\s*true", text, re.I):
+            m = re.search(r"^home\s*=\s*(.+)$", text, re.M)
+            if m:
+                dirs += _prefix_site_dirs(os.path.dirname(m.group(1).strip()))
+    else:
+        dirs += _prefix_site_dirs(os.path.dirname(os.path.dirname(os.path.realpath(python))))
+    dirs += sorted(glob.glob(os.path.expanduser("~/.local/lib/python3*/site-packages")))
+    return dirs
+
+
+def _unique_dirs(dirs):
+    seen, out = set(), []
+    for d in dirs:
+        if d and os.path.isdir(d):
+            r = os.path.realpath(d)
+            if r not in seen:
+                seen.add(r)
+                out.append(d)
+    return out
+
+
+def workload_site_dirs(command, env):
+    dirs = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for py in workload_pythons(command, env):
+        if py == sys.executable:
+            dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+        dirs += python_site_dirs(py)
+    return _unique_dirs(dirs)
+
+
+# -- the workload's CUDA major -------------------------------------------------------
+def torch_cuda_major(site_dir):
+    text = ""
+    try:
+        with open(os.path.join(site_dir, "torch", "version.py"), errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"](\d+)\.", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def _lib_major(pattern_dirs, stem):
+    for d in pattern_dirs:
+        for p in sorted(glob.glob(os.path.join(d, stem + ".so.*"))):
+            m = re.search(r"\.so\.(\d+)$", p)
+            if m:
+                return int(m.group(1)), p
+    return None, None
+
+
+def _ld_library_path(env):
+    return [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+
+
+def _toolkit_roots(env, major=None):
+    roots = [env.get(k) for k in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    if major is not None:
+        roots += sorted(glob.glob("/usr/local/cuda-%d*" % major))
+    roots += ["/usr/local/cuda", "/opt/cuda"]
+    return [r for r in _unique_dirs(roots)]
+
+
+def _toolkit_major(root):
+    for inc in ("include", "targets/x86_64-linux/include"):
+        try:
+            with open(os.path.join(root, inc, "cuda.h"), errors="replace") as f:
+                m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", f.read())
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1)) // 1000
+    return None
+
+
+def driver_cuda_major():
+    """The newest CUDA major the driver supports; None without a driver."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    v = ctypes.c_int(0)
+    try:
+        if lib.cuDriverGetVersion(ctypes.byref(v)) != 0:
+            return 0
+    except AttributeError:
+        return 0
+    return v.value // 1000
+
+
+def workload_cuda_major(sites, env):
+    """(major, how it was found) from what the workload would load, or
+    (None, None)."""
+    for d in sites:
+        major = torch_cuda_major(d)
+        if major:
+            return major, "PyTorch in %s" % d
+    major, p = _lib_major([os.path.join(d, "nvidia", "*", "lib") for d in sites], "libcudart")
+    if major:
+        return major, p
+    major, p = _lib_major(_ld_library_path(env), "libcudart")
+    if major:
+        return major, p
+    for root in _toolkit_roots(env):
+        major = _toolkit_major(root)
+        if major:
+            return major, "the toolkit at %s" % root
+    return None, None
+
+
+# -- libcupti ------------------------------------------------------------------------
+def _built_against(lib_path):
+    try:
+        with open(lib_path + ".build-info") as f:
+            return json.load(f).get("libcupti")
+    except (OSError, ValueError):
+        return None
+
+
+def find_libcupti(major, sites, env, lib_path=None):
+    name = "libcupti.so.%d" % major
+    dirs = [os.path.join(d, "nvidia", "*", "lib") for d in sites]
+    dirs += _ld_library_path(env)
+    for root in _toolkit_roots(env, major):
+        dirs += [os.path.join(root, sub) for sub in ("lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib")]
+    dirs += list(_SYSTEM_LIB_DIRS)
+    for d in dirs:
+        for p in sorted(glob.glob(os.path.join(d, name + "*"))):
+            if os.path.basename(p) == name or re.match(re.escape(name) + r"(\.\d+)*$", os.path.basename(p)):
+                return p
+    built = _built_against(lib_path) if lib_path else None
+    if built and os.path.exists(built):
+        return built
+    return None
+
+
+def loadable_dir(libcupti, major, tmp_root=None):
+    """A directory holding only libcupti.so.<major> (a symlink to the file
+    found), to append to LD_LIBRARY_PATH."""
+    real = os.path.realpath(libcupti)
+    tmp_root = tmp_root or os.path.join(tempfile.gettempdir(), "graphsignal-%d" % os.getuid())
+    d = os.path.join(tmp_root, "cupti-" + hashlib.sha1(real.encode()).hexdigest()[:12])
+    link = os.path.join(d, "libcupti.so.%d" % major)
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        if os.path.realpath(link) != real:
+            tmp = link + ".%d.tmp" % os.getpid()
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(real, tmp)
+            os.replace(tmp, link)
+        return d
+    except OSError as e:
+        logger.debug("graphsignal: cannot make %s (%s); using %s", link, e, os.path.dirname(libcupti))
+        return os.path.dirname(libcupti)
+
+
+# -- the entry point -------------------------------------------------------------------
+def _say(report, msg, level=logging.WARNING):
+    logger.log(level, "graphsignal: %s", msg)
+    if report is not None:
+        report(msg)
+
+
+_PROBE = object()
+
+
+def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_PROBE):
+    """Sets up env so that the workload's CUDA processes load the injection
+    library. Returns the library path, or None when the workload runs
+    without GPU activity profiles (said once, through report and the log).
+    driver_major: the driver's CUDA major, None for no driver; probed
+    through libcuda when not given (tests pass it)."""
+    user = env.get(ENV_INJECTION)
+    if user:
+        logger.info("graphsignal: %s=%s is set; leaving CUDA injection to it", ENV_INJECTION, user)
+        return None
+    libs = built_libraries(lib_dir)
+    drv = driver_cuda_major() if driver_major is _PROBE else driver_major
+    if drv is None:
+        _say(report, "no NVIDIA driver (libcuda.so.1) on this host: CUDA activity is not profiled", logging.INFO)
+        return None
+    if not libs:
+        _say(report, "graphsignal was installed without its CUPTI injection library (no CUDA headers or compiler "
+                     "at install time): CUDA activity is not profiled. Reinstall with graphsignal[cu12] or "
+                     "graphsignal[cu13] and a C++ compiler.")
+        return None
+    sites = workload_site_dirs(command, env)
+    major, source = workload_cuda_major(sites, env)
+    if major is None:
+        usable = [m for m in libs if not drv or m <= drv]
+        if not usable:
+            _say(report, "the NVIDIA driver supports CUDA %d, older than every CUPTI library built (%s): CUDA "
+                         "activity is not profiled" % (drv, ", ".join("cu%d" % m for m in sorted(libs))))
+            return None
+        major, source = max(usable), "the driver (CUDA %d)" % drv
+    lib = libs.get(major)
+    if lib is None:
+        _say(report, "the workload uses CUDA %d (from %s) but graphsignal has no CUPTI library for it (built: %s): "
+                     "CUDA activity is not profiled; reinstall with graphsignal[cu%d]"
+                     % (major, source, ", ".join("cu%d" % m for m in sorted(libs)), major))
+        return None
+    libcupti = find_libcupti(major, sites, env, lib)
+    if libcupti is None:
+        _say(report, "no libcupti.so.%d found for the workload's CUDA %d (from %s): CUDA activity is not profiled; "
+                     "pip install %s or install the CUDA toolkit's CUPTI"
+                     % (major, major, source, "nvidia-cuda-cupti" if major >= 13 else "nvidia-cuda-cupti-cu%d" % major))
+        return None
+    d = loadable_dir(libcupti, major)
+    paths = _ld_library_path(env)
+    if d not in paths:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(paths + [d])
+    env[ENV_INJECTION] = lib
+    logger.info("graphsignal: CUDA %d workload (from %s): injecting %s with %s", major, source, lib, libcupti)
+    return lib
