@@ -8,9 +8,13 @@ max are always exact.
 """
 import numpy as np
 
-SUB_BITS = 5
+from graphsignal.rings import layout as _L
+
+# the bin layout is defined in probe.h (device probes bin values themselves)
+SUB_BITS = _L.HIST_SUB_BITS
 SUB = 1 << SUB_BITS
-NBINS = SUB + (64 - SUB_BITS) * SUB  # 1920: covers every uint64
+NBINS = _L.HIST_NBINS
+assert NBINS == SUB + (64 - SUB_BITS) * SUB  # every uint64 has a bin
 
 
 def bin_index(values):

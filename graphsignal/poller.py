@@ -422,6 +422,30 @@ class Poller:
                 self.store.add_histogram_agg(inst[0], inst[1], int(counts[i]), int(sums[i]), int(mins[i]),
                                              int(maxs[i]), mat[i], ts)
 
+    def _on_histogram_agg(self, st, g, ts):
+        """Pre-aggregated deltas from device probes (probe_cuda.h)."""
+        ids = g["name_id"].astype(np.int64)
+        sub = g["sub"]
+        vals, extra = g["value"], g["extra"]
+        for nid in np.unique(ids).tolist():
+            inst = self._instrument(st, nid, "histogram")
+            if not inst:
+                continue
+            mine = ids == nid
+            cs = mine & (sub == L.AGG_COUNT_SUM)
+            mm = mine & (sub == L.AGG_MIN_MAX)
+            bn = mine & (sub == L.AGG_BIN)
+            count = histo.exact_sum(vals[cs])
+            if count == 0 and not bn.any():
+                continue
+            total = histo.exact_sum(extra[cs])
+            vmin = int(vals[mm].min()) if mm.any() else None
+            vmax = int(extra[mm].max()) if mm.any() else None
+            bins = extra[bn].astype(np.int64)
+            ok = bins < histo.NBINS
+            counts = np.bincount(bins[ok], weights=vals[bn][ok].astype(np.float64), minlength=histo.NBINS)
+            self.store.add_histogram_agg(inst[0], inst[1], count, total, vmin, vmax, counts.astype(np.int64), ts)
+
     def _on_profile(self, st, g, ts):
         key, width = _compose(g["name_id"], g["extra"])
         uniq, counts, (sums,) = group_sums(key, g["value"])
@@ -446,6 +470,7 @@ class Poller:
         L.REC_COUNTER: _on_counter,
         L.REC_HISTOGRAM: _on_histogram,
         L.REC_PROFILE: _on_profile,
+        L.REC_HISTOGRAM_AGG: _on_histogram_agg,
     }
 
     # -- thread ----------------------------------------------------------------

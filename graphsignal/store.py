@@ -274,8 +274,10 @@ class MetricStore:
                 s.bin_counts = np.zeros(histo.NBINS, dtype=np.int64)
             s.count += count
             s.sum += total
-            s.min = vmin if s.min is None else min(s.min, vmin)
-            s.max = vmax if s.max is None else max(s.max, vmax)
+            if vmin is not None:
+                s.min = vmin if s.min is None else min(s.min, vmin)
+            if vmax is not None:
+                s.max = vmax if s.max is None else max(s.max, vmax)
             s.bin_counts += bin_counts
             s.touch(ts or self.clock())
 

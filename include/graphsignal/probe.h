@@ -106,8 +106,20 @@ extern "C" {
 #define GRAPHSIGNAL_REC_PROFILE 10u  /* name_id instrument, extra frame name id, value */
 #define GRAPHSIGNAL_REC_META 11u     /* sub meta key, value; process-level facts */
 #define GRAPHSIGNAL_REC_DEVICE 12u   /* device ordinal -> name_id of its UUID string */
-#define GRAPHSIGNAL_REC_HISTOGRAM_AGG 13u /* name_id instrument; pre-aggregated (see probe_cuda.h) */
+#define GRAPHSIGNAL_REC_HISTOGRAM_AGG 13u /* name_id instrument; pre-aggregated deltas (probe_cuda.h):
+                                             sub 1: value count, extra sum; sub 2: value min, extra max;
+                                             sub 3: value count in bin `extra` (log-linear bins, below) */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
+
+/* HISTOGRAM_AGG parts (sub). */
+#define GRAPHSIGNAL_AGG_COUNT_SUM 1u
+#define GRAPHSIGNAL_AGG_MIN_MAX 2u
+#define GRAPHSIGNAL_AGG_BIN 3u
+
+/* Log-linear histogram bins (the sidecar's, mirrored by device probes): values
+ * below 32 have a bin each; above, each power of two splits into 32 bins. */
+#define GRAPHSIGNAL_HIST_SUB_BITS 5
+#define GRAPHSIGNAL_HIST_NBINS 1920
 
 /* META record keys (sub). */
 #define GRAPHSIGNAL_META_CUDA_GRAPH_TRACE_MODE 1u /* value 0: graph, 1: node */

@@ -1,0 +1,34 @@
+"""probe_cuda.h without a GPU: SPEC.md's in-kernel example and the GPU test
+program compile with nvcc; the device-side bins are the sidecar's bins."""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from cbuild import INCLUDE, ROOT
+from graphsignal import histo
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+
+
+def nvcc(src, out, *extra):
+    subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "-I", INCLUDE, "-Xcompiler", "-Wall,-Wextra,-Werror",
+                    os.path.join(ROOT, "tests", "cuda", src), "-o", str(out)] + list(extra), check=True)
+
+
+@pytest.mark.parametrize("src", ["spec_kernel_example.cu", "probe_kernel.cu"])
+def test_in_kernel_examples_compile(src, tmp_path):
+    nvcc(src, tmp_path / "a.out")
+
+
+def test_device_bins_match_the_sidecar_bins(tmp_path):
+    nvcc("hist_bins.cu", tmp_path / "bins")
+    rng = np.random.default_rng(3)
+    values = [0, 1, 31, 32, 33, 63, 64, 65, 1000, 123456789, (1 << 53) + 7, (1 << 64) - 1]
+    values += rng.integers(0, 1 << 62, 200, dtype=np.uint64).tolist()
+    out = subprocess.run([str(tmp_path / "bins")] + [str(v) for v in values], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert [int(b) for b in out] == histo.bin_index(np.array(values, dtype=np.uint64)).tolist()
