@@ -1,0 +1,550 @@
+"""Drawing a Model as lines of styled text, without curses.
+
+render() returns a list of lines, each a list of (text, style) segments;
+the curses screen and `--once` (plain or ANSI) both print these, so the
+tests see exactly what a person sees. Styles are names (see STYLES);
+the front end decides what each looks like, or ignores them (NO_COLOR).
+"""
+import time
+
+from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TABLES
+
+STYLES = ("title", "head", "dim", "ok", "warn", "bad", "sel", "bar", "key")
+CATEGORY_STYLE = {"gemm": "ok", "attention": "bar", "communication": "warn", "memory": "key"}
+
+TABLE_LABELS = {KERNELS: "kernels", GRAPHS: "graphs", MEMORY: "memory", SYNC: "sync"}
+TABLE_KEYS = {KERNELS: "k", GRAPHS: "g", MEMORY: "m", SYNC: "s"}
+ONCE_ROWS = 25
+
+
+class UI:
+    """What the person chose: table, selection, details, scroll."""
+
+    def __init__(self, table=KERNELS):
+        self.table = table
+        self.selected = 0
+        self.selected_key = None
+        self.offset = 0
+        self.details = False
+
+    def clamp(self, n_rows):
+        if n_rows == 0:
+            self.selected, self.offset = 0, 0
+            return
+        self.selected = max(0, min(self.selected, n_rows - 1))
+
+
+class Glyphs:
+    def __init__(self, unicode=True):
+        self.unicode = unicode
+        self.spark = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588" if unicode else "_.-:=+*#"
+        self.ellipsis = "\u2026" if unicode else "~"
+        self.sep = "\u2502" if unicode else "|"
+        self.up_down = "\u2191\u2193" if unicode else "up/down"
+
+
+# -- number formatting ----------------------------------------------------------------
+def fmt_ns(ns):
+    if ns is None:
+        return "-"
+    ns = float(ns)
+    a = abs(ns)
+    if a >= 60e9:
+        return "%.1f min" % (ns / 60e9)
+    if a >= 1e9:
+        return "%.2f s" % (ns / 1e9)
+    if a >= 1e6:
+        return "%.2f ms" % (ns / 1e6)
+    if a >= 1e3:
+        return "%.1f us" % (ns / 1e3)
+    return "%d ns" % ns
+
+
+def fmt_s(s):
+    return "-" if s is None else fmt_ns(s * 1e9)
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "-"
+    b = float(b)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(b) < 1024 or unit == "TiB":
+            return ("%d %s" % (b, unit)) if unit == "B" else ("%.1f %s" % (b, unit))
+        b /= 1024.0
+    return "%.1f TiB" % b
+
+
+def fmt_count(n):
+    if n is None:
+        return "-"
+    n = float(n)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div * 10:
+            return "%.1f%s" % (n / div, suffix)
+    return ("%d" % n) if n == int(n) else ("%.1f" % n)
+
+
+def fmt_pct(p, digits=0):
+    return "-" if p is None else ("%.*f%%" % (digits, p))
+
+
+def fmt_num(v, digits=0):
+    if v is None:
+        return "-"
+    return ("%.*f" % (digits, v)) if isinstance(v, float) else str(v)
+
+
+def fmt_age(s):
+    if s is None:
+        return "-"
+    s = int(s)
+    if s < 60:
+        return "%ds" % s
+    if s < 3600:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%dh%02dm" % (s // 3600, (s % 3600) // 60)
+
+
+def sparkline(values, width, glyphs, vmax=None):
+    """The last `width` values as bars; unmeasured samples are blank."""
+    vals = list(values)[-width:] if width > 0 else []
+    nums = [v for v in vals if v is not None]
+    if not nums:
+        return " " * len(vals)
+    top = vmax if vmax else max(nums)
+    top = top or 1.0
+    out = []
+    for v in vals:
+        if v is None:
+            out.append(" ")
+        else:
+            i = int(round(max(0.0, min(1.0, v / top)) * (len(glyphs.spark) - 1)))
+            out.append(glyphs.spark[i])
+    return "".join(out)
+
+
+def clip(text, width, glyphs):
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    return text[:max(0, width - 1)] + glyphs.ellipsis
+
+
+# -- line helpers -----------------------------------------------------------------------
+def _line(*segs):
+    return [s if isinstance(s, tuple) else (s, None) for s in segs if s]
+
+
+def line_text(line):
+    return "".join(t for t, _ in line)
+
+
+def _fit(line, width, glyphs):
+    """Clips a line's segments to width (keeping styles)."""
+    out, used = [], 0
+    for text, style in line:
+        if used >= width:
+            break
+        room = width - used
+        if len(text) > room:
+            text = clip(text, room, glyphs)
+        out.append((text, style))
+        used += len(text)
+    return out
+
+
+# -- sections ---------------------------------------------------------------------------
+def _title(model, ui, now, g, once):
+    ctx = model.context
+    parts = [(" graphsignal-top ", "title")]
+    info = []
+    if ctx.get("host.name"):
+        info.append("host " + str(ctx["host.name"]))
+    if ctx.get("instance.id"):
+        info.append("run " + str(ctx["instance.id"]))
+    if model.uptime_s is not None:
+        info.append("up " + fmt_age(model.uptime_s))
+    info.append(model.endpoint)
+    w = model.window
+    if w and w.get("covered_seconds") is not None:
+        win = "window %ss" % w.get("seconds")
+        if w.get("partial") or abs((w.get("covered_seconds") or 0) - (w.get("seconds") or 0)) > 0.5:
+            win += " (%.1fs covered)" % (w.get("covered_seconds") or 0)
+        info.append(win)
+    elif model.window_asked:
+        info.append("window %ss (n/a)" % model.window_asked)
+    info.append(time.strftime("%H:%M:%S", time.localtime(now)))
+    parts.append((" " + "  ".join(info), None))
+    lines = [parts]
+    if not model.ok:
+        msg = "endpoint %s unreachable: %s%s" % (model.endpoint, model.error,
+                                                 "" if once else "; retrying every second")
+        if model.fetched_at:
+            msg += " (data below is %s old)" % fmt_age(now - model.fetched_at)
+        lines.append(_line((" " + msg, "bad")))
+    if model.window_note:
+        lines.append(_line((" " + model.window_note, "warn")))
+    return lines
+
+
+def _host_section(model, once, g):
+    h = model.host
+    if not any(v is not None for v in h.values()) and not model.processes:
+        return [_line((" HOST ", "head"), ("no host metrics", "dim"))]
+    cpu = fmt_pct(h.get("cpu"))
+    cores = h.get("cpu_count")
+    mem = "%s / %s" % (fmt_bytes(h.get("mem_used")), fmt_bytes(h.get("mem_total")))
+    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (
+        cpu, (" of %d cores (100%% = one core)" % cores) if cores else "", mem, len(model.processes)))]
+    limit = len(model.processes) if once else 4
+    for p in model.processes[:limit]:
+        lines.append(_line("   pid %-7s cpu %6s  rss %10s  " % (p["pid"], fmt_pct(p["cpu"], 1), fmt_bytes(p["rss"])),
+                           (p["cmd"] or "", "dim")))
+    return lines
+
+
+def _gpu_section(model, width, g):
+    if not model.gpus:
+        return [_line((" GPU  ", "head"), ("no GPU telemetry (no NVML/AMD SMI data from this profiler)", "dim"))]
+    lines = [_line((" GPU", "head"))]
+    spark_w = max(8, min(30, width - 120)) if width else 20
+    for gp in model.gpus:
+        util = gp["util"]
+        ustyle = "ok" if (util or 0) >= 50 else None
+        idx = gp["index"] if gp["index"] is not None else "?"
+        name = gp["name"] or (gp["key"] or "")[:20]
+        mem = "%s / %s" % (fmt_bytes(gp["mem_used"]), fmt_bytes(gp["mem_total"]))
+        if gp["mem_used"] is not None and gp["mem_total"]:
+            mem += " (%d%%)" % round(100.0 * gp["mem_used"] / gp["mem_total"])
+        first = _line(
+            ("  %-3s" % idx, "head"), "%-18s " % clip(str(name), 18, g),
+            "util ", ("%4s" % fmt_pct(util), ustyle), " ",
+            (sparkline(gp["util_hist"], spark_w, g, vmax=100.0), "bar"),
+            " avg %s  " % fmt_pct(gp["util_window"]) if gp["util_window"] is not None else "  ",
+            "mem %s  power %s / %s W  temp %s C%s" % (
+                mem, fmt_num(gp["power"], 0) if isinstance(gp["power"], float) else fmt_num(gp["power"]),
+                fmt_num(gp["power_limit"], 0) if isinstance(gp["power_limit"], float) else fmt_num(gp["power_limit"]),
+                fmt_num(gp["temp"]), ("  P%s" % gp["pstate"]) if gp["pstate"] is not None else ""))
+        lines.append(first)
+        pcie = "pcie"
+        if gp["pcie_gen"] is not None:
+            pcie += " gen%s x%s" % (gp["pcie_gen"], fmt_num(gp["pcie_width"]))
+        pcie += " rx %s/s tx %s/s" % (
+            fmt_bytes(gp["pcie_rx_kbs"] * 1024 if gp["pcie_rx_kbs"] is not None else None),
+            fmt_bytes(gp["pcie_tx_kbs"] * 1024 if gp["pcie_tx_kbs"] is not None else None))
+        xid = gp["xid"]
+        reasons = [r for r in (gp["reasons"] or [])]
+        throttled = [r for r in reasons if r not in ("gpu_idle", "applications_clocks_setting")]
+        second = _line(
+            "      clocks sm %s / %s MHz  mem %s MHz  %s  " % (
+                fmt_num(gp["sm_clock"]), fmt_num(gp["sm_clock_max"]), fmt_num(gp["mem_clock"]), pcie),
+            ("xid %s" % fmt_num(xid), "bad" if xid else None),
+            ("(+%s in window)" % gp["xid_window"] if gp["xid_window"] else "", "bad"),
+            "  throttle ",
+            (", ".join(reasons) if reasons else ("none" if gp["reasons"] is not None else "-"),
+             "warn" if throttled else None))
+        lines.append(second)
+    return lines
+
+
+def _engine_section(model, width, g):
+    e = model.engine
+    if not e:
+        return [_line((" ENGINE ", "head"), ("no engine metrics (no Prometheus endpoint scraped)", "dim"))]
+    spark_w = max(8, min(24, width - 130)) if width else 16
+    head = " ENGINE " + (e.get("name") + " " if e.get("name") else "")
+    first = _line((head, "head"), "running %s  waiting %s  kv-cache %s  tokens/s prompt %s gen %s " % (
+        fmt_num(e.get("running")), fmt_num(e.get("waiting")), fmt_pct(e.get("kv_percent"), 1),
+        fmt_count(e.get("prompt_tps")), fmt_count(e.get("gen_tps"))),
+        (sparkline(model.engine_tokens_hist, spark_w, g), "bar"))
+    second = _line("   TTFT p50 %s p95 %s   inter-token p50 %s p95 %s   end-to-end p50 %s p95 %s" % (
+        fmt_s(e.get("ttft_p50")), fmt_s(e.get("ttft_p95")), fmt_s(e.get("itl_p50")), fmt_s(e.get("itl_p95")),
+        fmt_s(e.get("e2e_p50")), fmt_s(e.get("e2e_p95"))))
+    return [first, second]
+
+
+def _value_fmt(name):
+    if name.endswith("_nanoseconds"):
+        return fmt_ns
+    if name.endswith("_seconds"):
+        return fmt_s
+    if name.endswith("_bytes"):
+        return fmt_bytes
+    return lambda v: fmt_count(v) if v is not None else "-"
+
+
+def _probe_line(p, g):
+    name, st, w = p["name"], p["stats"], p["window"] or {}
+    tags = {k: v for k, v in p["tags"].items() if k not in ("process.pid",)}
+    label = name + ("{%s}" % ",".join("%s=%s" % kv for kv in sorted(tags.items())) if tags else "")
+    if p["tags"].get("process.pid"):
+        label += " pid " + p["tags"]["process.pid"]
+    vf = _value_fmt(name)
+    t = p["type"]
+    if t == "histogram":
+        text = "count %s (%s/s)  p50 %s  p95 %s  window p50 %s p95 %s" % (
+            fmt_count(st.get("count")), fmt_count(w.get("rate")), vf(st.get("p50")), vf(st.get("p95")),
+            vf(w.get("p50")), vf(w.get("p95")))
+    elif t == "counter":
+        text = "total %s  rate %s/s" % (vf(st.get("total")), vf(w.get("rate")))
+    elif t == "gauge":
+        text = "value %s" % vf(st.get("value"))
+        if w.get("min") is not None:
+            text += "  window min %s max %s" % (vf(w.get("min")), vf(w.get("max")))
+    elif t == "profile":
+        frames = (w.get("frames") if w.get("frames") else st.get("frames")) or []
+        tot = sum(f.get("value") or 0 for f in frames) or 1
+        text = "top " + ", ".join("%s %d%%" % (f["name"], round(100.0 * (f.get("value") or 0) / tot))
+                                  for f in frames[:4]) if frames else "no frames"
+    else:
+        text = ""
+    return _line("   ", ("%-48s " % clip(label, 48, g), None), (text, None))
+
+
+def _probes_section(model, once, g):
+    if not model.probes:
+        return [_line((" PROBES ", "head"), ("no probe metrics", "dim"))]
+    limit = len(model.probes) if once else 4
+    lines = [_line((" PROBES ", "head"), ("%d series" % len(model.probes), "dim"))]
+    for p in model.probes[:limit]:
+        lines.append(_probe_line(p, g))
+    if len(model.probes) > limit:
+        lines.append(_line(("   ... %d more (graphsignal-top --once lists all)" % (len(model.probes) - limit), "dim")))
+    return lines
+
+
+def _errors_section(model, once, now, g):
+    if not model.errors:
+        return [_line((" ERRORS ", "head"), ("none", "dim"))]
+    lines = [_line((" ERRORS ", "head"), ("%d (newest first)" % model.errors_total, "dim"))]
+    limit = 10 if once else 2
+    for e in model.errors[:limit]:
+        ts = e.get("last_ns") or e.get("timestamp_ns")
+        when = time.strftime("%H:%M:%S", time.localtime(ts / 1e9)) if ts else "--:--:--"
+        level = e.get("level") or "?"
+        cnt = e.get("count") or 1
+        msg = (e.get("message") or "").replace("\n", " ")
+        lines.append(_line("   %s " % when, ("%-7s" % level, "bad" if level in ("error", "critical") else "warn"),
+                           " " + msg + (" (x%d)" % cnt if cnt > 1 else "")))
+    return lines
+
+
+# -- the table --------------------------------------------------------------------------
+def _tabs(model, ui):
+    segs = [(" ", None)]
+    for kind in TABLES:
+        label = "[%s]%s" % (TABLE_KEYS[kind], TABLE_LABELS[kind][1:] if TABLE_LABELS[kind][0] == TABLE_KEYS[kind]
+                            else " " + TABLE_LABELS[kind])
+        segs.append((label, "sel" if kind == ui.table else "key"))
+        segs.append(("  ", None))
+    w = model.window
+    if w and w.get("covered_seconds") is not None:
+        segs.append(("last %.1f s" % w["covered_seconds"], "dim"))
+    else:
+        segs.append(("totals since start (no window from the endpoint)", "dim"))
+    if model.trace_mode:
+        segs.append(("   cuda graph trace: %s" % model.trace_mode, "dim"))
+    return segs
+
+
+def _columns(kind):
+    # (header, width, align) ; the name column takes the rest
+    # window columns first (share, busy time per second, calls per second,
+    # average), then totals since start
+    if kind == MEMORY:
+        return [("%TIME", 6), ("TIME/S", 10), ("COPIES/S", 9), ("AVG", 10), ("BYTES/S", 11), ("TOTAL", 10),
+                ("BYTES", 10)]
+    calls = "REPLAYS" if kind == GRAPHS else "CALLS"
+    cols = [("%TIME", 6), ("TIME/S", 10), (calls + "/S", 10), ("AVG", 10), ("TOTAL", 10), (calls, 9)]
+    if kind == KERNELS:
+        cols.append(("CATEGORY", 14))
+    return cols
+
+
+def _row_cells(kind, r, table, covered):
+    share = (100.0 * r.window_value / table.window_value) if table.window_value else None
+    rate = (r.window_value / covered) if covered else None
+    avg = (r.window_value / r.window_samples) if r.window_samples else (
+        (r.total_value / r.total_samples) if r.total_samples else None)
+    calls = (r.window_samples / covered) if covered else None
+    cells = [fmt_pct(share, 1) if share is not None else "-", fmt_ns(rate) if rate is not None else "-",
+             fmt_count(round(calls, 1)) if calls is not None else "-", fmt_ns(avg)]
+    if kind == MEMORY:
+        bps = (r.window_bytes / covered) if (covered and r.window_bytes is not None) else None
+        cells += [fmt_bytes(bps), fmt_ns(r.total_value), fmt_bytes(r.total_bytes)]
+    else:
+        cells += [fmt_ns(r.total_value), fmt_count(r.total_samples)]
+        if kind == KERNELS:
+            cells.append(r.category)
+    return cells
+
+
+_EMPTY = {
+    KERNELS: "no CUDA kernel profile (no CUPTI data: not a CUDA workload, or the injection is off)",
+    GRAPHS: "no CUDA graph profile (no CUPTI data)",
+    MEMORY: "no memory transfer profile (no CUPTI data)",
+    SYNC: "no synchronization profile (no CUPTI data)",
+}
+_NONE_YET = {
+    KERNELS: "no kernels launched yet", GRAPHS: "no CUDA graph replays yet", MEMORY: "no memory transfers yet",
+    SYNC: "no host synchronization yet",
+}
+
+
+def _table_lines(model, ui, width, max_rows, g):
+    """(header lines, row lines, index of the first row line shown)."""
+    t = model.tables[ui.table]
+    covered = (model.window or {}).get("covered_seconds")
+    all_cols = _columns(ui.table)
+    keep = list(range(len(all_cols)))
+    if width:
+        # a narrow terminal gives up totals first, then the average: the
+        # name and what happened in the window matter most
+        drop_order = [i for i, (h, _) in enumerate(all_cols) if h in ("TOTAL", "CALLS", "REPLAYS", "BYTES")]
+        drop_order += [i for i, (h, _) in enumerate(all_cols) if h in ("AVG", "CATEGORY")]
+        while drop_order and width - sum(all_cols[i][1] + 1 for i in keep) - 2 < 36:
+            keep.remove(drop_order.pop(0))
+    cols = [all_cols[i] for i in keep]
+    head = " " + " ".join(("%*s" % (w, h)) if h != "CATEGORY" else ("%-*s" % (w, h)) for h, w in cols) + " NAME"
+    header = [_tabs(model, ui), _line((head, "head"))]
+    if ui.table == GRAPHS and model.trace_mode == "node":
+        header.append(_line(("   node mode: kernels inside graphs are timed one by one in the kernel table", "dim")))
+    if not t.rows:
+        header.append(_line(("   " + (_NONE_YET if t.measured else _EMPTY)[ui.table], "dim")))
+        return header, []
+    if t.measured and not t.window_value and model.window:
+        header.append(_line(("   nothing in the last %s s; sorted by totals since start"
+                             % fmt_num((model.window or {}).get("seconds")), "dim")))
+    rows = []
+    for i, r in enumerate(t.rows):
+        cells = _row_cells(ui.table, r, t, covered)
+        cells = [cells[i] for i in keep]
+        text = " " + " ".join(("%*s" % (w, c)) if h != "CATEGORY" else ("%-*s" % (w, c))
+                              for (h, w), c in zip(cols, cells)) + " " + r.short
+        style = "sel" if (i == ui.selected and max_rows is not None) else None
+        if style is None and ui.table == KERNELS:
+            rows.append([(text[:len(text) - len(r.short)], None), (r.short, CATEGORY_STYLE.get(r.category))])
+        else:
+            rows.append([(text, style)])
+    return header, rows
+
+
+def _details(model, ui, width, g):
+    t = model.tables[ui.table]
+    if not t.rows:
+        return [_line((" DETAILS ", "head"), ("nothing selected", "dim"))]
+    r = t.rows[min(ui.selected, len(t.rows) - 1)]
+    covered = (model.window or {}).get("covered_seconds")
+    lines = [_line((" DETAILS ", "head"), (" %s " % TABLE_LABELS[ui.table], "sel"), "  ", (r.short, "head"),
+                   ("   (Enter or Esc: back)", "dim"))]
+    if r.category:
+        lines.append(_line("   category   ", (r.category, CATEGORY_STYLE.get(r.category))))
+
+    def wrapped(label, text):
+        room = max(20, (width or 200) - 14)
+        out = []
+        for i in range(0, max(1, len(text)), room):
+            out.append(_line(("   %-10s " % (label if i == 0 else ""), None), (text[i:i + room], None)))
+        return out
+
+    lines += wrapped("symbol", r.name)
+    if r.full and r.full != r.name:
+        lines += wrapped("demangled", r.full)
+    rate = (r.window_value / covered) if covered else None
+    lines.append(_line("   last %s s  time %s (%s/s)  calls %s  avg %s%s" % (
+        fmt_num(round(covered, 1)) if covered else "-", fmt_ns(r.window_value), fmt_ns(rate),
+        fmt_count(r.window_samples), fmt_ns(r.window_value / r.window_samples if r.window_samples else None),
+        ("  bytes %s" % fmt_bytes(r.window_bytes)) if r.window_bytes is not None else "")))
+    lines.append(_line("   since start  time %s  calls %s  avg %s%s" % (
+        fmt_ns(r.total_value), fmt_count(r.total_samples),
+        fmt_ns(r.total_value / r.total_samples if r.total_samples else None),
+        ("  bytes %s" % fmt_bytes(r.total_bytes)) if r.total_bytes is not None else "")))
+    lines.append(_line(("   per process", "head")))
+    lines.append(_line(("     %-28s %12s %9s %12s %10s" % ("PROCESS", "TIME (WIN)", "CALLS", "TIME (ALL)", "CALLS"),
+                        "dim")))
+    for p in r.procs:
+        lines.append(_line("     %-28s %12s %9s %12s %10s" % (
+            clip(p.label, 28, g), fmt_ns(p.window_value), fmt_count(p.window_samples), fmt_ns(p.total_value),
+            fmt_count(p.total_samples))))
+    return lines
+
+
+def _footer(model, ui, now, g):
+    age = ("refreshed %s ago" % fmt_age(now - model.fetched_at)) if model.fetched_at else "waiting for data"
+    keys = "q quit  %s select  Enter details  k/g/m/s tables" % g.up_down
+    return _line((" " + keys + "   ", "key"), (age, "dim"))
+
+
+# -- the frame --------------------------------------------------------------------------
+def render(model, ui, width=None, height=None, now=None, unicode=True):
+    """Lines for one frame. height None: the whole page (--once), table
+    cut at ONCE_ROWS; otherwise exactly fits width x height, dropping the
+    least important sections first when the terminal is small."""
+    g = Glyphs(unicode)
+    now = time.time() if now is None else now
+    once = height is None
+    W = width or 160
+    sections = [  # (priority: higher goes first when space is short, lines)
+        (0, _title(model, ui, now, g, once)),
+        (2, _host_section(model, once, g)),
+        (1, _gpu_section(model, W, g)),
+        (1, _engine_section(model, W, g)),
+        (4, _probes_section(model, once, g)),
+        (3, _errors_section(model, once, now, g)),
+    ]
+    if once:
+        top = [ln for _, lines in sections for ln in lines]
+        if ui.details:
+            body = _details(model, ui, W, g)
+        else:
+            header, rows = _table_lines(model, ui, W, None, g)
+            body = header + rows[:ONCE_ROWS]
+            if len(rows) > ONCE_ROWS:
+                body.append(_line(("   ... %d more rows" % (len(rows) - ONCE_ROWS), "dim")))
+        out = top + body
+        return [_fit(ln, W, g) for ln in out] if width else out
+    # interactive: fit the screen
+    footer = _footer(model, ui, now, g)
+    n_rows = len(model.tables[ui.table].rows)
+    min_table = 2 + max(2, min(8, n_rows))  # tabs, column header and a few rows before any top section
+    budget = max(1, height - 1 - min_table)
+    while sum(len(lines) for _, lines in sections) > budget and len(sections) > 1:
+        worst = max(range(1, len(sections)), key=lambda i: sections[i][0])
+        pr, lines = sections[worst]
+        if len(lines) > 1:
+            sections[worst] = (pr, lines[:-1])  # first shorten, then drop
+        else:
+            sections.pop(worst)
+    top = [ln for _, lines in sections for ln in lines][:max(0, height - 1)]
+    room = height - 1 - len(top)
+    if ui.details:
+        body = _details(model, ui, W, g)[:max(0, room)]
+    else:
+        header, rows = _table_lines(model, ui, W, room, g)
+        header = header[:max(0, room)]
+        n = max(0, room - len(header))
+        if ui.selected < ui.offset:
+            ui.offset = ui.selected
+        elif n and ui.selected >= ui.offset + n:
+            ui.offset = ui.selected - n + 1
+        ui.offset = max(0, min(ui.offset, max(0, len(rows) - n)))
+        body = header + rows[ui.offset:ui.offset + n]
+    out = top + body
+    out += [[]] * max(0, height - 1 - len(out))
+    out.append(footer)
+    return [_fit(ln, W, g) for ln in out[:height]]
+
+
+def to_text(lines, color=False):
+    """Lines as one string: plain, or with ANSI SGR colors."""
+    sgr = {"title": "1;7", "head": "1", "dim": "2", "ok": "32", "warn": "33", "bad": "1;31", "sel": "7",
+           "bar": "36", "key": "34"}
+    out = []
+    for ln in lines:
+        if color:
+            out.append("".join(("\x1b[%sm%s\x1b[0m" % (sgr[s], t)) if s in sgr else t for t, s in ln))
+        else:
+            out.append("".join(t for t, _ in ln))
+    return "\n".join(s.rstrip() for s in out) + "\n"

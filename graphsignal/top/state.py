@@ -1,0 +1,487 @@
+"""The view model of graphsignal-top: one /signals payload (with its
+window) turned into the sections the screen shows, plus the little history
+the screen keeps itself (utilization and token throughput over time).
+
+Everything here is plain data built by TopState.update() on the snapshot
+thread; render.py only reads the latest Model, so drawing never waits on
+the network, the demangler or the payload's size.
+"""
+import collections
+import time
+
+from graphsignal.top.taxonomy import Taxonomy
+
+KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
+TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
+
+# profile names per table; rocm_* twins where the ROCm library writes them
+_TABLE_METRICS = {
+    KERNELS: ("cuda_kernels_nanoseconds", "rocm_kernels_nanoseconds"),
+    GRAPHS: ("cuda_graphs_nanoseconds",),
+    MEMORY: ("cuda_memcpy_nanoseconds", "cuda_memset_nanoseconds", "rocm_memcpy_nanoseconds",
+             "rocm_memset_nanoseconds"),
+    SYNC: ("cuda_sync_nanoseconds", "rocm_sync_nanoseconds"),
+}
+_BYTES_FOR = {"cuda_memcpy_nanoseconds": "cuda_memcpy_bytes", "cuda_memset_nanoseconds": "cuda_memset_bytes",
+              "rocm_memcpy_nanoseconds": "rocm_memcpy_bytes", "rocm_memset_nanoseconds": "rocm_memset_bytes"}
+
+_NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_", "trtllm_", "tensorrt_llm",
+               "llamacpp")
+
+# NVML clock event reasons (nvmlClocksEventReason*), for payloads that
+# carry only the bitmask
+THROTTLE_BITS = (
+    (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"), (0x100, "display_clock_setting"),
+)
+
+HISTORY = 240  # samples of utilization / throughput kept for sparklines (one a refresh)
+
+
+def tkey(tags):
+    return tuple(sorted((tags or {}).items()))
+
+
+class Row:
+    """One line of a table: a kernel, graph, copy kind or sync kind,
+    summed over every process and device that ran it."""
+
+    __slots__ = ("key", "name", "short", "category", "full", "window_value", "window_samples", "total_value",
+                 "total_samples", "window_bytes", "total_bytes", "procs")
+
+    def __init__(self, key, name):
+        self.key = key
+        self.name = name
+        self.short = name
+        self.category = ""
+        self.full = name
+        self.window_value = 0
+        self.window_samples = 0
+        self.total_value = 0
+        self.total_samples = 0
+        self.window_bytes = None
+        self.total_bytes = None
+        self.procs = []  # [ProcSplit]
+
+
+class ProcSplit:
+    __slots__ = ("label", "window_value", "window_samples", "total_value", "total_samples")
+
+    def __init__(self, label):
+        self.label = label
+        self.window_value = self.window_samples = self.total_value = self.total_samples = 0
+
+
+class Table:
+    def __init__(self, kind):
+        self.kind = kind
+        self.rows = []
+        self.measured = False  # any series of this table exists
+        self.window_value = 0  # sum of the rows' window values (for shares)
+
+
+class Model:
+    """What one frame shows. `ok` is False while the endpoint is
+    unreachable; the last good data stays (with its age) under the error."""
+
+    def __init__(self):
+        self.endpoint = ""
+        self.ok = False
+        self.error = None
+        self.fetched_at = None  # time.time() of the data shown
+        self.attempt_at = None
+        self.context = {}
+        self.version = None
+        self.uptime_s = None
+        self.window = None  # {"seconds", "covered_seconds", "partial"} or None
+        self.window_asked = None
+        self.window_note = None
+        self.host = {}
+        self.processes = []
+        self.gpus = []
+        self.engine = None
+        self.engine_tokens_hist = []
+        self.probes = []
+        self.errors = []
+        self.errors_total = 0
+        self.tables = {t: Table(t) for t in TABLES}
+        self.trace_mode = None
+
+
+# -- small helpers ------------------------------------------------------------------
+def _index(metrics):
+    by_name = collections.defaultdict(list)
+    by_key = {}
+    for m in metrics or ():
+        by_name[m.get("name")].append(m)
+        by_key[(m.get("name"), tkey(m.get("tags")))] = m
+    return by_name, by_key
+
+
+def _stat(m, field):
+    if not m:
+        return None
+    return (m.get("stats") or {}).get(field)
+
+
+def _proc_label(tags):
+    parts = []
+    if "process.pid" in tags:
+        parts.append("pid " + tags["process.pid"])
+    if "rank" in tags:
+        parts.append("rank " + tags["rank"])
+    if "device.index" in tags:
+        parts.append("gpu " + tags["device.index"])
+    extra = sorted((k, v) for k, v in tags.items()
+                   if k not in ("process.pid", "rank", "local_rank", "world_size", "device.index", "device.uuid",
+                                "kind"))
+    parts.extend("%s=%s" % kv for kv in extra)
+    return " ".join(parts) or "-"
+
+
+def _engine_from_module(payload):
+    """The engine summary from graphsignal.engine_summary when the payload
+    does not carry one (older sidecar, or a summary computed client-side)."""
+    try:
+        from graphsignal import engine_summary as es
+    except ImportError:
+        return None
+    for fn_name in ("engine_summary", "summarize", "summary", "build_summary", "build"):
+        fn = getattr(es, fn_name, None)
+        if callable(fn):
+            try:
+                return fn(payload.get("metrics") or [])
+            except Exception:  # a summary is a nicety; the rest of the screen must still draw
+                return None
+    return None
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, (prefix + "." + str(k)) if prefix else str(k)))
+    elif isinstance(d, (int, float)) and not isinstance(d, bool):
+        out[prefix] = d
+    elif d is None:
+        out[prefix] = None
+    return out
+
+
+def _find(flat, include, exclude=(), quantile=None):
+    for k, v in flat.items():
+        kl = k.lower()
+        if any(w in kl for w in include) and not any(w in kl for w in exclude):
+            if quantile is None or quantile in kl:
+                return k, v
+    return None, None
+
+
+_UNIT_SCALE = (("_nanoseconds", 1e-9), ("_microseconds", 1e-6), ("_milliseconds", 1e-3), ("_ms", 1e-3),
+               ("_seconds", 1.0), ("_s", 1.0))
+
+
+def _seconds(key, v):
+    if v is None:
+        return None
+    kl = key.lower()
+    for suffix, scale in _UNIT_SCALE:
+        if suffix in kl:
+            return v * scale
+    return v
+
+
+def engine_view(summary):
+    """Maps an engine summary (whatever its nesting) onto the concepts the
+    engine block shows; None when there is no summary or nothing in it."""
+    if not summary:
+        return None
+    if isinstance(summary, list):
+        summary = summary[0] if len(summary) == 1 else {"engines": summary}
+    flat = _flatten(summary)
+    if not any(v is not None for v in flat.values()):
+        return None
+    name = summary.get("engine") or summary.get("name") if isinstance(summary, dict) else None
+    v = {"name": name if isinstance(name, str) else None}
+    _, v["running"] = _find(flat, ("running",))
+    _, v["waiting"] = _find(flat, ("waiting", "queue"))
+    k, kv = _find(flat, ("kv",))
+    if kv is not None and kv <= 1.0 and "percent" not in (k or "").lower():
+        kv *= 100.0  # a fraction
+    v["kv_percent"] = kv
+    _, v["prompt_tps"] = _find(flat, ("prompt",), quantile=None, exclude=("total", "count"))
+    _, v["gen_tps"] = _find(flat, ("generation", "generated", "decode_token", "output_token"),
+                            exclude=("total", "count", "time_per", "latency", "seconds"))
+    for concept, words, excl in (("ttft", ("ttft", "time_to_first"), ()),
+                                 ("itl", ("inter_token", "itl", "tpot", "time_per_output"), ()),
+                                 ("e2e", ("e2e", "end_to_end"), ())):
+        for q in ("p50", "p95"):
+            k, val = _find(flat, words, excl, quantile=q)
+            v["%s_%s" % (concept, q)] = _seconds(k or "", val)
+    if all(val is None for key, val in v.items() if key != "name"):
+        return None
+    return v
+
+
+class TopState:
+    """Builds Models from payloads; keeps the histories sparklines need."""
+
+    def __init__(self, endpoint="", window=5, taxonomy=None, clock=time.time):
+        self.endpoint = endpoint
+        self.window_seconds = window
+        self.taxonomy = taxonomy or Taxonomy()
+        self.clock = clock
+        self.util_hist = {}  # gpu key -> deque of utilization %
+        self.tokens_hist = collections.deque(maxlen=HISTORY)
+        self.model = Model()
+        self.model.endpoint = endpoint
+        self.model.window_asked = window
+
+    def update(self, payload=None, error=None, note=None):
+        """A new frame from a payload, or the last one marked with `error`."""
+        now = self.clock()
+        if payload is None:
+            prev = self.model
+            m = Model()
+            m.__dict__.update(prev.__dict__)
+            m.ok, m.error, m.attempt_at = False, error or "no data", now
+            self.model = m
+            return m
+        m = build_model(payload, self.taxonomy, self.window_seconds, self.util_hist, self.tokens_hist)
+        m.endpoint = self.endpoint
+        m.ok, m.error, m.fetched_at, m.attempt_at = True, None, now, now
+        m.window_note = note
+        self.model = m
+        return m
+
+
+def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=None):
+    m = Model()
+    m.window_asked = window_seconds
+    metrics = payload.get("metrics") or []
+    by_name, by_key = _index(metrics)
+    win = payload.get("window")
+    w_by_key = {}
+    covered = None
+    if isinstance(win, dict):
+        m.window = {"seconds": win.get("seconds"), "covered_seconds": win.get("covered_seconds"),
+                    "partial": win.get("partial")}
+        covered = win.get("covered_seconds")
+        _, w_by_key = _index(win.get("metrics"))
+    m.context = payload.get("context") or {}
+    m.version = (payload.get("profiler") or {}).get("version")
+    if payload.get("payload_ns") and payload.get("start_ns"):
+        m.uptime_s = (payload["payload_ns"] - payload["start_ns"]) / 1e9
+    resources = payload.get("resources") or []
+    _host(m, by_name, resources)
+    _processes(m, by_name, resources)
+    _gpus(m, by_name, w_by_key, resources, util_hist)
+    _engine(m, payload, tokens_hist)
+    _probes(m, metrics, w_by_key)
+    errs = payload.get("errors") or []
+    m.errors = list(reversed(errs))  # newest first
+    m.errors_total = sum(int(e.get("count") or 1) for e in errs)
+    tm = by_name.get("cuda_graph_trace_mode")
+    if tm:
+        val = _stat(tm[0], "value")
+        m.trace_mode = {0: "graph", 1: "node"}.get(val)
+    for kind in TABLES:
+        m.tables[kind] = _table(kind, by_name, by_key, w_by_key, taxonomy)
+    return m
+
+
+def _host(m, by_name, resources):
+    h = {}
+    for r in resources:
+        if r.get("kind") == "host":
+            attrs = r.get("attributes") or {}
+            h["cpu_count"] = attrs.get("cpu.count")
+    for field, name in (("cpu", "host_cpu_usage_percent"), ("mem_used", "host_memory_usage_bytes"),
+                        ("mem_total", "host_memory_total_bytes")):
+        s = by_name.get(name)
+        h[field] = _stat(s[0], "value") if s else None
+    m.host = h
+
+
+def _processes(m, by_name, resources):
+    cmd = {}
+    for r in resources:
+        if r.get("kind") == "process":
+            pid = (r.get("tags") or {}).get("process.pid")
+            line = (r.get("attributes") or {}).get("process.command_line")
+            if pid and line:
+                cmd[pid] = line
+    procs = {}
+    for name, field in (("process_cpu_usage_percent", "cpu"), ("process_memory_usage_bytes", "rss")):
+        for s in by_name.get(name, ()):
+            pid = (s.get("tags") or {}).get("process.pid")
+            if pid:
+                procs.setdefault(pid, {"pid": pid, "cpu": None, "rss": None, "cmd": cmd.get(pid, "")})[field] = \
+                    _stat(s, "value")
+    m.processes = sorted(procs.values(), key=lambda p: (-(p["cpu"] or 0), int(p["pid"]) if p["pid"].isdigit() else 0))
+
+
+def _gpu_key(tags):
+    return tags.get("device.uuid") or tags.get("device.bus_id") or tags.get("device.index")
+
+
+_GPU_GAUGES = {
+    "gpu_utilization_percent": "util", "gpu_memory_used_bytes": "mem_used", "gpu_memory_total_bytes": "mem_total",
+    "gpu_power_usage_watts": "power", "gpu_power_management_limit_watts": "power_limit",
+    "gpu_temperature_celsius": "temp", "gpu_clock_sm_megahertz": "sm_clock",
+    "gpu_max_clock_sm_megahertz": "sm_clock_max", "gpu_clock_mem_megahertz": "mem_clock",
+    "gpu_pcie_link_generation": "pcie_gen", "gpu_pcie_link_width": "pcie_width",
+    "gpu_pcie_throughput_rx_kilobytes_per_second": "pcie_rx_kbs",
+    "gpu_pcie_throughput_tx_kilobytes_per_second": "pcie_tx_kbs",
+    "gpu_clocks_throttle_reasons": "throttle_mask", "gpu_performance_state": "pstate",
+    "gpu_memory_busy_percent": "mem_busy",
+}
+
+
+def _gpus(m, by_name, w_by_key, resources, util_hist):
+    gpus = {}
+
+    def gpu(tags):
+        k = _gpu_key(tags)
+        if k is None:
+            return None
+        g = gpus.get(k)
+        if g is None:
+            g = gpus[k] = {"key": k, "index": tags.get("device.index"), "name": None, "xid": None,
+                           "xid_window": None, "reasons": None, "util_window": None}
+            g.update({f: None for f in _GPU_GAUGES.values()})
+        return g
+
+    for name, field in _GPU_GAUGES.items():
+        for s in by_name.get(name, ()):
+            g = gpu(s.get("tags") or {})
+            if g is not None:
+                g[field] = _stat(s, "value")
+                if field == "util":
+                    w = w_by_key.get((name, tkey(s.get("tags"))))
+                    g["util_window"] = _stat(w, "mean")
+    for s in by_name.get("gpu_xid_errors", ()):
+        g = gpu(s.get("tags") or {})
+        if g is not None:
+            g["xid"] = _stat(s, "total")
+            g["xid_window"] = _stat(w_by_key.get(("gpu_xid_errors", tkey(s.get("tags")))), "delta")
+    for s in by_name.get("gpu_clocks_throttle_reason_active", ()):
+        tags = s.get("tags") or {}
+        g = gpu(tags)
+        if g is not None and tags.get("reason"):
+            if g["reasons"] is None:
+                g["reasons"] = []
+            if _stat(s, "value"):
+                g["reasons"].append(tags["reason"])
+    for r in resources:
+        if r.get("kind") == "device":
+            g = gpus.get(_gpu_key(r.get("tags") or {}))
+            if g is not None:
+                g["name"] = (r.get("attributes") or {}).get("device.name")
+    out = []
+    for g in gpus.values():
+        if g["reasons"] is None and isinstance(g["throttle_mask"], (int, float)):
+            mask = int(g["throttle_mask"])
+            g["reasons"] = [n for bit, n in THROTTLE_BITS if mask & bit]
+        if util_hist is not None:
+            h = util_hist.setdefault(g["key"], collections.deque(maxlen=HISTORY))
+            h.append(g["util"])
+            g["util_hist"] = list(h)
+        else:
+            g["util_hist"] = [g["util"]]
+        out.append(g)
+
+    def order(g):
+        idx = g["index"]
+        return (0, int(idx)) if idx is not None and str(idx).isdigit() else (1, str(g["key"]))
+    m.gpus = sorted(out, key=order)
+
+
+def _engine(m, payload, tokens_hist):
+    summary = payload.get("engine")
+    if summary is None:
+        summary = _engine_from_module(payload)
+    v = engine_view(summary)
+    if v is not None and tokens_hist is not None:
+        tokens_hist.append(v.get("gen_tps"))
+        m.engine_tokens_hist = list(tokens_hist)
+    elif v is not None:
+        m.engine_tokens_hist = [v.get("gen_tps")]
+    m.engine = v
+
+
+def is_probe_metric(name):
+    return bool(name) and ":" not in name and not name.startswith(_NOT_PROBES)
+
+
+def _probes(m, metrics, w_by_key):
+    rows = []
+    for s in metrics:
+        name = s.get("name")
+        if not is_probe_metric(name):
+            continue
+        w = w_by_key.get((name, tkey(s.get("tags"))))
+        rows.append({"name": name, "type": s.get("type"), "tags": s.get("tags") or {}, "stats": s.get("stats") or {},
+                     "window": (w or {}).get("stats")})
+    m.probes = rows
+
+
+def _table(kind, by_name, by_key, w_by_key, taxonomy):
+    t = Table(kind)
+    rows = {}
+    for metric in _TABLE_METRICS[kind]:
+        for s in by_name.get(metric, ()):
+            if s.get("type") != "profile":
+                continue
+            t.measured = True
+            tags = s.get("tags") or {}
+            w = w_by_key.get((metric, tkey(tags)))
+            wframes = {f["name"]: f for f in (_stat(w, "frames") or ())}
+            frames = {f["name"]: f for f in (_stat(s, "frames") or ())}
+            label = _proc_label(tags)
+            for fname in list(frames) + [n for n in wframes if n not in frames]:
+                f = frames.get(fname) or {}
+                wf = wframes.get(fname) or {}
+                key, display = _row_key(kind, metric, fname, tags)
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = Row(key, display)
+                row.total_value += f.get("value") or 0
+                row.total_samples += f.get("samples") or 0
+                row.window_value += wf.get("value") or 0
+                row.window_samples += wf.get("samples") or 0
+                p = ProcSplit(label)
+                p.total_value, p.total_samples = f.get("value") or 0, f.get("samples") or 0
+                p.window_value, p.window_samples = wf.get("value") or 0, wf.get("samples") or 0
+                row.procs.append(p)
+                bytes_metric = _BYTES_FOR.get(metric)
+                if bytes_metric:
+                    btags = tkey(dict(tags, kind=fname))
+                    c = by_key.get((bytes_metric, btags))
+                    if c is not None and _stat(c, "total") is not None:
+                        row.total_bytes = (row.total_bytes or 0) + _stat(c, "total")
+                    wc = w_by_key.get((bytes_metric, btags))
+                    if wc is not None and _stat(wc, "delta") is not None:
+                        row.window_bytes = (row.window_bytes or 0) + _stat(wc, "delta")
+    if kind == KERNELS and rows:
+        names = [r.name for r in rows.values()]
+        for r, (cat, short, full) in zip(rows.values(), taxonomy.describe_all(names)):
+            r.category, r.short, r.full = cat, short, full
+    elif kind == GRAPHS:
+        for r in rows.values():
+            r.category = "graph"
+    for r in rows.values():
+        r.procs.sort(key=lambda p: (-p.window_value, -p.total_value, p.label))
+    t.rows = sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, r.short))
+    t.window_value = sum(r.window_value for r in t.rows)
+    return t
+
+
+def _row_key(kind, metric, frame, tags):
+    if kind != MEMORY:
+        return frame, frame
+    op = "memset" if "memset" in metric else "memcpy"
+    hm = tags.get("host_memory")
+    display = "%s %s" % (op, frame) + (" (%s)" % hm if hm else "")
+    return (op, frame, hm), display
