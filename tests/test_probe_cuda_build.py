@@ -11,7 +11,7 @@ from cbuild import INCLUDE, ROOT
 from graphsignal import histo
 
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 
 
 def nvcc(src, out, *extra):
@@ -19,11 +19,13 @@ def nvcc(src, out, *extra):
                     os.path.join(ROOT, "tests", "cuda", src), "-o", str(out)] + list(extra), check=True)
 
 
+@needs_nvcc
 @pytest.mark.parametrize("src", ["spec_kernel_example.cu", "probe_kernel.cu"])
 def test_in_kernel_examples_compile(src, tmp_path):
     nvcc(src, tmp_path / "a.out")
 
 
+@needs_nvcc
 def test_device_bins_match_the_sidecar_bins(tmp_path):
     nvcc("hist_bins.cu", tmp_path / "bins")
     rng = np.random.default_rng(3)
@@ -32,3 +34,14 @@ def test_device_bins_match_the_sidecar_bins(tmp_path):
     out = subprocess.run([str(tmp_path / "bins")] + [str(v) for v in values], capture_output=True, text=True,
                          check=True).stdout.split()
     assert [int(b) for b in out] == histo.bin_index(np.array(values, dtype=np.uint64)).tolist()
+
+
+HIPCC = shutil.which("hipcc")
+
+
+@pytest.mark.skipif(HIPCC is None, reason="hipcc not found (Debian: apt-get install hipcc libamdhip64-dev)")
+def test_rocm_header_compiles_in_a_hip_program(tmp_path):
+    env = dict(os.environ, HIP_PLATFORM="amd")
+    subprocess.run([HIPCC, "--offload-arch=gfx90a", "-I", INCLUDE, "-Wall", "-Wextra", "-Werror",
+                    os.path.join(ROOT, "tests", "cuda", "probe_hip.hip"), "-o", str(tmp_path / "probe_hip")],
+                   check=True, env=env)

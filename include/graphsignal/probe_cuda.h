@@ -71,10 +71,31 @@
 #ifndef GRAPHSIGNAL_PROBE_CUDA_H
 #define GRAPHSIGNAL_PROBE_CUDA_H
 
-#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include "probe.h"
+
+/* One implementation for CUDA and HIP: probe_rocm.h defines
+ * GRAPHSIGNAL_PROBE_HIP and includes this header. */
+#if defined(GRAPHSIGNAL_PROBE_HIP)
+#include <hip/hip_runtime.h>
+#define GRAPHSIGNAL_GPU(name) hip##name
+#define GRAPHSIGNAL_GPU_HOST_ALLOC(p, n, flags) hipHostMalloc((p), (n), (flags))
+#define GRAPHSIGNAL_GPU_HOST_MAPPED (hipHostMallocMapped | hipHostMallocPortable)
+#define GRAPHSIGNAL_GPU_HOST_FREE hipHostFree
+#define GRAPHSIGNAL_GPU_PINNED_ALLOC(p, n) hipHostMalloc((p), (n), 0)
+#ifndef GRAPHSIGNAL_ROCM_NS_PER_TICK
+/* s_memrealtime runs at a constant 100 MHz on MI100/MI200/MI300 (ROCm's wall_clock64) */
+#define GRAPHSIGNAL_ROCM_NS_PER_TICK 10ull
+#endif
+#else
+#include <cuda_runtime.h>
+#define GRAPHSIGNAL_GPU(name) cuda##name
+#define GRAPHSIGNAL_GPU_HOST_ALLOC(p, n, flags) cudaHostAlloc((p), (n), (flags))
+#define GRAPHSIGNAL_GPU_HOST_MAPPED (cudaHostAllocMapped | cudaHostAllocPortable)
+#define GRAPHSIGNAL_GPU_HOST_FREE cudaFreeHost
+#define GRAPHSIGNAL_GPU_PINNED_ALLOC(p, n) cudaMallocHost((p), (n))
+#endif
 
 /* Device-side data of one in-kernel instrument. */
 typedef struct graphsignal_instrument_data {
@@ -85,15 +106,24 @@ typedef struct graphsignal_instrument_data {
   unsigned long long bins[GRAPHSIGNAL_HIST_NBINS];
 } graphsignal_instrument_data;
 
-/* Nanoseconds from the GPU's global timer (%globaltimer). */
+/* Nanoseconds from the GPU's global timer (CUDA: %globaltimer; HIP:
+ * s_memrealtime scaled by GRAPHSIGNAL_ROCM_NS_PER_TICK). */
 static __device__ __forceinline__ unsigned long long graphsignal_gtimer(void) {
+#if defined(GRAPHSIGNAL_PROBE_HIP)
+#if defined(__HIP_DEVICE_COMPILE__)
+  return (unsigned long long)__builtin_amdgcn_s_memrealtime() * GRAPHSIGNAL_ROCM_NS_PER_TICK;
+#else
+  return 0;
+#endif
+#else
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+#endif
 }
 
 static __host__ __device__ __forceinline__ unsigned graphsignal_hist_bin(unsigned long long v) {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   int e;
   if (v < (1ull << GRAPHSIGNAL_HIST_SUB_BITS)) return (unsigned)v;
   e = 63 - __clzll((long long)v);
@@ -137,8 +167,8 @@ typedef struct graphsignal_cuda_state_ {
   int stop;
   int mapped;
   unsigned interval_ms;
-  cudaStream_t stream[64]; /* per device, device mode */
-  cudaEvent_t event[64];
+  GRAPHSIGNAL_GPU(Stream_t) stream[64]; /* per device, device mode */
+  GRAPHSIGNAL_GPU(Event_t) event[64];
 } graphsignal_cuda_state_;
 
 static inline graphsignal_cuda_state_* graphsignal_cuda_state_get_(void) {
@@ -161,7 +191,7 @@ static inline graphsignal_cuda_state_* graphsignal_cuda_state_get_(void) {
 
 /* Tells the graphsignal CUPTI library (if loaded) to leave a stream out of
  * the workload's profiles: the reader's own copies are not the workload's. */
-static inline void graphsignal_cuda_ignore_stream_(cudaStream_t stream) {
+static inline void graphsignal_cuda_ignore_stream_(GRAPHSIGNAL_GPU(Stream_t) stream) {
   typedef void (*fn_t)(void*);
   const char* path = getenv("CUDA_INJECTION64_PATH");
   void* h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
@@ -172,12 +202,12 @@ static inline void graphsignal_cuda_ignore_stream_(cudaStream_t stream) {
 
 /* Waits for the reader's own stream without synchronizing anything else:
  * polling an event adds no synchronization record to the workload. */
-static inline int graphsignal_cuda_wait_(cudaEvent_t ev) {
+static inline int graphsignal_cuda_wait_(GRAPHSIGNAL_GPU(Event_t) ev) {
   int i;
   for (i = 0; i < 10000; i++) {
-    cudaError_t r = cudaEventQuery(ev);
-    if (r == cudaSuccess) return 1;
-    if (r != cudaErrorNotReady) return 0;
+    GRAPHSIGNAL_GPU(Error_t) r = GRAPHSIGNAL_GPU(EventQuery)(ev);
+    if (r == GRAPHSIGNAL_GPU(Success)) return 1;
+    if (r != GRAPHSIGNAL_GPU(ErrorNotReady)) return 0;
     {
       struct timespec ts = {0, 200000};
       nanosleep(&ts, NULL);
@@ -198,17 +228,17 @@ static inline void graphsignal_cuda_flush_one_(graphsignal_cuda_state_* cs, grap
   unsigned long long dcount;
   if (!p->mapped) {
     int prev = 0;
-    cudaGetDevice(&prev);
-    cudaSetDevice(p->device);
-    if (cudaMemcpyAsync(p->host, p->dev, sizeof *p->host, cudaMemcpyDeviceToHost, cs->stream[p->device]) !=
-            cudaSuccess ||
-        cudaEventRecord(cs->event[p->device], cs->stream[p->device]) != cudaSuccess ||
+    GRAPHSIGNAL_GPU(GetDevice)(&prev);
+    GRAPHSIGNAL_GPU(SetDevice)(p->device);
+    if (GRAPHSIGNAL_GPU(MemcpyAsync)(p->host, p->dev, sizeof *p->host, GRAPHSIGNAL_GPU(MemcpyDeviceToHost), cs->stream[p->device]) !=
+            GRAPHSIGNAL_GPU(Success) ||
+        GRAPHSIGNAL_GPU(EventRecord)(cs->event[p->device], cs->stream[p->device]) != GRAPHSIGNAL_GPU(Success) ||
         !graphsignal_cuda_wait_(cs->event[p->device])) {
-      cudaGetLastError(); /* leave no error behind for the workload to trip over */
-      cudaSetDevice(prev);
+      GRAPHSIGNAL_GPU(GetLastError)(); /* leave no error behind for the workload to trip over */
+      GRAPHSIGNAL_GPU(SetDevice)(prev);
       return;
     }
-    cudaSetDevice(prev);
+    GRAPHSIGNAL_GPU(SetDevice)(prev);
   }
   /* one consistent-enough copy: in mapped mode the GPU may still be adding */
   memcpy(&snap, (const void*)cur, sizeof snap);
@@ -266,30 +296,30 @@ static inline int graphsignal_cuda_attach_locked_(graphsignal_cuda_state_* cs, g
   graphsignal_instrument_data* init;
   if (!p) return 0;
   p->last = (graphsignal_instrument_data*)calloc(1, sizeof *p->last);
-  if (!p->last || cudaGetDevice(&p->device) != cudaSuccess || p->device < 0 || p->device >= 64) goto fail;
+  if (!p->last || GRAPHSIGNAL_GPU(GetDevice)(&p->device) != GRAPHSIGNAL_GPU(Success) || p->device < 0 || p->device >= 64) goto fail;
   p->mapped = cs->mapped;
   if (p->mapped) {
-    if (cudaHostAlloc((void**)&p->host, sizeof *p->host, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+    if (GRAPHSIGNAL_GPU_HOST_ALLOC((void**)&p->host, sizeof *p->host, GRAPHSIGNAL_GPU_HOST_MAPPED) != GRAPHSIGNAL_GPU(Success))
       goto fail;
     memset((void*)p->host, 0, sizeof *p->host);
     p->host->min = ~0ull;
-    if (cudaHostGetDevicePointer((void**)&p->dev, p->host, 0) != cudaSuccess) goto fail;
+    if (GRAPHSIGNAL_GPU(HostGetDevicePointer)((void**)&p->dev, p->host, 0) != GRAPHSIGNAL_GPU(Success)) goto fail;
   } else {
     if (!cs->stream[p->device]) {
-      if (cudaStreamCreateWithFlags(&cs->stream[p->device], cudaStreamNonBlocking) != cudaSuccess ||
-          cudaEventCreateWithFlags(&cs->event[p->device], cudaEventDisableTiming) != cudaSuccess)
+      if (GRAPHSIGNAL_GPU(StreamCreateWithFlags)(&cs->stream[p->device], GRAPHSIGNAL_GPU(StreamNonBlocking)) != GRAPHSIGNAL_GPU(Success) ||
+          GRAPHSIGNAL_GPU(EventCreateWithFlags)(&cs->event[p->device], GRAPHSIGNAL_GPU(EventDisableTiming)) != GRAPHSIGNAL_GPU(Success))
         goto fail;
       graphsignal_cuda_ignore_stream_(cs->stream[p->device]);
     }
-    if (cudaMallocHost((void**)&p->host, sizeof *p->host) != cudaSuccess) goto fail;
-    if (cudaMalloc((void**)&p->dev, sizeof *p->dev) != cudaSuccess) goto fail;
+    if (GRAPHSIGNAL_GPU_PINNED_ALLOC((void**)&p->host, sizeof *p->host) != GRAPHSIGNAL_GPU(Success)) goto fail;
+    if (GRAPHSIGNAL_GPU(Malloc)((void**)&p->dev, sizeof *p->dev) != GRAPHSIGNAL_GPU(Success)) goto fail;
     init = p->host;
     memset(init, 0, sizeof *init);
     init->min = ~0ull;
     /* initialized by a copy on the reader's stream, not a memset on the workload's */
-    if (cudaMemcpyAsync(p->dev, init, sizeof *init, cudaMemcpyHostToDevice, cs->stream[p->device]) !=
-            cudaSuccess ||
-        cudaEventRecord(cs->event[p->device], cs->stream[p->device]) != cudaSuccess ||
+    if (GRAPHSIGNAL_GPU(MemcpyAsync)(p->dev, init, sizeof *init, GRAPHSIGNAL_GPU(MemcpyHostToDevice), cs->stream[p->device]) !=
+            GRAPHSIGNAL_GPU(Success) ||
+        GRAPHSIGNAL_GPU(EventRecord)(cs->event[p->device], cs->stream[p->device]) != GRAPHSIGNAL_GPU(Success) ||
         !graphsignal_cuda_wait_(cs->event[p->device]))
       goto fail;
   }
@@ -304,10 +334,10 @@ static inline int graphsignal_cuda_attach_locked_(graphsignal_cuda_state_* cs, g
   }
   return 1;
 fail:
-  cudaGetLastError();
-  if (p->mapped && p->host) cudaFreeHost(p->host);
-  if (!p->mapped && p->dev) cudaFree(p->dev);
-  if (!p->mapped && p->host) cudaFreeHost(p->host);
+  GRAPHSIGNAL_GPU(GetLastError)();
+  if (p->mapped && p->host) GRAPHSIGNAL_GPU_HOST_FREE(p->host);
+  if (!p->mapped && p->dev) GRAPHSIGNAL_GPU(Free)(p->dev);
+  if (!p->mapped && p->host) GRAPHSIGNAL_GPU_HOST_FREE(p->host);
   free(p->last);
   free(p);
   return 0;
