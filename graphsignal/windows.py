@@ -93,13 +93,17 @@ def window_stats(store, seconds):
     partial = si == 0 and covered < seconds
     inside = history[si:ei + 1]
     with store.lock:
-        series = {key: (s.name, s.type, dict(s.tags)) for key, s in store.series.items()}
+        # a histogram's exact min/max since start also bound its window
+        # values, so window quantiles are clamped to them as the
+        # cumulative ones are
+        series = {key: (s.name, s.type, dict(s.tags), getattr(s, "min", None), getattr(s, "max", None))
+                  for key, s in store.series.items()}
     out = []
     for key in sorted(end, key=lambda k: (k[0], k[2], k[1])):
         meta = series.get(key)
         if meta is None:
             continue  # removed since the snapshot
-        name, type_, tags = meta
+        name, type_, tags, vmin, vmax = meta
         cur = end[key]
         new = key not in start
         prev = start.get(key)
@@ -108,7 +112,7 @@ def window_stats(store, seconds):
         elif type_ == GAUGE:
             stats = _gauge(key, inside)
         elif type_ == HISTOGRAM:
-            stats = _histogram(prev, cur, covered)
+            stats = _histogram(prev, cur, covered, vmin, vmax)
         elif type_ == PROFILE:
             stats = _profile(prev or {}, cur, covered)
         else:
@@ -148,7 +152,7 @@ def _gauge(key, inside):
             "samples": len(vals)}
 
 
-def _histogram(prev, cur, covered):
+def _histogram(prev, cur, covered, vmin=None, vmax=None):
     count, total, bins = cur
     p_count, p_total, p_bins = prev if prev is not None else (0, 0, None)
     q = (None, None, None)
@@ -160,7 +164,7 @@ def _histogram(prev, cur, covered):
         diff = bins if p_bins is None or not isinstance(p_bins, np.ndarray) else bins - p_bins
         nz = np.flatnonzero(diff > 0)
         if nz.size:
-            q = histo.quantiles_loglinear(nz, diff[nz], (0.5, 0.95, 0.99))
+            q = histo.quantiles_loglinear(nz, diff[nz], (0.5, 0.95, 0.99), vmin, vmax)
     elif bins is not None:
         le, counts = bins
         if isinstance(p_bins, tuple) and tuple(p_bins[0]) == tuple(le):

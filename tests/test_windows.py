@@ -284,3 +284,13 @@ def test_http_largest_window_is_accepted(rig):
     rig.tick(0)
     code, doc = get(Client(make_app(rig.store, window_stats)), "?window=600")
     assert code == 200 and doc["window"]["seconds"] == 600
+
+
+def test_window_quantiles_stay_within_the_exact_min_and_max(rig):
+    rig.tick(0)
+    rig.hist("op_nanoseconds", [5_000_000] * 4 + [4_000_000])
+    rig.tick(1)
+    h = metric(window_stats(rig.store, 1), "op_nanoseconds")["stats"]
+    # 5 ms lies in a bin whose midpoint is above 5 ms: the exact max caps it
+    assert h["p95"] == 5_000_000 and h["p99"] == 5_000_000
+    assert 4_000_000 <= h["p50"] <= 5_000_000

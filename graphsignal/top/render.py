@@ -252,7 +252,7 @@ def _gpu_section(model, width, g):
 def _engine_section(model, width, g):
     e = model.engine
     if not e:
-        return [_line((" ENGINE ", "head"), ("no engine metrics (no Prometheus endpoint scraped)", "dim"))]
+        return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)", "dim"))]
     spark_w = max(8, min(24, width - 130)) if width else 16
     head = " ENGINE " + (e.get("name") + " " if e.get("name") else "")
     first = _line((head, "head"), "running %s  waiting %s  kv-cache %s  tokens/s prompt %s gen %s " % (
@@ -359,7 +359,7 @@ def _columns(kind):
     calls = "REPLAYS" if kind == GRAPHS else "CALLS"
     cols = [("%TIME", 6), ("TIME/S", 10), (calls + "/S", 10), ("AVG", 10), ("TOTAL", 10), (calls, 9)]
     if kind == KERNELS:
-        cols.append(("CATEGORY", 14))
+        cols.append(("CATEGORY", 13))
     return cols
 
 
@@ -404,7 +404,7 @@ def _table_lines(model, ui, width, max_rows, g):
         # name and what happened in the window matter most
         drop_order = [i for i, (h, _) in enumerate(all_cols) if h in ("TOTAL", "CALLS", "REPLAYS", "BYTES")]
         drop_order += [i for i, (h, _) in enumerate(all_cols) if h in ("AVG", "CATEGORY")]
-        while drop_order and width - sum(all_cols[i][1] + 1 for i in keep) - 2 < 36:
+        while drop_order and width - sum(all_cols[i][1] + 1 for i in keep) - 2 < 30:
             keep.remove(drop_order.pop(0))
     cols = [all_cols[i] for i in keep]
     head = " " + " ".join(("%*s" % (w, h)) if h != "CATEGORY" else ("%-*s" % (w, h)) for h, w in cols) + " NAME"
