@@ -190,25 +190,72 @@ def test_unreachable_endpoint_keeps_the_last_frame_and_says_so(state):
     assert "unreachable: timed out" in text and "waiting for data" in text
 
 
+def lat(count, p50, p95):
+    return {"count": count, "mean": p50, "p50": p50, "p95": p95, "p99": p95}
+
+
+def engine_summary_doc(window=True):
+    # the shape of graphsignal.engine_summary's document
+    return {"engine": "vllm", "requests_running": 7, "requests_waiting": 2, "kv_cache_usage_percent": 42.0,
+            "prompt_tokens_total": 10_000, "generation_tokens_total": 4_000,
+            "ttft_seconds": lat(100, 0.050, 0.200), "itl_seconds": lat(5000, 0.010, 0.030), "tpot_seconds": None,
+            "e2e_seconds": lat(100, 2.0, 4.0), "sources": {},
+            "window": {"seconds": 5.0, "prompt_tokens_per_second": 1500.0, "generation_tokens_per_second": 320.0,
+                       "ttft_seconds": lat(10, 0.045, 0.120), "itl_seconds": lat(800, 0.012, 0.020),
+                       "tpot_seconds": None, "e2e_seconds": lat(0, None, None)} if window else None}
+
+
 def test_engine_block_from_the_payload_summary(state):
     p = base_payload()
-    p["engine"] = {"engine": "vllm", "requests_running": 7, "requests_waiting": 2, "kv_cache_usage": 0.42,
-                   "prompt_tokens_per_second": 1500.0, "generation_tokens_per_second": 320.0,
-                   "ttft_seconds": {"p50": 0.045, "p95": 0.120}, "inter_token_latency_seconds": {"p50": 0.012,
-                                                                                               "p95": 0.020},
-                   "e2e_latency_seconds": {"p50": 1.5, "p95": 3.25}}
+    p["engine"] = engine_summary_doc()
     text = "\n".join(frame(state, p))
     assert "ENGINE vllm" in text and "running 7" in text and "waiting 2" in text and "kv-cache 42.0%" in text
-    assert "prompt 1500 gen 320" in text
+    assert "tokens/s (last 5s) prompt 1500 gen 320" in text
+    # windowed quantiles where requests finished in the window, else since start (and said so)
     assert "TTFT p50 45.00 ms p95 120.00 ms" in text and "inter-token p50 12.00 ms p95 20.00 ms" in text
-    assert "end-to-end p50 1.50 s p95 3.25 s" in text
+    assert "end-to-end p50 2.00 s p95 4.00 s (since start)" in text
+    assert "TPOT" not in text
 
 
-def test_engine_view_tolerates_missing_and_empty_summaries():
-    assert engine_view(None) is None and engine_view({}) is None
-    assert engine_view({"running": None, "waiting": None}) is None
-    v = engine_view({"requests": {"running": 1, "waiting": 0}, "kv_cache_usage_percent": 55.0})
-    assert v["running"] == 1 and v["waiting"] == 0 and v["kv_percent"] == 55.0
+def test_engine_block_before_the_first_window(state):
+    p = base_payload()
+    p["engine"] = engine_summary_doc(window=False)
+    text = "\n".join(frame(state, p))
+    assert "tokens/s prompt - gen -" in text and "TTFT p50 50.00 ms p95 200.00 ms (since start)" in text
+
+
+def test_engine_null_in_the_payload_means_no_engine(state):
+    p = base_payload()
+    p["engine"] = None
+    assert "no engine metrics" in "\n".join(frame(state, p))
+
+
+def test_engine_summary_computed_here_for_a_payload_without_one(state):
+    es = pytest.importorskip("graphsignal.engine_summary")
+    assert callable(getattr(es, "summarize", None))
+
+    def payload(t, running, gen_total, ttft_counts):
+        p = base_payload()
+        p["payload_ns"] = int((NOW + t) * 1e9)
+        p["metrics"] = [metric("vllm:num_requests_running", "gauge", {}, value=running),
+                        metric("vllm:num_requests_waiting", "gauge", {}, value=0),
+                        metric("vllm:kv_cache_usage_perc", "gauge", {}, value=0.5),
+                        metric("vllm:prompt_tokens_total", "counter", {}, total=gen_total * 2),
+                        metric("vllm:generation_tokens_total", "counter", {}, total=gen_total),
+                        metric("vllm:time_to_first_token_seconds", "histogram", {}, count=sum(ttft_counts),
+                               sum=0.06 * sum(ttft_counts), bins=[0.05, 0.1, None], counts=ttft_counts)]
+        return p
+
+    text = "\n".join(frame(state, payload(0, 3, 1000, [5, 5, 0])))
+    assert "ENGINE vllm" in text and "running 3" in text and "kv-cache 50.0%" in text
+    text = "\n".join(frame(state, payload(2, 4, 1600, [5, 15, 0])))
+    assert "running 4" in text and "gen 300" in text  # (1600 - 1000) tokens / 2 s
+
+
+def test_engine_view_tolerates_missing_and_odd_summaries():
+    assert engine_view(None) is None and engine_view({}) is None and engine_view([1]) is None
+    v = engine_view({"engine": "sglang", "requests_running": 1, "window": "odd", "ttft_seconds": "odd"})
+    assert v["name"] == "sglang" and v["running"] == 1 and v["waiting"] is None and v["ttft_p50"] is None
 
 
 def test_gpu_block_with_xid_throttling_and_sparkline(state):
@@ -257,7 +304,9 @@ def test_probes_and_errors(state):
     p["metrics"] = [metric("myengine_batch_duration_nanoseconds", "histogram", tags, count=10, sum=10,
                            p50=1_000_000, p95=2_000_000),
                     metric("myengine_tokens", "counter", tags, total=640),
-                    metric("vllm:num_requests_running", "gauge", {}, value=1)]
+                    metric("vllm:num_requests_running", "gauge", {}, value=1),
+                    metric("prometheus_scrape_up", "gauge", {"engine": "vllm"}, value=1),
+                    metric("time_to_first_token_seconds", "histogram", {}, count=1, sum=1)]
     p["errors"] = [{"level": "error", "message": "CUDA error: out of memory", "exception": None, "tags": {},
                     "timestamp_ns": int(NOW * 1e9), "last_ns": int(NOW * 1e9), "count": 3}]
     text = "\n".join(frame(state, p))

@@ -252,16 +252,24 @@ def _gpu_section(model, width, g):
 def _engine_section(model, width, g):
     e = model.engine
     if not e:
-        return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)", "dim"))]
+        return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)",
+                                             "dim"))]
     spark_w = max(8, min(24, width - 130)) if width else 16
     head = " ENGINE " + (e.get("name") + " " if e.get("name") else "")
-    first = _line((head, "head"), "running %s  waiting %s  kv-cache %s  tokens/s prompt %s gen %s " % (
+    ws = e.get("window_seconds")
+    first = _line((head, "head"), "running %s  waiting %s  kv-cache %s  tokens/s%s prompt %s gen %s " % (
         fmt_num(e.get("running")), fmt_num(e.get("waiting")), fmt_pct(e.get("kv_percent"), 1),
-        fmt_count(e.get("prompt_tps")), fmt_count(e.get("gen_tps"))),
+        (" (last %ss)" % fmt_num(round(ws, 1))) if ws else "", fmt_count(e.get("prompt_tps")),
+        fmt_count(e.get("gen_tps"))),
         (sparkline(model.engine_tokens_hist, spark_w, g), "bar"))
-    second = _line("   TTFT p50 %s p95 %s   inter-token p50 %s p95 %s   end-to-end p50 %s p95 %s" % (
-        fmt_s(e.get("ttft_p50")), fmt_s(e.get("ttft_p95")), fmt_s(e.get("itl_p50")), fmt_s(e.get("itl_p95")),
-        fmt_s(e.get("e2e_p50")), fmt_s(e.get("e2e_p95"))))
+    parts = []
+    for concept, label in (("ttft", "TTFT"), ("itl", "inter-token"), ("tpot", "TPOT"), ("e2e", "end-to-end")):
+        p50, p95, windowed = e.get(concept + "_p50"), e.get(concept + "_p95"), e.get(concept + "_windowed")
+        if concept == "tpot" and p50 is None and p95 is None and e.get("itl_p50") is not None:
+            continue  # per-request TPOT adds little next to a measured inter-token latency
+        parts.append("%s p50 %s p95 %s%s" % (label, fmt_s(p50), fmt_s(p95),
+                                             " (since start)" if windowed is False else ""))
+    second = _line("   " + "   ".join(parts))
     return [first, second]
 
 

@@ -25,8 +25,8 @@ _TABLE_METRICS = {
 _BYTES_FOR = {"cuda_memcpy_nanoseconds": "cuda_memcpy_bytes", "cuda_memset_nanoseconds": "cuda_memset_bytes",
               "rocm_memcpy_nanoseconds": "rocm_memcpy_bytes", "rocm_memset_nanoseconds": "rocm_memset_bytes"}
 
-_NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_", "trtllm_", "tensorrt_llm",
-               "llamacpp")
+# built-in families that also carry a process.pid tag
+_NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_")
 
 # NVML clock event reasons (nvmlClocksEventReason*), for payloads that
 # carry only the bitmask
@@ -140,87 +140,60 @@ def _proc_label(tags):
     return " ".join(parts) or "-"
 
 
-def _engine_from_module(payload):
-    """The engine summary from graphsignal.engine_summary when the payload
-    does not carry one (older sidecar, or a summary computed client-side)."""
+def _engine_from_module(payload, prev_payload=None):
+    """The engine summary computed here from the payload's metrics, for a
+    sidecar whose payload has no "engine" key (an older version); with the
+    previous payload, its window (token rates, recent latency) spans the
+    two."""
     try:
         from graphsignal import engine_summary as es
     except ImportError:
         return None
-    for fn_name in ("engine_summary", "summarize", "summary", "build_summary", "build"):
-        fn = getattr(es, fn_name, None)
-        if callable(fn):
-            try:
-                return fn(payload.get("metrics") or [])
-            except Exception:  # a summary is a nicety; the rest of the screen must still draw
-                return None
-    return None
-
-
-def _flatten(d, prefix=""):
-    out = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, (prefix + "." + str(k)) if prefix else str(k)))
-    elif isinstance(d, (int, float)) and not isinstance(d, bool):
-        out[prefix] = d
-    elif d is None:
-        out[prefix] = None
-    return out
-
-
-def _find(flat, include, exclude=(), quantile=None):
-    for k, v in flat.items():
-        kl = k.lower()
-        if any(w in kl for w in include) and not any(w in kl for w in exclude):
-            if quantile is None or quantile in kl:
-                return k, v
-    return None, None
-
-
-_UNIT_SCALE = (("_nanoseconds", 1e-9), ("_microseconds", 1e-6), ("_milliseconds", 1e-3), ("_ms", 1e-3),
-               ("_seconds", 1.0), ("_s", 1.0))
-
-
-def _seconds(key, v):
-    if v is None:
+    fn = getattr(es, "summarize", None)
+    if not callable(fn):
         return None
-    kl = key.lower()
-    for suffix, scale in _UNIT_SCALE:
-        if suffix in kl:
-            return v * scale
-    return v
+    prev, seconds = None, None
+    if prev_payload is not None and prev_payload.get("payload_ns") and payload.get("payload_ns"):
+        prev = prev_payload.get("metrics") or []
+        seconds = (payload["payload_ns"] - prev_payload["payload_ns"]) / 1e9
+    try:
+        return fn(payload.get("metrics") or [], prev, seconds)
+    except Exception:  # a summary is a nicety; the rest of the screen must still draw
+        return None
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _latency(summary, window, concept):
+    """(p50, p95, over the window?) for a latency concept: the window's
+    quantiles when requests finished in it, else those since start."""
+    key = concept + "_seconds"
+    w = (window or {}).get(key) if isinstance(window, dict) else None
+    if isinstance(w, dict) and (w.get("count") or 0) > 0 and w.get("p50") is not None:
+        return _num(w.get("p50")), _num(w.get("p95")), True
+    c = summary.get(key)
+    if isinstance(c, dict) and (c.get("count") or 0) > 0:
+        return _num(c.get("p50")), _num(c.get("p95")), False
+    return None, None, None
 
 
 def engine_view(summary):
-    """Maps an engine summary (whatever its nesting) onto the concepts the
-    engine block shows; None when there is no summary or nothing in it."""
-    if not summary:
+    """What the engine block shows, from graphsignal.engine_summary's
+    document (see its module doc); None without a summary."""
+    if not isinstance(summary, dict) or not summary:
         return None
-    if isinstance(summary, list):
-        summary = summary[0] if len(summary) == 1 else {"engines": summary}
-    flat = _flatten(summary)
-    if not any(v is not None for v in flat.values()):
-        return None
-    name = summary.get("engine") or summary.get("name") if isinstance(summary, dict) else None
-    v = {"name": name if isinstance(name, str) else None}
-    _, v["running"] = _find(flat, ("running",))
-    _, v["waiting"] = _find(flat, ("waiting", "queue"))
-    k, kv = _find(flat, ("kv",))
-    if kv is not None and kv <= 1.0 and "percent" not in (k or "").lower():
-        kv *= 100.0  # a fraction
-    v["kv_percent"] = kv
-    _, v["prompt_tps"] = _find(flat, ("prompt",), quantile=None, exclude=("total", "count"))
-    _, v["gen_tps"] = _find(flat, ("generation", "generated", "decode_token", "output_token"),
-                            exclude=("total", "count", "time_per", "latency", "seconds"))
-    for concept, words, excl in (("ttft", ("ttft", "time_to_first"), ()),
-                                 ("itl", ("inter_token", "itl", "tpot", "time_per_output"), ()),
-                                 ("e2e", ("e2e", "end_to_end"), ())):
-        for q in ("p50", "p95"):
-            k, val = _find(flat, words, excl, quantile=q)
-            v["%s_%s" % (concept, q)] = _seconds(k or "", val)
-    if all(val is None for key, val in v.items() if key != "name"):
-        return None
+    window = summary.get("window") if isinstance(summary.get("window"), dict) else None
+    v = {"name": summary.get("engine") if isinstance(summary.get("engine"), str) else None,
+         "running": _num(summary.get("requests_running")), "waiting": _num(summary.get("requests_waiting")),
+         "kv_percent": _num(summary.get("kv_cache_usage_percent")),
+         "prompt_tps": _num((window or {}).get("prompt_tokens_per_second")),
+         "gen_tps": _num((window or {}).get("generation_tokens_per_second")),
+         "window_seconds": _num((window or {}).get("seconds"))}
+    for concept in ("ttft", "itl", "tpot", "e2e"):
+        p50, p95, windowed = _latency(summary, window, concept)
+        v[concept + "_p50"], v[concept + "_p95"], v[concept + "_windowed"] = p50, p95, windowed
     return v
 
 
@@ -234,6 +207,7 @@ class TopState:
         self.clock = clock
         self.util_hist = {}  # gpu key -> deque of utilization %
         self.tokens_hist = collections.deque(maxlen=HISTORY)
+        self.prev_payload = None  # for an engine window computed here (older sidecars)
         self.model = Model()
         self.model.endpoint = endpoint
         self.model.window_asked = window
@@ -248,7 +222,9 @@ class TopState:
             m.ok, m.error, m.attempt_at = False, error or "no data", now
             self.model = m
             return m
-        m = build_model(payload, self.taxonomy, self.window_seconds, self.util_hist, self.tokens_hist)
+        m = build_model(payload, self.taxonomy, self.window_seconds, self.util_hist, self.tokens_hist,
+                        self.prev_payload)
+        self.prev_payload = payload
         m.endpoint = self.endpoint
         m.ok, m.error, m.fetched_at, m.attempt_at = True, None, now, now
         m.window_note = note
@@ -256,7 +232,7 @@ class TopState:
         return m
 
 
-def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=None):
+def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=None, prev_payload=None):
     m = Model()
     m.window_asked = window_seconds
     metrics = payload.get("metrics") or []
@@ -277,7 +253,7 @@ def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=N
     _host(m, by_name, resources)
     _processes(m, by_name, resources)
     _gpus(m, by_name, w_by_key, resources, util_hist)
-    _engine(m, payload, tokens_hist)
+    _engine(m, payload, tokens_hist, prev_payload)
     _probes(m, metrics, w_by_key)
     errs = payload.get("errors") or []
     m.errors = list(reversed(errs))  # newest first
@@ -398,10 +374,11 @@ def _gpus(m, by_name, w_by_key, resources, util_hist):
     m.gpus = sorted(out, key=order)
 
 
-def _engine(m, payload, tokens_hist):
-    summary = payload.get("engine")
-    if summary is None:
-        summary = _engine_from_module(payload)
+def _engine(m, payload, tokens_hist, prev_payload=None):
+    if "engine" in payload:
+        summary = payload["engine"]  # null: the sidecar found no engine metrics
+    else:
+        summary = _engine_from_module(payload, prev_payload)
     v = engine_view(summary)
     if v is not None and tokens_hist is not None:
         tokens_hist.append(v.get("gen_tps"))
@@ -411,15 +388,17 @@ def _engine(m, payload, tokens_hist):
     m.engine = v
 
 
-def is_probe_metric(name):
-    return bool(name) and ":" not in name and not name.startswith(_NOT_PROBES)
+def is_probe_metric(name, tags):
+    """Probe series come from a process's ring, so the poller tags them
+    with its pid; engine (Prometheus) and GPU series have no pid."""
+    return bool(name) and "process.pid" in (tags or {}) and not name.startswith(_NOT_PROBES)
 
 
 def _probes(m, metrics, w_by_key):
     rows = []
     for s in metrics:
         name = s.get("name")
-        if not is_probe_metric(name):
+        if not is_probe_metric(name, s.get("tags")):
             continue
         w = w_by_key.get((name, tkey(s.get("tags"))))
         rows.append({"name": name, "type": s.get("type"), "tags": s.get("tags") or {}, "stats": s.get("stats") or {},
