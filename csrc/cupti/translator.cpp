@@ -149,11 +149,19 @@ uint16_t Translator::device(uint32_t device_id) {
 }
 
 uint16_t Translator::device_of_context(uint32_t context_id) {
+  uint32_t dev = 0;
+  bool known = false;
   {
+    // Only the lookup under the lock: device() may ask the driver, and the
+    // thread creating a context waits on this lock inside the driver.
     std::lock_guard<std::mutex> g(contexts_mu_);
     auto it = contexts_.find(context_id);
-    if (it != contexts_.end()) return device(it->second);
+    if (it != contexts_.end()) {
+      dev = it->second;
+      known = true;
+    }
   }
+  if (known) return device(dev);
   // The context-created callback runs before any work in a context can be
   // recorded, so this only happens when the callback API was unavailable
   // (another CUPTI subscriber) and the CONTEXT record is still to come:

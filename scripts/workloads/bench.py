@@ -1,0 +1,154 @@
+"""Benchmark workloads for scripts/bench_overhead.py: each is timed in
+blocks of iterations (synchronized at both ends) and reported as the median
+per-iteration time over the blocks, one JSON line per workload.
+
+  python bench.py --workloads tiny,graph64,gemm,copies,decode
+
+tiny     launch-bound eager kernels (a 1 K-element add)
+graph64  a CUDA graph of 64 small kernels, replayed
+gemm     8192^3 bf16 matrix products
+copies   64 MiB pinned host->device and device->host copies with a sync
+decode   token-by-token decode of a small random-weight transformer
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+WORKLOADS = ("tiny", "graph64", "gemm", "copies", "decode")
+
+
+def timed(step, iters, blocks, warmup=2):
+    """Median seconds per iteration over `blocks` blocks of `iters`."""
+    for _ in range(warmup):
+        step(iters)
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(blocks):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(iters)
+        torch.cuda.synchronize()
+        per.append((time.perf_counter() - t0) / iters)
+    return statistics.median(per), per
+
+
+def tiny(scale):
+    x = torch.empty(1024, device="cuda")
+
+    def step(n):
+        for _ in range(n):
+            x.add_(1.0)
+    return timed(step, 5000, 10 * scale)
+
+
+def graph64(scale):
+    x = torch.zeros(1024, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            x.add_(1.0)  # warm-up outside capture, as PyTorch asks
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(64):
+            x.add_(1.0)
+
+    def step(n):
+        for _ in range(n):
+            g.replay()
+    return timed(step, 200, 10 * scale)
+
+
+def gemm(scale):
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def step(n):
+        for _ in range(n):
+            torch.matmul(a, b, out=c)
+    return timed(step, 10, 8 * scale)
+
+
+def copies(scale):
+    n = 64 << 20
+    host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty(n, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream()
+
+    def step(k):
+        for _ in range(k):
+            dev.copy_(host, non_blocking=True)
+            host.copy_(dev, non_blocking=True)
+            stream.synchronize()
+    return timed(step, 10, 8 * scale)
+
+
+class TinyDecoder:
+    """Random weights, no downloads: 8 layers, d=1024, 16 heads, KV cache."""
+
+    def __init__(self, layers=8, d=1024, heads=16, vocab=32000, max_len=1024):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        w = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=g) / math.sqrt(s[0])
+        self.d, self.h, self.dh = d, heads, d // heads
+        self.emb = w(vocab, d)
+        self.layers = [dict(qkv=w(d, 3 * d), o=w(d, d), up=w(d, 4 * d), down=w(4 * d, d),
+                            n1=torch.ones(d, device="cuda", dtype=torch.bfloat16),
+                            n2=torch.ones(d, device="cuda", dtype=torch.bfloat16)) for _ in range(layers)]
+        self.k = torch.zeros(layers, 1, heads, max_len, self.dh, device="cuda", dtype=torch.bfloat16)
+        self.v = torch.zeros_like(self.k)
+        self.pos = 0
+        self.tok = torch.zeros(1, dtype=torch.long, device="cuda")
+
+    def step(self):
+        x = self.emb[self.tok].view(1, 1, self.d)
+        t = self.pos
+        for i, L in enumerate(self.layers):
+            h = F.rms_norm(x, (self.d,), L["n1"])
+            q, k, v = (h @ L["qkv"]).view(1, 1, 3, self.h, self.dh).unbind(2)
+            self.k[i, :, :, t] = k[:, 0]
+            self.v[i, :, :, t] = v[:, 0]
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), self.k[i, :, :, :t + 1], self.v[i, :, :, :t + 1])
+            x = x + a.transpose(1, 2).reshape(1, 1, self.d) @ L["o"]
+            h = F.rms_norm(x, (self.d,), L["n2"])
+            x = x + F.gelu(h @ L["up"]) @ L["down"]
+        logits = x.view(1, self.d) @ self.emb.t()
+        self.tok = logits.argmax(-1)
+        self.pos = (self.pos + 1) % self.k.shape[3]
+
+
+def decode(scale):
+    m = TinyDecoder()
+
+    def step(n):
+        for _ in range(n):
+            m.step()
+    with torch.inference_mode():
+        return timed(step, 32, 8 * scale)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--scale", type=int, default=1, help="multiplies the number of timed blocks")
+    a = ap.parse_args()
+    emit = lambda **kv: (sys.stdout.write(json.dumps(kv) + "\n"), sys.stdout.flush())
+    torch.cuda.init()
+    emit(event="start", pid=os.getpid())
+    for name in a.workloads.split(","):
+        med, per = globals()[name](a.scale)
+        emit(event="result", workload=name, us_per_iter=med * 1e6, blocks_us=[p * 1e6 for p in per])
+    torch.cuda.synchronize()
+    emit(event="done")
+
+
+if __name__ == "__main__":
+    main()
