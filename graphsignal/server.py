@@ -52,11 +52,13 @@ def make_app(store, windows=None):
         if "window" in req.args:
             if windows is None:
                 return _json({"error": "windows are not available"}, 400)
-            raw = req.args.get("window")
-            try:
-                seconds = int(raw)
-            except ValueError:
-                return _json({"error": "window must be an integer number of seconds, got %r" % raw}, 400)
+            raw_all = req.args.getlist("window")
+            raw = raw_all[0]
+            if len(raw_all) > 1:
+                return _json({"error": "give window once, got %d values" % len(raw_all)}, 400)
+            if not (raw.isascii() and raw.isdigit()):
+                return _json({"error": "window must be a whole number of seconds, got %r" % raw}, 400)
+            seconds = int(raw)
             limit = store.history.maxlen - 1
             if not 1 <= seconds <= limit:
                 return _json({"error": "window must be between 1 and %d seconds, got %d" % (limit, seconds)}, 400)

@@ -105,3 +105,16 @@ def test_health_404_405_and_bad_query():
     assert c.post("/signals").status_code == 405
     r = c.get("/signals?foo=1")
     assert r.status_code == 400 and "foo" in r.json["error"]
+
+
+def test_window_query_values_are_strict():
+    from graphsignal.windows import window_stats
+
+    s = MetricStore()
+    s.take_history()
+    c = Client(make_app(s, window_stats))
+    assert c.get("/signals?window=5").status_code == 200
+    for bad in ("+5", "%205", "5.0", "abc", "0", "601", "\u00b2", ""):
+        r = c.get("/signals?window=" + bad)
+        assert r.status_code == 400 and "window" in r.json["error"], bad
+    assert c.get("/signals?window=5&window=6").status_code == 400
