@@ -5,14 +5,20 @@ payload_ns, start_ns, context, metrics, errors, resources. Series carry
 their own cached JSON (see store.Series.to_json), so the document is
 framed from pre-serialized pieces.
 """
+import logging
+
 import orjson
 
 from graphsignal import __version__
+
+logger = logging.getLogger("graphsignal")
+_summary_failed = []
 
 
 def build_signals(store, extra=None):
     """The serialized /signals payload (bytes). `extra` adds top-level
     keys (e.g. a window)."""
+    engine = _engine(store)
     with store.lock:
         metrics = store.metrics_json()
         head = {
@@ -24,8 +30,23 @@ def build_signals(store, extra=None):
         errors = list(store.errors)
         resources = sorted(store.resources.values(), key=lambda r: (r["kind"], sorted(r["tags"].items())))
         tail = orjson.dumps({"errors": errors, "resources": resources})
-    parts = [orjson.dumps(head)[:-1], b',"metrics":[', b",".join(metrics), b"],", tail[1:-1]]
+    parts = [orjson.dumps(head)[:-1], b',"metrics":[', b",".join(metrics), b"],", tail[1:-1],
+             b',"engine":', orjson.dumps(engine)]
     if extra:
         parts.append(b"," + orjson.dumps(extra, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1])
     parts.append(b"}")
     return b"".join(parts)
+
+
+def _engine(store):
+    """The engine summary (graphsignal.engine_summary), or None; a failure
+    there costs the summary only, logged once."""
+    try:
+        from graphsignal import engine_summary
+
+        return engine_summary.from_store(store)
+    except Exception as e:
+        if not _summary_failed:
+            _summary_failed.append(e)
+            logger.warning("graphsignal: engine summary failed: %s: %s", type(e).__name__, e)
+        return None

@@ -1,0 +1,378 @@
+"""The engine summary: each engine's own metric names mapped onto common
+concepts, in one table (NAMES), for the /signals payload ("engine") and
+graphsignal-top.
+
+Concepts (units in the keys):
+
+  requests_running, requests_waiting   requests, summed over ranks
+  kv_cache_usage_percent               0-100, averaged over ranks (each DP
+                                       engine has its own KV pool)
+  prompt_tokens_total,                 tokens since the engine started,
+  generation_tokens_total              summed over ranks
+  ttft_seconds, itl_seconds,           latency since the engine started:
+  tpot_seconds, e2e_seconds            {count, mean, p50, p95, p99}, from
+                                       the engine's buckets merged over ranks
+  window                               the same over the last `seconds`:
+                                       prompt/generation_tokens_per_second
+                                       and windowed latency quantiles; null
+                                       until two scrapes are apart
+
+itl is per decode step (time between tokens); tpot is per request
+((e2e - ttft) / (tokens - 1)). TensorRT-LLM only reports the latter.
+llama.cpp reports neither: its itl is the mean of
+tokens_predicted_seconds_total / tokens_predicted_total (no quantiles).
+
+Engines split series by labels: vLLM by `engine` (DP rank), SGLang by
+`dp_rank`, `is_streaming` and (with per-rank metrics on) `tp_rank`, which
+see the same batch, so only tp_rank "0" is read. Everything else is summed.
+
+The functions work on the payload's `metrics` list (dicts with name, type,
+tags, stats), so graphsignal-top can call summarize() on two /signals
+payloads; from_store() builds the same input from a live MetricStore and
+its per-second history.
+"""
+import math
+
+from graphsignal import histo
+
+VLLM, SGLANG, TRTLLM, LLAMACPP = "vllm", "sglang", "trtllm", "llamacpp"
+ENGINES = (VLLM, SGLANG, TRTLLM, LLAMACPP)
+WINDOW_SECONDS = 5.0
+QUANTILES = (0.5, 0.95, 0.99)
+
+# concept -> engine -> candidate names, the first one present wins (newer
+# names first; older releases and renames after them).
+NAMES = {
+    "requests_running": {
+        VLLM: ["vllm:num_requests_running"],
+        SGLANG: ["sglang:num_running_reqs"],
+        TRTLLM: ["trtllm_num_requests_running"],
+        LLAMACPP: ["llamacpp:requests_processing"],
+    },
+    "requests_waiting": {
+        VLLM: ["vllm:num_requests_waiting"],
+        SGLANG: ["sglang:num_queue_reqs"],
+        TRTLLM: ["trtllm_num_requests_waiting"],
+        LLAMACPP: ["llamacpp:requests_deferred"],
+    },
+    "kv_cache_usage": {  # fraction 0-1 in every engine
+        VLLM: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+        SGLANG: ["sglang:token_usage"],
+        TRTLLM: ["trtllm_kv_cache_utilization"],
+        LLAMACPP: [],  # removed upstream (llama.cpp PR #13660)
+    },
+    "prompt_tokens": {
+        VLLM: ["vllm:prompt_tokens_total"],
+        SGLANG: ["sglang:prompt_tokens_total"],
+        TRTLLM: ["trtllm_prompt_tokens_total"],
+        LLAMACPP: ["llamacpp:prompt_tokens_total"],
+    },
+    "generation_tokens": {
+        VLLM: ["vllm:generation_tokens_total"],
+        SGLANG: ["sglang:generation_tokens_total"],
+        TRTLLM: ["trtllm_generation_tokens_total"],
+        LLAMACPP: ["llamacpp:tokens_predicted_total"],
+    },
+    "ttft": {
+        VLLM: ["vllm:time_to_first_token_seconds"],
+        SGLANG: ["sglang:time_to_first_token_seconds"],
+        TRTLLM: ["trtllm_time_to_first_token_seconds", "time_to_first_token_seconds"],
+        LLAMACPP: [],
+    },
+    "itl": {
+        VLLM: ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
+        SGLANG: ["sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"],
+        TRTLLM: [],
+        LLAMACPP: [],  # see LLAMACPP_ITL
+    },
+    "tpot": {
+        VLLM: ["vllm:request_time_per_output_token_seconds"],
+        SGLANG: ["sglang:request_time_per_output_token_seconds"],
+        TRTLLM: ["trtllm_time_per_output_token_seconds", "time_per_output_token_seconds"],
+        LLAMACPP: [],
+    },
+    "e2e": {
+        VLLM: ["vllm:e2e_request_latency_seconds"],
+        SGLANG: ["sglang:e2e_request_latency_seconds"],
+        TRTLLM: ["trtllm_e2e_request_latency_seconds", "e2e_request_latency_seconds"],
+        LLAMACPP: [],
+    },
+}
+# llama.cpp's inter-token latency proxy: seconds spent generating / tokens generated.
+LLAMACPP_ITL = ("llamacpp:tokens_predicted_seconds_total", "llamacpp:tokens_predicted_total")
+# The scrape time of the engine's counters (see sources/prometheus.py).
+SCRAPE_TS = "prometheus_scrape_timestamp_ns"
+SCRAPE_UP = "prometheus_scrape_up"
+
+GAUGES = ("requests_running", "requests_waiting", "kv_cache_usage")
+COUNTERS = ("prompt_tokens", "generation_tokens")
+LATENCIES = ("ttft", "itl", "tpot", "e2e")
+
+ALL_NAMES = frozenset(n for per in NAMES.values() for names in per.values() for n in names) \
+    | frozenset(LLAMACPP_ITL) | {SCRAPE_TS, SCRAPE_UP}
+
+
+# -- selection ----------------------------------------------------------------------
+
+def _index(metrics):
+    """name -> list of metric dicts (only names the table knows)."""
+    idx = {}
+    for m in metrics:
+        name = m.get("name")
+        if name in ALL_NAMES:
+            idx.setdefault(name, []).append(m)
+    return idx
+
+
+def _keep(engine, m):
+    """SGLang's TP ranks see the same batch: with per-rank series on, read rank 0."""
+    if engine == SGLANG:
+        tp = (m.get("tags") or {}).get("tp_rank")
+        return tp is None or tp == "0"
+    return True
+
+
+def _pick(idx, engine, concept):
+    """(name, [metric dicts]) for the first candidate name present."""
+    for name in NAMES[concept][engine]:
+        ms = [m for m in idx.get(name, ()) if _keep(engine, m)]
+        if ms:
+            return name, ms
+    return None, []
+
+
+def detect_engine(idx, hint=None):
+    """The engine whose names are present most (hint breaks ties), or None."""
+    best, best_n = None, 0
+    for engine in ENGINES:
+        n = sum(1 for concept in NAMES if _pick(idx, engine, concept)[1])
+        if n > best_n or (n == best_n and n and engine == hint):
+            best, best_n = engine, n
+    return best
+
+
+def _hint(idx):
+    for m in idx.get(SCRAPE_UP, ()):
+        engine = (m.get("tags") or {}).get("engine")
+        if engine in ENGINES:
+            return engine
+    return None
+
+
+# -- aggregation --------------------------------------------------------------------
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _sum(values):
+    vals = [v for v in (_num(x) for x in values) if v is not None]
+    return sum(vals) if vals else None
+
+
+def _gauge_values(ms):
+    return [(m.get("stats") or {}).get("value") for m in ms]
+
+
+def _counter_values(ms):
+    return [(m.get("stats") or {}).get("total") for m in ms]
+
+
+def _le_key(bins):
+    return tuple(math.inf if b is None else float(b) for b in bins)
+
+
+def merge_histograms(ms):
+    """Sums histograms over series: (count, sum, le tuple, per-bucket counts).
+    Series whose buckets differ from the largest one's are left out (their
+    counts cannot be split onto other bounds)."""
+    groups = {}
+    for m in ms:
+        st = m.get("stats") or {}
+        count = _num(st.get("count"))
+        if count is None:
+            continue
+        key = _le_key(st.get("bins") or [])
+        g = groups.setdefault(key, [0, 0.0, [0] * len(key)])
+        g[0] += count
+        total = _num(st.get("sum"))
+        g[1] = None if total is None or g[1] is None else g[1] + total  # one unknown sum: unknown
+        for i, c in enumerate(st.get("counts") or []):
+            if i < len(key):
+                g[2][i] += c
+    if not groups:
+        return None
+    le, (count, total, counts) = max(groups.items(), key=lambda kv: kv[1][0])
+    return count, total, le, counts
+
+
+def latency_stats(merged):
+    """{count, mean, p50, p95, p99} (seconds) from a merged histogram."""
+    if merged is None:
+        return None
+    count, total, le, counts = merged
+    q = histo.quantiles_buckets(list(le), list(counts), QUANTILES) if le else [None] * len(QUANTILES)
+    return {"count": count, "mean": (total / count) if count and total is not None else None,
+            "p50": q[0], "p95": q[1], "p99": q[2]}
+
+
+def _diff_hist(cur, prev):
+    """cur - prev (both merged); None when the buckets changed or counts went
+    back (an engine restart)."""
+    if cur is None or prev is None:
+        return None  # a histogram new since `prev` may hold counts from before it
+    if prev[2] != cur[2] or cur[0] < prev[0]:
+        return None
+    total = cur[1] - prev[1] if cur[1] is not None and prev[1] is not None else None
+    return (cur[0] - prev[0], total, cur[2], [a - b for a, b in zip(cur[3], prev[3])])
+
+
+def _scrape_ts(idx):
+    vals = [_num(v) for v in _gauge_values(idx.get(SCRAPE_TS, ()))]
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
+# -- the summary --------------------------------------------------------------------
+
+def _cumulative(idx, engine):
+    out = {"engine": engine}
+    sources = {}
+    for concept in GAUGES:
+        name, ms = _pick(idx, engine, concept)
+        val = None
+        if ms:
+            sources[concept] = name
+            vals = [v for v in (_num(x) for x in _gauge_values(ms)) if v is not None]
+            if concept == "kv_cache_usage":
+                val = 100.0 * sum(vals) / len(vals) if vals else None
+            else:
+                val = sum(vals) if vals else None
+        out["kv_cache_usage_percent" if concept == "kv_cache_usage" else concept] = val
+    for concept in COUNTERS:
+        name, ms = _pick(idx, engine, concept)
+        if ms:
+            sources[concept] = name
+        out[concept + "_total"] = _sum(_counter_values(ms)) if ms else None
+    hists = {}
+    for concept in LATENCIES:
+        name, ms = _pick(idx, engine, concept)
+        if ms:
+            sources[concept] = name
+        hists[concept] = merge_histograms(ms) if ms else None
+        out[concept + "_seconds"] = latency_stats(hists[concept])
+    if engine == LLAMACPP and out["itl_seconds"] is None:
+        secs, toks = (_sum(_counter_values(idx.get(n, ()))) for n in LLAMACPP_ITL)
+        if secs is not None and toks is not None:
+            sources["itl"] = "%s / %s" % LLAMACPP_ITL
+            out["itl_seconds"] = {"count": toks, "mean": secs / toks if toks else None,
+                                  "p50": None, "p95": None, "p99": None}
+    out["sources"] = sources
+    return out, hists
+
+
+def _rate(cur, prev, seconds):
+    if cur is None or prev is None or not seconds or seconds <= 0 or cur < prev:
+        return None
+    return (cur - prev) / seconds
+
+
+def summarize(metrics, prev_metrics=None, seconds=None):
+    """The engine summary (a dict) from a payload's `metrics` list, or None
+    when no engine's metrics are there.
+
+    prev_metrics: an earlier `metrics` list; with it, "window" holds rates
+    and latency quantiles between the two. seconds: the time between them,
+    used only when the scrape timestamps are not in both lists."""
+    idx = _index(metrics)
+    engine = detect_engine(idx, _hint(idx))
+    if engine is None:
+        return None
+    out, hists = _cumulative(idx, engine)
+    out["window"] = None
+    if prev_metrics is not None:
+        out["window"] = _window(idx, _index(prev_metrics), engine, out, hists, seconds)
+    return out
+
+
+def _window(idx, pidx, engine, cur, hists, seconds):
+    ts, pts = _scrape_ts(idx), _scrape_ts(pidx)
+    if ts is not None and pts is not None:
+        seconds = (ts - pts) / 1e9
+    if not seconds or seconds <= 0:
+        return None
+    prev, phists = _cumulative(pidx, engine)
+    w = {"seconds": round(seconds, 3)}
+    for concept in COUNTERS:
+        w[concept + "_per_second"] = _rate(cur[concept + "_total"], prev[concept + "_total"], seconds)
+    for concept in LATENCIES:
+        w[concept + "_seconds"] = latency_stats(_diff_hist(hists[concept], phists[concept]))
+    if engine == LLAMACPP and w["itl_seconds"] is None:
+        c, p = cur["itl_seconds"], prev["itl_seconds"]
+        if c and p and c["mean"] is not None and p["mean"] is not None and c["count"] > p["count"]:
+            dsecs = c["mean"] * c["count"] - p["mean"] * p["count"]
+            dtoks = c["count"] - p["count"]
+            w["itl_seconds"] = {"count": dtoks, "mean": dsecs / dtoks, "p50": None, "p95": None, "p99": None}
+    return w
+
+
+# -- from a live store --------------------------------------------------------------
+
+def _series_dict(s):
+    """The payload dict of a store series, without computing quantiles."""
+    if s.type == "gauge":
+        stats = {"value": s.value}
+    elif s.type == "counter":
+        stats = {"total": s.total}
+    elif s.type == "histogram":
+        le = s.le or []
+        stats = {"count": s.count, "sum": s.sum, "bins": [None if b == math.inf else b for b in le],
+                 "counts": list(s.le_counts or [])}
+    else:
+        return None
+    return {"name": s.name, "type": s.type, "tags": s.tags, "stats": stats}
+
+
+def _state_dict(key, state):
+    """The payload dict of a history state (see store.Series.state)."""
+    name, type_, tags = key
+    if type_ == "gauge":
+        stats = {"value": state}
+    elif type_ == "counter":
+        stats = {"total": state}
+    elif type_ == "histogram":
+        count, total, extra = state
+        if extra is not None and not isinstance(extra, tuple):
+            return None  # log-linear bins: a probe histogram, not an engine's
+        le, counts = extra if extra is not None else ((), ())
+        stats = {"count": count, "sum": total, "bins": [None if b == math.inf else b for b in le],
+                 "counts": list(counts)}
+    else:
+        return None
+    return {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
+
+
+def from_store(store, window_seconds=WINDOW_SECONDS):
+    """summarize() over a MetricStore's series, with the window taken from
+    its per-second history (the latest snapshot at least `window_seconds`
+    old, or the oldest one when the run is younger)."""
+    with store.lock:
+        metrics = [d for d in (_series_dict(s) for (name, _, _), s in store.series.items()
+                               if name in ALL_NAMES) if d is not None]
+    if not metrics:
+        return None
+    prev, seconds = None, None
+    history = list(store.history)
+    if history:
+        now = store.clock()
+        chosen = None
+        for ts, snap in reversed(history):
+            chosen = (ts, snap)
+            if now - ts >= window_seconds * 1e9:
+                break
+        ts, snap = chosen
+        if now - ts >= 1e9:
+            prev = [d for d in (_state_dict(k, v) for k, v in snap.items() if k[0] in ALL_NAMES)
+                    if d is not None]
+            seconds = (now - ts) / 1e9
+    return summarize(metrics, prev, seconds)
