@@ -100,6 +100,8 @@ def test_missing_library_for_the_major_says_which(tree):
 def test_missing_libcupti_runs_unprofiled(tree, monkeypatch):
     monkeypatch.setattr(native, "_SYSTEM_LIB_DIRS", ())
     monkeypatch.setattr(native, "_toolkit_roots", lambda env, major=None: [])
+    # only the fixture venv: the interpreter running the tests may have the wheels
+    monkeypatch.setattr(native, "workload_pythons", lambda command, env: [str(tree["venv"] / "bin" / "python3")])
     os.unlink(str(tree["sp"] / "nvidia" / "cu13" / "lib" / "libcupti.so.13"))
     said = []
     env = dict(tree["env"])

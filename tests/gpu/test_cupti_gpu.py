@@ -175,8 +175,14 @@ def test_kernel_time_total_within_1_percent_of_torch_profiler():
     assert ref["profiler_kernels"] == reps, ref
     ours_per = our_ns / ours["adds"]
     ref_per = ref["profiler_kernel_ns"] / reps
-    print("add kernel: graphsignal %.0f ns, torch.profiler %.0f ns, events %.0f ns per kernel" % (
-        ours_per, ref_per, ours["event_ns"] / reps))
+    summary = {"graphsignal_ns_per_kernel": ours_per, "torch_profiler_ns_per_kernel": ref_per,
+               "cuda_events_ns_per_kernel": ours["event_ns"] / reps,
+               "diff_pct": 100.0 * (ours_per - ref_per) / ref_per, "kernels": [ours["adds"], reps]}
+    print(json.dumps(summary))
+    art = os.environ.get("GRAPHSIGNAL_TEST_ARTIFACTS")
+    if art:
+        with open(os.path.join(art, "profiler_comparison.json"), "w") as f:
+            json.dump(summary, f)
     assert abs(ours_per - ref_per) <= 0.01 * ref_per
 
 
