@@ -354,25 +354,27 @@ def _state_dict(key, state):
 
 def from_store(store, window_seconds=WINDOW_SECONDS):
     """summarize() over a MetricStore's series, with the window taken from
-    its per-second history (the latest snapshot at least `window_seconds`
-    old, or the oldest one when the run is younger)."""
+    its per-second history: the latest snapshot at least `window_seconds`
+    old or, while the engine has been scraped for less than that, the
+    oldest snapshot taken after its first scrape (and at least 1 s old)."""
     with store.lock:
         metrics = [d for d in (_series_dict(s) for (name, _, _), s in store.series.items()
                                if name in ALL_NAMES) if d is not None]
     if not metrics:
         return None
     prev, seconds = None, None
-    history = list(store.history)
-    if history:
-        now = store.clock()
-        chosen = None
-        for ts, snap in reversed(history):
-            chosen = (ts, snap)
-            if now - ts >= window_seconds * 1e9:
-                break
+    now = store.clock()
+    chosen = None
+    for ts, snap in reversed(list(store.history)):
+        if now - ts < 1e9:
+            continue
+        if not any(k[0] == SCRAPE_TS for k in snap):
+            break  # this snapshot and older ones predate the first scrape
+        chosen = (ts, snap)
+        if now - ts >= window_seconds * 1e9:
+            break
+    if chosen is not None:
         ts, snap = chosen
-        if now - ts >= 1e9:
-            prev = [d for d in (_state_dict(k, v) for k, v in snap.items() if k[0] in ALL_NAMES)
-                    if d is not None]
-            seconds = (now - ts) / 1e9
+        prev = [d for d in (_state_dict(k, v) for k, v in snap.items() if k[0] in ALL_NAMES) if d is not None]
+        seconds = (now - ts) / 1e9
     return summarize(metrics, prev, seconds)
