@@ -144,3 +144,5 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
     died = [e for e in final_doc["errors"] if e["message"] == "EngineCore died: fake failure"]
     assert len(died) == 1 and died[0]["tags"]["stream"] == "stderr" and died[0]["level"] == "error"
     assert [e["tags"].get("exit.code") for e in final_doc["errors"] if "exit.code" in e["tags"]] == ["3"]
+    # the scrape after the engine exited is no news
+    assert not [e for e in final_doc["errors"] if e["tags"].get("source") == "prometheus"]

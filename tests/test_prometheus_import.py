@@ -401,10 +401,10 @@ class FakeResponse:
     def __init__(self, status, body):
         self.status_code = status
         self._body = body.encode() if isinstance(body, str) else body
-        self.raw = self
 
-    def read(self, n, decode_content=True):
-        return self._body[:n]
+    def iter_content(self, chunk_size):
+        for i in range(0, len(self._body), chunk_size):
+            yield self._body[i:i + chunk_size]
 
     def close(self):
         pass
@@ -595,6 +595,28 @@ def test_llama_server_without_metrics_flag_gets_a_hint(http_server):
     assert scrape_up(store) == 0
     msg = store.errors[-1]["message"]
     assert "HTTP 501" in msg and "--metrics" in msg
+
+
+def test_oversized_exposition_is_a_failed_scrape(monkeypatch):
+    monkeypatch.setattr(prometheus, "MAX_BODY", 1000)
+    src, store, _ = make_source(["# TYPE g gauge\n" + "g 1\n" * 1000])
+    src.poll()
+    assert scrape_up(store) == 0 and not store.lookup("g")
+    assert "larger than" in store.errors[-1]["message"]
+
+
+def test_engine_that_exited_is_not_reported_as_unreachable(caplog):
+    good = "# TYPE g gauge\ng 1\n"
+    src, store, clock = make_source([good, requests.ConnectionError("refused")])
+    alive = [True]
+    src.alive = lambda: alive[0]
+    src.poll()
+    alive[0] = False  # the final scrape at exit finds nobody
+    clock[0] = 5.0
+    with caplog.at_level(logging.INFO, logger="graphsignal"):
+        src.poll()
+    assert scrape_up(store) == 0 and caplog.records == [] and store.errors_total == 0
+    assert [s.value for s in store.lookup("g")] == [1]  # the last good scrape stays
 
 
 def test_make_source_only_when_there_is_a_url():

@@ -184,8 +184,11 @@ class PrometheusSource(Source):
     name = "prometheus"
     interval = 1.0
 
-    def __init__(self, store, url, engine=None, clock=time.monotonic, session=None):
+    def __init__(self, store, url, engine=None, clock=time.monotonic, session=None, alive=None):
+        """alive: callable -> bool, whether the engine's process still runs
+        (once it has exited, failing to reach it is no news)."""
         self.store = store
+        self.alive = alive
         self.url = url
         self.engine = engine
         self.clock = clock
@@ -244,12 +247,15 @@ class PrometheusSource(Source):
             if resp.status_code != 200:
                 hint = _HINTS.get(resp.status_code)
                 raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""))
-            body = resp.raw.read(MAX_BODY + 1, decode_content=True)
-            if len(body) > MAX_BODY:
-                raise ScrapeError("exposition larger than %d MiB; not read" % (MAX_BODY >> 20))
+            parts, size = [], 0
+            for part in resp.iter_content(chunk_size=1 << 16):
+                size += len(part)
+                if size > MAX_BODY:
+                    raise ScrapeError("exposition larger than %d MiB; not read" % (MAX_BODY >> 20))
+                parts.append(part)
         finally:
             resp.close()
-        return body.decode("utf-8", errors="replace")
+        return b"".join(parts).decode("utf-8", errors="replace")
 
     def _failed(self, now, e):
         self.failures += 1
@@ -258,6 +264,8 @@ class PrometheusSource(Source):
         self._backoff = min(BACKOFF_MAX, max(self.interval, self._backoff * 2))
         self._next_try = now + self._backoff
         refused = isinstance(e, requests.ConnectionError)
+        if refused and self.alive is not None and not self.alive():
+            return  # the engine has exited (the supervisor records how): nothing to say
         if refused and not self._ever_up:
             # Still starting: quiet, unless it never comes up at all.
             if now - self._started >= NEVER_UP_WARN:
@@ -295,4 +303,9 @@ def make_source(sup):
     if not url:
         return None
     prepared = getattr(sup, "engine", None)
-    return PrometheusSource(sup.store, url, getattr(prepared, "engine", None))
+
+    def alive():
+        child = getattr(sup, "child", None)
+        return child is None or child.poll() is None
+
+    return PrometheusSource(sup.store, url, getattr(prepared, "engine", None), alive=alive)
