@@ -2,7 +2,6 @@
 becomes an entry, what never does, and the bounds; then real crashing
 children under graphsignal-run, whose output and exit status must be those
 of a bare run."""
-import os
 import random
 import resource
 import subprocess

@@ -177,6 +177,7 @@ class ConsoleCapture:
         self._refill_at = clock()
         self._last_entry = None
         self._flusher = None
+        self._warned = False
         self.dropped = 0
 
     # -- input ------------------------------------------------------------------
@@ -190,7 +191,7 @@ class ConsoleCapture:
                 self._feed(st, data)
             except Exception as e:  # a bug here must cost this chunk's entries only
                 self._streams[stream] = _Stream(stream)
-                if not getattr(self, "_warned", False):
+                if not self._warned:
                     self._warned = True
                     logger.warning("graphsignal: console error capture: %s: %s", type(e).__name__, e)
 
