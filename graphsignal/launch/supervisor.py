@@ -139,6 +139,7 @@ class Supervisor:
         self.pumps = []
         self.console = None
         self.metrics_url = None
+        self.engine = None  # engines.Prepared when the command is a known engine
         self._sig_halt = threading.Event()
 
     # -- guarded helpers ---------------------------------------------------------
