@@ -27,8 +27,10 @@ def test_exact_values_from_c_and_cxx(cxx):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert "idempotent 1" in out and "active 1" in out
-    pid = str(signals["resources"][[r["kind"] for r in signals["resources"]].index("process")]["tags"][
-        "process.root_pid"])
+    roots = [r["tags"]["process.pid"] for r in signals["resources"]
+             if r["kind"] == "process" and r["tags"]["process.pid"] == r["tags"]["process.root_pid"]]
+    assert len(roots) == 1
+    pid = roots[0]
     h = _one(signals, "exact_hist_nanoseconds", stage="prefill", **{"process.pid": pid})
     st = h["stats"]
     values = [t * 1000003 + i for t in range(8) for i in range(125000)]

@@ -310,7 +310,7 @@ class Supervisor:
             p = Pump(name, fd_in, fd_out, on_data, on_close)
             p.start()
             self.pumps.append(p)
-        self._guard("process resources", self._register_root)
+        self._guard("process resources", self._register_root, command)
         self.start_sidecar()
         rc = self.child.wait()
         deadline = time.monotonic() + EOF_WAIT
@@ -329,11 +329,15 @@ class Supervisor:
             return
         self.console = console.ConsoleCapture(self.store, lambda: self.child.pid if self.child else None)
 
-    def _register_root(self):
+    def _register_root(self, command):
         self.store.set_resource("host", {}, {
             "platform.name": os.uname().sysname, "platform.version": os.uname().release,
             "platform.machine": os.uname().machine, "profiler.version": __version__,
             "cpu.count": os.cpu_count()})
+        # known before the first host poll, so even a short-lived workload has it
+        pid = str(self.child.pid)
+        self.store.set_resource("process", {"process.pid": pid, "process.root_pid": pid}, {
+            "process.parent_pid": str(os.getpid()), "process.command_line": " ".join(command)})
 
     @staticmethod
     def exit_like_child(rc):
