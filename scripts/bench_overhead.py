@@ -194,23 +194,35 @@ def main():
                 times.setdefault((w, config), []).append(us)
                 emit(bench="cupti_overhead", event="run", rep=rep, workload=w, config=config, us_per_iter=us, **ex)
 
+    summarize(times, extras, workloads, a.reps)
+
+
+def summarize(times, extras, workloads, reps):
+    """One line per workload and mode. The target is judged on medians, as
+    the issue asks; the best-of-reps figures ride along because process-to-
+    process noise on a shared host can exceed the 2-point margin."""
     med = {k: statistics.median(v) for k, v in times.items()}
+    best = {k: min(v) for k, v in times.items()}
     for w in workloads:
         for mode in ("graph", "node") if w == "graph64" else ("graph",):
             sfx = "-node" if mode == "node" else ""
-            bare, gs, mini = med.get((w, "bare")), med.get((w, "graphsignal" + sfx)), med.get((w, "minimal" + sfx))
-            if None in (bare, gs, mini):
+            keys = [(w, "bare"), (w, "graphsignal" + sfx), (w, "minimal" + sfx)]
+            if any(k not in med for k in keys):
                 continue
+            bare, gs, mini = (med[k] for k in keys)
+            bbare, bgs, bmini = (best[k] for k in keys)
             gs_ex = extras.get("graphsignal" + sfx, [])
             drops = [e.get("dropped_records") for e in gs_ex]
             cpu = [e["sidecar_cpu_pct"] for e in gs_ex if e.get("sidecar_cpu_pct") is not None]
             ov, ov_min = 100.0 * (gs / bare - 1), 100.0 * (mini / bare - 1)
-            emit(bench="cupti_overhead", event="summary", workload=w, mode=mode, reps=a.reps,
+            emit(bench="cupti_overhead", event="summary", workload=w, mode=mode, reps=reps,
                  bare_us=round(bare, 3), graphsignal_us=round(gs, 3), minimal_us=round(mini, 3),
                  overhead_pct=round(ov, 2), minimal_overhead_pct=round(ov_min, 2),
-                 within_target=ov <= ov_min + 2.0, dropped_records=max(drops) if drops else None,
+                 within_target=ov <= ov_min + 2.0,
+                 best_overhead_pct=round(100.0 * (bgs / bbare - 1), 2),
+                 best_minimal_overhead_pct=round(100.0 * (bmini / bbare - 1), 2),
+                 dropped_records=max(drops) if drops else None,
                  sidecar_cpu_pct=round(statistics.median(cpu), 1) if cpu else None)
-
 
 if __name__ == "__main__":
     main()

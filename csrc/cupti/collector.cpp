@@ -38,6 +38,7 @@ CollectorConfig CollectorConfig::from_env() {
   c.flush_ms = static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_FLUSH_MS", c.flush_ms, 10, 60000));
   c.max_buffers = env_number("GRAPHSIGNAL_CUPTI_MAX_BUFFERS", c.max_buffers, 2, 4096);
   c.callbacks = env_number("GRAPHSIGNAL_CUPTI_CALLBACKS", 1, 0, 1) != 0;
+  c.handoff = env_number("GRAPHSIGNAL_CUPTI_HANDOFF", 1, 0, 1) != 0;
   return c;
 }
 
@@ -46,7 +47,10 @@ Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
       pid_(getpid()),
       sink_(ring),
       pool_(cfg.buffer_bytes, cfg.max_buffers),
-      translator_(&sink_, &uuids_, cfg.mode) {}
+      translator_(&sink_, &uuids_, cfg.mode) {
+  queue_.reserve(cfg.max_buffers);
+  batch_.reserve(cfg.max_buffers);
+}
 
 void Collector::initialize() {
   char name[256];
@@ -79,12 +83,17 @@ void Collector::start() {
     translator_.write_meta();
   }
   pthread_t t;
+  {
+    std::lock_guard<std::mutex> g(flush_mu_);
+    worker_running_ = true;  // before the thread exists: no completion may slip past the queue
+  }
   if (pthread_create(&t, nullptr, flush_main, this) == 0) {
     pthread_detach(t);  // at exit we wait for it to finish its round, never join (it may be stuck in CUPTI)
   } else {
     std::lock_guard<std::mutex> g(flush_mu_);
+    worker_running_ = false;
     flush_thread_done_ = true;
-    log(Level::kWarning, "no flush thread; activity arrives when CUPTI's buffers fill and at exit");
+    log(Level::kWarning, "no collector thread; activity is translated as CUPTI returns it");
   }
   atexit(at_exit_trampoline);
   pthread_atfork(nullptr, nullptr, on_fork_child);
@@ -148,17 +157,34 @@ void CUPTIAPI Collector::buffer_completed(CUcontext ctx, uint32_t stream_id, uin
                                           size_t valid) {
   Collector* self = self_;
   if (!self || forked_.load(std::memory_order_relaxed)) return;
-  if (buffer && valid) {
-    std::lock_guard<std::mutex> g(self->translate_mu_);
-    self->translator_.translate_buffer(buffer, valid, next_record, nullptr);
-  }
   size_t dropped = 0;
   if (GS_CUPTI_CALL(cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) == CUPTI_SUCCESS && dropped) {
     self->sink_.add_dropped(dropped);
     GS_LOG_ONCE(Level::kWarning, "CUPTI dropped %zu activity records (counted in graphsignal_dropped_records)",
                 dropped);
   }
-  self->pool_.release(buffer);
+  if (!buffer) return;
+  if (!valid) {
+    self->pool_.release(buffer);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> g(self->flush_mu_);
+    if (self->worker_running_ && self->cfg_.handoff) {
+      self->queue_.push_back(Completed{buffer, valid});
+      self->flush_cv_.notify_one();
+      return;
+    }
+  }
+  self->translate_now(buffer, valid);  // exit flush, or no collector thread
+}
+
+void Collector::translate_now(uint8_t* buffer, size_t valid) {
+  {
+    std::lock_guard<std::mutex> g(translate_mu_);
+    translator_.translate_buffer(buffer, valid, next_record, nullptr);
+  }
+  pool_.release(buffer);
 }
 
 bool Collector::next_record(void* /*ctx*/, uint8_t* buffer, size_t valid, CUpti_Activity** record) {
@@ -187,16 +213,27 @@ void* Collector::flush_main(void* arg) {
 }
 
 void Collector::flush_loop() {
-  // First the device UUIDs, polled quickly while cuInit (which is running
-  // InitializeInjection right now) finishes; then a flush every flush_ms so
-  // the sidecar sees activity within about a second.
+  // Translates queued buffers as they come. Besides: the device UUIDs,
+  // polled quickly while cuInit (which is running InitializeInjection right
+  // now) finishes, then a flush every flush_ms so the sidecar sees activity
+  // within about a second.
+  using Clock = std::chrono::steady_clock;
   bool uuids_done = false;
   int attempts = 0;
+  auto due = Clock::now() + std::chrono::milliseconds(20);
   std::unique_lock<std::mutex> lk(flush_mu_);
   for (;;) {
-    auto wait = std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
-    flush_cv_.wait_for(lk, wait, [this] { return stopping_; });
+    flush_cv_.wait_until(lk, due, [this] { return stopping_ || !queue_.empty(); });
+    if (!queue_.empty()) {
+      batch_.swap(queue_);
+      lk.unlock();
+      for (const Completed& c : batch_) translate_now(c.buffer, c.valid);
+      batch_.clear();
+      lk.lock();
+      continue;
+    }
     if (stopping_) break;
+    if (Clock::now() < due) continue;
     lk.unlock();
     if (!uuids_done) {
       uuids_done = uuids_.resolve_all() || ++attempts >= 500;
@@ -204,8 +241,10 @@ void Collector::flush_loop() {
       // Default flush: returns only buffers whose records are all complete.
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));
     }
+    due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
     lk.lock();
   }
+  worker_running_ = false;
   flush_thread_done_ = true;
   lk.unlock();
   flush_cv_.notify_all();
@@ -231,8 +270,17 @@ void Collector::at_exit() {
     flush_cv_.wait_for(lk, std::chrono::seconds(2), [this] { return flush_thread_done_; });
   }
   // Forced: also returns buffers with records still incomplete, so a short
-  // program loses nothing that CUPTI holds.
+  // program loses nothing that CUPTI holds. With the thread gone they are
+  // translated right here, as they complete.
   GS_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  // Whatever the thread left queued (it stops between buffers, or is stuck).
+  std::vector<Completed> left;
+  {
+    std::lock_guard<std::mutex> g(flush_mu_);
+    worker_running_ = false;  // from now on completions translate inline
+    left.swap(queue_);
+  }
+  for (const Completed& c : left) translate_now(c.buffer, c.valid);
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     const TranslatorStats& s = translator_.stats();

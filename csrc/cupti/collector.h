@@ -2,9 +2,11 @@
 // callbacks, enables the activity kinds, runs the periodic flush and the
 // exit flush, and hands completed buffers to the Translator.
 //
-// Nothing here runs on a kernel launch: CUPTI fills buffers on its own, and
-// this code runs only when CUPTI asks for or returns a buffer, when a
-// context is created, on the flush thread and at exit.
+// Nothing here runs on a kernel launch. CUPTI may return a full buffer on
+// whichever thread filled it, so the completion callback only queues the
+// buffer (O(1)) and the collector's own thread translates it (as libkineto
+// keeps completed buffers for later processing); at exit, and if that
+// thread is gone, buffers are translated where they complete.
 #pragma once
 
 #include <cupti.h>
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <vector>
 
 #include "buffer_pool.h"
 #include "device_uuids.h"
@@ -30,6 +33,7 @@ struct CollectorConfig {
   size_t buffer_bytes = 4u << 20;    // CUPTI suggests 1-10 MB
   size_t max_buffers = 64;           // GRAPHSIGNAL_CUPTI_MAX_BUFFERS
   bool callbacks = true;             // GRAPHSIGNAL_CUPTI_CALLBACKS=0 leaves CUPTI's callback API to other tools
+  bool handoff = true;               // GRAPHSIGNAL_CUPTI_HANDOFF=0 translates on CUPTI's completing thread (A/B)
   static CollectorConfig from_env();
 };
 
@@ -46,6 +50,7 @@ class Collector {
   void subscribe();
   void flush_loop();
   void at_exit();
+  void translate_now(uint8_t* buffer, size_t valid);
 
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_records);
   static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size,
@@ -69,8 +74,18 @@ class Collector {
   Translator translator_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
 
+  struct Completed {
+    uint8_t* buffer;
+    size_t valid;
+  };
+  // Guards the queue and the thread's state; the completion callback holds
+  // it only to append. Both vectors are reserved to the pool's cap, so no
+  // append ever allocates.
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;
+  std::vector<Completed> queue_;
+  std::vector<Completed> batch_;  // the thread's side of the swap
+  bool worker_running_ = false;
   bool stopping_ = false;
   bool flush_thread_done_ = false;
   std::atomic<bool> exited_{false};
