@@ -155,7 +155,7 @@ class RingState:
     def device_tags(self, ordinal):
         tags = dict(self.base_tags)
         uuid = self.devices.get(ordinal)
-        tags["device.index"] = str(ordinal)
+        tags["device.cuda_index"] = str(ordinal)  # the CUDA ordinal in this process (NVML's device.index differs)
         if uuid:
             tags["device.uuid"] = uuid
         return tags

@@ -60,6 +60,8 @@ def shim():
         "gs_test_other": ([vp], None),
         "gs_test_translate": ([vp], ctypes.c_size_t),
         "gs_test_stats": ([vp, ctypes.POINTER(u64)], None),
+        "gs_test_ignore_stream": ([vp, u32], ctypes.c_int),
+        "gs_test_last_stream": ([vp, u32], None),
     }
     for name, (args, res) in sigs.items():
         f = getattr(lib, name)
@@ -84,9 +86,10 @@ class Harness:
         return lambda *a: fn(self.h, *[x.encode() if isinstance(x, str) else x for x in a])
 
     def stats(self):
-        out = (ctypes.c_uint64 * 8)()
+        out = (ctypes.c_uint64 * 9)()
         self.lib.gs_test_stats(self.h, out)
-        keys = ("records", "kernels", "graphs", "memcpys", "memsets", "syncs", "graph_kernels_skipped", "other")
+        keys = ("records", "kernels", "graphs", "memcpys", "memsets", "syncs", "graph_kernels_skipped", "other",
+                "ignored")
         return dict(zip(keys, list(out)))
 
     def drain(self):
@@ -158,10 +161,10 @@ def test_kernel_profile_through_the_poller(harness):
         t.kernel(GEMM, 0, 1, 0, 250_000, 0, 0)
     t.translate()
     t.drain()
-    prof = t.profile("cuda_kernels_nanoseconds", **{"device.index": "0"})
+    prof = t.profile("cuda_kernels_nanoseconds", **{"device.cuda_index": "0"})
     assert prof == {ADD: (3000 * 700, 3000), GEMM: (20 * 250_000, 20)}
     tags = t.series_tags("cuda_kernels_nanoseconds")
-    assert tags == [{"process.pid": str(os.getpid()), "device.index": "0", "device.uuid": UUID0}]
+    assert tags == [{"process.pid": str(os.getpid()), "device.cuda_index": "0", "device.uuid": UUID0}]
 
 
 def test_each_device_is_tagged_with_its_uuid_before_its_first_record(harness):
@@ -186,8 +189,8 @@ def test_each_device_is_tagged_with_its_uuid_before_its_first_record(harness):
         t2.kernel(ADD, dev, 1 + dev, 0, 100, 0, 0)
     t2.translate()
     t2.drain()
-    assert t2.profile("cuda_kernels_nanoseconds", **{"device.index": "1", "device.uuid": UUID1}) == {ADD: (200, 2)}
-    assert t2.profile("cuda_kernels_nanoseconds", **{"device.index": "0", "device.uuid": UUID0}) == {ADD: (100, 1)}
+    assert t2.profile("cuda_kernels_nanoseconds", **{"device.cuda_index": "1", "device.uuid": UUID1}) == {ADD: (200, 2)}
+    assert t2.profile("cuda_kernels_nanoseconds", **{"device.cuda_index": "0", "device.uuid": UUID0}) == {ADD: (100, 1)}
 
 
 def test_device_without_a_known_uuid_is_tagged_by_index_only(harness):
@@ -195,7 +198,7 @@ def test_device_without_a_known_uuid_is_tagged_by_index_only(harness):
     t.kernel(ADD, 3, 1, 0, 100, 0, 0)
     t.translate()
     t.drain()
-    assert t.series_tags("cuda_kernels_nanoseconds") == [{"process.pid": str(os.getpid()), "device.index": "3"}]
+    assert t.series_tags("cuda_kernels_nanoseconds") == [{"process.pid": str(os.getpid()), "device.cuda_index": "3"}]
 
 
 def test_older_record_versions_translate_the_same(harness):
@@ -231,11 +234,11 @@ def test_memcpy_bytes_and_times_by_kind_and_host_memory(harness):
     assert t.counter("cuda_memcpy_bytes", kind="host_to_device", host_memory="pageable") == 10 * 8 * mib
     assert t.counter("cuda_memcpy_bytes", kind="device_to_host", host_memory="pinned") == 10 * 32 * mib
     assert t.counter("cuda_memcpy_bytes", kind="device_to_device") == 10 * 4 * mib
-    assert t.counter("cuda_memcpy_bytes", kind="peer_to_peer", **{"device.index": "1"}) == 16 * mib
+    assert t.counter("cuda_memcpy_bytes", kind="peer_to_peer", **{"device.cuda_index": "1"}) == 16 * mib
     assert t.profile("cuda_memcpy_nanoseconds", host_memory="pageable") == {"host_to_device": (90000, 10)}
     assert t.profile("cuda_memcpy_nanoseconds", host_memory="pinned") == {
         "host_to_device": (30000, 10), "device_to_host": (15000, 10)}
-    assert t.profile("cuda_memcpy_nanoseconds", **{"device.index": "0"})["device_to_device"] == (1000, 10)
+    assert t.profile("cuda_memcpy_nanoseconds", **{"device.cuda_index": "0"})["device_to_device"] == (1000, 10)
     assert t.stats()["memcpys"] == 41
 
 
@@ -262,9 +265,9 @@ def test_sync_kinds_on_the_device_of_their_context(harness):
     t.sync(SYNC_CONTEXT, 9, 0, 5, 0)
     t.translate()
     t.drain()
-    assert t.profile("cuda_sync_nanoseconds", **{"device.index": "1", "device.uuid": UUID1}) == {
+    assert t.profile("cuda_sync_nanoseconds", **{"device.cuda_index": "1", "device.uuid": UUID1}) == {
         "event": (10, 1), "stream_wait_event": (20, 1), "stream": (30, 1), "context": (40, 1)}
-    assert t.profile("cuda_sync_nanoseconds", **{"device.index": "0"}) == {"context": (5, 1)}
+    assert t.profile("cuda_sync_nanoseconds", **{"device.cuda_index": "0"}) == {"context": (5, 1)}
 
 
 def test_graph_mode_times_replays_whole_and_skips_their_nodes(harness):
@@ -307,7 +310,7 @@ def test_graph_record_on_host_uses_its_context_device(harness):
     t.graph(8, 0x7FFFFFFF, 4, 0, 100)
     t.translate()
     t.drain()
-    assert t.profile("cuda_graphs_nanoseconds", **{"device.index": "1"}) == {"graph_8": (100, 1)}
+    assert t.profile("cuda_graphs_nanoseconds", **{"device.cuda_index": "1"}) == {"graph_8": (100, 1)}
 
 
 def test_other_kinds_are_skipped_and_bad_timestamps_count_with_zero_time(harness):
@@ -349,13 +352,33 @@ def injection_lib():
     return built[-1]
 
 
-def test_library_exports_only_initialize_injection(injection_lib):
+def test_records_on_an_ignored_stream_are_left_out(harness):
+    t = harness()
+    assert t.ignore_stream(7) == 1
+    t.memcpy(1, 2, 3, 4096, 0, 100, 200)  # HtoD pinned on stream 0: the workload's
+    t.memcpy(2, 3, 2, 15392, 0, 300, 400)
+    t.last_stream(7)  # the probe reader's copy
+    t.memset(3, 64, 0, 10, 20)
+    t.last_stream(7)
+    t.kernel(ADD, 0, 1, 500, 600, 0, 0)
+    t.kernel(GEMM, 0, 1, 700, 800, 0, 0)
+    t.last_stream(7)
+    assert t.translate() == 5
+    assert t.stats()["ignored"] == 3
+    t.drain()
+    assert t.counter("cuda_memcpy_bytes", kind="host_to_device") == 4096
+    assert t.counter("cuda_memcpy_bytes", kind="device_to_host") == 0  # no such series
+    assert t.profile("cuda_kernels_nanoseconds") == {ADD: (100, 1)}
+
+
+def test_library_exports_only_its_two_entry_points(injection_lib):
     nm = shutil.which("nm")
     if not nm:
         pytest.skip("no nm here")
     out = subprocess.run([nm, "-D", "--defined-only", injection_lib], capture_output=True, text=True, check=True)
     symbols = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
-    assert symbols == {"InitializeInjection"}
+    # InitializeInjection for CUDA; graphsignal_cupti_ignore_stream for probe_cuda.h's reader
+    assert symbols == {"InitializeInjection", "graphsignal_cupti_ignore_stream"}
 
 
 def test_library_links_libcupti_by_soname_without_rpath(injection_lib):

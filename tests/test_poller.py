@@ -52,13 +52,13 @@ def test_kernels_per_symbol_and_device_are_exact(run):
         w.write(L.REC_KERNEL, device=1, name_id=b, value=1 << 40)
     poller.poll_once()
     pid = str(os.getpid())
-    dev0 = find(store, "cuda_kernels_nanoseconds", **{"device.index": "0"})
-    assert dev0[0]["tags"] == {"process.pid": pid, "device.index": "0", "device.uuid": "GPU-aaaa"}
+    dev0 = find(store, "cuda_kernels_nanoseconds", **{"device.cuda_index": "0"})
+    assert dev0[0]["tags"] == {"process.pid": pid, "device.cuda_index": "0", "device.uuid": "GPU-aaaa"}
     assert dev0[0]["stats"]["frames"] == [{"name": "_Z6kernelAv", "value": 999 * 1000 // 2, "samples": 1000}]
-    dev1 = find(store, "cuda_kernels_nanoseconds", **{"device.index": "1"})
+    dev1 = find(store, "cuda_kernels_nanoseconds", **{"device.cuda_index": "1"})
     assert dev1[0]["stats"]["frames"] == [{"name": "_Z6kernelBv", "value": 7 << 40, "samples": 7}]
     # the device in use has all five profiles, measured (empty ones too)
-    assert find(store, "cuda_graphs_nanoseconds", **{"device.index": "0"})[0]["stats"]["frames"] == []
+    assert find(store, "cuda_graphs_nanoseconds", **{"device.cuda_index": "0"})[0]["stats"]["frames"] == []
 
 
 def test_huge_values_sum_exactly_beyond_float_precision(run):

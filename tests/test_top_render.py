@@ -53,8 +53,8 @@ def base_payload():
 
 def two_process_payload():
     p = base_payload()
-    t1 = {"process.pid": "100", "device.index": "0"}
-    t2 = {"process.pid": "200", "device.index": "1"}
+    t1 = {"process.pid": "100", "device.cuda_index": "0"}
+    t2 = {"process.pid": "200", "device.cuda_index": "1"}
     p["metrics"] = [
         profile("cuda_kernels_nanoseconds", t1, [(GEMM, 9_000_000, 300), (FILL, 1_000_000, 1000)]),
         profile("cuda_kernels_nanoseconds", t2, [(GEMM, 3_000_000, 100), (NCCL, 4_000_000, 50)]),
@@ -121,8 +121,8 @@ def test_details_show_symbol_totals_and_process_split(state):
     assert "DETAILS" in text and "category   gemm" in text
     assert GEMM[:100] in text.replace("\n              ", "")
     assert "since start  time 12.00 ms  calls 400" in text
-    assert "pid 100 gpu 0" in text and "pid 200 gpu 1" in text
-    i100, i200 = text.index("pid 100 gpu 0"), text.index("pid 200 gpu 1")
+    assert "pid 100 cuda:0" in text and "pid 200 cuda:1" in text
+    i100, i200 = text.index("pid 100 cuda:0"), text.index("pid 200 cuda:1")
     assert "9.00 ms" in text[i100:text.index("\n", i100)] and "3.00 ms" in text[i200:text.index("\n", i200)]
 
 
@@ -278,7 +278,7 @@ def test_gpu_block_with_xid_throttling_and_sparkline(state):
 
 def test_memory_table_shows_bytes_and_host_memory(state):
     p = base_payload()
-    t = {"process.pid": "7", "device.index": "0", "host_memory": "pageable"}
+    t = {"process.pid": "7", "device.cuda_index": "0", "host_memory": "pageable"}
     p["metrics"] = [profile("cuda_memcpy_nanoseconds", t, [("host_to_device", 2_000_000, 20)]),
                     metric("cuda_memcpy_bytes", "counter", dict(t, kind="host_to_device"), total=20 << 20)]
     p["window"] = {"seconds": 5, "covered_seconds": 5.0, "partial": False, "metrics": [

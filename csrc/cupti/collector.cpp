@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -50,6 +51,23 @@ Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
       translator_(&sink_, &uuids_, cfg.mode) {
   queue_.reserve(cfg.max_buffers);
   batch_.reserve(cfg.max_buffers);
+}
+
+bool Collector::ignore_stream(void* stream) {
+  Collector* self = self_;
+  if (!self || !stream) return false;
+  // The stream's context comes from the driver (already loaded: CUDA loaded
+  // us); CUPTI then names the stream as its activity records do.
+  typedef int (*StreamGetCtxFn)(void*, CUcontext*);
+  static StreamGetCtxFn get_ctx = []() -> StreamGetCtxFn {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return h ? reinterpret_cast<StreamGetCtxFn>(dlsym(h, "cuStreamGetCtx")) : nullptr;
+  }();
+  CUcontext ctx = nullptr;
+  uint32_t id = 0;
+  if (!get_ctx || get_ctx(stream, &ctx) != 0 || !ctx) return false;
+  if (GS_CUPTI_CALL(cuptiGetStreamIdEx(ctx, static_cast<CUstream>(stream), 0, &id)) != CUPTI_SUCCESS) return false;
+  return self->translator_.ignore_stream(id);
 }
 
 void Collector::initialize() {

@@ -43,6 +43,11 @@ class Collector {
   // Never fails the workload: on any problem the process runs unprofiled.
   static void initialize();
 
+  // graphsignal_cupti_ignore_stream: a stream (CUstream) whose records are
+  // not the workload's (probe_cuda.h's reader). Returns false when it
+  // cannot be resolved.
+  static bool ignore_stream(void* stream);
+
  private:
   Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg);
   void start();

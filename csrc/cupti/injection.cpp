@@ -12,3 +12,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (!done.exchange(true)) graphsignal::cupti::Collector::initialize();
   return 1;  // never fail cuInit: without profiling the workload still runs
 }
+
+// For probe_cuda.h's reader thread (found with dlsym on this library): its
+// own copies, on its own stream, stay out of the workload's cuda_memcpy_*.
+extern "C" __attribute__((visibility("default"))) int graphsignal_cupti_ignore_stream(void* stream) {
+  return graphsignal::cupti::Collector::ignore_stream(stream) ? 1 : 0;
+}

@@ -62,6 +62,13 @@ static_assert(offsetof(GraphRecord, start) == 8 && offsetof(GraphRecord, end) ==
                   offsetof(GraphRecord, deviceId) == 24 && offsetof(GraphRecord, graphId) == 28 &&
                   offsetof(GraphRecord, contextId) == 32, "graph trace fields");
 
+// streamId: lets the library leave out the graphsignal probe reader's own stream
+static_assert(offsetof(KernelRecord, streamId) == 48, "kernel streamId");
+static_assert(offsetof(MemcpyRecord, streamId) == 40, "memcpy streamId");
+static_assert(offsetof(PeerCopyRecord, streamId) == 40, "peer copy streamId");
+static_assert(offsetof(MemsetRecord, streamId) == 40, "memset streamId");
+static_assert(offsetof(SyncRecord, streamId) == 32, "sync streamId");
+
 static_assert(offsetof(ContextRecord, contextId) == 4 && offsetof(ContextRecord, deviceId) == 8, "context fields");
 
 }  // namespace cupti

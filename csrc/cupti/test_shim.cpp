@@ -196,6 +196,32 @@ GS_TEST_API void gs_test_other(void* h) {
 
 // Hands the records added so far to translate_buffer as one completed
 // buffer; returns how many records it walked.
+GS_TEST_API int gs_test_ignore_stream(void* h, uint32_t stream_id) {
+  return static_cast<Shim*>(h)->translator.ignore_stream(stream_id) ? 1 : 0;
+}
+
+// Sets the stream of the last record added (hand-built records have stream 0).
+GS_TEST_API void gs_test_last_stream(void* h, uint32_t stream_id) {
+  Shim* s = static_cast<Shim*>(h);
+  CUpti_Activity* r = reinterpret_cast<CUpti_Activity*>(s->buf.data() + s->offsets.back());
+  switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      reinterpret_cast<KernelRecord*>(r)->streamId = stream_id;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      reinterpret_cast<MemcpyRecord*>(r)->streamId = stream_id;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      reinterpret_cast<MemsetRecord*>(r)->streamId = stream_id;
+      break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      reinterpret_cast<SyncRecord*>(r)->streamId = stream_id;
+      break;
+    default:
+      break;
+  }
+}
+
 GS_TEST_API size_t gs_test_translate(void* h) {
   Shim* s = static_cast<Shim*>(h);
   size_t n = s->translator.translate_buffer(s->buf.data(), s->buf.size(), walk, s);
@@ -204,10 +230,10 @@ GS_TEST_API size_t gs_test_translate(void* h) {
   return n;
 }
 
-// records, kernels, graphs, memcpys, memsets, syncs, graph_kernels_skipped, other
+// records, kernels, graphs, memcpys, memsets, syncs, graph_kernels_skipped, other, ignored
 GS_TEST_API void gs_test_stats(void* h, uint64_t* out) {
   const TranslatorStats& t = static_cast<Shim*>(h)->translator.stats();
-  const uint64_t v[8] = {t.records, t.kernels, t.graphs, t.memcpys, t.memsets, t.syncs, t.graph_kernels_skipped,
-                         t.other};
+  const uint64_t v[9] = {t.records, t.kernels, t.graphs, t.memcpys, t.memsets, t.syncs, t.graph_kernels_skipped,
+                         t.other, t.ignored};
   memcpy(out, v, sizeof v);
 }

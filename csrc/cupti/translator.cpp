@@ -67,7 +67,29 @@ void Translator::translate(const CUpti_Activity* record) {
   }
 }
 
+bool Translator::ignore_stream(uint32_t stream_id) {
+  if (ignored(stream_id)) return true;
+  int i = n_ignored_.load(std::memory_order_relaxed);
+  while (i < kMaxIgnored && !n_ignored_.compare_exchange_weak(i, i + 1, std::memory_order_relaxed)) {
+  }
+  if (i >= kMaxIgnored) return false;
+  ignored_[i].store(stream_id + 1, std::memory_order_release);  // 0 marks a slot still being filled
+  return true;
+}
+
+bool Translator::ignored(uint32_t stream_id) const {
+  // one relaxed load when nothing is ignored (every process without in-kernel probes)
+  int n = n_ignored_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (ignored_[i].load(std::memory_order_acquire) == stream_id + 1) return true;
+  return false;
+}
+
 void Translator::on_kernel(const KernelRecord* r) {
+  if (ignored(r->streamId)) {
+    stats_.ignored++;
+    return;
+  }
   if (mode_ == GraphTrace::kGraph && r->graphId != 0) {
     // The replay that ran this node is timed whole in its graph record;
     // counting the node too would count its time twice.
@@ -82,6 +104,10 @@ void Translator::on_kernel(const KernelRecord* r) {
 }
 
 void Translator::on_memcpy(const MemcpyRecord* r) {
+  if (ignored(r->streamId)) {
+    stats_.ignored++;
+    return;
+  }
   stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
@@ -89,6 +115,10 @@ void Translator::on_memcpy(const MemcpyRecord* r) {
 }
 
 void Translator::on_peer_copy(const PeerCopyRecord* r) {
+  if (ignored(r->streamId)) {
+    stats_.ignored++;
+    return;
+  }
   stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
@@ -96,6 +126,10 @@ void Translator::on_peer_copy(const PeerCopyRecord* r) {
 }
 
 void Translator::on_memset(const MemsetRecord* r) {
+  if (ignored(r->streamId)) {
+    stats_.ignored++;
+    return;
+  }
   stats_.memsets++;
   uint16_t dev = device(r->deviceId);
   sink_->write(GRAPHSIGNAL_REC_MEMSET, static_cast<uint8_t>(r->memoryKind), dev, 0, duration(r->start, r->end),
@@ -103,6 +137,10 @@ void Translator::on_memset(const MemsetRecord* r) {
 }
 
 void Translator::on_sync(const SyncRecord* r) {
+  if (ignored(r->streamId)) {
+    stats_.ignored++;
+    return;
+  }
   stats_.syncs++;
   uint16_t dev = device_of_context(r->contextId);
   sink_->write(GRAPHSIGNAL_REC_SYNC, static_cast<uint8_t>(r->type), dev, 0, duration(r->start, r->end), 0);

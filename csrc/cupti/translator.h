@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,7 @@ struct TranslatorStats {
   uint64_t syncs = 0;
   uint64_t graph_kernels_skipped = 0;  // graph-node kernels in graph mode (their replay is timed whole)
   uint64_t other = 0;                  // kinds this library does not report
+  uint64_t ignored = 0;                // records on streams that are not the workload's (probe readers)
 };
 
 class Translator {
@@ -68,6 +70,13 @@ class Translator {
 
   const TranslatorStats& stats() const { return stats_; }
 
+  // Leaves a stream's records out: the graphsignal probe reader's own
+  // copies are not the workload's. Callable from any thread; at most
+  // kMaxIgnored streams (more are reported as the workload's).
+  bool ignore_stream(uint32_t stream_id);
+  bool ignored(uint32_t stream_id) const;
+  static constexpr int kMaxIgnored = 16;
+
  private:
   void on_kernel(const KernelRecord* r);
   void on_memcpy(const MemcpyRecord* r);
@@ -96,6 +105,9 @@ class Translator {
   std::unordered_map<uint32_t, uint32_t> contexts_;
 
   TranslatorStats stats_;
+
+  std::atomic<int> n_ignored_{0};
+  std::atomic<uint32_t> ignored_[kMaxIgnored] = {};
 };
 
 }  // namespace cupti

@@ -131,11 +131,13 @@ def _proc_label(tags):
         parts.append("pid " + tags["process.pid"])
     if "rank" in tags:
         parts.append("rank " + tags["rank"])
-    if "device.index" in tags:
+    if "device.cuda_index" in tags:
+        parts.append("cuda:" + tags["device.cuda_index"])
+    elif "device.index" in tags:
         parts.append("gpu " + tags["device.index"])
     extra = sorted((k, v) for k, v in tags.items()
                    if k not in ("process.pid", "rank", "local_rank", "world_size", "device.index", "device.uuid",
-                                "kind"))
+                                "device.cuda_index", "kind"))
     parts.extend("%s=%s" % kv for kv in extra)
     return " ".join(parts) or "-"
 

@@ -192,7 +192,7 @@ static inline graphsignal_cuda_state_* graphsignal_cuda_state_get_(void) {
 /* Tells the graphsignal CUPTI library (if loaded) to leave a stream out of
  * the workload's profiles: the reader's own copies are not the workload's. */
 static inline void graphsignal_cuda_ignore_stream_(GRAPHSIGNAL_GPU(Stream_t) stream) {
-  typedef void (*fn_t)(void*);
+  typedef int (*fn_t)(void*);
   const char* path = getenv("CUDA_INJECTION64_PATH");
   void* h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
   fn_t fn = h ? (fn_t)dlsym(h, "graphsignal_cupti_ignore_stream") : NULL;

@@ -125,6 +125,11 @@ CUptiResult CUPTIAPI cuptiGetContextId(CUcontext ctx, uint32_t* id) {
   return CUPTI_SUCCESS;
 }
 
+CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext, CUstream stream, uint8_t, uint32_t* id) {
+  *id = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(stream) & 0xFFFF);
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext ctx, uint32_t* dev) {
   *dev = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(ctx) >> 16);
   return CUPTI_SUCCESS;

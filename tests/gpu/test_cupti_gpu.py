@@ -131,7 +131,7 @@ def test_sync_kinds_are_present(graph_mode_run):
 def test_device_is_tagged_with_nvml_uuid(graph_mode_run):
     (did,), signals, _ = graph_mode_run
     series = metrics(signals, "cuda_kernels_nanoseconds", **{"process.pid": str(did["pid"])})
-    assert [m["tags"]["device.index"] for m in series] == ["0"]
+    assert [m["tags"]["device.cuda_index"] for m in series] == ["0"]
     uuids = gpu_uuids()
     if uuids:
         assert series[0]["tags"].get("device.uuid") == uuids[0]
@@ -201,7 +201,7 @@ def test_every_gpu_is_tagged():
         pytest.skip("needs 2 GPUs (the nvidia-h200-x2 kind)")
     (did,), signals, _ = run("multi_gpu", "multi_gpu.py", 500)
     for d in range(did["devices"]):
-        series = metrics(signals, "cuda_kernels_nanoseconds", **{"device.index": str(d)})
+        series = metrics(signals, "cuda_kernels_nanoseconds", **{"device.cuda_index": str(d)})
         assert len(series) == 1
         assert series[0]["tags"].get("device.uuid") == uuids[d]
-        assert spin(frames(signals, "cuda_kernels_nanoseconds", **{"device.index": str(d)}))[1] == did["spins"][d]
+        assert spin(frames(signals, "cuda_kernels_nanoseconds", **{"device.cuda_index": str(d)}))[1] == did["spins"][d]
