@@ -117,10 +117,10 @@ def test_every_record_arrives_through_buffers_and_the_exit_flush(libs):
     # the exit flush returns (the periodic flush is a minute away)
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_FLUSH_MS=60000)
     assert out["init"] == 1
-    assert frames(store, "cuda_kernels_nanoseconds", **{"device.index": "1"}) == {
+    assert frames(store, "cuda_kernels_nanoseconds", **{"device.cuda_index": "1"}) == {
         "k_a": (30000 * 100, 30000), "k_b": (70, 10)}
     # the context callback mapped context 5 to device 1
-    assert frames(store, "cuda_sync_nanoseconds", **{"device.index": "1"}) == {"stream": (40, 1), "context": (60, 1)}
+    assert frames(store, "cuda_sync_nanoseconds", **{"device.cuda_index": "1"}) == {"stream": (40, 1), "context": (60, 1)}
     assert total(store, "graphsignal_dropped_records", writer="cupti") == 0
     assert [g.value for g in store.lookup("cuda_graph_trace_mode", "gauge")] == [0]
 
