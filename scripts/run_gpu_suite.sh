@@ -37,16 +37,17 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 } 2>&1 | tee "$OUT/build.log"
 
 rc=0
-python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/gpu 2>&1 | tee "$OUT/gpu_tests.log"
+TIMEOUT_OPT=$(python3 -c 'import pytest_timeout' 2>/dev/null && echo "--timeout=${GS_TEST_TIMEOUT:-300}")
+python3 -m pytest -q -m gpu -p no:cacheprovider -rs $TIMEOUT_OPT tests/gpu ${GS_TESTS:-} 2>&1 | tee "$OUT/gpu_tests.log"
 rc=${PIPESTATUS[0]}
 
 if [ -z "${GS_SKIP_BENCH:-}" ]; then
   {
-    python3 scripts/bench_telemetry.py
     for mode in device mapped; do
       GRAPHSIGNAL_PROBE_CUDA_MEMORY=$mode python3 scripts/bench_probe_kernel.py
     done
-    if [ -f scripts/bench_overhead.py ]; then python3 scripts/bench_overhead.py; fi
+    python3 scripts/bench_telemetry.py
+    python3 scripts/bench_overhead.py --reps "${GS_BENCH_REPS:-3}"
   } 2>"$OUT/bench.err" | tee "$OUT/bench.jsonl"
 fi
 echo "gpu tests exit code: $rc"
