@@ -16,7 +16,10 @@ records, and the sidecar's CPU under 20% of one core.
 One JSON line per (workload, configuration, repetition), then one summary
 line per workload and mode.
 
-  python scripts/bench_overhead.py [--reps 3] [--workloads tiny,graph64,...]
+  python scripts/bench_overhead.py [--reps 3] [--workloads tiny,graph64,...,probe]
+
+"probe" runs scripts/bench_probe_kernel.py: kernel time with and without
+one in-kernel probe record per block (target: at most 2% slower).
 """
 import argparse
 import json
@@ -37,7 +40,7 @@ from benchutil import emit  # noqa: E402
 from graphsignal import native  # noqa: E402
 
 BENCH = os.path.join(ROOT, "scripts", "workloads", "bench.py")
-ALL = ("tiny", "graph64", "gemm", "copies", "decode")
+ALL = ("tiny", "graph64", "gemm", "copies", "decode", "probe")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 # The baseline injection: what any CUPTI activity tool must pay. Same kinds
@@ -167,6 +170,13 @@ def main():
     ap.add_argument("--scale", type=int, default=1)
     a = ap.parse_args()
     workloads = a.workloads.split(",")
+    if "probe" in workloads:
+        # In-kernel probes (issue 7): a ~20 us kernel with and without one
+        # GRAPHSIGNAL_RECORD per block, under graphsignal-run and inert.
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_probe_kernel.py")], check=False)
+        workloads = [w for w in workloads if w != "probe"]
+        if not workloads:
+            return
 
     env = dict(os.environ)
     sites = native.workload_site_dirs([sys.executable, BENCH], env)

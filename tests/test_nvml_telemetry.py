@@ -28,12 +28,14 @@ class Clock:
 class Rig:
     """A fake NVML, a store and the telemetry source over them."""
 
-    def __init__(self, gpus=None, environ=None, **kw):
+    def __init__(self, gpus=None, environ=None, slow_every=1, **kw):
         self.nv = FakeNvml(gpus if gpus is not None else [FakeGpu(0)], **kw)
         self.store = MetricStore()
         self.nvml = Nvml(module=self.nv, on_error=lambda m: self.store.add_error("warning", m))
         self.clock = Clock()
-        self.src = GpuTelemetry(self.store, [NvmlBackend(self.nvml)], environ or {}, clock=self.clock)
+        # slow_every=1: every field on every poll, so each test sees each read
+        self.src = GpuTelemetry(self.store, [NvmlBackend(self.nvml, slow_every=slow_every)], environ or {},
+                                clock=self.clock)
 
     def start(self):
         self.src.setup()
@@ -445,6 +447,19 @@ def test_counters_count_from_the_profilers_start():
     v["pcie_replay"] = 1  # the driver's counter restarted
     r.poll()
     assert r.counter("gpu_pcie_replay_counter") == 4
+
+
+def test_slow_fields_are_read_every_fifth_poll_and_keep_their_value_between():
+    r = Rig(slow_every=5).start()
+    v = r.nv.gpus[0].values
+    r.poll()  # poll 0 reads everything
+    v.update(pcie_replay=9)
+    for _ in range(4):
+        r.poll()
+        assert r.counter("gpu_pcie_replay_counter") == 0  # not read on polls 1-4
+        assert r.gauge("gpu_pcie_link_width") is not None  # the last value stays
+    r.poll()  # poll 5
+    assert r.counter("gpu_pcie_replay_counter") == 7
 
 
 def test_a_failed_counter_read_keeps_its_total():

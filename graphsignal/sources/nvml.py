@@ -8,6 +8,7 @@ driver into one clear line. `NvmlBackend` reads a device through that door
 into the shared metric names of gpu.py.
 """
 import atexit
+import ctypes
 import importlib
 import logging
 import threading
@@ -145,6 +146,9 @@ class Nvml:
         the caller handles itself (re-raised as the library's NVMLError).
         Raises DeviceLost when the GPU is gone, NvmlUnavailable when NVML
         cannot be initialized."""
+        func = None
+        if callable(fn):  # our own binding of an NVML function (see one_call_samples)
+            func, fn = fn, fn.__name__
         if variant is None:
             # handles are not part of the key (the device is); plain
             # arguments (clock type, counter, ...) are
@@ -155,7 +159,8 @@ class Nvml:
         if not self._ready:
             self.init()
         nv = self._module
-        func = getattr(nv, fn, None)
+        if func is None:
+            func = getattr(nv, fn, None)
         if func is None:
             self._unanswerable.add(key)
             self._log_once((fn, None), logging.INFO, "NVML %s is not in this nvidia-ml-py; reported as null", fn)
@@ -202,16 +207,58 @@ class Nvml:
         logger.log(level, "graphsignal: " + fmt, *args)
 
 
+SLOW_EVERY = 5  # polls between reads of slow-changing, costly fields
+SAMPLES_CAP = 128  # samples per nvmlDeviceGetSamples read (the driver keeps fewer per type)
+
+
+def one_call_samples(nv):
+    """nvmlDeviceGetSamples as one driver call into a preallocated buffer.
+    pynvml's wrapper makes two (the first only sizes the buffer), and this
+    call is the telemetry cycle's costliest. None where the module is not
+    pynvml (e.g. a test fake): callers then use nv.nvmlDeviceGetSamples."""
+    getfp = getattr(nv, "_nvmlGetFunctionPointer", None)
+    sample_t = getattr(nv, "c_nvmlSample_t", None)
+    check = getattr(nv, "_nvmlCheckReturn", None)
+    if getfp is None or sample_t is None or check is None:
+        return None
+
+    def nvmlDeviceGetSamples(handle, sampling_type, last_seen):
+        fn = getfp("nvmlDeviceGetSamples")
+        count = ctypes.c_uint(SAMPLES_CAP)
+        vtype = ctypes.c_uint(0)
+        buf = (sample_t * SAMPLES_CAP)()
+        ret = fn(handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen), ctypes.byref(vtype),
+                 ctypes.byref(count), buf)
+        if ret == getattr(nv, "NVML_ERROR_INSUFFICIENT_SIZE", -1):
+            return nv.nvmlDeviceGetSamples(handle, sampling_type, last_seen)
+        check(ret)
+        return vtype.value, buf[:count.value]
+
+    return nvmlDeviceGetSamples
+
+
 class NvmlBackend(Backend):
     """NVIDIA GPUs through `nvml` (an Nvml door)."""
 
     vendor = "nvidia"
     visible_env = ("CUDA_VISIBLE_DEVICES",)
 
-    def __init__(self, nvml, interval=1.0):
+    def __init__(self, nvml, interval=1.0, slow_every=SLOW_EVERY):
         self.nvml = nvml
         self.interval = interval
+        self.slow_every = slow_every
         self._event_sets = []
+        self._sampler = None  # one_call_samples(nv) once NVML is up
+
+    @property
+    def _sampler(self):
+        if self.__sampler is False:
+            self.__sampler = one_call_samples(self.nv)
+        return self.__sampler
+
+    @_sampler.setter
+    def _sampler(self, value):
+        self.__sampler = False if value is None else value
 
     @property
     def nv(self):
@@ -347,6 +394,11 @@ class NvmlBackend(Backend):
         throughput stays in NVML's KB/s; NVLink KiB become bytes."""
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
         st = d.state
+        # Fields that change slowly or cost the most CPU in the driver (energy,
+        # PCIe throughput, link state, limits, ECC) are read every
+        # SLOW_EVERY-th poll; between reads their series keep the last value.
+        st["polls"] = st.get("polls", -1) + 1
+        slow = st["polls"] % self.slow_every == 0
         rates = []  # nvmlDeviceGetUtilizationRates, read at most once per poll
         r.gauge("gpu_utilization_percent", self._utilization(d, "gpu", rates))
         r.gauge("gpu_memory_busy_percent", self._utilization(d, "memory", rates))
@@ -363,12 +415,13 @@ class NvmlBackend(Backend):
                 r.gauge("gpu_memory_%s_bytes" % n, None)
 
         r.gauge("gpu_power_usage_watts", _scale(call("nvmlDeviceGetPowerUsage", h, device=k), 1000.0))
-        r.gauge("gpu_power_management_limit_watts",
-                _scale(call("nvmlDeviceGetPowerManagementLimit", h, device=k), 1000.0))
-        r.counter("gpu_energy_consumed_joules",
-                  _scale(call("nvmlDeviceGetTotalEnergyConsumption", h, device=k), 1000.0))
+        if slow:
+            r.gauge("gpu_power_management_limit_watts",
+                    _scale(call("nvmlDeviceGetPowerManagementLimit", h, device=k), 1000.0))
+            r.counter("gpu_energy_consumed_joules",
+                      _scale(call("nvmlDeviceGetTotalEnergyConsumption", h, device=k), 1000.0))
+            r.gauge("gpu_fan_speed_percent", call("nvmlDeviceGetFanSpeed", h, device=k))
         r.gauge("gpu_temperature_celsius", call("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU, device=k))
-        r.gauge("gpu_fan_speed_percent", call("nvmlDeviceGetFanSpeed", h, device=k))
 
         r.gauge("gpu_clock_sm_megahertz", call("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM, device=k))
         r.gauge("gpu_clock_mem_megahertz", call("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM, device=k))
@@ -384,18 +437,19 @@ class NvmlBackend(Backend):
         pstate = call("nvmlDeviceGetPerformanceState", h, device=k)
         r.gauge("gpu_performance_state", pstate if pstate is not None and 0 <= pstate <= 15 else None)
 
-        r.gauge("gpu_pcie_link_generation", call("nvmlDeviceGetCurrPcieLinkGeneration", h, device=k))
-        r.gauge("gpu_pcie_link_width", call("nvmlDeviceGetCurrPcieLinkWidth", h, device=k))
-        r.gauge("gpu_pcie_throughput_tx_kilobytes_per_second",
-                call("nvmlDeviceGetPcieThroughput", h, nv.NVML_PCIE_UTIL_TX_BYTES, device=k))
-        r.gauge("gpu_pcie_throughput_rx_kilobytes_per_second",
-                call("nvmlDeviceGetPcieThroughput", h, nv.NVML_PCIE_UTIL_RX_BYTES, device=k))
-        r.counter("gpu_pcie_replay_counter", call("nvmlDeviceGetPcieReplayCounter", h, device=k))
-
-        for kind, etype in (("corrected", nv.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                            ("uncorrected", nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
-            r.counter("gpu_ecc_errors", call("nvmlDeviceGetTotalEccErrors", h, etype, nv.NVML_VOLATILE_ECC,
-                                             device=k), {"kind": kind})
+        if slow:
+            r.gauge("gpu_pcie_link_generation", call("nvmlDeviceGetCurrPcieLinkGeneration", h, device=k))
+            r.gauge("gpu_pcie_link_width", call("nvmlDeviceGetCurrPcieLinkWidth", h, device=k))
+            # each throughput read samples the link for ~20 ms inside the driver
+            r.gauge("gpu_pcie_throughput_tx_kilobytes_per_second",
+                    call("nvmlDeviceGetPcieThroughput", h, nv.NVML_PCIE_UTIL_TX_BYTES, device=k))
+            r.gauge("gpu_pcie_throughput_rx_kilobytes_per_second",
+                    call("nvmlDeviceGetPcieThroughput", h, nv.NVML_PCIE_UTIL_RX_BYTES, device=k))
+            r.counter("gpu_pcie_replay_counter", call("nvmlDeviceGetPcieReplayCounter", h, device=k))
+            for kind, etype in (("corrected", nv.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                                ("uncorrected", nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+                r.counter("gpu_ecc_errors", call("nvmlDeviceGetTotalEccErrors", h, etype, nv.NVML_VOLATILE_ECC,
+                                                 device=k), {"kind": kind})
 
         self._read_fields(d, r)
 
@@ -410,9 +464,9 @@ class NvmlBackend(Backend):
         last_key = "last_ts_" + kind
         last = d.state.get(last_key, 0)
         res = None
+        sampler = self._sampler if self._sampler is not None else "nvmlDeviceGetSamples"
         try:
-            res = call("nvmlDeviceGetSamples", h, stype, last, device=k, variant=stype,
-                       expect=(nv.NVML_ERROR_NOT_FOUND,))
+            res = call(sampler, h, stype, last, device=k, variant=stype, expect=(nv.NVML_ERROR_NOT_FOUND,))
         except nv.NVMLError:
             res = None  # NOT_FOUND: no sample since `last`
         if res:

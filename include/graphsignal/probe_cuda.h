@@ -38,23 +38,24 @@
  * Collection. Under graphsignal-run, one host thread per process reads the
  * instruments about once a second (GRAPHSIGNAL_PROBE_CUDA_INTERVAL_MS) and at
  * exit, and writes the deltas into the process's probe ring (probe.h). Two
- * places for the data were measured (scripts/bench_overhead.py, "probe"
- * workloads, on an H200):
- *   - mapped pinned host memory (cudaHostAllocMapped | Portable): the device
- *     atomics go over PCIe to host memory; the reader reads it in place: no
- *     copy, no stream, nothing in the workload's CUDA profile, and one
- *     pointer that every device can use;
- *   - device memory (cudaMalloc) copied to the host on a private
- *     non-blocking stream, waited for by polling an event (never a
- *     synchronization of the workload's streams).
- * The default is GRAPHSIGNAL_PROBE_CUDA_MEMORY=device: device-memory atomics
- * cost nothing measurable in a kernel, while atomics on host memory cross
- * PCIe on every record (see the closing numbers of the in-kernel probes issue
- * for the measurement). Its copies are attributed to the reader's own
- * stream, which the graphsignal CUPTI library is told to leave out of
- * cuda_memcpy_* (graphsignal_cupti_ignore_stream), so they do not show up in
- * the workload's profile. Set GRAPHSIGNAL_PROBE_CUDA_MEMORY=mapped to use
- * host memory instead.
+ * places for the data were measured on an H200 (scripts/bench_probe_kernel.py:
+ * a ~23 us kernel of 1056 blocks, one record per block, medians of 9
+ * interleaved repetitions of 2000 launches):
+ *   - device memory (cudaMalloc), copied to pinned host memory on a private
+ *     non-blocking stream and waited for by polling an event: +0.9% kernel
+ *     time (22.84 -> 23.04 us);
+ *   - mapped pinned host memory (cudaHostAllocMapped), read in place by the
+ *     host: +19985% (22.74 -> 4567 us): every device atomic crosses PCIe to
+ *     host memory and the blocks serialize on it.
+ * So the data lives in device memory (the default,
+ * GRAPHSIGNAL_PROBE_CUDA_MEMORY=device). The reader's copies go on its own
+ * stream, never synchronize the workload's streams (a non-blocking stream,
+ * an event polled with cudaEventQuery, which adds no synchronization
+ * record), and the stream is handed to the graphsignal CUPTI library
+ * (graphsignal_cupti_ignore_stream), which leaves its records out, so they
+ * do not show up in the workload's cuda_memcpy_*. Mapped memory stays
+ * available (GRAPHSIGNAL_PROBE_CUDA_MEMORY=mapped) for a GPU that has no
+ * spare device memory or for debugging; do not use it for hot kernels.
  *
  * Device memory is allocated on the device that is current at
  * registration: launch the instrumented kernel on that device (or register
