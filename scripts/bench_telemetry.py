@@ -38,8 +38,9 @@ class TimedNvml(Nvml):
         try:
             return Nvml.call(self, fn, *args, **kw)
         finally:
-            self.cpu_ns[fn] += time.thread_time_ns() - t0
-            self.calls[fn] += 1
+            name = getattr(fn, "__name__", fn)  # nvml.py passes its own bindings as functions
+            self.cpu_ns[name] += time.thread_time_ns() - t0
+            self.calls[name] += 1
 
 
 def _pct(values, q):
