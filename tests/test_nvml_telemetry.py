@@ -496,6 +496,19 @@ def test_nvlink_links_throughput_and_errors():
     assert res["attributes"]["nvlink_links"] == "4"
 
 
+def test_nvlink_rates_span_the_polls_between_slow_reads():
+    r = Rig(gpus=[FakeGpu(0, nvlinks=1)], slow_every=5)
+    g = r.nv.gpus[0]
+    r.start().poll()  # poll 0: a slow read
+    g.fields[(138, 0)] += 5 * 1000  # KiB sent over the next five 1-second polls
+    for _ in range(4):
+        r.poll(seconds=1.0)
+        assert r.counter("gpu_nvlink_tx_bytes") == 0  # not read in between
+    r.poll(seconds=1.0)  # poll 5
+    assert r.counter("gpu_nvlink_tx_bytes") == 5 * 1000 * 1024
+    assert r.gauge("gpu_nvlink_throughput_tx_kilobytes_per_second") == 1000.0  # 5000 KiB over 5 s, not 1 s
+
+
 def test_nvlink_state_falls_back_to_per_link_calls():
     r = Rig(gpus=[FakeGpu(0, nvlinks=2)])
     real = r.nv.nvmlDeviceGetFieldValues

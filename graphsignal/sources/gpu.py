@@ -258,11 +258,12 @@ def scope(devices, backend, environ):
 
 # -- the source -----------------------------------------------------------------
 class _Counter:
-    __slots__ = ("last", "total")
+    __slots__ = ("last", "total", "t")
 
     def __init__(self):
         self.last = None
         self.total = None
+        self.t = None  # monotonic seconds of the last reading (rates span two readings)
 
     def advance(self, raw):
         """Adds the growth since the last raw reading; a reading below the
@@ -297,7 +298,6 @@ class GpuTelemetry(Source):
         self.active = []  # (backend, [Device])
         self._counters = {}  # (id(dev), key) -> _Counter
         self._tags = {}  # (id(dev), tkey) -> merged tags
-        self._prev_t = {}  # id(dev) -> clock of the previous read
         self._xid_totals = {}
         self._emitted = {}  # id(dev) -> set of gauge keys (nulled if the GPU is lost)
         self._closed = False
@@ -370,9 +370,6 @@ class GpuTelemetry(Source):
         for key, value in reading.gauges.items():
             store.set_gauge(key[0], self._tags_for(d, key[1]), value, ts)
             emitted.add(key)
-        prev_t = self._prev_t.get(id(d))
-        dt = (now - prev_t) if prev_t is not None else None
-        self._prev_t[id(d)] = now
         for key, raw in reading.counters.items():
             c = self._counters.get((id(d), key))
             if c is None:
@@ -386,12 +383,16 @@ class GpuTelemetry(Source):
                 if rate_name is not None:
                     store.set_gauge(rate_name, tags, None, ts)
                 continue
+            prev_t, c.t = c.t, now
             total = c.advance(raw)
             if isinstance(total, float):
                 total = round(total, 6)  # differences of large float totals carry noise
             store.set_counter(key[0], tags, total, ts)
             if rate_name is not None:
                 rate = None
+                # over the time between this reading and the last one, which
+                # is several polls apart for fields read on the slow tier
+                dt = (now - prev_t) if prev_t is not None else None
                 if before is not None and dt and dt > 0:
                     rate = round((total - before) / 1024.0 / dt, 1)
                 store.set_gauge(rate_name, tags, rate, ts)
