@@ -99,10 +99,13 @@ def refused(value, fn, *args):
 
 
 def test_every_supported_field_is_present_and_plausible(telemetry):
+    from graphsignal.sources.nvml import SLOW_EVERY
+
     t = telemetry
     t.src.poll()
-    time.sleep(1.2)
-    t.src.poll()
+    for _ in range(SLOW_EVERY):  # up to the second read of the slow tier (rates need two)
+        time.sleep(0.25)
+        t.src.poll()
     dev = t.devices()[0]
     g = lambda name, **tags: t.gauge(name, dev, **tags)  # noqa: E731
 
