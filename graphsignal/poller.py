@@ -17,7 +17,6 @@ import numpy as np
 from graphsignal import cuda_names, histo
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Ring, RingError, parse_ring_name
-from graphsignal.store import PROFILE
 
 logger = logging.getLogger("graphsignal")
 

@@ -2,36 +2,16 @@
 tests/data/top_probe_child.py, which writes probe and CUPTI-like records
 into rings of the run, so every section of the screen has data."""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 from graphsignal.top.client import fetch
+from gsrun import free_port, wait_for  # noqa: F401  (wait_for is used by the top tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "data", "top_probe_child.py")
 TOP = [sys.executable, "-m", "graphsignal.cli.top"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_for(pred, timeout=20.0, interval=0.1):
-    """pred()'s first truthy value, polling until the deadline (None after)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(interval)
-    return None
 
 
 class Sidecar:

@@ -77,6 +77,12 @@ bool Translator::ignore_stream(uint32_t stream_id) {
   return true;
 }
 
+bool Translator::skip_stream(uint32_t stream_id) {
+  if (!ignored(stream_id)) return false;
+  stats_.ignored++;
+  return true;
+}
+
 bool Translator::ignored(uint32_t stream_id) const {
   // one relaxed load when nothing is ignored (every process without in-kernel probes)
   int n = n_ignored_.load(std::memory_order_acquire);
@@ -86,10 +92,7 @@ bool Translator::ignored(uint32_t stream_id) const {
 }
 
 void Translator::on_kernel(const KernelRecord* r) {
-  if (ignored(r->streamId)) {
-    stats_.ignored++;
-    return;
-  }
+  if (skip_stream(r->streamId)) return;
   if (mode_ == GraphTrace::kGraph && r->graphId != 0) {
     // The replay that ran this node is timed whole in its graph record;
     // counting the node too would count its time twice.
@@ -104,10 +107,7 @@ void Translator::on_kernel(const KernelRecord* r) {
 }
 
 void Translator::on_memcpy(const MemcpyRecord* r) {
-  if (ignored(r->streamId)) {
-    stats_.ignored++;
-    return;
-  }
+  if (skip_stream(r->streamId)) return;
   stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
@@ -115,10 +115,7 @@ void Translator::on_memcpy(const MemcpyRecord* r) {
 }
 
 void Translator::on_peer_copy(const PeerCopyRecord* r) {
-  if (ignored(r->streamId)) {
-    stats_.ignored++;
-    return;
-  }
+  if (skip_stream(r->streamId)) return;
   stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
@@ -126,10 +123,7 @@ void Translator::on_peer_copy(const PeerCopyRecord* r) {
 }
 
 void Translator::on_memset(const MemsetRecord* r) {
-  if (ignored(r->streamId)) {
-    stats_.ignored++;
-    return;
-  }
+  if (skip_stream(r->streamId)) return;
   stats_.memsets++;
   uint16_t dev = device(r->deviceId);
   sink_->write(GRAPHSIGNAL_REC_MEMSET, static_cast<uint8_t>(r->memoryKind), dev, 0, duration(r->start, r->end),
@@ -137,10 +131,7 @@ void Translator::on_memset(const MemsetRecord* r) {
 }
 
 void Translator::on_sync(const SyncRecord* r) {
-  if (ignored(r->streamId)) {
-    stats_.ignored++;
-    return;
-  }
+  if (skip_stream(r->streamId)) return;
   stats_.syncs++;
   uint16_t dev = device_of_context(r->contextId);
   sink_->write(GRAPHSIGNAL_REC_SYNC, static_cast<uint8_t>(r->type), dev, 0, duration(r->start, r->end), 0);

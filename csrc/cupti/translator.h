@@ -90,6 +90,7 @@ class Translator {
   uint16_t device(uint32_t device_id);
   uint16_t device_of_context(uint32_t context_id);
   uint32_t graph_name(uint32_t graph_id);
+  bool skip_stream(uint32_t stream_id);  // ignored (and counted)?
 
   static uint64_t duration(uint64_t start, uint64_t end) { return end > start ? end - start : 0; }
 

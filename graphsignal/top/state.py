@@ -241,11 +241,9 @@ def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=N
     by_name, by_key = _index(metrics)
     win = payload.get("window")
     w_by_key = {}
-    covered = None
     if isinstance(win, dict):
         m.window = {"seconds": win.get("seconds"), "covered_seconds": win.get("covered_seconds"),
                     "partial": win.get("partial")}
-        covered = win.get("covered_seconds")
         _, w_by_key = _index(win.get("metrics"))
     m.context = payload.get("context") or {}
     m.version = (payload.get("profiler") or {}).get("version")
