@@ -108,11 +108,16 @@ def _toolkit_roots(environ):
     if nvcc:
         roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     roots.append("/usr")
+    return _existing_unique(roots)
+
+
+def _existing_unique(dirs):
+    """The directories that exist, in order, each real path once."""
     seen, out = set(), []
-    for r in roots:
-        if r and os.path.isdir(r) and os.path.realpath(r) not in seen:
-            seen.add(os.path.realpath(r))
-            out.append(r)
+    for d in dirs:
+        if d and os.path.isdir(d) and os.path.realpath(d) not in seen:
+            seen.add(os.path.realpath(d))
+            out.append(d)
     return out
 
 
@@ -154,12 +159,7 @@ def site_dirs(environ=None):
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         if environ.get(var):
             dirs += glob.glob(os.path.join(environ[var], "lib", "python3*", "site-packages"))
-    seen, out = set(), []
-    for d in dirs:
-        if d and os.path.isdir(d) and os.path.realpath(d) not in seen:
-            seen.add(os.path.realpath(d))
-            out.append(d)
-    return out
+    return _existing_unique(dirs)
 
 
 def _from_wheels(sp):
