@@ -619,6 +619,23 @@ def test_engine_that_exited_is_not_reported_as_unreachable(caplog):
     assert [s.value for s in store.lookup("g")] == [1]  # the last good scrape stays
 
 
+def test_lost_engine_is_reported_when_the_next_attempt_fails_too():
+    good = "# TYPE g gauge\ng 1\n"
+    src, store, clock = make_source([good, requests.ConnectionError("refused"), requests.ConnectionError("refused"),
+                                     good])
+    src.alive = lambda: True  # running, but its server stopped answering
+    src.poll()
+    clock[0] = 1.0
+    src.poll()  # one lost connection: an engine shutting down does this; not news yet
+    assert store.errors_total == 0 and scrape_up(store) == 0
+    clock[0] = 10.0
+    src.poll()  # still unreachable while alive: say so once
+    assert store.errors_total == 1 and "scraping http://127.0.0.1:1/metrics failed" in store.errors[-1]["message"]
+    clock[0] = 30.0
+    src.poll()
+    assert scrape_up(store) == 1
+
+
 def test_make_source_only_when_there_is_a_url():
     class Sup:
         store = MetricStore()

@@ -199,6 +199,7 @@ class PrometheusSource(Source):
         self._next_try = 0.0
         self._backoff = 0.0
         self._ever_up = False
+        self._lost = False  # the last scrape after a good one failed to connect (see _failed)
         self._started = None
         self._said = set()
         self._keys = set()
@@ -238,6 +239,7 @@ class PrometheusSource(Source):
         self._ever_up = True
         self._backoff = 0.0
         self._next_try = 0.0
+        self._lost = False
         self.scrapes_ok += 1
 
     def _fetch(self):
@@ -266,6 +268,12 @@ class PrometheusSource(Source):
         refused = isinstance(e, requests.ConnectionError)
         if refused and self.alive is not None and not self.alive():
             return  # the engine has exited (the supervisor records how): nothing to say
+        if refused and self._ever_up and not self._lost:
+            # An engine that is shutting down closes its server before its
+            # process exits: one lost connection is not news yet; the next
+            # attempt (after the backoff) tells a stopped engine from a stuck one.
+            self._lost = True
+            return
         if refused and not self._ever_up:
             # Still starting: quiet, unless it never comes up at all.
             if now - self._started >= NEVER_UP_WARN:
