@@ -17,12 +17,14 @@ import sys
 import threading
 import time
 
-from graphsignal import __version__
+from graphsignal import __version__, native
+from graphsignal.launch import engines
 from graphsignal.payload import build_signals
 from graphsignal.poller import Poller
 from graphsignal.server import ServerThread, make_app
-from graphsignal.sources import SourceThread
+from graphsignal.sources import SourceThread, console, registry
 from graphsignal.store import MetricStore
+from graphsignal.windows import window_stats
 
 logger = logging.getLogger("graphsignal")
 
@@ -166,22 +168,11 @@ class Supervisor:
                                               ("graph", "node"), "graph")
         env[ENV_ROCM_TRACE] = resolve_choice(self.cfg.rocm_kernel_trace, self.environ, ENV_ROCM_TRACE,
                                              ("none", "all"), "none")
-        try:
-            from graphsignal import native
-        except ImportError:
-            native = None
-        if native is not None and hasattr(native, "prepare_injection"):
-            self._guard("CUDA injection setup", native.prepare_injection, env, command, self._sidecar_error)
+        self._guard("CUDA injection setup", native.prepare_injection, env, command, self._sidecar_error)
         return env
 
     def prepare_command(self):
         command = list(self.cfg.command)
-        try:
-            from graphsignal.launch import engines
-        except ImportError:
-            return command
-        if not hasattr(engines, "prepare"):
-            return command
         prepared = self._guard("engine launcher", engines.prepare, command, self.cfg.metrics_port,
                                self._sidecar_error)
         if prepared is None:
@@ -222,24 +213,14 @@ class Supervisor:
         self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
         self.poller.start()
 
-    def _source_list(self):
-        from graphsignal.sources import registry
-
-        return registry.make_sources(self)
-
     def _start_sources(self):
-        for src in self._source_list():
+        for src in registry.make_sources(self):
             t = SourceThread(src, self.store)
             t.start()
             self.sources.append(t)
 
     def _start_server(self):
-        windows = None
-        try:
-            from graphsignal.windows import window_stats as windows
-        except ImportError:
-            pass
-        self.server = ServerThread(make_app(self.store, windows), self.cfg.listen_host, self.cfg.listen_port,
+        self.server = ServerThread(make_app(self.store, window_stats), self.cfg.listen_host, self.cfg.listen_port,
                                    on_error=self._sidecar_error)
         self.server.start()
 
@@ -323,10 +304,6 @@ class Supervisor:
         return self.exit_like_child(rc)
 
     def _start_console(self):
-        try:
-            from graphsignal.sources import console
-        except ImportError:
-            return
         self.console = console.ConsoleCapture(self.store, lambda: self.child.pid if self.child else None)
 
     def _register_root(self, command):
