@@ -104,6 +104,7 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
         assert up["tags"] == {"url": "http://127.0.0.1:%d/metrics" % port, "engine": "vllm"}
         assert doc["engine"] is None
         assert not [e for e in doc["errors"] if e["tags"].get("source") == "prometheus"]
+        assert wait_for(argv_file.exists, timeout=30)  # the engine may still be starting its interpreter
         assert json.loads(argv_file.read_text()) == ["serve", "fake-model", "--port", str(port),
                                                      "--max-num-seqs", "8"]  # --disable-log-stats dropped
 
