@@ -300,6 +300,14 @@ static inline graphsignal_ring_record* graphsignal_ring_reserve(graphsignal_ring
     /* acquire: the reader finished copying the slot before it moved past it */
     uint64_t r = __atomic_load_n(&h->read_index, __ATOMIC_ACQUIRE);
     if (GRAPHSIGNAL_UNLIKELY(w - r >= cap)) {
+      /* w was loaded before r: other writers and the reader may both have
+       * moved on since (then w < r, and w - r wrapped). Only a ring that is
+       * still full with a fresh write index drops the record. */
+      uint64_t w2 = __atomic_load_n(&h->write_index, __ATOMIC_RELAXED);
+      if (w2 != w) {
+        w = w2;
+        continue;
+      }
       __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
       return NULL;
     }
