@@ -5,6 +5,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import uuid
 import sys
 
 import pytest
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 class Tmux:
     def __init__(self):
-        self.sock = "gs-top-test-%d" % os.getpid()
+        # one server per test: a server being killed by the previous test must
+        # not take the next test's new session with it
+        self.sock = "gs-top-test-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
 
     def __call__(self, *args, check=True):
         r = subprocess.run(["tmux", "-L", self.sock, "-f", os.devnull] + list(args), stdout=subprocess.PIPE,
