@@ -45,6 +45,7 @@ class HostSource(Source):
     def __init__(self, store, root_pid_fn, clock=None):
         self.store = store
         self.tree = ProcessTree(root_pid_fn)
+        self.cmdline_read = set()  # pids whose command line is in their resource
         self.cpu_count = psutil.cpu_count() or os.cpu_count() or 1
 
     def setup(self):
@@ -70,8 +71,8 @@ class HostSource(Source):
                     cpu = p.cpu_percent(interval=None)
                     mem = p.memory_info()
                     ppid = p.ppid()
-                    first = "cmdline" not in getattr(p, "_gs_seen", ())
-                    cmd = p.cmdline() if first else None
+                    # a command line does not change: read it once per process
+                    cmd = p.cmdline() if p.pid not in self.cmdline_read else None
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
             tags = {"process.pid": str(p.pid)}
@@ -82,5 +83,5 @@ class HostSource(Source):
             attrs = {"process.parent_pid": str(ppid)}
             if cmd is not None:
                 attrs["process.command_line"] = " ".join(cmd)
-                p._gs_seen = ("cmdline",)
+                self.cmdline_read.add(p.pid)
             s.set_resource("process", rtags, attrs, ts)
