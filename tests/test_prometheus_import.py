@@ -565,18 +565,24 @@ def http_server():
         srv.server_close()
 
 
-def test_scrape_over_http_ignores_proxies_from_the_environment(http_server, monkeypatch):
-    url, answer = http_server
-    answer["body"] = fixture_text("llamacpp_2_live.txt").encode()
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # would refuse every request
-    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+def scrape_once(url, engine):
+    """One real scrape of url over HTTP; returns the store it filled."""
     store = MetricStore()
-    src = prometheus.PrometheusSource(store, url, "llamacpp")
+    src = prometheus.PrometheusSource(store, url, engine)
     src.setup()
     try:
         src.poll()
     finally:
         src.shutdown()
+    return store
+
+
+def test_scrape_over_http_ignores_proxies_from_the_environment(http_server, monkeypatch):
+    url, answer = http_server
+    answer["body"] = fixture_text("llamacpp_2_live.txt").encode()
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # would refuse every request
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    store = scrape_once(url, "llamacpp")
     assert scrape_up(store) == 1
     assert summary(store)["generation_tokens_total"] == 112
 
@@ -585,13 +591,7 @@ def test_llama_server_without_metrics_flag_gets_a_hint(http_server):
     url, answer = http_server
     with open(os.path.join(DATA, "llamacpp_4_disabled_501.txt"), encoding="utf-8") as f:
         answer["status"], answer["body"] = 501, f.read().split("\n", 2)[2].encode()
-    store = MetricStore()
-    src = prometheus.PrometheusSource(store, url, "llamacpp")
-    src.setup()
-    try:
-        src.poll()
-    finally:
-        src.shutdown()
+    store = scrape_once(url, "llamacpp")
     assert scrape_up(store) == 0
     msg = store.errors[-1]["message"]
     assert "HTTP 501" in msg and "--metrics" in msg
