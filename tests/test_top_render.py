@@ -10,8 +10,7 @@ import pytest
 from graphsignal.cli import top as cli
 from graphsignal.top.render import UI, line_text, render, sparkline, to_text, Glyphs
 from graphsignal.top.state import TopState, engine_view
-from graphsignal.top.taxonomy import Taxonomy
-from graphsignal.top.demangle import Demangler
+from graphsignal import kernel_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reference", "signals-example.json")
@@ -66,7 +65,7 @@ def two_process_payload():
 
 @pytest.fixture
 def state():
-    return TopState("127.0.0.1:18259", 5, taxonomy=Taxonomy(Demangler(cxxfilt=None)), clock=lambda: NOW)
+    return TopState("127.0.0.1:18259", 5, names=kernel_names.Names(), clock=lambda: NOW)
 
 
 def frame(state, payload=None, ui=None, width=None, height=None, unicode=True):
@@ -405,3 +404,61 @@ def test_selection_follows_the_kernel_when_the_ranking_changes(state):
     state.update(p)
     cli.follow_selection(ui, state.model)
     assert ui.selected == 0 and ui.selected_key == GEMM
+
+
+def _rows(lines, *needles):
+    return [next(ln for ln in lines if n in ln and "%" in ln) for n in needles]
+
+
+def test_several_processes_get_a_pid_column_saying_whose_a_row_is(state):
+    lines = frame(state, two_process_payload(), width=160)
+    head = next(ln for ln in lines if "CATEGORY" in ln)
+    assert head.split()[-2:] == ["PID", "NAME"]
+    nccl, gemm, fill = _rows(lines, "ncclDevKernel", "sm90_xmma_gemm", "FillFunctor")
+    assert " 200 ncclDevKernel" in nccl and " 100 vectorized_elementwise_kernel" in fill
+    assert "2 pids sm90_xmma_gemm" in gemm  # both ran it: the details view splits it
+
+
+def test_ranked_processes_get_a_rank_column(state):
+    p = two_process_payload()
+    for m in p["metrics"] + p["window"]["metrics"]:
+        m["tags"]["rank"] = "0" if m["tags"]["process.pid"] == "100" else "1"
+    lines = frame(state, p, width=160)
+    assert next(ln for ln in lines if "CATEGORY" in ln).split()[-2:] == ["RANK", "NAME"]
+    nccl, gemm, fill = _rows(lines, "ncclDevKernel", "sm90_xmma_gemm", "FillFunctor")
+    assert " 1 ncclDevKernel" in nccl and " 0-1 sm90_xmma_gemm" in gemm and " 0 vectorized_elementwise" in fill
+
+
+def test_one_process_has_no_pid_column(state):
+    p = two_process_payload()
+    p["metrics"] = p["metrics"][:1]
+    p["window"]["metrics"] = p["window"]["metrics"][:1]
+    head = next(ln for ln in frame(state, p, width=160) if "CATEGORY" in ln)
+    assert "PID" not in head and "RANK" not in head
+
+
+def test_rank_ranges_and_counts():
+    from graphsignal.top.state import Row, who_cell
+
+    r = Row("k", "k")
+    r.ranks, r.pids = {"0", "1", "2", "3", "6"}, {"1", "2", "3", "4", "5"}
+    assert who_cell(r, "RANK") == "0-3,6" and who_cell(r, "PID") == "5 pids"
+    r.ranks = {str(i) for i in range(0, 64, 2)}
+    assert who_cell(r, "RANK") == "32 ranks"  # ranges would not fit the column
+
+
+def test_the_table_uses_the_display_names_the_sidecar_sent(state):
+    p = two_process_payload()
+    sgemm = "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x64_8x5_nn_align1EEvNT_6ParamsE"
+    for m in p["metrics"] + p["window"]["metrics"]:
+        for f in m["stats"]["frames"]:
+            if f["name"] == GEMM:
+                f["name"] = sgemm
+    text = "\n".join(frame(state, p, width=160))
+    # computed here the same way the sidecar computes them
+    assert "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>" in text
+    for m in p["metrics"]:
+        for f in m["stats"]["frames"]:
+            f["display_name"], f["category"] = "name from the sidecar", "attention"
+    text = "\n".join(frame(state, p, width=160))
+    assert "name from the sidecar" in text and "attention" in text

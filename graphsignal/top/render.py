@@ -7,7 +7,7 @@ the front end decides what each looks like, or ignores them (NO_COLOR).
 """
 import time
 
-from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TABLES
+from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TABLES, who_cell
 
 STYLES = ("title", "head", "dim", "ok", "warn", "bad", "sel", "bar", "key")
 CATEGORY_STYLE = {"gemm": "ok", "attention": "bar", "communication": "warn", "memory": "key"}
@@ -357,17 +357,24 @@ def _tabs(model, ui):
     return segs
 
 
-def _columns(kind):
-    # (header, width, align) ; the name column takes the rest
+WHO_WIDTH = 8
+
+
+def _columns(kind, who=None):
+    # (header, width) ; the name column takes the rest
     # window columns first (share, busy time per second, calls per second,
-    # average), then totals since start
+    # average), then totals since start; with several processes, whose
+    # row it is (PID or RANK) right before the name
     if kind == MEMORY:
-        return [("%TIME", 6), ("TIME/S", 10), ("COPIES/S", 9), ("AVG", 10), ("BYTES/S", 11), ("TOTAL", 10),
+        cols = [("%TIME", 6), ("TIME/S", 10), ("COPIES/S", 9), ("AVG", 10), ("BYTES/S", 11), ("TOTAL", 10),
                 ("BYTES", 10)]
-    calls = "REPLAYS" if kind == GRAPHS else "CALLS"
-    cols = [("%TIME", 6), ("TIME/S", 10), (calls + "/S", 10), ("AVG", 10), ("TOTAL", 10), (calls, 9)]
-    if kind == KERNELS:
-        cols.append(("CATEGORY", 13))
+    else:
+        calls = "REPLAYS" if kind == GRAPHS else "CALLS"
+        cols = [("%TIME", 6), ("TIME/S", 10), (calls + "/S", 10), ("AVG", 10), ("TOTAL", 10), (calls, 9)]
+        if kind == KERNELS:
+            cols.append(("CATEGORY", 13))
+    if who:
+        cols.append((who, WHO_WIDTH))
     return cols
 
 
@@ -386,6 +393,8 @@ def _row_cells(kind, r, table, covered):
         cells += [fmt_ns(r.total_value), fmt_count(r.total_samples)]
         if kind == KERNELS:
             cells.append(r.category)
+    if table.who:
+        cells.append(who_cell(r, table.who, WHO_WIDTH))
     return cells
 
 
@@ -405,11 +414,11 @@ def _table_lines(model, ui, width, max_rows, g):
     """(header lines, row lines, index of the first row line shown)."""
     t = model.tables[ui.table]
     covered = (model.window or {}).get("covered_seconds")
-    all_cols = _columns(ui.table)
+    all_cols = _columns(ui.table, t.who)
     keep = list(range(len(all_cols)))
     if width:
         # a narrow terminal gives up totals first, then the average: the
-        # name and what happened in the window matter most
+        # name, whose it is and what happened in the window matter most
         drop_order = [i for i, (h, _) in enumerate(all_cols) if h in ("TOTAL", "CALLS", "REPLAYS", "BYTES")]
         drop_order += [i for i, (h, _) in enumerate(all_cols) if h in ("AVG", "CATEGORY")]
         while drop_order and width - sum(all_cols[i][1] + 1 for i in keep) - 2 < 30:

@@ -9,7 +9,7 @@ the network, the demangler or the payload's size.
 import collections
 import time
 
-from graphsignal.top.taxonomy import Taxonomy
+from graphsignal import kernel_names
 
 KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
 TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
@@ -48,7 +48,7 @@ class Row:
     summed over every process and device that ran it."""
 
     __slots__ = ("key", "name", "short", "category", "full", "window_value", "window_samples", "total_value",
-                 "total_samples", "window_bytes", "total_bytes", "procs")
+                 "total_samples", "window_bytes", "total_bytes", "procs", "pids", "ranks")
 
     def __init__(self, key, name):
         self.key = key
@@ -63,6 +63,8 @@ class Row:
         self.window_bytes = None
         self.total_bytes = None
         self.procs = []  # [ProcSplit]
+        self.pids = set()  # processes that ran it
+        self.ranks = set()  # their ranks, where they have one
 
 
 class ProcSplit:
@@ -79,6 +81,11 @@ class Table:
         self.rows = []
         self.measured = False  # any series of this table exists
         self.window_value = 0  # sum of the rows' window values (for shares)
+        self.pids = set()  # processes with a frame in this table
+        self.ranked = False  # every one of them has a rank tag
+        # "PID" or "RANK" when more than one process contributes: rows
+        # then say whose they are
+        self.who = None
 
 
 class Model:
@@ -202,10 +209,10 @@ def engine_view(summary):
 class TopState:
     """Builds Models from payloads; keeps the histories sparklines need."""
 
-    def __init__(self, endpoint="", window=5, taxonomy=None, clock=time.time):
+    def __init__(self, endpoint="", window=5, names=None, clock=time.time):
         self.endpoint = endpoint
         self.window_seconds = window
-        self.taxonomy = taxonomy or Taxonomy()
+        self.names = names or kernel_names.NAMES
         self.clock = clock
         self.util_hist = {}  # gpu key -> deque of utilization %
         self.tokens_hist = collections.deque(maxlen=HISTORY)
@@ -224,7 +231,7 @@ class TopState:
             m.ok, m.error, m.attempt_at = False, error or "no data", now
             self.model = m
             return m
-        m = build_model(payload, self.taxonomy, self.window_seconds, self.util_hist, self.tokens_hist,
+        m = build_model(payload, self.names, self.window_seconds, self.util_hist, self.tokens_hist,
                         self.prev_payload)
         self.prev_payload = payload
         m.endpoint = self.endpoint
@@ -234,7 +241,7 @@ class TopState:
         return m
 
 
-def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=None, prev_payload=None):
+def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None, prev_payload=None):
     m = Model()
     m.window_asked = window_seconds
     metrics = payload.get("metrics") or []
@@ -263,7 +270,7 @@ def build_model(payload, taxonomy, window_seconds, util_hist=None, tokens_hist=N
         val = _stat(tm[0], "value")
         m.trace_mode = {0: "graph", 1: "node"}.get(val)
     for kind in TABLES:
-        m.tables[kind] = _table(kind, by_name, by_key, w_by_key, taxonomy)
+        m.tables[kind] = _table(kind, by_name, by_key, w_by_key, names)
     return m
 
 
@@ -406,9 +413,11 @@ def _probes(m, metrics, w_by_key):
     m.probes = rows
 
 
-def _table(kind, by_name, by_key, w_by_key, taxonomy):
+def _table(kind, by_name, by_key, w_by_key, names):
     t = Table(kind)
     rows = {}
+    labels = {}  # key -> (display name, category) the sidecar gave its frames
+    ranks = {}  # pid -> rank tag or None
     for metric in _TABLE_METRICS[kind]:
         for s in by_name.get(metric, ()):
             if s.get("type") != "profile":
@@ -419,6 +428,10 @@ def _table(kind, by_name, by_key, w_by_key, taxonomy):
             wframes = {f["name"]: f for f in (_stat(w, "frames") or ())}
             frames = {f["name"]: f for f in (_stat(s, "frames") or ())}
             label = _proc_label(tags)
+            pid, rank = tags.get("process.pid"), tags.get("rank")
+            if pid is not None and (frames or wframes):
+                t.pids.add(pid)
+                ranks[pid] = rank if ranks.get(pid) is None else ranks[pid]
             for fname in list(frames) + [n for n in wframes if n not in frames]:
                 f = frames.get(fname) or {}
                 wf = wframes.get(fname) or {}
@@ -426,6 +439,13 @@ def _table(kind, by_name, by_key, w_by_key, taxonomy):
                 row = rows.get(key)
                 if row is None:
                     row = rows[key] = Row(key, display)
+                if key not in labels and (f.get("display_name") or wf.get("display_name")):
+                    labels[key] = (f.get("display_name") or wf.get("display_name"),
+                                   f.get("category") or wf.get("category"))
+                if pid is not None:
+                    row.pids.add(pid)
+                    if rank is not None:
+                        row.ranks.add(rank)
                 row.total_value += f.get("value") or 0
                 row.total_samples += f.get("samples") or 0
                 row.window_value += wf.get("value") or 0
@@ -444,9 +464,11 @@ def _table(kind, by_name, by_key, w_by_key, taxonomy):
                     if wc is not None and _stat(wc, "delta") is not None:
                         row.window_bytes = (row.window_bytes or 0) + _stat(wc, "delta")
     if kind == KERNELS and rows:
-        names = [r.name for r in rows.values()]
-        for r, (cat, short, full) in zip(rows.values(), taxonomy.describe_all(names)):
-            r.category, r.short, r.full = cat, short, full
+        # the same names the payload carries (graphsignal.kernel_names);
+        # the sidecar's own labels win where it sent them
+        for r, n in zip(rows.values(), names.describe_all([r.name for r in rows.values()])):
+            r.short, r.category = labels.get(r.key) or (n.display_name, n.category)
+            r.full = n.demangled
     elif kind == GRAPHS:
         for r in rows.values():
             r.category = "graph"
@@ -454,7 +476,41 @@ def _table(kind, by_name, by_key, w_by_key, taxonomy):
         r.procs.sort(key=lambda p: (-p.window_value, -p.total_value, p.label))
     t.rows = sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, r.short))
     t.window_value = sum(r.window_value for r in t.rows)
+    t.ranked = bool(ranks) and all(v is not None for v in ranks.values())
+    if len(t.pids) > 1:
+        t.who = "RANK" if t.ranked else "PID"
     return t
+
+
+def who_cell(row, who, width=8):
+    """Whose a row is, for the PID / RANK column: one process or rank,
+    else the ranks as ranges (`0-3,6`) or a count."""
+    if who == "RANK":
+        vals = sorted(row.ranks, key=lambda r: (0, int(r)) if str(r).isdigit() else (1, str(r)))
+        if len(vals) == 1:
+            return str(vals[0])
+        text = _ranges(vals)
+        return text if text is not None and len(text) <= width else "%d ranks" % len(vals)
+    vals = sorted(row.pids, key=lambda p: (0, int(p)) if str(p).isdigit() else (1, str(p)))
+    if len(vals) == 1:
+        return str(vals[0])
+    return "%d pids" % len(vals)
+
+
+def _ranges(vals):
+    """'0-3,6' for [0, 1, 2, 3, 6]; None when a rank is not a number."""
+    if not all(str(v).isdigit() for v in vals):
+        return None
+    nums = sorted(int(v) for v in vals)
+    out, start, prev = [], nums[0], nums[0]
+    for n in nums[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else "%d-%d" % (start, prev))
+        if n is not None:
+            start = prev = n
+    return ",".join(out)
 
 
 def _row_key(kind, metric, frame, tags):
