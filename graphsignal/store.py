@@ -14,7 +14,7 @@ import time
 import numpy as np
 import orjson
 
-from graphsignal import histo
+from graphsignal import histo, kernel_names
 
 logger = logging.getLogger("graphsignal")
 
@@ -165,7 +165,8 @@ class Profile(Series):
 
     def stats(self):
         items = sorted(self.frames.items(), key=lambda kv: kv[1][0], reverse=True)[: self.max_frames]
-        return {"frames": [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]}
+        frames = [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]
+        return {"frames": kernel_names.annotate(self.name, frames)}  # kernels: + display_name, category
 
     def state(self):
         return {k: (v[0], v[1]) for k, v in self.frames.items()}

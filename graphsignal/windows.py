@@ -39,7 +39,7 @@ import bisect
 
 import numpy as np
 
-from graphsignal import histo
+from graphsignal import histo, kernel_names
 from graphsignal.store import COUNTER, GAUGE, HISTOGRAM, PROFILE, MAX_FRAMES
 
 NS = 1_000_000_000
@@ -115,6 +115,7 @@ def window_stats(store, seconds):
             stats = _histogram(prev, cur, covered, vmin, vmax)
         elif type_ == PROFILE:
             stats = _profile(prev or {}, cur, covered)
+            kernel_names.annotate(name, stats["frames"])
         else:
             continue
         out.append({"name": name, "type": type_, "tags": tags, "new_in_window": new, "stats": stats})

@@ -19,7 +19,8 @@ def test_forked_writers_rings_are_found_drained_and_removed():
     for k, pid in enumerate(pids, start=1):
         prof = metrics(signals, "cuda_kernels_nanoseconds", **{"process.pid": pid})
         frames = [f for m in prof for f in m["stats"]["frames"]]
-        assert frames == [{"name": "kernel_%d" % k, "value": k * k * 1000, "samples": k * 1000}]
+        assert frames == [{"name": "kernel_%d" % k, "value": k * k * 1000, "samples": k * 1000,
+                           "display_name": "kernel_%d" % k, "category": "other"}]
         dropped = metrics(signals, "graphsignal_dropped_records", **{"process.pid": pid})
         assert [m["stats"]["total"] for m in dropped] == [0]
     assert not [f for f in os.listdir("/dev/shm") if f.startswith("gs-" + signals["context"]["instance.id"])]

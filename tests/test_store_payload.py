@@ -33,7 +33,9 @@ def test_payload_has_the_reference_shape():
     by = {m["name"]: m for m in d["metrics"]}
     assert by["gpu_temperature_celsius"]["stats"] == {"value": 39}
     assert by["cuda_memcpy_bytes"]["stats"] == {"total": 16}
-    assert by["cuda_kernels_nanoseconds"]["stats"] == {"frames": [{"name": "k", "value": 5, "samples": 1}]}
+    # kernel frames also carry a display name and a category (graphsignal.kernel_names)
+    assert by["cuda_kernels_nanoseconds"]["stats"] == {"frames": [{"name": "k", "value": 5, "samples": 1,
+                                                                   "display_name": "k", "category": "other"}]}
     assert set(by["lat_ns"]["stats"]) >= {"count", "sum", "min", "max", "mean", "p50", "p95", "bins", "counts"}
     r = d["resources"][0]
     assert set(r) == {"kind", "tags", "attributes", "first_seen_ts", "last_seen_ts"}
@@ -118,3 +120,34 @@ def test_window_query_values_are_strict():
         r = c.get("/signals?window=" + bad)
         assert r.status_code == 400 and "window" in r.json["error"], bad
     assert c.get("/signals?window=5&window=6").status_code == 400
+
+
+FILL = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+SGEMM = "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x64_8x5_nn_align1EEvNT_6ParamsE"
+
+
+def test_kernel_frames_carry_display_name_and_category_and_keep_the_raw_symbol():
+    from graphsignal.windows import window_stats
+
+    s = MetricStore()
+    tags = {"process.pid": "1", "device.cuda_index": "0"}
+    s.add_profile("cuda_kernels_nanoseconds", tags, [(SGEMM, 900, 3), (FILL, 100, 1)])
+    s.add_profile("cuda_sync_nanoseconds", tags, [("stream", 50, 1)])
+    s.take_history(ts=s.start_ns + 1)
+    s.add_profile("cuda_kernels_nanoseconds", tags, [(SGEMM, 90, 1)])
+    s.take_history(ts=s.start_ns + 1_000_000_001)
+    r = Client(make_app(s, window_stats)).get("/signals?window=5")
+    d = orjson.loads(r.data)
+    by = {m["name"]: m for m in d["metrics"]}
+    assert by["cuda_kernels_nanoseconds"]["stats"]["frames"] == [
+        {"name": SGEMM, "value": 990, "samples": 4, "display_name": "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>",
+         "category": "gemm"},
+        {"name": FILL, "value": 100, "samples": 1, "display_name": "vectorized_elementwise_kernel<FillFunctor>",
+         "category": "memory"}]
+    assert by["cuda_sync_nanoseconds"]["stats"]["frames"] == [{"name": "stream", "value": 50, "samples": 1}]
+    w = {m["name"]: m for m in d["window"]["metrics"]}
+    (wf,) = w["cuda_kernels_nanoseconds"]["stats"]["frames"]
+    assert (wf["name"], wf["value"], wf["display_name"], wf["category"]) == (
+        SGEMM, 90, "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>", "gemm")
+    assert "display_name" not in w["cuda_sync_nanoseconds"]["stats"]["frames"][0] if \
+        w["cuda_sync_nanoseconds"]["stats"]["frames"] else True

@@ -113,7 +113,7 @@ def test_kernel_profile_window_is_the_difference_of_two_snapshots(rig):
     assert st["rate"] == 9000.0
     fr = frames(m)
     assert fr[GEMM] == {"name": GEMM, "value": 30000, "samples": 5, "share": 30000 / 45000, "rate": 6000.0,
-                        "mean": 6000.0}
+                        "mean": 6000.0, "display_name": GEMM, "category": "gemm"}
     assert fr[FILL]["value"] == 15000 and fr[FILL]["samples"] == 15 and fr[FILL]["mean"] == 1000.0
     assert [f["name"] for f in st["frames"]] == [GEMM, FILL]  # largest first
     assert abs(sum(f["share"] for f in st["frames"]) - 1.0) < 1e-12
