@@ -11,8 +11,10 @@ import atexit
 import importlib
 import logging
 import threading
+import time
 
 from graphsignal.sources.gpu import Backend, BackendUnavailable, Device
+from graphsignal.sources.twins import BusyTime
 
 logger = logging.getLogger("graphsignal")
 
@@ -146,8 +148,9 @@ class AmdSmiBackend(Backend):
     # ROCR's list narrows what HIP sees; HIP also honours CUDA_VISIBLE_DEVICES.
     visible_env = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
-    def __init__(self, smi):
+    def __init__(self, smi, clock=time.monotonic):
         self.smi = smi
+        self.clock = clock  # monotonic seconds (busy time)
 
     def open(self):
         self.smi.init()
@@ -179,7 +182,13 @@ class AmdSmiBackend(Backend):
     def read(self, d, r):
         call, mod, h, k = self.smi.call, self.smi.mod, d.handle, d.index
         act = call("amdsmi_get_gpu_activity", h, device=k) or {}
-        r.gauge("gpu_utilization_percent", _pct(act.get("gfx_activity")))
+        util = _pct(act.get("gfx_activity"))
+        r.gauge("gpu_utilization_percent", util)
+        # AMD SMI has no timestamped samples: each reading stands for the
+        # time since the one before
+        busy = d.state.setdefault("busy", BusyTime())
+        busy.reading(util, self.clock())
+        r.counter("gpu_busy_time_nanoseconds", busy.ns)
         r.gauge("gpu_memory_busy_percent", _pct(act.get("umc_activity")))
 
         vram = mod.AmdSmiMemoryType.VRAM

@@ -10,6 +10,7 @@ import os
 import psutil
 
 from graphsignal.sources import Source, SourceUnavailable
+from graphsignal.sources.twins import ProcessCpuTotals
 
 
 class ProcessTree:
@@ -47,6 +48,7 @@ class HostSource(Source):
         self.tree = ProcessTree(root_pid_fn)
         self.cmdline_read = set()  # pids whose command line is in their resource
         self.cpu_count = psutil.cpu_count() or os.cpu_count() or 1
+        self.cpu_totals = ProcessCpuTotals()  # process_cpu_time_nanoseconds over the tree
 
     def setup(self):
         try:
@@ -69,6 +71,8 @@ class HostSource(Source):
             try:
                 with p.oneshot():
                     cpu = p.cpu_percent(interval=None)
+                    times = p.cpu_times()
+                    started = p.create_time()
                     mem = p.memory_info()
                     ppid = p.ppid()
                     # a command line does not change: read it once per process
@@ -77,6 +81,11 @@ class HostSource(Source):
                 continue
             tags = {"process.pid": str(p.pid)}
             s.set_gauge("process_cpu_usage_percent", tags, round(cpu, 2), ts)
+            # its cumulative twin: the process's own user + system time
+            # (children it reaped are counted as themselves, while alive)
+            cpu_ns = int(round((times.user + times.system) * 1e9))
+            s.set_counter("process_cpu_time_nanoseconds", tags, cpu_ns, ts)
+            self.cpu_totals.update(p.pid, started, cpu_ns)
             s.set_gauge("process_memory_usage_bytes", tags, int(mem.rss), ts)
             s.set_gauge("process_memory_virtual_bytes", tags, int(mem.vms), ts)
             rtags = {"process.pid": str(p.pid), "process.root_pid": str(root)}
@@ -85,3 +94,7 @@ class HostSource(Source):
                 attrs["process.command_line"] = " ".join(cmd)
                 self.cmdline_read.add(p.pid)
             s.set_resource("process", rtags, attrs, ts)
+        if root is not None:
+            self.cpu_totals.retire(set(self.tree.procs))
+            s.set_counter("process_cpu_time_nanoseconds", {"process.root_pid": str(root), "scope": "process_tree"},
+                          self.cpu_totals.total(), ts)

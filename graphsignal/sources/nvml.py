@@ -12,8 +12,10 @@ import ctypes
 import importlib
 import logging
 import threading
+import time
 
 from graphsignal.sources.gpu import MAX_EVENTS_PER_POLL, Backend, BackendUnavailable, Device, DeviceLost
+from graphsignal.sources.twins import BusyTime
 
 logger = logging.getLogger("graphsignal")
 
@@ -243,10 +245,11 @@ class NvmlBackend(Backend):
     vendor = "nvidia"
     visible_env = ("CUDA_VISIBLE_DEVICES",)
 
-    def __init__(self, nvml, interval=1.0, slow_every=SLOW_EVERY):
+    def __init__(self, nvml, interval=1.0, slow_every=SLOW_EVERY, clock=time.monotonic):
         self.nvml = nvml
         self.interval = interval
         self.slow_every = slow_every
+        self.clock = clock  # monotonic seconds: busy time where the GPU has no samples
         self._event_sets = []
         self._sampler = None  # one_call_samples(nv) once NVML is up
 
@@ -401,6 +404,8 @@ class NvmlBackend(Backend):
         slow = st["polls"] % self.slow_every == 0
         rates = []  # nvmlDeviceGetUtilizationRates, read at most once per poll
         r.gauge("gpu_utilization_percent", self._utilization(d, "gpu", rates))
+        # its cumulative twin, from the same samples (see _utilization)
+        r.counter("gpu_busy_time_nanoseconds", st["busy"].ns if "busy" in st else None)
         if slow:
             # averaged over the samples since the last read, like utilization;
             # read on the slow tier because each sample read costs ~2.7 ms of
@@ -468,6 +473,7 @@ class NvmlBackend(Backend):
         GPU) or when they make no sense."""
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
         stype = nv.NVML_GPU_UTILIZATION_SAMPLES if kind == "gpu" else nv.NVML_MEMORY_UTILIZATION_SAMPLES
+        busy = d.state.setdefault("busy", BusyTime()) if kind == "gpu" else None
         last_key = "last_ts_" + kind
         last = d.state.get(last_key, 0)
         res = None
@@ -486,11 +492,14 @@ class NvmlBackend(Backend):
                     floor = newest - int(self.interval * 1e6)
                     samples = [s for s in samples if s.timeStamp >= floor]
                 d.state[last_key] = newest
-                values = [sample_value(vtype, s.sampleValue) for s in samples]
-                values = [v for v in values if v is not None]
+                pairs = [(s.timeStamp, sample_value(vtype, s.sampleValue)) for s in samples]
+                values = [v for _, v in pairs if v is not None]
                 if values:
                     avg = sum(values) / float(len(values))
                     if 0 <= avg <= 100:
+                        if busy is not None:
+                            busy.samples([(t, v) for t, v in pairs if v is not None and 0 <= v <= 100],
+                                         self.clock())
                         return round(avg, 1)
                     self.nvml._log_once(("samples-range", k), logging.WARNING,
                                         "NVML utilization samples out of range on GPU %s (%s); "
@@ -498,9 +507,11 @@ class NvmlBackend(Backend):
         if not rates:
             rates.append(call("nvmlDeviceGetUtilizationRates", h, device=k))
         u = rates[0]
-        if u is None:
-            return None
-        return float(u.gpu if kind == "gpu" else u.memory)
+        value = None if u is None else float(u.gpu if kind == "gpu" else u.memory)
+        if busy is not None:
+            # no usable sample: the instant reading stands for the time since the last one
+            busy.reading(value if value is not None and 0 <= value <= 100 else None, self.clock())
+        return value
 
     def _memory(self, d):
         """nvmlMemory_v2 (with `reserved`) where the driver has it, else v1."""
