@@ -49,12 +49,13 @@ def test_every_metric_name_it_mentions_is_emitted_by_the_code():
 
 def test_every_flag_it_mentions_exists():
     helps = subprocess.run(GS_RUN + ["--help"], capture_output=True, text=True).stdout
-    helps += subprocess.run([sys.executable, "-m", "graphsignal.cli.top", "--help"], capture_output=True,
-                            text=True).stdout
+    for cli in ("top", "diff"):
+        helps += subprocess.run([sys.executable, "-m", "graphsignal.cli." + cli, "--help"], capture_output=True,
+                                text=True).stdout
     engine_flags = {"--port", "--model-path", "--config", "--disable-log-stats", "--enable-metrics", "--metrics",
                     "--help"}
     flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", SKILL)) - engine_flags
-    assert {"--listen-port", "--cuda-graph-trace", "--once", "--window"} <= flags
+    assert {"--listen-port", "--cuda-graph-trace", "--once", "--window", "--json", "--top"} <= flags
     assert sorted(f for f in flags if f not in helps) == []
 
 
@@ -89,6 +90,15 @@ def test_endpoints_and_payload_keys_exist():
     windows_src = open(os.path.join(ROOT, "graphsignal", "windows.py")).read()
     for key in ("delta", "rate", "share", "mean", "samples"):
         assert '"%s"' % key in windows_src
+    # kernel frames' names, and graphsignal-diff's document
+    from graphsignal import kernel_names
+
+    frames = kernel_names.annotate("cuda_kernels_nanoseconds", [{"name": "_Z3fooi", "value": 1, "samples": 1}])
+    assert {"display_name", "category"} <= set(frames[0])
+    diff_src = open(os.path.join(ROOT, "graphsignal", "diff.py")).read()
+    for key in ("changes", "warnings", "kind", "metric", "frame", "tags", "stat", "unit", "before", "after", "delta",
+                "ratio", "only", "total", "calls", "per_call", "share", "window", "cumulative"):
+        assert '"%s"' % key in diff_src, key
     from graphsignal import engine_summary
     from graphsignal.sources import prometheus
 
@@ -104,17 +114,26 @@ def test_endpoints_and_payload_keys_exist():
         assert key in summary["ttft_seconds"]
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not found")
-def test_the_runnable_example_runs():
-    (script,) = blocks("bash", marked=True)
+def run_example(i):
+    script = blocks("bash", marked=True)[i]
     port = str(free_port())
     script = script.replace("18259", port)
     bindir = os.path.dirname(sys.executable)
     env = dict(os.environ, GRAPHSIGNAL_LOG_LEVEL="error", PATH=bindir + os.pathsep + os.environ["PATH"])
-    if not shutil.which("graphsignal-run", path=env["PATH"]):
-        pytest.skip("graphsignal-run is not on PATH (install with pip install -e .)")
-    out = subprocess.run(["bash", "-c", "set -eo pipefail\n" + script], capture_output=True, text=True, env=env,
-                         timeout=120)
+    for tool in ("graphsignal-run", "graphsignal-diff"):
+        if tool in script and not shutil.which(tool, path=env["PATH"]):
+            pytest.skip("%s is not on PATH (install with pip install -e .)" % tool)
+    return subprocess.run(["bash", "-c", "set -eo pipefail\n" + script], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_the_examples_are_the_two_marked_blocks():
+    assert len(blocks("bash", marked=True)) == 2
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not found")
+def test_the_runnable_example_runs():
+    out = run_example(0)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     tags, count = lines[0].rsplit("}", 1)[0], lines[0].rsplit("}", 1)[1].split()
@@ -122,6 +141,16 @@ def test_the_runnable_example_runs():
     seconds, covered, n = lines[1].split()
     assert seconds == "2" and float(covered) > 0 and int(n) > 0
     assert any("GPU" in ln or "gpu" in ln for ln in lines[2:]), out.stdout
+
+
+def test_the_diff_example_runs_and_names_the_stage_that_got_faster():
+    out = run_example(1)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("largest change: probe demo_stage_nanoseconds compute"), out.stdout
+    metric, frame, ratio = lines[-1].split()
+    # 1 ms sleeps against 4 ms ones: about a quarter per call, whatever the load adds to both
+    assert (metric, frame) == ("demo_stage_nanoseconds", "compute") and float(ratio) < 0.7, out.stdout
 
 
 def test_the_c_probe_example_compiles(tmp_path):
