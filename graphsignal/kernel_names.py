@@ -400,28 +400,21 @@ Name = collections.namedtuple("Name", "display_name category demangled")
 
 
 class Names:
-    """Describes kernel symbols, cached per symbol (a bounded LRU); safe
-    to share between threads."""
+    """Describes kernel symbols, cached per symbol (at most `size`, the
+    oldest forgotten first); safe to share between threads."""
 
     def __init__(self, demangler=None, size=CACHE_SIZE):
         self.demangler = demangler
         self.size = size
-        self.cache = collections.OrderedDict()
+        self.cache = {}  # insertion-ordered: the first key is the oldest
         self.lock = threading.Lock()
 
     def describe_all(self, symbols):
         """[Name] for each symbol."""
         symbols = list(symbols)
-        out = [None] * len(symbols)
-        missing = []
-        with self.lock:
-            for i, s in enumerate(symbols):
-                n = self.cache.get(s)
-                if n is None:
-                    missing.append(i)
-                else:
-                    self.cache.move_to_end(s)
-                    out[i] = n
+        get = self.cache.get
+        out = [get(s) for s in symbols]  # dict reads need no lock under the GIL
+        missing = [i for i, n in enumerate(out) if n is None]
         if missing:
             if self.demangler is None:
                 self.demangler = Demangler()
@@ -433,9 +426,8 @@ class Names:
             with self.lock:
                 for s, n in made.items():
                     self.cache[s] = n
-                    self.cache.move_to_end(s)
                 while len(self.cache) > self.size:
-                    self.cache.popitem(last=False)
+                    del self.cache[next(iter(self.cache))]
             for i in missing:
                 out[i] = made[symbols[i]]
         return out
@@ -457,7 +449,14 @@ def annotate(metric, frames):
     profile (in place; other profiles are left alone). Returns frames."""
     if metric not in KERNEL_PROFILES or not frames:
         return frames
+    get = NAMES.cache.get
+    for f in frames:
+        n = get(f["name"])
+        if n is None:
+            break
+        f["display_name"], f["category"] = n[0], n[1]  # a hit: the whole payload's usual case
+    else:
+        return frames
     for f, n in zip(frames, NAMES.describe_all([f["name"] for f in frames])):
-        f["display_name"] = n.display_name
-        f["category"] = n.category
+        f["display_name"], f["category"] = n[0], n[1]
     return frames
