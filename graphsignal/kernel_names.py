@@ -22,6 +22,7 @@ the payload's hot path is a dictionary lookup.
 import collections
 import ctypes
 import ctypes.util
+import logging
 import re
 import shutil
 import subprocess
@@ -396,6 +397,15 @@ def short_name(demangled, limit=DISPLAY_LIMIT):
 
 
 # -- described symbols --------------------------------------------------------------
+_said = set()
+
+
+def _say_once(msg):
+    if msg not in _said and len(_said) < 100:
+        _said.add(msg)
+        logging.getLogger("graphsignal").warning("graphsignal: %s", msg)
+
+
 Name = collections.namedtuple("Name", "display_name category demangled")
 
 
@@ -422,7 +432,12 @@ class Names:
             made = {}
             for s, d in zip(new, self.demangler.demangle_all(new)):
                 d = d if isinstance(d, str) else str(d)
-                made[s] = Name(short_name(d), _category(d), d)
+                try:
+                    made[s] = Name(short_name(d), _category(d), d)
+                except (ValueError, IndexError, RecursionError) as e:
+                    # a name this code cannot read costs its display name, never the payload
+                    _say_once("cannot shorten kernel name %r: %s: %s" % (s[:200], type(e).__name__, e))
+                    made[s] = Name(_clip(s, DISPLAY_LIMIT), "other", d)
             with self.lock:
                 for s, n in made.items():
                     self.cache[s] = n

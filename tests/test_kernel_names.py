@@ -326,3 +326,13 @@ void launch() {
     assert {"Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>", "vectorized_elementwise_kernel<FillFunctor>",
             "rms_norm_kernel<__nv_bfloat16>"} <= got, got
     assert any(g.startswith("vectorized_elementwise_kernel<") and "lambda" not in g for g in got)
+
+
+def test_a_name_the_shortener_cannot_read_costs_only_its_display_name(monkeypatch, caplog):
+    def broken(d, limit=kn.DISPLAY_LIMIT):
+        raise IndexError("boom")
+
+    monkeypatch.setattr(kn, "short_name", broken)
+    n = kn.Names().describe(SYM)
+    assert n == (SYM, "other", SYM_D)
+    assert any("cannot shorten kernel name" in r.message for r in caplog.records)
