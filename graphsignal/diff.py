@@ -452,6 +452,8 @@ def headline(doc):
     c = max(times, key=lambda c: abs(c["delta"] or 0)) if times else (changes[0] if changes else None)
     if c is None:
         return "no changes: neither payload has anything to compare"
+    if not any(x["delta"] for x in changes):
+        return "no change: every compared value is the same on both sides"
     what, name = _name(c, set())
     unit = c["unit"]
     line = "largest change: %s %s: %s -> %s (%s, %s)" % (what, name, _fmt(c["before"], unit), _fmt(c["after"], unit),
