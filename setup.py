@@ -25,7 +25,7 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLIBC_COMPAT = os.path.join(HERE, "csrc", "compat", "glibc_compat.h")
-NATIVE_OUTPUTS = re.compile(r"^(libgraphsignal_.*\.so(\.build-info)?|\.tmp-.*)$")
+NATIVE_OUTPUTS = re.compile(r"^(libgraphsignal_.*\.so(\.build-info)?|build-report\.json|\.tmp-.*)$")
 
 
 def _version():

@@ -12,6 +12,7 @@ A missing compiler or header set skips that library with one clear line
 and never fails the install. Both get the same glibc floor and the same
 path hygiene (csrc/compat/glibc_compat.h, -ffile-prefix-map).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -67,12 +68,18 @@ def build_probe_lib(out_dir, log=print):
     return None
 
 
+REPORT = "build-report.json"
+
+
 def build_all(out_dir, log=print):
+    """Builds every library it can into out_dir, and out_dir/build-report.json:
+    what became of each, which graphsignal-run --check and its hints read."""
     os.makedirs(out_dir, exist_ok=True)
     built = []
     probe_lib = build_probe_lib(out_dir, log)
     if probe_lib:
         built.append(probe_lib)
+    status = {}
     # setup.py imports this module with csrc/ on sys.path only for the import
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
@@ -80,8 +87,12 @@ def build_all(out_dir, log=print):
         from cupti_build import build_cupti_variants
     except ImportError as e:
         log("CUPTI injection library: no build script (%s); skipped" % e)
-        return built
-    return built + build_cupti_variants(out_dir, log)
+    else:
+        built += build_cupti_variants(out_dir, log, status)
+    with open(os.path.join(out_dir, REPORT), "w") as f:
+        json.dump({"probes": "built" if probe_lib else "skipped", "cupti": {str(k): v for k, v in status.items()}},
+                  f, indent=1, sort_keys=True)
+    return built
 
 
 if __name__ == "__main__":

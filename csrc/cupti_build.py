@@ -360,13 +360,16 @@ def build_hint(major):
             "with --no-build-isolation needs them installed first: pip install %s" % wheels)
 
 
-def build_cupti_variants(out_dir, log=print):
-    """Builds every variant it can; returns the paths built (or current)."""
+def build_cupti_variants(out_dir, log=print, status=None):
+    """Builds every variant it can; returns the paths built (or current).
+    status: a dict that gets {major: one line on what became of it}."""
+    status = {} if status is None else status
     os.makedirs(out_dir, exist_ok=True)
     cxx = compiler()
     if not cxx:
         log("CUPTI injection library: skipped (no C++ compiler; set CXX or install g++); "
             "graphsignal-run will run workloads without GPU activity profiles")
+        status.update({m: "skipped: no C++ compiler (set CXX or install g++)" for m in SUPPORTED_MAJORS})
         return []
     sets = find_header_sets()
     built = []
@@ -377,13 +380,17 @@ def build_cupti_variants(out_dir, log=print):
             why = ("headers at %s but no libcupti.so.%d beside them" % (headers_only.cupti_include, major)
                    if headers_only else "no CUDA %d CUPTI headers" % major)
             log("CUPTI injection library for CUDA %d: skipped (%s; %s)" % (major, why, build_hint(major)))
+            status[major] = "skipped: %s; %s" % (why, build_hint(major))
             continue
         path = build_variant(hs, out_dir, log, cxx)
         if path:
             log("CUPTI injection library for CUDA %d.%d (headers: %s): %s" % (hs.major, hs.minor, hs.source, path))
+            status[major] = "built with the headers of %s" % hs.source
             built.append(path)
         else:
             log("CUPTI injection library for CUDA %d: skipped (build failed, see above)" % major)
+            status[major] = "skipped: compiling with the headers of %s failed (the install's log has the error)" \
+                % hs.source
     return built
 
 
