@@ -149,7 +149,7 @@ setup(
         "cu12": ["nvidia-cuda-cupti-cu12; sys_platform == 'linux'",
                  "nvidia-cuda-runtime-cu12; sys_platform == 'linux'"],
         "cu13": ["nvidia-cuda-cupti; sys_platform == 'linux'", "nvidia-cuda-runtime; sys_platform == 'linux'"],
-        "test": ["pytest>=7", "hypothesis>=6"],
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1"],
     },
     entry_points={
         "console_scripts": [

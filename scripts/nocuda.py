@@ -87,7 +87,8 @@ def available():
     except (OSError, subprocess.TimeoutExpired) as e:
         return "unshare failed: %s" % e
     if p.returncode != 0:
-        return "unshare -m or mount refused here (%s)" % (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
+        said = p.stderr.strip().splitlines() or ["exit status %d" % p.returncode]
+        return "unshare -m or mount refused here (%s)" % said[-1]
     return None
 
 
