@@ -19,9 +19,13 @@ import sysconfig
 import tempfile
 
 from setuptools import find_packages, setup
-from setuptools.command.build import build
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+
+try:
+    from setuptools.command.build import build
+except ImportError:  # setuptools < 62.4 (a --no-build-isolation build on an older machine)
+    from distutils.command.build import build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLIBC_COMPAT = os.path.join(HERE, "csrc", "compat", "glibc_compat.h")
@@ -115,7 +119,7 @@ class BuildPy(build_py):
     def run(self):
         build_py.run(self)
         _build_native(os.path.join(self.build_lib, "graphsignal"))
-        if self.editable_mode:
+        if getattr(self, "editable_mode", False):
             _build_native(os.path.join(HERE, "graphsignal"))
 
 

@@ -92,7 +92,7 @@ def check(environ=None, lib_dir=native.LIB_DIR, driver_major=native._PROBE, out=
         line("  would load %s" % plan.lib)
         line("  with %s" % os.path.realpath(plan.libcupti))
     env = dict(environ)
-    native.expose_package(env)
+    native.expose_package(env, command)
     backend, why = _probe_backend(python, env)
     if backend:
         line("  from graphsignal import probes: works (%s)" % backend)

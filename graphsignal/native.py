@@ -290,11 +290,31 @@ def loadable_dir(libcupti, major, tmp_root=None):
         return os.path.dirname(libcupti)
 
 
-def expose_package(env, package_dir=PACKAGE_DIR, tmp_root=None):
+def own_graphsignal(command, env):
+    """The graphsignal package the workload's Python has itself (its
+    site-packages or PYTHONPATH), or None."""
+    pythons = workload_pythons(command, env) if command else []
+    if not pythons or pythons[0] == sys.executable:
+        return None  # graphsignal's own interpreter: nothing to tell apart
+    dirs = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + python_site_dirs(pythons[0])
+    for d in dirs:
+        init = os.path.join(d, "graphsignal", "__init__.py")
+        if os.path.exists(init):
+            return os.path.dirname(init)
+    return None
+
+
+def expose_package(env, command=None, package_dir=PACKAGE_DIR, tmp_root=None):
     """Appends to env's PYTHONPATH a private directory holding only a link
     named graphsignal to this package, so the workload can import
-    graphsignal.probes and nothing else it imports changes. Returns the
-    directory, or None (logged) when it cannot be made."""
+    graphsignal.probes and nothing else it imports changes. A workload
+    whose Python has a graphsignal of its own keeps it (own_graphsignal).
+    Returns the directory, or None when not needed or when it cannot be
+    made (logged)."""
+    own = own_graphsignal(command, env)
+    if own:
+        logger.debug("graphsignal: the workload's Python has its own %s; PYTHONPATH left alone", own)
+        return None
     real = os.path.realpath(package_dir)
     d = _private_dir("py", real, tmp_root)
     try:
@@ -439,7 +459,7 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
     the workload's CUDA processes. Returns the library path, or None when
     the workload runs without GPU activity profiles (said once, through
     report and the log). driver_major: see plan_injection."""
-    expose_package(env)
+    expose_package(env, command)
     user = env.get(ENV_INJECTION)
     if user:
         logger.info("graphsignal: %s=%s is set; leaving CUDA injection to it", ENV_INJECTION, user)

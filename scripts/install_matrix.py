@@ -43,12 +43,16 @@ def run(cmd, env, log):
 
 
 def probes_in_workload(run_exe, env, tmp):
-    """Whether `graphsignal-run python3 -c 'from graphsignal import probes'`
-    works from this install (python3: the machine's, not the install's)."""
+    """How `graphsignal-run python3 probe_import.py` imports graphsignal.probes
+    from this install, python3 being a bare venv's (no graphsignal, no
+    cffi): the backend's name, or why it failed."""
+    bare = os.path.join(tmp, "bare-venv")
+    if not os.path.exists(bare):
+        subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", "--without-pip", bare], check=True)
     script = os.path.join(tmp, "probe_import.py")
     with open(script, "w") as f:
         f.write("from graphsignal import probes\nprint(probes.BACKEND)\n")
-    e = dict(env, GRAPHSIGNAL_LOG_LEVEL="error")
+    e = dict(env, GRAPHSIGNAL_LOG_LEVEL="error", PATH=os.path.join(bare, "bin") + os.pathsep + env["PATH"])
     p = subprocess.run([run_exe, "--listen-port", "0", "python3", script], env=e, capture_output=True, text=True,
                        cwd=tmp, timeout=120)
     return p.stdout.strip() if p.returncode == 0 else "failed: " + (p.stderr.strip().splitlines() or ["?"])[-1]

@@ -179,3 +179,20 @@ def test_abi3_helper_and_probes_import_on_every_python_here(wheel, tmp_path):
         seen[v] = backend
     here = "%d.%d" % sys.version_info[:2]
     assert seen[here] == "cffi"  # this interpreter has cffi (an install requirement)
+
+
+def test_a_toolkit_build_is_byte_identical_to_the_header_wheels_build(wheel, tmp_path):
+    """With the 13.0 toolkit here, building from it gives the wheel's very
+    library: the result does not depend on which headers were found."""
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    try:
+        import cupti_build
+    finally:
+        sys.path.pop(0)
+    toolkit = [hs for hs in cupti_build.find_header_sets() if hs.source.startswith("CUDA 13.0 toolkit")]
+    if not toolkit or not toolkit[0].libcupti or not cupti_build.compiler():
+        pytest.skip("no CUDA 13.0 toolkit with libcupti and no C++ compiler here")
+    built = cupti_build.build_variant(toolkit[0], str(tmp_path), log=lambda m: None, force=True)
+    with open(built, "rb") as a, open(os.path.join(wheel["dir"], "graphsignal", "lib", os.path.basename(built)),
+                                      "rb") as b:
+        assert a.read() == b.read()

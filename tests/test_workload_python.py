@@ -82,6 +82,20 @@ def test_users_pythonpath_stays_first(second_venv, tmp_path):
     assert first == str(mine) and os.listdir(second) == ["graphsignal"]
 
 
+def test_a_workload_python_with_its_own_graphsignal_keeps_it(tmp_path):
+    venv = tmp_path / "venv"
+    own = venv / "lib" / "python3.12" / "site-packages" / "graphsignal"
+    own.mkdir(parents=True)
+    (own / "__init__.py").write_text("")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python3").write_text("")
+    os.chmod(str(venv / "bin" / "python3"), 0o755)
+    env = {"PATH": str(venv / "bin")}
+    assert native.own_graphsignal(["python3", "app.py"], env) == str(own)
+    assert native.expose_package(env, ["python3", "app.py"], tmp_root=str(tmp_path / "t")) is None
+    assert "PYTHONPATH" not in env
+
+
 def test_expose_package_is_idempotent_and_private(tmp_path):
     env = {"PYTHONPATH": "/opt/x"}
     d = native.expose_package(env, tmp_root=str(tmp_path))
