@@ -361,7 +361,7 @@ def _installed_from():
             if text:
                 info = json.loads(text)
                 break
-    except Exception:  # noqa: BLE001 (a broken or absent metadata only loses the hint's precision)
+    except (ImportError, OSError, ValueError):  # broken metadata only makes the hint less precise
         return None, False
     url = info.get("url") if isinstance(info, dict) else None
     if not isinstance(url, str):

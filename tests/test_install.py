@@ -57,8 +57,8 @@ def wheel(sdist, tmp_path_factory):
     if why:
         pytest.skip("cannot hide the CUDA toolkit here (%s)" % why)
     out = str(tmp_path_factory.mktemp("wheel"))
-    cmd, env = nocuda.wrap([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "-v", "-w", out,
-                            sdist])
+    # pip keeps no wheel built from a local sdist (only its download cache is used)
+    cmd, env = nocuda.wrap([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", out, sdist])
     p = _run(cmd, env=env, timeout=900)
     (path,) = glob.glob(os.path.join(out, "graphsignal-*.whl"))
     unpacked = os.path.join(out, "unpacked")
