@@ -176,6 +176,9 @@ def test_abi3_helper_and_probes_import_on_every_python_here(wheel, tmp_path):
             continue
         p = _run([py, "-c", code], env=dict(os.environ, PYTHONPATH=site), cwd=str(tmp_path))
         v, backend = p.stdout.split()
+        has_cffi = subprocess.run([py, "-c", "import cffi"], capture_output=True, cwd=str(tmp_path)).returncode == 0
+        # abi3: the helper built by this Python loads in every Python with cffi
+        assert backend == ("cffi" if has_cffi else "ctypes"), (py, v, backend)
         seen[v] = backend
     here = "%d.%d" % sys.version_info[:2]
     assert seen[here] == "cffi"  # this interpreter has cffi (an install requirement)
