@@ -1,6 +1,7 @@
 """The mainstream install, built for real: an sdist of this checkout, and a
 wheel built from that sdist by pip with the CUDA toolkit hidden
-(scripts/nocuda.py), as on a machine whose CUDA comes from pip wheels.
+(scripts/nocuda.py), as on a machine whose CUDA comes from pip wheels, and
+with an earlier build's leftovers planted in the tree.
 
 The wheel must hold the CUPTI library for CUDA 12 and 13 from the header
 wheels of pyproject.toml, and every shipped binary must be clean: no rpath,
@@ -51,14 +52,33 @@ def sdist(tmp_path_factory):
     return path
 
 
+# What earlier builds may leave in a source tree: setuptools' build/ (a stale
+# module, a library of a major no longer built) and an editable install's
+# graphsignal/lib (a cu13 library built elsewhere, pointing at another venv).
+LEFTOVERS = {
+    "build/lib.linux-x86_64-cpython-311/graphsignal/stale_module.py": "raise ImportError\n",
+    "build/lib.linux-x86_64-cpython-311/graphsignal/lib/libgraphsignal_cupti_cu11.so": "stale",
+    "graphsignal/lib/libgraphsignal_cupti_cu13.so": "stale",
+    "graphsignal/lib/libgraphsignal_cupti_cu13.so.build-info": '{"libcupti": "/other/venv/libcupti.so.13"}',
+    "graphsignal/lib/libgraphsignal_cupti_cu11.so": "stale",
+}
+
+
 @pytest.fixture(scope="module")
 def wheel(sdist, tmp_path_factory):
+    """Built by pip from the unpacked sdist, with LEFTOVERS planted in it."""
     why = nocuda.available()
     if why:
         pytest.skip("cannot hide the CUDA toolkit here (%s)" % why)
     out = str(tmp_path_factory.mktemp("wheel"))
-    # pip keeps no wheel built from a local sdist (only its download cache is used)
-    cmd, env = nocuda.wrap([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", out, sdist])
+    with tarfile.open(sdist) as t:
+        t.extractall(out, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (src,) = glob.glob(os.path.join(out, "graphsignal-*"))
+    for rel, text in LEFTOVERS.items():
+        os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+        with open(os.path.join(src, rel), "w") as f:
+            f.write(text)
+    cmd, env = nocuda.wrap([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", out, src])
     p = _run(cmd, env=env, timeout=900)
     (path,) = glob.glob(os.path.join(out, "graphsignal-*.whl"))
     unpacked = os.path.join(out, "unpacked")
@@ -101,6 +121,15 @@ def test_wheel_without_toolkit_has_both_cuda_majors_from_the_header_wheels(wheel
     assert not glob.glob(os.path.join(wheel["dir"], "nvidia"))
     assert sorted(os.listdir(os.path.join(wheel["dir"], "graphsignal", "_include", "graphsignal"))) == [
         "probe.h", "probe_cuda.h", "probe_rocm.h"]
+
+
+def test_wheel_holds_nothing_an_earlier_build_left(wheel):
+    with zipfile.ZipFile(wheel["path"]) as z:
+        names = set(z.namelist())
+    assert not [n for n in names if "stale" in n or "_cu11" in n]
+    for major in (12, 13):
+        with open(os.path.join(wheel["dir"], "graphsignal", "lib", "libgraphsignal_cupti_cu%d.so" % major), "rb") as f:
+            assert f.read(4) == b"\x7fELF"
 
 
 def test_wheel_is_tagged_abi3(wheel):
