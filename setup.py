@@ -1,15 +1,35 @@
 """Build: the cffi helper (graphsignal._gsnative, from include/graphsignal/
-probe.h), a copy of the probe headers inside the package, and the CUPTI
-injection library for every CUDA major whose headers can be found
-(csrc/build_native.py; a missing toolchain skips that part with a message)."""
+probe.h), a copy of the probe headers inside the package, the probe library
+for Pythons without cffi, and the CUPTI injection library for every CUDA
+major whose headers can be found (csrc/build_native.py; a missing toolchain
+skips that part with a message).
+
+The result depends only on the sources and the headers found, never on what
+an earlier build left: setuptools works in a fresh temporary build folder
+(not ./build; --build-base still chooses one), and the native libraries are
+built in a temporary folder and replace the package's lib/ as a whole.
+pyproject.toml brings CUDA 12 and 13 headers as build requirements.
+"""
+import atexit
 import os
+import re
 import shutil
 import sys
+import sysconfig
+import tempfile
 
 from setuptools import find_packages, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
+try:
+    from setuptools.command.build import build
+except ImportError:  # setuptools < 62.4 (a --no-build-isolation build on an older machine)
+    from distutils.command.build import build
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+GLIBC_COMPAT = os.path.join(HERE, "csrc", "compat", "glibc_compat.h")
+NATIVE_OUTPUTS = re.compile(r"^(libgraphsignal_.*\.so(\.build-info)?|build-report\.json|\.tmp-.*)$")
 
 
 def _version():
@@ -17,6 +37,33 @@ def _version():
     with open(os.path.join(HERE, "graphsignal", "__init__.py")) as f:
         exec(f.read(), ns)
     return ns["__version__"]
+
+
+def _abi3():
+    """Whether cffi compiles the helper for the stable ABI here (its own
+    rule: not on debug or free-threaded builds)."""
+    if hasattr(sys, "gettotalrefcount") or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False
+    try:
+        from cffi import recompiler
+    except ImportError:
+        return False
+    return bool(getattr(recompiler, "USE_LIMITED_API", False))
+
+
+def _replace_native(built_dir, lib_dir):
+    """lib_dir's native libraries become exactly those in built_dir: each
+    replaced atomically (a running workload may have the old one mapped),
+    leftovers of earlier builds removed."""
+    os.makedirs(lib_dir, exist_ok=True)
+    new = set(os.listdir(built_dir))
+    for name in os.listdir(lib_dir):
+        if NATIVE_OUTPUTS.match(name) and name not in new:
+            os.unlink(os.path.join(lib_dir, name))
+    for name in sorted(new):
+        staged = os.path.join(lib_dir, ".tmp-%d-%s" % (os.getpid(), name))
+        shutil.copy2(os.path.join(built_dir, name), staged)
+        os.replace(staged, os.path.join(lib_dir, name))
 
 
 def _build_native(package_dir):
@@ -33,14 +80,46 @@ def _build_native(package_dir):
         import build_native
     finally:
         sys.path.pop(0)
-    build_native.build_all(os.path.join(package_dir, "lib"), log=lambda m: print("graphsignal: " + m))
+    work = tempfile.mkdtemp(prefix="graphsignal-native-")
+    try:
+        build_native.build_all(work, log=lambda m: print("graphsignal: " + m))
+        _replace_native(work, os.path.join(package_dir, "lib"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class Build(build):
+    def finalize_options(self):
+        if self.build_base == "build":  # the default: a fresh folder instead of ./build's leftovers
+            self.build_base = tempfile.mkdtemp(prefix="graphsignal-build-")
+            atexit.register(shutil.rmtree, self.build_base, True)
+        build.finalize_options(self)
+
+
+class BuildExt(build_ext):
+    """The cffi helper without the build machine's paths: no rpath to this
+    Python's lib folder (LDSHARED of a shared-libpython build carries one),
+    no absolute source paths, and the same glibc floor as the native
+    libraries."""
+
+    def build_extensions(self):
+        self.compiler.linker_so = [a for a in self.compiler.linker_so if not a.startswith(("-Wl,-rpath", "-Wl,-R"))]
+        for ext in self.extensions:
+            ext.runtime_library_dirs = []
+            # Python's CFLAGS may carry -g: debug info names the build folder and this Python's headers
+            flags = ["-g0", "-ffile-prefix-map=%s=." % HERE,
+                     "-ffile-prefix-map=%s=." % os.path.abspath(self.build_temp)]
+            if os.path.exists(GLIBC_COMPAT):
+                flags = ["-include", GLIBC_COMPAT] + flags
+            ext.extra_compile_args = list(ext.extra_compile_args or []) + flags
+        build_ext.build_extensions(self)
 
 
 class BuildPy(build_py):
     def run(self):
         build_py.run(self)
         _build_native(os.path.join(self.build_lib, "graphsignal"))
-        if self.editable_mode:
+        if getattr(self, "editable_mode", False):
             _build_native(os.path.join(HERE, "graphsignal"))
 
 
@@ -54,7 +133,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["graphsignal", "graphsignal.*"]),
-    package_data={"graphsignal": ["_include/graphsignal/*.h", "lib/*.so"]},
+    package_data={"graphsignal": ["_include/graphsignal/*.h"]},
     include_package_data=False,
     cffi_modules=["graphsignal/_native_build.py:ffibuilder"],
     setup_requires=["cffi>=1.15"],
@@ -68,10 +147,13 @@ setup(
         "nvidia-ml-py>=11.450",
         "prometheus_client>=0.12",
     ],
+    # Runtime libcupti for workloads whose own environment has none (a
+    # PyTorch or vLLM install brings its own); the build needs neither.
     extras_require={
-        "cu12": ["nvidia-cuda-cupti-cu12", "nvidia-cuda-runtime-cu12"],
-        "cu13": ["nvidia-cuda-cupti", "nvidia-cuda-runtime"],
-        "test": ["pytest>=7", "hypothesis>=6"],
+        "cu12": ["nvidia-cuda-cupti-cu12; sys_platform == 'linux'",
+                 "nvidia-cuda-runtime-cu12; sys_platform == 'linux'"],
+        "cu13": ["nvidia-cuda-cupti; sys_platform == 'linux'", "nvidia-cuda-runtime; sys_platform == 'linux'"],
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1"],
     },
     entry_points={
         "console_scripts": [
@@ -80,6 +162,7 @@ setup(
             "graphsignal-diff=graphsignal.cli.diff:main",
         ]
     },
-    cmdclass={"build_py": BuildPy},
+    cmdclass={"build": Build, "build_ext": BuildExt, "build_py": BuildPy},
+    options={"bdist_wheel": {"py_limited_api": "cp39"}} if _abi3() else {},
     zip_safe=False,
 )

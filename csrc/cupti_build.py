@@ -18,6 +18,17 @@ major, the first found wins a tie):
      nvidia-cuda-cupti[-cu12] (cupti.h, libcupti) and
      nvidia-cuda-runtime[-cu12] (cuda.h), under nvidia/*/include and lib.
 
+pyproject.toml names the oldest wheels of each major as build
+requirements, so pip's and uv's isolated builds always find both majors,
+toolkit or not.
+
+Linking: libstdc++ dynamically (every CUDA process has one loaded; a
+static copy would bring the build machine's glibc symbols along), held to
+what gcc 4.8's libstdc++ exports, and glibc held at 2.17 by
+csrc/compat/glibc_compat.h: the manylinux2014 floor, whatever machine
+builds it. No rpath, and no path of the build machine in the binary
+(-ffile-prefix-map).
+
 A missing compiler, header set or libcupti skips that variant with one
 line; it never fails the install.
 """
@@ -40,17 +51,31 @@ INCLUDE = os.path.join(ROOT, "include")
 COMPAT = os.path.join(SRC, "compat")  # crt/host_defines.h for wheel-only header sets
 SUPPORTED_MAJORS = (12, 13)
 
-LIB_SOURCES = ["log.cpp", "cupti_call.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp",
-               "buffer_pool.cpp", "collector.cpp", "injection.cpp"]
+COMPAT_DIR = os.path.join(HERE, "compat")  # glibc / libstdc++ floor (see the module docstring)
+GLIBC_COMPAT = os.path.join(COMPAT_DIR, "glibc_compat.h")
+
+
+def _lib_sources():
+    """Every csrc/cupti/*.cpp but the test drivers (test_*.cpp): a new
+    source file is part of the library without touching this script."""
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(SRC, "*.cpp"))
+                  if not os.path.basename(p).startswith("test_"))
+
+
+LIB_SOURCES = _lib_sources()
 SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "test_shim.cpp"]
 
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
             "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra"]
-# libstdc++ is linked statically where possible: the library is loaded into
-# arbitrary processes, some of which bring an older libstdc++ of their own.
-STATIC_RUNTIME = ["-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL"]
+# The old std::string ABI and no sized delete keep the libstdc++ symbols
+# needed at gcc 4.8's (GLIBCXX_3.4.19, CXXABI_1.3.7); libstdcxx_compat.cpp
+# covers the one newer helper that gcc 11+ headers call. Tried first; a
+# toolchain that refuses any of it gets the plain build.
+COMPAT_FLAGS = ["-include", GLIBC_COMPAT, "-D_GLIBCXX_USE_CXX11_ABI=0", "-fno-sized-deallocation"]
+COMPAT_SOURCES = [os.path.join(COMPAT_DIR, "libstdcxx_compat.cpp")]
+RUNTIME = ["-static-libgcc", "-Wl,--exclude-libs,ALL"]
 
-HeaderSet = namedtuple("HeaderSet", "major minor cupti_include cuda_include libcupti origin")
+HeaderSet = namedtuple("HeaderSet", "major minor cupti_include cuda_include libcupti origin source")
 
 
 def library_name(major):
@@ -134,7 +159,8 @@ def _from_toolkit(root):
     libdirs = [os.path.join(root, p) for p in ("lib64", "lib", "extras/CUPTI/lib64", "targets/x86_64-linux/lib")]
     if root == "/usr":
         libdirs = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
-    return HeaderSet(ver[0], ver[1], cupti_inc, cuda_inc, _libcupti(libdirs, ver[0]), root)
+    return HeaderSet(ver[0], ver[1], cupti_inc, cuda_inc, _libcupti(libdirs, ver[0]), root,
+                     "CUDA %d.%d toolkit at %s" % (ver[0], ver[1], root))
 
 
 def site_dirs(environ=None):
@@ -173,10 +199,29 @@ def _from_wheels(sp):
             ver = cuda_version(cuda_inc)
             if ver and ver[0] == major:
                 pkg = os.path.dirname(cupti_inc)
+                owners = [_wheel_owner(sp, os.path.join(d, h)) for d, h in ((cupti_inc, "cupti.h"),
+                                                                          (cuda_inc, "cuda.h"))]
+                source = ", ".join(o for o in owners if o) or "nvidia wheels in %s" % sp
                 found.append(HeaderSet(major, ver[1], cupti_inc, cuda_inc,
-                                       _libcupti([os.path.join(pkg, "lib"), os.path.join(pkg, "lib64")], major), sp))
+                                       _libcupti([os.path.join(pkg, "lib"), os.path.join(pkg, "lib64")], major), sp,
+                                       source))
                 break
     return found
+
+
+def _wheel_owner(sp, path):
+    """'name version' of the installed distribution in site-packages sp
+    whose RECORD lists path, or None."""
+    rel = os.path.relpath(path, sp).replace(os.sep, "/")
+    for info in sorted(glob.glob(os.path.join(sp, "nvidia_*.dist-info"))):
+        if not any(line.split(",", 1)[0] == rel for line in _read(os.path.join(info, "RECORD")).splitlines()):
+            continue
+        meta = _read(os.path.join(info, "METADATA"))
+        name = re.search(r"^Name:\s*(\S+)", meta, re.M)
+        version = re.search(r"^Version:\s*(\S+)", meta, re.M)
+        if name and version:
+            return "%s %s" % (name.group(1), version.group(1))
+    return None
 
 
 def find_header_sets(environ=None):
@@ -209,28 +254,57 @@ def compiler(environ=None):
     return None
 
 
+def _prefix_maps(hs):
+    """-ffile-prefix-map flags: __FILE__ and any debug info name files
+    relative to the project or as cuda/..., never the build machine's path."""
+    maps = [(ROOT + os.sep, ""), (hs.cupti_include, "cuda/include"), (hs.cuda_include, "cuda/include")]
+    return ["-ffile-prefix-map=%s=%s" % (src, dst) for src, dst in maps]
+
+
+def _system_lib(cxx, name):
+    """The path of a system library as the compiler would link it, or None."""
+    try:
+        p = subprocess.run(cxx + ["-print-file-name=" + name], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    path = p.stdout.strip()
+    return path if os.path.isabs(path) and os.path.exists(path) else None
+
+
+def _compat_link(cxx):
+    """libdl and libpthread as NEEDED entries: on a glibc older than 2.34,
+    the dlopen/pthread_* that glibc_compat.h binds to live there."""
+    libs = [p for p in (_system_lib(cxx, "libdl.so.2"), _system_lib(cxx, "libpthread.so.0")) if p]
+    return ["-Wl,--push-state,--no-as-needed"] + libs + ["-Wl,--pop-state"] if libs else []
+
+
 def _compile(cxx, sources, hs, out, extra_link, log):
-    cmd = cxx + CXXFLAGS + ["-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include, "-I", hs.cuda_include,
-                            "-idirafter", COMPAT]
-    cmd += [os.path.join(SRC, s) for s in sources] + extra_link
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".so", dir=os.path.dirname(out))
-    os.close(fd)
+    base = cxx + CXXFLAGS + _prefix_maps(hs) + ["-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include,
+                                                "-I", hs.cuda_include, "-idirafter", COMPAT]
+    srcs = [os.path.join(SRC, s) for s in sources]
+    attempts = [COMPAT_FLAGS + srcs + COMPAT_SOURCES + extra_link + _compat_link(cxx), srcs + extra_link]
+    work = tempfile.mkdtemp(prefix="graphsignal-cupti-build-")
+    tmp = os.path.join(work, os.path.basename(out))
     errors = ""
-    for runtime in (STATIC_RUNTIME, []):  # retry without a static libstdc++ if it is not installed
-        try:
-            p = subprocess.run(cmd + runtime + ["-ldl", "-pthread", "-o", tmp], capture_output=True, text=True,
-                               timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            errors = str(e)
-            break
-        if p.returncode == 0:
-            os.chmod(tmp, 0o755)
-            # atomic: a running workload may have the previous build mapped
-            os.replace(tmp, out)
-            return True
-        errors = p.stderr
-    if os.path.exists(tmp):
-        os.unlink(tmp)
+    try:
+        for args in attempts:  # a toolchain that refuses the compat flags gets the plain build
+            try:
+                p = subprocess.run(base + args + RUNTIME + ["-ldl", "-pthread", "-o", tmp], capture_output=True,
+                                   text=True, timeout=300, cwd=work)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                errors = str(e)
+                break
+            if p.returncode == 0:
+                os.chmod(tmp, 0o755)
+                # atomic: a running workload may have the previous build mapped
+                staged = os.path.join(os.path.dirname(out), ".tmp-%d-%s" % (os.getpid(), os.path.basename(out)))
+                shutil.copyfile(tmp, staged)
+                os.chmod(staged, 0o755)
+                os.replace(staged, out)
+                return True
+            errors = p.stderr
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     tail = "\n".join(errors.strip().splitlines()[-8:])
     log("compiling %s failed:\n%s" % (os.path.basename(out), tail))
     return False
@@ -239,6 +313,7 @@ def _compile(cxx, sources, hs, out, extra_link, log):
 def _sources_mtime(sources):
     paths = [os.path.join(SRC, s) for s in sources] + glob.glob(os.path.join(SRC, "*.h"))
     paths += [os.path.join(INCLUDE, "graphsignal", "probe.h"), os.path.join(SRC, "exports.map"), __file__]
+    paths += glob.glob(os.path.join(COMPAT_DIR, "*"))
     return max(os.path.getmtime(p) for p in paths if os.path.exists(p))
 
 
@@ -251,10 +326,16 @@ def _up_to_date(out, sources, stamp):
     return _read(info) == stamp
 
 
+def build_info(hs):
+    """What the .build-info beside a library says: portable facts only (no
+    path of the build machine's environment but a toolkit's)."""
+    return json.dumps({"major": hs.major, "minor": hs.minor, "headers": hs.source}, sort_keys=True)
+
+
 def build_variant(hs, out_dir, log=print, cxx=None, force=False):
     cxx = cxx or compiler()
     out = os.path.join(out_dir, library_name(hs.major))
-    stamp = json.dumps(hs._asdict(), sort_keys=True)
+    stamp = build_info(hs)
     if not force and _up_to_date(out, LIB_SOURCES, stamp):
         return out
     link = [hs.libcupti, "-Wl,--version-script=" + os.path.join(SRC, "exports.map"), "-Wl,-z,defs"]
@@ -265,13 +346,30 @@ def build_variant(hs, out_dir, log=print, cxx=None, force=False):
     return out
 
 
-def build_cupti_variants(out_dir, log=print):
-    """Builds every variant it can; returns the paths built (or current)."""
+def header_wheels(major):
+    """The PyPI wheels that carry a major's CUPTI and CUDA headers."""
+    if major >= 13:
+        return ["nvidia-cuda-cupti", "nvidia-cuda-runtime"]
+    return ["nvidia-cuda-cupti-cu%d" % major, "nvidia-cuda-runtime-cu%d" % major]
+
+
+def build_hint(major):
+    """What to do when a major's headers were not found at build time."""
+    wheels = " ".join("'%s==%d.*'" % (w, major) for w in header_wheels(major))
+    return ("pip and uv bring the header wheels themselves when they build in isolation, the default; a build "
+            "with --no-build-isolation needs them installed first: pip install %s" % wheels)
+
+
+def build_cupti_variants(out_dir, log=print, status=None):
+    """Builds every variant it can; returns the paths built (or current).
+    status: a dict that gets {major: one line on what became of it}."""
+    status = {} if status is None else status
     os.makedirs(out_dir, exist_ok=True)
     cxx = compiler()
     if not cxx:
         log("CUPTI injection library: skipped (no C++ compiler; set CXX or install g++); "
             "graphsignal-run will run workloads without GPU activity profiles")
+        status.update({m: "skipped: no C++ compiler (set CXX or install g++)" for m in SUPPORTED_MAJORS})
         return []
     sets = find_header_sets()
     built = []
@@ -281,17 +379,18 @@ def build_cupti_variants(out_dir, log=print):
             headers_only = pick(sets, major, need_lib=False)
             why = ("headers at %s but no libcupti.so.%d beside them" % (headers_only.cupti_include, major)
                    if headers_only else "no CUDA %d CUPTI headers" % major)
-            wheels = "nvidia-cuda-cupti nvidia-cuda-runtime" if major >= 13 else \
-                "nvidia-cuda-cupti-cu%d nvidia-cuda-runtime-cu%d" % (major, major)
-            log("CUPTI injection library for CUDA %d: skipped (%s; install a CUDA %d toolkit or "
-                "pip install %s)" % (major, why, major, wheels))
+            log("CUPTI injection library for CUDA %d: skipped (%s; %s)" % (major, why, build_hint(major)))
+            status[major] = "skipped: %s; %s" % (why, build_hint(major))
             continue
         path = build_variant(hs, out_dir, log, cxx)
         if path:
-            log("CUPTI injection library for CUDA %d.%d (%s): %s" % (hs.major, hs.minor, hs.cupti_include, path))
+            log("CUPTI injection library for CUDA %d.%d (headers: %s): %s" % (hs.major, hs.minor, hs.source, path))
+            status[major] = "built with the headers of %s" % hs.source
             built.append(path)
         else:
             log("CUPTI injection library for CUDA %d: skipped (build failed, see above)" % major)
+            status[major] = "skipped: compiling with the headers of %s failed (the install's log has the error)" \
+                % hs.source
     return built
 
 
@@ -307,7 +406,7 @@ def build_test_shim(out_dir, log=print):
         return None
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "libgraphsignal_cupti_test_cu%d.so" % hs.major)
-    stamp = json.dumps(hs._asdict(), sort_keys=True)
+    stamp = build_info(hs) + hs.cupti_include
     if _up_to_date(out, SHIM_SOURCES, stamp):
         return out
     if not _compile(cxx, SHIM_SOURCES, hs, out, [], log):

@@ -21,12 +21,19 @@ The workload's CUDA major, first answer wins:
 torchrun), else python3 on the workload's PATH, else this interpreter.
 
 libcupti.so.<major>, first found: that Python's nvidia wheels (the file
-PyTorch itself loads), the workload's LD_LIBRARY_PATH, the toolkits
-($CUDA_HOME, /usr/local/cuda-<major>*, /usr/local/cuda; lib64 and
-extras/CUPTI/lib64), the system library directories, and the libcupti the
-library was built against. It is made loadable through a private directory
-holding one symlink, libcupti.so.<major>, appended to LD_LIBRARY_PATH, so
-no other library of a toolkit directory changes what the workload loads.
+PyTorch itself loads), then graphsignal's own environment (its [cu12] /
+[cu13] extra), the workload's LD_LIBRARY_PATH, the toolkits ($CUDA_HOME,
+/usr/local/cuda-<major>*, /usr/local/cuda; lib64 and extras/CUPTI/lib64)
+and the system library directories. It is made loadable through a private
+directory holding one symlink, libcupti.so.<major>, appended to
+LD_LIBRARY_PATH, so no other library of a toolkit directory changes what
+the workload loads.
+
+The workload also gets this graphsignal package on its PYTHONPATH, the same
+way (a private directory holding only a link to it), so that
+`from graphsignal import probes` works in a workload whose Python is not
+the one graphsignal was installed for (uv tool install, another venv),
+and writes the ring layout of the sidecar reading it.
 """
 import ctypes
 import glob
@@ -38,10 +45,13 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import namedtuple
 
 logger = logging.getLogger("graphsignal")
 
-LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+LIB_DIR = os.path.join(PACKAGE_DIR, "lib")
+SUPPORTED_MAJORS = (12, 13)  # csrc/cupti_build.py builds these
 ENV_INJECTION = "CUDA_INJECTION64_PATH"
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
 _SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64")
@@ -233,15 +243,9 @@ def workload_cuda_major(sites, env):
 
 
 # -- libcupti ------------------------------------------------------------------------
-def _built_against(lib_path):
-    try:
-        with open(lib_path + ".build-info") as f:
-            return json.load(f).get("libcupti")
-    except (OSError, ValueError):
-        return None
-
-
 def find_libcupti(major, sites, env, lib_path=None):
+    """The first libcupti.so.<major> in the search order of the module
+    docstring, or None. lib_path: unused, kept for callers."""
     name = "libcupti.so.%d" % major
     dirs = [os.path.join(d, "nvidia", "*", "lib") for d in sites]
     dirs += _ld_library_path(env)
@@ -252,31 +256,194 @@ def find_libcupti(major, sites, env, lib_path=None):
         for p in sorted(glob.glob(os.path.join(d, name + "*"))):
             if os.path.basename(p) == name or re.match(re.escape(name) + r"(\.\d+)*$", os.path.basename(p)):
                 return p
-    built = _built_against(lib_path) if lib_path else None
-    if built and os.path.exists(built):
-        return built
     return None
+
+
+def _private_dir(kind, target, tmp_root=None):
+    tmp_root = tmp_root or os.path.join(tempfile.gettempdir(), "graphsignal-%d" % os.getuid())
+    return os.path.join(tmp_root, "%s-%s" % (kind, hashlib.sha1(target.encode()).hexdigest()[:12]))
+
+
+def _link_in(d, name, target):
+    """d/name -> target, made or fixed atomically; raises OSError."""
+    link = os.path.join(d, name)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    if os.path.realpath(link) != target:
+        tmp = link + ".%d.tmp" % os.getpid()
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, link)
 
 
 def loadable_dir(libcupti, major, tmp_root=None):
     """A directory holding only libcupti.so.<major> (a symlink to the file
     found), to append to LD_LIBRARY_PATH."""
     real = os.path.realpath(libcupti)
-    tmp_root = tmp_root or os.path.join(tempfile.gettempdir(), "graphsignal-%d" % os.getuid())
-    d = os.path.join(tmp_root, "cupti-" + hashlib.sha1(real.encode()).hexdigest()[:12])
-    link = os.path.join(d, "libcupti.so.%d" % major)
+    d = _private_dir("cupti", real, tmp_root)
     try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        if os.path.realpath(link) != real:
-            tmp = link + ".%d.tmp" % os.getpid()
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-            os.symlink(real, tmp)
-            os.replace(tmp, link)
+        _link_in(d, "libcupti.so.%d" % major, real)
         return d
     except OSError as e:
-        logger.debug("graphsignal: cannot make %s (%s); using %s", link, e, os.path.dirname(libcupti))
+        logger.debug("graphsignal: cannot make a link to %s in %s (%s); using %s", real, d, e,
+                     os.path.dirname(libcupti))
         return os.path.dirname(libcupti)
+
+
+def own_graphsignal(command, env):
+    """The graphsignal package the workload's Python has itself (its
+    site-packages or PYTHONPATH), or None."""
+    pythons = workload_pythons(command, env) if command else []
+    if not pythons or pythons[0] == sys.executable:
+        return None  # graphsignal's own interpreter: nothing to tell apart
+    dirs = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + python_site_dirs(pythons[0])
+    for d in dirs:
+        init = os.path.join(d, "graphsignal", "__init__.py")
+        if os.path.exists(init):
+            return os.path.dirname(init)
+    return None
+
+
+def expose_package(env, command=None, package_dir=PACKAGE_DIR, tmp_root=None):
+    """Appends to env's PYTHONPATH a private directory holding only a link
+    named graphsignal to this package, so the workload can import
+    graphsignal.probes and nothing else it imports changes. A workload
+    whose Python has a graphsignal of its own keeps it (own_graphsignal).
+    Returns the directory, or None when not needed or when it cannot be
+    made (logged)."""
+    own = own_graphsignal(command, env)
+    if own:
+        logger.debug("graphsignal: the workload's Python has its own %s; PYTHONPATH left alone", own)
+        return None
+    real = os.path.realpath(package_dir)
+    d = _private_dir("py", real, tmp_root)
+    try:
+        _link_in(d, "graphsignal", real)
+    except OSError as e:
+        logger.warning("graphsignal: cannot make %s (%s): the workload's Python may not import graphsignal.probes",
+                       d, e)
+        return None
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if d not in paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths + [d])
+    return d
+
+
+# -- what is missing, and the command that fixes it -----------------------------------
+def cupti_wheel(major):
+    return "nvidia-cuda-cupti" if major >= 13 else "nvidia-cuda-cupti-cu%d" % major
+
+
+def build_report(lib_dir=LIB_DIR):
+    """{major: what the build said about it} from lib/build-report.json
+    (written by csrc/build_native.py), or {}."""
+    try:
+        with open(os.path.join(lib_dir, "build-report.json")) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for k, v in (data.get("cupti") or {}).items() if isinstance(data, dict) else ():
+        if str(k).isdigit() and isinstance(v, str):
+            out[int(k)] = v
+    return out
+
+
+def _installed_from():
+    """(url, editable) of graphsignal's direct_url.json, or (None, False):
+    set when it was installed from a checkout, a file or a VCS URL."""
+    info = {}
+    try:
+        from importlib import metadata
+        # a checkout's graphsignal.egg-info may come first on sys.path: the installed dist-info has the URL
+        for dist in metadata.distributions(name="graphsignal"):
+            text = dist.read_text("direct_url.json")
+            if text:
+                info = json.loads(text)
+                break
+    except (ImportError, OSError, ValueError):  # broken metadata only makes the hint less precise
+        return None, False
+    url = info.get("url") if isinstance(info, dict) else None
+    if not isinstance(url, str):
+        return None, False
+    return url, bool((info.get("dir_info") or {}).get("editable"))
+
+
+def rebuild_command(major=None, prefix=sys.prefix, executable=sys.executable):
+    """The command that rebuilds this install's native libraries, as this
+    install was made (uv tool, pip from a checkout, pip from PyPI). It
+    skips caches, which would hand back the same build."""
+    extra = "[cu%d]" % major if major else ""
+    url, editable = _installed_from()
+    if url and url.startswith("file://"):
+        target = url[len("file://"):]
+    else:
+        target = url or "graphsignal"
+    if os.path.exists(os.path.join(prefix, "uv-receipt.toml")):
+        return "uv tool install --reinstall --no-cache '%s%s'" % (target, extra)
+    return "%s -m pip install --force-reinstall --no-deps --no-cache-dir %s'%s%s'" % (
+        executable, "-e " if editable else "", target, "" if url else extra)
+
+
+def missing_library_hint(major, lib_dir=LIB_DIR):
+    """Why this install has no CUPTI library for major, and what to run."""
+    if major not in SUPPORTED_MAJORS:
+        return "graphsignal builds CUPTI libraries for CUDA %s only" % " and ".join(map(str, SUPPORTED_MAJORS))
+    why = build_report(lib_dir).get(major)
+    return "%swith a C++ compiler (g++), rebuild: %s" % ("at install time it was %s; " % why if why else "",
+                                                        rebuild_command(major))
+
+
+def missing_libcupti_hint(major, python=None):
+    """The command that brings libcupti.so.<major> where the workload finds it."""
+    wheel = cupti_wheel(major)
+    into = "%s -m pip install '%s==%d.*'" % (python, wheel, major) if python else "pip install '%s==%d.*'" % (
+        wheel, major)
+    return "%s (the workload's environment), or install graphsignal with its [cu%d] extra" % (into, major)
+
+
+# -- the decision ----------------------------------------------------------------------
+_PROBE = object()
+
+Plan = namedtuple("Plan", "lib libcupti major source problem fix level")
+Plan.__doc__ = """What a workload gets: lib (injection library) and libcupti
+paths, its CUDA major and where that came from; or, with lib None, the
+problem and the fix (one line each, fix may be None) at a logging level."""
+
+
+def _no(problem, fix=None, level=logging.WARNING, major=None, source=None):
+    return Plan(None, None, major, source, problem, fix, level)
+
+
+def plan_injection(env, command, lib_dir=LIB_DIR, driver_major=_PROBE):
+    """Decides which injection library and libcupti the workload gets,
+    changing nothing. driver_major: the driver's CUDA major, None for no
+    driver; probed through libcuda when not given (tests pass it)."""
+    libs = built_libraries(lib_dir)
+    drv = driver_cuda_major() if driver_major is _PROBE else driver_major
+    if drv is None:
+        return _no("no NVIDIA driver (libcuda.so.1) on this host", level=logging.INFO)
+    if not libs:
+        return _no("graphsignal has no CUPTI injection library", missing_library_hint(max(SUPPORTED_MAJORS), lib_dir))
+    sites = workload_site_dirs(command, env)
+    major, source = workload_cuda_major(sites, env)
+    if major is None:
+        usable = [m for m in libs if not drv or m <= drv]
+        if not usable:
+            return _no("the NVIDIA driver supports CUDA %d, older than every CUPTI library built (%s)"
+                       % (drv, ", ".join("cu%d" % m for m in sorted(libs))), "update the NVIDIA driver")
+        major, source = max(usable), "the driver (CUDA %d)" % drv
+    lib = libs.get(major)
+    if lib is None:
+        return _no("the workload uses CUDA %d (from %s) but graphsignal has no CUPTI library for it (built: %s)"
+                   % (major, source, ", ".join("cu%d" % m for m in sorted(libs))),
+                   missing_library_hint(major, lib_dir), major=major, source=source)
+    libcupti = find_libcupti(major, sites, env)
+    if libcupti is None:
+        pythons = workload_pythons(command, env)
+        return _no("no libcupti.so.%d found for the workload's CUDA %d (from %s)" % (major, major, source),
+                   missing_libcupti_hint(major, pythons[0] if pythons else None), major=major, source=source)
+    return Plan(lib, libcupti, major, source, None, None, logging.INFO)
 
 
 # -- the entry point -------------------------------------------------------------------
@@ -286,54 +453,27 @@ def _say(report, msg, level=logging.WARNING):
         report(msg)
 
 
-_PROBE = object()
-
-
 def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_PROBE):
-    """Sets up env so that the workload's CUDA processes load the injection
-    library. Returns the library path, or None when the workload runs
-    without GPU activity profiles (said once, through report and the log).
-    driver_major: the driver's CUDA major, None for no driver; probed
-    through libcuda when not given (tests pass it)."""
+    """Sets up the workload's environment env: this graphsignal package
+    importable (expose_package), and CUDA loading the injection library in
+    the workload's CUDA processes. Returns the library path, or None when
+    the workload runs without GPU activity profiles (said once, through
+    report and the log). driver_major: see plan_injection."""
+    expose_package(env, command)
     user = env.get(ENV_INJECTION)
     if user:
         logger.info("graphsignal: %s=%s is set; leaving CUDA injection to it", ENV_INJECTION, user)
         return None
-    libs = built_libraries(lib_dir)
-    drv = driver_cuda_major() if driver_major is _PROBE else driver_major
-    if drv is None:
-        _say(report, "no NVIDIA driver (libcuda.so.1) on this host: CUDA activity is not profiled", logging.INFO)
+    plan = plan_injection(env, command, lib_dir, driver_major)
+    if plan.problem:
+        _say(report, "%s: CUDA activity is not profiled%s" % (plan.problem, "; " + plan.fix if plan.fix else ""),
+             plan.level)
         return None
-    if not libs:
-        _say(report, "graphsignal was installed without its CUPTI injection library (no CUDA headers or compiler "
-                     "at install time): CUDA activity is not profiled. Reinstall with graphsignal[cu12] or "
-                     "graphsignal[cu13] and a C++ compiler.")
-        return None
-    sites = workload_site_dirs(command, env)
-    major, source = workload_cuda_major(sites, env)
-    if major is None:
-        usable = [m for m in libs if not drv or m <= drv]
-        if not usable:
-            _say(report, "the NVIDIA driver supports CUDA %d, older than every CUPTI library built (%s): CUDA "
-                         "activity is not profiled" % (drv, ", ".join("cu%d" % m for m in sorted(libs))))
-            return None
-        major, source = max(usable), "the driver (CUDA %d)" % drv
-    lib = libs.get(major)
-    if lib is None:
-        _say(report, "the workload uses CUDA %d (from %s) but graphsignal has no CUPTI library for it (built: %s): "
-                     "CUDA activity is not profiled; reinstall with graphsignal[cu%d]"
-                     % (major, source, ", ".join("cu%d" % m for m in sorted(libs)), major))
-        return None
-    libcupti = find_libcupti(major, sites, env, lib)
-    if libcupti is None:
-        _say(report, "no libcupti.so.%d found for the workload's CUDA %d (from %s): CUDA activity is not profiled; "
-                     "pip install %s or install the CUDA toolkit's CUPTI"
-                     % (major, major, source, "nvidia-cuda-cupti" if major >= 13 else "nvidia-cuda-cupti-cu%d" % major))
-        return None
-    d = loadable_dir(libcupti, major)
+    d = loadable_dir(plan.libcupti, plan.major)
     paths = _ld_library_path(env)
     if d not in paths:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(paths + [d])
-    env[ENV_INJECTION] = lib
-    logger.info("graphsignal: CUDA %d workload (from %s): injecting %s with %s", major, source, lib, libcupti)
-    return lib
+    env[ENV_INJECTION] = plan.lib
+    logger.info("graphsignal: CUDA %d workload (from %s): injecting %s with %s", plan.major, plan.source, plan.lib,
+                plan.libcupti)
+    return plan.lib

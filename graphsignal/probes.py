@@ -11,10 +11,24 @@ Outside graphsignal-run every instrument is inert (no shared memory, a
 call costs one C branch behind the Python call). Values of histograms,
 counters and profiles are non-negative integers; gauges take floats.
 """
-from graphsignal import _gsnative
+try:
+    from graphsignal import _gsnative
+except ImportError:
+    # A Python without (this version of) cffi: graphsignal-run's package as
+    # seen from another interpreter. The same C code, through ctypes.
+    from graphsignal._probe_ctypes import lib as _lib, register as _register
+    BACKEND = "ctypes"
+else:
+    BACKEND = "cffi"  # which of the two carries the calls (graphsignal-run --check shows it)
+    _ffi = _gsnative.ffi
+    _lib = _gsnative.lib
 
-_ffi = _gsnative.ffi
-_lib = _gsnative.lib
+    def _register(name, type_, keys, values):
+        ckeys = [_ffi.new("char[]", k) for k in keys]
+        cvalues = [_ffi.new("char[]", v) for v in values]
+        karr = _ffi.new("const char*[]", ckeys) if ckeys else _ffi.NULL
+        varr = _ffi.new("const char*[]", cvalues) if cvalues else _ffi.NULL
+        return _lib.graphsignal_probe_register(name, type_, karr, varr, len(keys))
 
 __all__ = ["gauge", "counter", "histogram", "profile", "now_ns", "Gauge", "Counter", "Histogram", "Profile"]
 
@@ -29,14 +43,12 @@ class _Instrument:
 
     def __init__(self, name, tags=None):
         tags = dict(tags or {})
-        keys = [_ffi.new("char[]", str(k).encode()) for k in tags]
-        values = [_ffi.new("char[]", str(v).encode()) for v in tags.values()]
-        ckeys = _ffi.new("const char*[]", keys) if keys else _ffi.NULL
-        cvalues = _ffi.new("const char*[]", values) if values else _ffi.NULL
+        keys = [str(k).encode() for k in tags]
+        values = [str(v).encode() for v in tags.values()]
         self.name = name
         self.tags = tags
-        self._e = _lib.graphsignal_probe_register(name.encode(), self._type, ckeys, cvalues, len(keys))
-        if self._e == _ffi.NULL:
+        self._e = _register(name.encode(), self._type, keys, values)
+        if not self._e:  # NULL: refused by probe.h
             raise ValueError("invalid instrument %r (tags: %d, at most 16)" % (name, len(keys)))
 
     @property

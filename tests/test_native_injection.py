@@ -88,12 +88,15 @@ def test_no_driver_runs_unprofiled_and_says_so_once(tree, caplog):
     assert "CUDA_INJECTION64_PATH" not in env
 
 
-def test_missing_library_for_the_major_says_which(tree):
+def test_missing_library_for_the_major_says_which_and_why(tree):
     os.unlink(os.path.join(tree["libs"], "libgraphsignal_cupti_cu13.so"))
+    touch(os.path.join(tree["libs"], "build-report.json"),
+          '{"cupti": {"12": "built with ...", "13": "skipped: no CUDA 13 CUPTI headers"}}')
     said = []
     env = dict(tree["env"])
     assert native.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=13) is None
-    assert len(said) == 1 and "CUDA 13" in said[0] and "graphsignal[cu13]" in said[0]
+    assert len(said) == 1 and "CUDA 13" in said[0] and "skipped: no CUDA 13 CUPTI headers" in said[0]
+    assert native.rebuild_command(13) in said[0]
     assert "CUDA_INJECTION64_PATH" not in env
 
 
@@ -115,7 +118,8 @@ def test_no_built_library_says_how_to_get_one(tree):
     os.makedirs(empty)
     assert native.prepare_injection(dict(tree["env"]), ["serve"], said.append, lib_dir=empty,
                                     driver_major=13) is None
-    assert len(said) == 1 and "graphsignal[cu12]" in said[0]
+    # a rebuild, as this install was made; not "install graphsignal[cu12]", which is what was done
+    assert len(said) == 1 and native.rebuild_command(13) in said[0]
 
 
 def test_without_python_hints_the_driver_picks_the_newest_supported(tree, monkeypatch):

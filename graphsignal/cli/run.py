@@ -16,7 +16,11 @@ http://127.0.0.1:18259/signals while it runs.
 
 options (before the command):
   -h, --help                 show this help and exit
-  --version                  print the profiler version and exit
+  -V, --version              print the profiler version and exit
+  --check                    check this install and host for GPU profiling: the
+                             CUPTI libraries built and their headers, the driver's
+                             CUDA version, what a Python workload here would load;
+                             says what is missing and how to get it (exit 1 then)
   --metrics-port PORT        port to scrape the engine's Prometheus metrics on
                              (default: derived from the engine's --port)
   --listen-host HOST         host to bind the /signals endpoint to (default: 127.0.0.1)
@@ -47,6 +51,7 @@ class RunConfig:
     rocm_kernel_trace: Optional[str] = None
     show_help: bool = False
     show_version: bool = False
+    check: bool = False
 
 
 _VALUED = {
@@ -72,7 +77,7 @@ def _port(opt, raw):
 def parse_args(argv):
     """Parses graphsignal-run's own options; raises UsageError."""
     values = {}
-    flags = {"show_help": False, "show_version": False}
+    flags = {"show_help": False, "show_version": False, "check": False}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -85,8 +90,12 @@ def parse_args(argv):
             flags["show_help"] = True
             i += 1
             continue
-        if arg == "--version":
+        if arg in ("-V", "--version"):
             flags["show_version"] = True
+            i += 1
+            continue
+        if arg == "--check":
+            flags["check"] = True
             i += 1
             continue
         opt, eq, val = arg.partition("=")
@@ -111,7 +120,7 @@ def parse_args(argv):
                 raise UsageError("%s needs a non-empty value" % opt)
             values[field] = val
     command = tuple(argv[i:])
-    if not command and not (flags["show_help"] or flags["show_version"]):
+    if not command and not (flags["show_help"] or flags["show_version"] or flags["check"]):
         raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
     return RunConfig(command=command, **values, **flags)
 
@@ -129,6 +138,10 @@ def main(argv=None) -> int:
     if cfg.show_version:
         sys.stdout.write("graphsignal %s\n" % __version__)
         return 0
+    if cfg.check:
+        from graphsignal import doctor
+
+        return 1 if doctor.check() else 0
     from graphsignal.launch.supervisor import run
 
     return run(cfg)

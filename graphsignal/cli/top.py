@@ -84,7 +84,7 @@ def parser():
     p.add_argument("--table", choices=TABLES, default=KERNELS,
                    help="the table to show first (default: %(default)s)")
     p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
-    p.add_argument("--version", action="version", version="graphsignal-top " + __version__)
+    p.add_argument("-V", "--version", action="version", version="graphsignal-top " + __version__)
     return p
 
 
