@@ -41,8 +41,10 @@ COMPAT = os.path.join(SRC, "compat")  # crt/host_defines.h for wheel-only header
 SUPPORTED_MAJORS = (12, 13)
 
 LIB_SOURCES = ["log.cpp", "cupti_call.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp",
-               "buffer_pool.cpp", "collector.cpp", "injection.cpp"]
-SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "test_shim.cpp"]
+               "devices.cpp", "driver_api.cpp", "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp",
+               "api_callbacks.cpp", "buffer_pool.cpp", "collector.cpp", "injection.cpp"]
+SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
+                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "test_shim.cpp"]
 
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
             "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra"]

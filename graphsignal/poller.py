@@ -26,6 +26,13 @@ RANK_ENV = (
     ("world_size", ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")),
 )
 
+# Copies and memsets counted by the CUPTI library's API callbacks, their
+# time estimated from sampled activity (probe.h GRAPHSIGNAL_REC_*_SAMPLED;
+# tests/test_cupti_translation.py holds these to the header).
+REC_MEMCPY_SAMPLED = getattr(L, "REC_MEMCPY_SAMPLED", 14)
+REC_MEMSET_SAMPLED = getattr(L, "REC_MEMSET_SAMPLED", 15)
+SAMPLED_TAGS = {"duration": "sampled"}
+
 CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                  "cuda_memset_nanoseconds", "cuda_sync_nanoseconds")
 
@@ -338,7 +345,7 @@ class Poller:
     def _on_graph(self, st, g, ts):
         self._profile_by_name_device("cuda_graphs_nanoseconds", st, g, ts)
 
-    def _on_memcpy(self, st, g, ts):
+    def _on_memcpy(self, st, g, ts, extra_tags=None):
         # key: copy kind, memory kinds (src | dst << 8), device
         k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
         key, w2 = _compose(k1, g["device"])
@@ -351,18 +358,29 @@ class Poller:
             host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
             if host_mem:
                 tags["host_memory"] = host_mem
+            if extra_tags:
+                tags.update(extra_tags)
             self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
 
-    def _on_memset(self, st, g, ts):
+    def _on_memset(self, st, g, ts, extra_tags=None):
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
         for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
             mem, dev = divmod(k, width)
             kind = cuda_names.memory_kind(mem)
             tags = st.device_tags(dev)
+            if extra_tags:
+                tags.update(extra_tags)
             self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+
+    def _on_memcpy_sampled(self, st, g, ts):
+        """Copies counted exactly by API callbacks; time estimated."""
+        self._on_memcpy(st, g, ts, SAMPLED_TAGS)
+
+    def _on_memset_sampled(self, st, g, ts):
+        self._on_memset(st, g, ts, SAMPLED_TAGS)
 
     def _on_sync(self, st, g, ts):
         key, width = _compose(g["sub"], g["device"])
@@ -470,6 +488,8 @@ class Poller:
         L.REC_HISTOGRAM: _on_histogram,
         L.REC_PROFILE: _on_profile,
         L.REC_HISTOGRAM_AGG: _on_histogram_agg,
+        REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
+        REC_MEMSET_SAMPLED: _on_memset_sampled,
     }
 
     # -- thread ----------------------------------------------------------------

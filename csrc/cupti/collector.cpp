@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "cupti_call.h"
@@ -40,6 +41,28 @@ CollectorConfig CollectorConfig::from_env() {
   c.max_buffers = env_number("GRAPHSIGNAL_CUPTI_MAX_BUFFERS", c.max_buffers, 2, 4096);
   c.callbacks = env_number("GRAPHSIGNAL_CUPTI_CALLBACKS", 1, 0, 1) != 0;
   c.handoff = env_number("GRAPHSIGNAL_CUPTI_HANDOFF", 1, 0, 1) != 0;
+  const char* coll = getenv("GRAPHSIGNAL_CUPTI_COLLECTION");
+  if (coll && *coll) {
+    if (!strcasecmp(coll, "activity")) {
+      c.collection = Collection::kActivity;
+    } else if (strcasecmp(coll, "hybrid")) {
+      log(Level::kWarning, "GRAPHSIGNAL_CUPTI_COLLECTION=%s is not hybrid or activity; using hybrid", coll);
+    }
+  }
+  c.sample_ms = static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_SAMPLE_MS", c.sample_ms, 0, 60000));
+  c.sample_period_ms =
+      static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS", c.sample_period_ms, 10, 3600000));
+  if (c.sample_ms >= c.sample_period_ms) c.sample_ms = c.sample_period_ms;  // always on: every copy timed
+  const char* domains = getenv("GRAPHSIGNAL_CUPTI_CB_DOMAINS");
+  if (domains && *domains) {
+    c.callback.runtime = strstr(domains, "runtime") != nullptr;
+    c.callback.driver = strstr(domains, "driver") != nullptr;
+    if (!c.callback.runtime && !c.callback.driver) {
+      log(Level::kWarning, "GRAPHSIGNAL_CUPTI_CB_DOMAINS=%s names neither runtime nor driver; using both", domains);
+      c.callback.runtime = c.callback.driver = true;
+    }
+  }
+  c.callback.write = env_number("GRAPHSIGNAL_CUPTI_CB_WRITE", 1, 0, 1) != 0;
   return c;
 }
 
@@ -47,8 +70,12 @@ Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
     : cfg_(cfg),
       pid_(getpid()),
       sink_(ring),
+      devices_(&sink_, &uuids_),
+      graphs_(&sink_, &driver_),
+      estimator_(new CopyEstimator()),
+      api_(&sink_, &devices_, &host_memory_, &graphs_, estimator_, &driver_),
       pool_(cfg.buffer_bytes, cfg.max_buffers),
-      translator_(&sink_, &uuids_, cfg.mode) {
+      translator_(&sink_, &devices_, cfg.mode, &graphs_, estimator_) {
   queue_.reserve(cfg.max_buffers);
   batch_.reserve(cfg.max_buffers);
 }
@@ -67,6 +94,7 @@ bool Collector::ignore_stream(void* stream) {
   uint32_t id = 0;
   if (!get_ctx || get_ctx(stream, &ctx) != 0 || !ctx) return false;
   if (GS_CUPTI_CALL(cuptiGetStreamIdEx(ctx, static_cast<CUstream>(stream), 0, &id)) != CUPTI_SUCCESS) return false;
+  self->api_.ignore_stream(stream);  // callbacks see the handle, activity records the id
   return self->translator_.ignore_stream(id);
 }
 
@@ -89,13 +117,18 @@ void Collector::initialize() {
 
 void Collector::start() {
   uuids_.attach_driver();
-  if (GS_CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS ||
-      !enable_activity()) {
+  driver_.load();
+  if (GS_CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
     log(Level::kWarning, "CUPTI cannot trace this process; it runs unprofiled");
     sink_.close();  // tells the sidecar nothing more will come
     return;
   }
   if (cfg_.callbacks) subscribe();
+  if (!enable_activity()) {
+    log(Level::kWarning, "CUPTI cannot trace this process; it runs unprofiled");
+    sink_.close();
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     translator_.write_meta();
@@ -123,7 +156,7 @@ void Collector::subscribe() {
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     // Another tool (Nsight, a sanitizer) holds CUPTI's callback API. Activity
     // still works; contexts are learned from CONTEXT records instead.
-    log(Level::kInfo, "another CUPTI subscriber is active; using context records for device mapping");
+    log(Level::kInfo, "another CUPTI subscriber is active; using activity records for everything");
   }
   if (r != CUPTI_SUCCESS) {
     subscriber_ = nullptr;
@@ -136,13 +169,6 @@ bool Collector::enable_activity() {
   // Kernels first: if CUPTI cannot trace them (no usable driver, a profiler
   // that owns the GPU's counters), it can trace nothing, and one line says so.
   if (GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) return false;
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
-  // CONTEXT records are the fallback map from context to device (sync
-  // records carry only the context).
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONTEXT));
   if (cfg_.mode == GraphTrace::kGraph &&
       GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
     // Without whole-graph records, the nodes' kernel records are the only
@@ -150,9 +176,54 @@ bool Collector::enable_activity() {
     log(Level::kWarning, "CUDA graph tracing unavailable; graph kernels are reported per node");
     translator_.set_mode(GraphTrace::kNode);
   }
-  log(Level::kInfo, "collecting kernels, memcpy, memset, synchronization; graph trace mode %s",
+  // CONTEXT records are the fallback map from context to device (sync
+  // records carry only the context).
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONTEXT));
+
+  // The API callbacks: graph names in every collection; syncs, and in graph
+  // mode copies, in the hybrid one. Node mode keeps copy activity records:
+  // a graph's copy nodes have no API call of their own.
+  bool hybrid = cfg_.collection == Collection::kHybrid && subscriber_;
+  CallbackConfig cb = cfg_.callback;
+  cb.graphs = subscriber_ != nullptr;
+  cb.syncs = hybrid;
+  cb.copies = hybrid && translator_.mode() == GraphTrace::kGraph;
+  if (subscriber_ && !api_.enable(subscriber_, cb)) {
+    cb.syncs = cb.copies = false;
+    cb.graphs = api_.enable(subscriber_, cb);  // at least the names, if those can be hooked
+  }
+  callbacks_syncs_ = cb.syncs;
+  callbacks_copies_ = cb.copies;
+  translator_.set_copies_counted_elsewhere(callbacks_copies_);
+
+  if (!callbacks_syncs_) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  if (!callbacks_copies_) {
+    enable_copy_activity(true);
+  } else if (cfg_.sample_ms >= cfg_.sample_period_ms) {
+    enable_copy_activity(true);  // every copy timed: activity always on, callbacks still count
+  }
+  log(Level::kInfo, "collecting kernels and graphs by activity; synchronization by %s; copies and memsets by %s; "
+      "graph trace mode %s",
+      callbacks_syncs_ ? "API callbacks" : "activity", callbacks_copies_
+          ? (cfg_.sample_ms ? "API callbacks (GPU time sampled)" : "API callbacks (no GPU time)")
+          : "activity",
       translator_.mode() == GraphTrace::kNode ? "node" : "graph");
   return true;
+}
+
+void Collector::enable_copy_activity(bool on) {
+  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
+                                      CUPTI_ACTIVITY_KIND_MEMSET};
+  for (CUpti_ActivityKind k : kinds) {
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(k));
+    else GS_CUPTI_CALL(cuptiActivityDisable(k));
+  }
+}
+
+void Collector::set_sampling(bool on) {
+  if (on == sampling_) return;
+  sampling_ = on;
+  enable_copy_activity(on);
 }
 
 void CUPTIAPI Collector::buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_records) {
@@ -214,7 +285,12 @@ bool Collector::next_record(void* /*ctx*/, uint8_t* buffer, size_t valid, CUpti_
 void CUPTIAPI Collector::on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                      const void* data) {
   auto* self = static_cast<Collector*>(userdata);
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED || !data) return;
+  if (!data || forked_.load(std::memory_order_relaxed)) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    self->api_.on_api(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED) return;
   // Only CUPTI calls here: CUPTI does not support driver calls from inside
   // its callbacks, and this runs on the thread creating the context.
   const auto* rd = static_cast<const CUpti_ResourceData*>(data);
@@ -234,13 +310,17 @@ void Collector::flush_loop() {
   // Translates queued buffers as they come. Besides: the device UUIDs,
   // polled quickly while cuInit (which is running InitializeInjection right
   // now) finishes, then a flush every flush_ms so the sidecar sees activity
-  // within about a second.
+  // within about a second; and, when callbacks count copies, the copy
+  // activity kinds switched on for sample_ms of every sample_period_ms.
   using Clock = std::chrono::steady_clock;
   bool uuids_done = false;
   int attempts = 0;
-  auto due = Clock::now() + std::chrono::milliseconds(20);
+  auto flush_due = Clock::now() + std::chrono::milliseconds(20);
+  bool windows = callbacks_copies_ && cfg_.sample_ms > 0 && cfg_.sample_ms < cfg_.sample_period_ms;
+  auto window_due = Clock::now();  // the first window at once: short programs get their copies timed too
   std::unique_lock<std::mutex> lk(flush_mu_);
   for (;;) {
+    auto due = windows ? std::min(flush_due, window_due) : flush_due;
     flush_cv_.wait_until(lk, due, [this] { return stopping_ || !queue_.empty(); });
     if (!queue_.empty()) {
       batch_.swap(queue_);
@@ -251,7 +331,15 @@ void Collector::flush_loop() {
       continue;
     }
     if (stopping_) break;
-    if (Clock::now() < due) continue;
+    auto now = Clock::now();
+    if (windows && now >= window_due) {
+      lk.unlock();
+      set_sampling(!sampling_);
+      lk.lock();
+      window_due = now + std::chrono::milliseconds(sampling_ ? cfg_.sample_ms : cfg_.sample_period_ms - cfg_.sample_ms);
+      continue;
+    }
+    if (now < flush_due) continue;
     lk.unlock();
     if (!uuids_done) {
       uuids_done = uuids_.resolve_all() || ++attempts >= 500;
@@ -259,7 +347,7 @@ void Collector::flush_loop() {
       // Default flush: returns only buffers whose records are all complete.
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));
     }
-    due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
+    flush_due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
     lk.lock();
   }
   worker_running_ = false;
@@ -309,6 +397,15 @@ void Collector::at_exit() {
         (unsigned long long)s.memcpys, (unsigned long long)s.memsets, (unsigned long long)s.syncs,
         (unsigned long long)s.graph_kernels_skipped, (unsigned long long)s.other,
         (unsigned long long)pool_.refused());
+    if (callbacks_syncs_ || callbacks_copies_) {
+      CallbackStats c = api_.stats();
+      log(Level::kDebug,
+          "exit: API callbacks handled %llu runtime and %llu driver calls; skipped %llu driver calls inside runtime "
+          "calls, %llu captured, %llu failed, %llu unsupported copies; %llu copy durations sampled",
+          (unsigned long long)c.runtime, (unsigned long long)c.driver, (unsigned long long)c.nested,
+          (unsigned long long)c.captured, (unsigned long long)c.failed, (unsigned long long)c.unsupported,
+          (unsigned long long)s.copy_samples);
+    }
   }
   sink_.close();
 }

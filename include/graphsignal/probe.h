@@ -109,6 +109,9 @@ extern "C" {
 #define GRAPHSIGNAL_REC_HISTOGRAM_AGG 13u /* name_id instrument; pre-aggregated deltas (probe_cuda.h):
                                              sub 1: value count, extra sum; sub 2: value min, extra max;
                                              sub 3: value count in bin `extra` (log-linear bins, below) */
+#define GRAPHSIGNAL_REC_MEMCPY_SAMPLED 14u /* as MEMCPY, counted by an API callback: value is an estimate
+                                              from sampled copy durations (the CUPTI library's hybrid mode) */
+#define GRAPHSIGNAL_REC_MEMSET_SAMPLED 15u /* as MEMSET, likewise */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
 
 /* HISTOGRAM_AGG parts (sub). */
