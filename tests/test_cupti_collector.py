@@ -69,7 +69,7 @@ DRIVER = textwrap.dedent(r"""
         "fake_cupti_memcpy_record": ([U32, U32, U32, U64, U64, U32], I),
         "fake_cupti_memset_record": ([U32, U64, U64, U32], I), "fake_cupti_graph_records": ([U32, I, U64, U32], None),
         "fake_cupti_callback_enabled": ([I, I], I), "fake_cupti_enable_count": ([I], I),
-        "fake_cupti_refuse_api_callbacks": ([I], None),
+        "fake_cupti_refuse_api_callbacks": ([I], None), "fake_cupti_clone": ([P, U32, P], None),
     }
     for name, (args, res) in sigs.items():
         f = getattr(fake, name)
@@ -426,12 +426,14 @@ def test_graphs_are_named_by_what_they_do_and_recaptures_fold(libs):
              ["call", "graph_records", 21, 5, 100, 0], ["call", "graph_records", 22, 7, 100, 0],
              ["call", "graph_records", 23, 2, 300, 0], ["call", "graph_records", 24, 1, 50, 0],
              ["call", "graph_records", 77, 1, 10, 0],  # never instantiated here
+             ["call", "clone", 0x900, 40, "$g3"],  # records may carry the id of a clone made by instantiation
+             ["call", "graph_records", 40, 1, 5, 0],
              ["complete"]]
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug")
     name = fnv_name(decode)
     assert re.match(r"^graph_[0-9a-f]{16}_n3$", name)
     assert frames(store, "cuda_graphs_nanoseconds") == {
-        name: (1200, 12), fnv_name(["mul_mat_vec", "memcpy", "softmax"]): (600, 2),
+        name: (1200, 12), fnv_name(["mul_mat_vec", "memcpy", "softmax"]): (605, 3),
         fnv_name(["outer", decode]): (50, 1), "graph_77": (10, 1)}
     captures = {s.tags["graph"]: s.total for s in store.lookup("cuda_graph_captures", "counter")}
     assert captures == {name: 3, fnv_name(["mul_mat_vec", "memcpy", "softmax"]): 1, fnv_name(["outer", decode]): 1}

@@ -163,6 +163,7 @@ void Collector::subscribe() {
     return;
   }
   GS_CUPTI_CALL(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+  GS_CUPTI_CALL(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPH_CLONED));
 }
 
 bool Collector::enable_activity() {
@@ -290,10 +291,20 @@ void CUPTIAPI Collector::on_callback(void* userdata, CUpti_CallbackDomain domain
     self->api_.on_api(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
     return;
   }
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED) return;
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   // Only CUPTI calls here: CUPTI does not support driver calls from inside
-  // its callbacks, and this runs on the thread creating the context.
+  // its resource callbacks, and this runs on the thread creating the
+  // context (or cloning the graph).
   const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPH_CLONED) {
+    const auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
+    uint32_t clone = 0, original = 0;
+    if (gd && gd->graph && gd->originalGraph && GS_CUPTI_CALL(cuptiGetGraphId(gd->graph, &clone)) == CUPTI_SUCCESS &&
+        GS_CUPTI_CALL(cuptiGetGraphId(gd->originalGraph, &original)) == CUPTI_SUCCESS)
+      self->graphs_.note_clone(clone, original);
+    return;
+  }
+  if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED) return;
   uint32_t context_id = 0, device_id = 0;
   if (GS_CUPTI_CALL(cuptiGetContextId(rd->context, &context_id)) == CUPTI_SUCCESS &&
       GS_CUPTI_CALL(cuptiGetDeviceId(rd->context, &device_id)) == CUPTI_SUCCESS) {
@@ -317,7 +328,10 @@ void Collector::flush_loop() {
   int attempts = 0;
   auto flush_due = Clock::now() + std::chrono::milliseconds(20);
   bool windows = callbacks_copies_ && cfg_.sample_ms > 0 && cfg_.sample_ms < cfg_.sample_period_ms;
-  auto window_due = Clock::now();  // the first window at once: short programs get their copies timed too
+  // The first window opens as soon as the driver has finished initializing
+  // (CUPTI is not switched while cuInit runs): short programs get their
+  // copies timed too.
+  auto window_due = Clock::time_point::max();
   std::unique_lock<std::mutex> lk(flush_mu_);
   for (;;) {
     auto due = windows ? std::min(flush_due, window_due) : flush_due;
@@ -343,6 +357,7 @@ void Collector::flush_loop() {
     lk.unlock();
     if (!uuids_done) {
       uuids_done = uuids_.resolve_all() || ++attempts >= 500;
+      if (uuids_done && windows) window_due = Clock::now();
     } else {
       // Default flush: returns only buffers whose records are all complete.
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));

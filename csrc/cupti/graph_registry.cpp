@@ -119,11 +119,36 @@ void GraphRegistry::count_capture(const std::string& name) {
   sink_->write(GRAPHSIGNAL_REC_COUNTER, 0, 0, id, 1, 0);
 }
 
+void GraphRegistry::note_clone(uint32_t clone_id, uint32_t original_id) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (clone_id && original_id && clone_id != original_id && clones_.size() < kMaxIds) clones_[clone_id] = original_id;
+}
+
 bool GraphRegistry::name_for(uint32_t id, std::string* out) {
   std::lock_guard<std::mutex> g(mu_);
   auto e = by_exec_.find(id);
   auto s = by_graph_.find(id);
   bool in_exec = e != by_exec_.end(), in_graph = s != by_graph_.end();
+  if (!in_exec && !in_graph) {
+    // a clone of a named graph (follow a few links: clones of clones)
+    uint32_t g_id = id;
+    for (int i = 0; i < 4 && !in_graph; i++) {
+      auto c = clones_.find(g_id);
+      if (c == clones_.end()) break;
+      g_id = c->second;
+      s = by_graph_.find(g_id);
+      in_graph = s != by_graph_.end();
+    }
+    if (in_graph) {
+      GS_LOG_ONCE(Level::kDebug, "CUDA graph records carry the ids of graph clones");
+      *out = s->second;
+      return true;
+    }
+    GS_LOG_ONCE(Level::kDebug, "a CUDA graph record's id %u is no named graph's", id);
+    return false;
+  }
+  if (in_exec && !in_graph) GS_LOG_ONCE(Level::kDebug, "CUDA graph records carry executable ids");
+  if (in_graph && !in_exec) GS_LOG_ONCE(Level::kDebug, "CUDA graph records carry source graph ids");
   if (in_exec && !in_graph) exec_votes_++;
   if (in_graph && !in_exec) graph_votes_++;
   if (in_exec && (!in_graph || exec_votes_ >= graph_votes_)) {

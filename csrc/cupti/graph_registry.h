@@ -56,6 +56,11 @@ class GraphRegistry {
   // and counts one capture of it.
   void add(uint32_t exec_id, uint32_t graph_id, const std::string& name);
 
+  // A graph cloned from another (CUPTI's GRAPH_CLONED resource callback;
+  // instantiation clones the source graph): records carrying the clone's
+  // id take the original's name.
+  void note_clone(uint32_t clone_id, uint32_t original_id);
+
   // The name for a GRAPH_TRACE record's graph id; false when unknown.
   bool name_for(uint32_t id, std::string* out);
 
@@ -74,6 +79,7 @@ class GraphRegistry {
   const DriverApi* driver_;
   std::mutex mu_;
   std::unordered_map<uint32_t, std::string> by_exec_, by_graph_;
+  std::unordered_map<uint32_t, uint32_t> clones_;  // clone id -> original graph id
   std::unordered_map<std::string, uint32_t> capture_ids_;  // name -> counter instrument's name id
   int exec_votes_ = 0, graph_votes_ = 0;
   std::atomic<uint64_t> generation_{0};

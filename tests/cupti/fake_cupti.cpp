@@ -658,3 +658,21 @@ FAKE_API void fake_cupti_graph_records(uint32_t graph_id, int n, uint64_t ns, ui
     r->end = 1000 + ns;
   }
 }
+
+// CUPTI's GRAPH_CLONED resource callback: `clone` (CUPTI id `clone_id`) was
+// cloned from `original`.
+FAKE_API void fake_cupti_clone(uintptr_t clone, uint32_t clone_id, uintptr_t original) {
+  {
+    std::lock_guard<std::mutex> g(mu);
+    graph_ids[clone] = clone_id;
+  }
+  CUpti_GraphData gd;
+  memset(&gd, 0, sizeof gd);
+  gd.graph = reinterpret_cast<CUgraph>(clone);
+  gd.originalGraph = reinterpret_cast<CUgraph>(original);
+  CUpti_ResourceData rd;
+  memset(&rd, 0, sizeof rd);
+  rd.resourceDescriptor = &gd;
+  if (subscriber_fn && callbacks.count(CUPTI_CB_DOMAIN_RESOURCE * 1000 + CUPTI_CBID_RESOURCE_GRAPH_CLONED))
+    subscriber_fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPH_CLONED, &rd);
+}
