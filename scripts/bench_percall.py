@@ -8,18 +8,26 @@ run under
                     kernel, memcpy, memset, sync, graph (GRAPH_TRACE)
   floor:all         every kind graphsignal's activity collection enables
   floor:callbacks   kernel + graph activity, and API callbacks that return
-                    at once on the entry points the hybrid collection hooks:
-                    the floor of the callback method
+                    at once on the entry points the hybrid collection hooks,
+                    runtime and driver: the floor of the callback method
+  floor:callbacks-driver   the same, driver entry points only (what the
+                    hybrid collection hooks by default)
+  floor:toggled     floor:callbacks-driver, and the copy and memset kinds
+                    switched on for 20 ms and off again 50 ms after start:
+                    what a sampling window leaves behind
   baseline          graphsignal's library built from --baseline (an older
                     checkout: "ours before")
   ours:activity     GRAPHSIGNAL_CUPTI_COLLECTION=activity
   ours:hybrid       the default collection
-  ours:hybrid-runtime / -driver   callbacks on one API domain only
-  ours:hybrid-nowrite             callbacks that write no ring record
-  ours:hybrid-nosample            no copy sampling windows
+  ours:hybrid-both       syncs, copies, memsets hooked in both API domains
+  ours:hybrid-runtime    ... in the runtime domain only
+  ours:hybrid-nowrite    callbacks that write no ring record
+  ours:hybrid-nosample   no copy sampling windows
+  ours:hybrid-sample-all sampling windows for memsets too
 
 Configurations are interleaved (the order rotates each repetition); every
-result is the median over repetitions. Our library runs with a ring (as
+result is the median over repetitions of the difference to the bare run of
+the same repetition. Each run is pinned to the same CPUs (--cpus). Our library runs with a ring (as
 under graphsignal-run) that nothing drains; each run's ring is removed.
 
 One JSON line per (configuration, op, repetition), then per op one summary
@@ -55,15 +63,17 @@ FLOOR_KIND = {"sync": "sync", "h2d_pinned": "memcpy", "h2d_pageable": "memcpy", 
               "d2h_pageable": "memcpy", "memset": "memset", "graph1": "graph", "graph128": "graph", "kernel": "kernel"}
 ALL_KINDS = "kernel,memcpy,memcpy2,memset,sync,context,graph"
 CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync", "floor:graph", "floor:all",
-           "floor:callbacks", "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-runtime", "ours:hybrid-driver",
-           "ours:hybrid-nowrite", "ours:hybrid-nosample")
+           "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "baseline", "ours:activity", "ours:hybrid",
+           "ours:hybrid-both", "ours:hybrid-runtime", "ours:hybrid-nowrite", "ours:hybrid-nosample",
+           "ours:hybrid-sample-all")
 OURS_ENV = {
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
     "ours:hybrid": {},
+    "ours:hybrid-both": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime,driver"},
     "ours:hybrid-runtime": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime"},
-    "ours:hybrid-driver": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "driver"},
     "ours:hybrid-nowrite": {"GRAPHSIGNAL_CUPTI_CB_WRITE": "0"},
     "ours:hybrid-nosample": {"GRAPHSIGNAL_CUPTI_SAMPLE_MS": "0"},
+    "ours:hybrid-sample-all": {"GRAPHSIGNAL_CUPTI_SAMPLE_KINDS": "memcpy,memset"},
 }
 
 
@@ -125,15 +135,18 @@ def build(hs, baseline):
     return exe, floor, lib, old
 
 
-def run_one(config, exe, floor, lib, old, libdir, ops, diag=False):
+def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "GS_FLOOR"))}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
     run_id = None
     if config.startswith("floor:"):
         kind = config.split(":", 1)[1]
         env["CUDA_INJECTION64_PATH"] = floor
-        if kind == "callbacks":
-            env["GS_FLOOR_KINDS"], env["GS_FLOOR_CALLBACKS"] = "kernel,graph,context", "1"
+        if kind.startswith("callbacks") or kind == "toggled":
+            env["GS_FLOOR_KINDS"] = "kernel,graph,context"
+            env["GS_FLOOR_CALLBACKS"] = "1" if kind == "callbacks" else "driver"
+            if kind == "toggled":
+                env["GS_FLOOR_TOGGLE_MS"] = "50"
         else:
             env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
     elif config == "baseline" or config.startswith("ours:"):
@@ -142,8 +155,11 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False):
         env["GRAPHSIGNAL_RUN_ID"] = run_id
         env["GRAPHSIGNAL_LOG_LEVEL"] = "debug" if diag else "error"
         env.update(OURS_ENV.get(config, {}))
+    env.update(extra_env or {})
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        p = subprocess.run([exe, "--ops", ",".join(ops)], env=env, capture_output=True, text=True, timeout=300)
+        p = subprocess.run([exe, "--ops", ",".join(ops)], env=env, capture_output=True, text=True, timeout=300,
+                           preexec_fn=pin)
     finally:
         if run_id:
             for f in glob.glob("/dev/shm/gs-%s-*" % run_id):
@@ -161,7 +177,13 @@ def main():
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--baseline", help="a source tree (an older checkout) whose library is 'ours before'")
     ap.add_argument("--major", type=int, default=None, help="CUDA major of the headers to build with")
+    ap.add_argument("--cpus", default="2-5", help="CPUs every run is pinned to ('' for none)")
     a = ap.parse_args()
+    cpus = set()
+    for part in filter(None, a.cpus.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    cpus &= os.sched_getaffinity(0)
     configs = [c for c in a.configs.split(",") if c and (c != "baseline" or a.baseline)]
     ops = a.ops.split(",")
     sets = cupti_build.find_header_sets()
@@ -180,7 +202,7 @@ def main():
     for rep in range(a.reps):
         order = configs[rep % len(configs):] + configs[:rep % len(configs)]
         for config in order:
-            rows, _ = run_one(config, exe, floor, lib, old, libdir, ops)
+            rows, _ = run_one(config, exe, floor, lib, old, libdir, ops, cpus=cpus)
             for r in rows:
                 d = res.setdefault((config, r["op"]), {"us": [], "api_us": []})
                 d["us"].append(r["us"])
@@ -188,30 +210,34 @@ def main():
                 emit(bench="percall", event="run", rep=rep, config=config, op=r["op"], calls=r["calls"], us=r["us"],
                      api_us=r["api_us"])
     if "ours:hybrid" in configs:
-        # what the callbacks saw: calls by domain, driver calls nested in runtime calls, captures
-        _, err = run_one("ours:hybrid", exe, floor, lib, old, libdir, ops, diag=True)
-        emit(bench="percall", event="diagnostics", config="ours:hybrid",
-             lines=[x.split(": ", 1)[-1] for x in err.splitlines() if "exit:" in x or "collecting" in x])
+        # what the callbacks saw: calls by domain, which driver calls the runtime's make, captures
+        for config in ("ours:hybrid", "ours:hybrid-both"):
+            _, err = run_one(config, exe, floor, lib, old, libdir, ops, diag=True, cpus=cpus)
+            emit(bench="percall", event="diagnostics", config=config,
+                 lines=[x.split(": ", 1)[-1] for x in err.splitlines() if "exit:" in x or "collecting" in x])
     summarize(res, configs, ops, a.reps)
 
 
 def summarize(res, configs, ops, reps):
-    med = {k: {m: statistics.median(v[m]) for m in ("us", "api_us")} for k, v in res.items()}
+    """Per op: each configuration's median time, and its overhead: the median
+    over repetitions of (its time - bare's time in the same repetition)."""
+    def paired(c, op, m):
+        a, b = res[(c, op)][m], res[("bare", op)][m]
+        return statistics.median(x - y for x, y in zip(a, b))
     for op in ops:
-        if ("bare", op) not in med:
+        if ("bare", op) not in res:
             continue
-        bare = med[("bare", op)]
-        line = {"bench": "percall", "event": "summary", "op": op, "reps": reps, "bare_us": round(bare["us"], 4),
-                "bare_api_us": round(bare["api_us"], 4)}
+        line = {"bench": "percall", "event": "summary", "op": op, "reps": reps,
+                "bare_us": round(statistics.median(res[("bare", op)]["us"]), 4),
+                "bare_api_us": round(statistics.median(res[("bare", op)]["api_us"]), 4)}
         over = {}
         for c in configs:
-            if (c, op) not in med:
+            if (c, op) not in res or c == "bare":
                 continue
-            o = med[(c, op)]["us"] - bare["us"]
-            over[c] = o
-            line["us:" + c] = round(med[(c, op)]["us"], 4)
-            line["overhead_us:" + c] = round(o, 4)
-            line["api_overhead_us:" + c] = round(med[(c, op)]["api_us"] - bare["api_us"], 4)
+            over[c] = paired(c, op, "us")
+            line["us:" + c] = round(statistics.median(res[(c, op)]["us"]), 4)
+            line["overhead_us:" + c] = round(over[c], 4)
+            line["api_overhead_us:" + c] = round(paired(c, op, "api_us"), 4)
         floor_all = over.get("floor:all")
         floor_kind = over.get("floor:" + FLOOR_KIND[op])
         ours = over.get("ours:hybrid")

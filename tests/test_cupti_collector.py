@@ -209,9 +209,11 @@ def test_out_of_buffers_drops_and_counts_instead_of_growing(libs):
 # -- the hybrid collection: API callbacks for syncs, copies, memsets ------------
 KIND_MEMCPY, KIND_MEMSET, KIND_MEMCPY2 = 1, 2, 22
 RUNTIME_DOMAIN = 2
-CB_STREAM_SYNC, CB_MEMCPY_ASYNC = 131, 41
+CB_STREAM_SYNC, CB_MEMCPY_ASYNC = 131, 41  # runtime ids
+CB_CU_STREAM_SYNC, CB_CU_MEMCPY_HTOD_ASYNC = 126, 277  # driver ids
+DRIVER_DOMAIN = 1
 H2H, H2D, D2H, D2D, DEFAULT = 0, 1, 2, 3, 4
-PINNED_BUF, PAGEABLE_BUF, DEV_BUF, DEV_BUF2, MANAGED_BUF = 0x7f0000000000, 0x600000000000, 0x7e0000000000, 0x7e0000100000, 0x7d0000000000
+PINNED_BUF, PAGEABLE_BUF, DEV_BUF, DEV_BUF2, MANAGED_BUF = 0x7f0000000000, 0x600000200000, 0x7e0000000000, 0x7e0000100000, 0x7d0000000000
 STREAM, CAPTURED = 0x9000, 0x9100
 MIB = 1 << 20
 
@@ -234,10 +236,11 @@ def test_hybrid_is_the_default_and_times_syncs_by_callback(libs):
                   ["call", "api_sync", 2, 0, 0, 0, driver], ["call", "api_sync", 3, STREAM, 0, 0, driver]]
     steps += [["call", "api_sync", 0, STREAM, 0, 700, 0],  # a failed call (cudaErrorInvalidResourceHandle)
               ["sync", SYNC_STREAM, 5, 40],  # CUPTI makes no record of a disabled kind: the fake neither
+              ["call", "callback_enabled", DRIVER_DOMAIN, CB_CU_STREAM_SYNC],
               ["call", "callback_enabled", RUNTIME_DOMAIN, CB_STREAM_SYNC]]
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug")
     assert KIND_SYNCHRONIZATION not in out["enabled"]
-    assert out["returns"][-1] == 1
+    assert out["returns"][-2:] == [1, 0]  # hooked where every call passes: the driver's entry points
     fr = frames(store, "cuda_sync_nanoseconds", **{"device.cuda_index": "1"})
     assert {k: n for k, (v, n) in fr.items()} == {"stream": 2, "context": 2, "event": 2, "stream_wait_event": 2}
     assert fr["stream"][0] >= 2 * 2000 * 1000 and fr["context"][0] >= 2 * 3000 * 1000  # host time blocked, ns
@@ -248,10 +251,10 @@ def test_hybrid_is_the_default_and_times_syncs_by_callback(libs):
 def test_activity_collection_uses_records_for_everything(libs):
     steps = [["call", "set_context", 5, 0], ["context", 5, 0],
              ["call", "api_sync", 0, STREAM, 0, 0, 0], ["sync", SYNC_STREAM, 5, 40],
-             ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, STREAM, 0, 0, 0],
+             ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, STREAM, 0, 1, 0],
              ["call", "memcpy_record", 1, 1, 3, 64, 900, 0], ["complete"],
-             ["call", "callback_enabled", RUNTIME_DOMAIN, CB_STREAM_SYNC],
-             ["call", "callback_enabled", RUNTIME_DOMAIN, CB_MEMCPY_ASYNC]]
+             ["call", "callback_enabled", DRIVER_DOMAIN, CB_CU_STREAM_SYNC],
+             ["call", "callback_enabled", DRIVER_DOMAIN, CB_CU_MEMCPY_HTOD_ASYNC]]
     out, store, _ = run_child(libs, steps, GRAPHSIGNAL_CUPTI_COLLECTION="activity")
     for k in (KIND_SYNCHRONIZATION, KIND_MEMCPY, KIND_MEMSET, KIND_MEMCPY2):
         assert k in out["enabled"]
@@ -266,15 +269,15 @@ def test_copies_counted_by_callback_with_direction_bytes_and_host_memory(libs):
              ["call", "alloc", 3, MANAGED_BUF, MIB],  # cudaMallocManaged
              ["call", "pointer", DEV_BUF, 1], ["call", "pointer", DEV_BUF2, 1]]
     for _ in range(5):
-        steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF + 4096, 64, H2D, STREAM, 0, 0, 0],
-                  ["call", "rt_memcpy", PINNED_BUF, DEV_BUF, 128, D2H, STREAM, 0, 0, 0],
-                  ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 1000, H2D, 0, 1, 0, 0],  # cudaMemcpy, pageable
-                  ["call", "rt_memcpy", DEV_BUF2, DEV_BUF, MIB, D2D, STREAM, 0, 0, 0]]
-    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 4096, DEFAULT, STREAM, 0, 0, 0],  # from the ranges
-              ["call", "rt_memcpy", PAGEABLE_BUF, DEV_BUF, 512, DEFAULT, STREAM, 0, 0, 0],  # asks the driver
-              ["call", "rt_memcpy", DEV_BUF, MANAGED_BUF, 256, H2D, STREAM, 0, 0, 0],
-              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 77, H2D, STREAM, 0, 0, 1],  # failed: not counted
-              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 0, H2D, STREAM, 0, 0, 0],  # zero bytes: no copy
+        steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF + 4096, 64, H2D, STREAM, 0, 1, 0],
+                  ["call", "rt_memcpy", PINNED_BUF, DEV_BUF, 128, D2H, STREAM, 0, 1, 0],
+                  ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 1000, H2D, 0, 1, 1, 0],  # cudaMemcpy, pageable
+                  ["call", "rt_memcpy", DEV_BUF2, DEV_BUF, MIB, D2D, STREAM, 0, 1, 0]]
+    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 4096, DEFAULT, STREAM, 0, 1, 0],  # from the ranges
+              ["call", "rt_memcpy", PAGEABLE_BUF, DEV_BUF, 512, DEFAULT, STREAM, 0, 1, 0],  # asks the driver
+              ["call", "rt_memcpy", DEV_BUF, MANAGED_BUF, 256, H2D, STREAM, 0, 1, 0],
+              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 77, H2D, STREAM, 0, 1, 1],  # failed: not counted
+              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 0, H2D, STREAM, 0, 1, 0],  # zero bytes: no copy
               ["call", "dr_memcpy", 0, DEV_BUF, PINNED_BUF, 32, STREAM],
               ["call", "dr_memcpy", 1, PAGEABLE_BUF, DEV_BUF, 48, STREAM],
               ["call", "dr_memcpy", 2, DEV_BUF2, DEV_BUF, 16, STREAM],
@@ -283,7 +286,7 @@ def test_copies_counted_by_callback_with_direction_bytes_and_host_memory(libs):
               ["call", "memset", DEV_BUF, 4096, STREAM, 0], ["call", "memset", DEV_BUF, 256, STREAM, 1],
               ["call", "memset", MANAGED_BUF, 64, STREAM, 0],
               ["call", "alloc", 4, PINNED_BUF, 0],  # cudaFreeHost: now ordinary memory
-              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 0, 0]]
+              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0]]
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug")
     got = labeled(store, "cuda_memcpy_nanoseconds")
     assert {k: n for k, (v, n) in got.items()} == {
@@ -299,8 +302,9 @@ def test_copies_counted_by_callback_with_direction_bytes_and_host_memory(libs):
     assert total(store, "cuda_memcpy_bytes", kind="device_to_host", host_memory="pinned") == 5 * 128
     assert total(store, "cuda_memcpy_bytes", kind="device_to_host", host_memory="pageable") == 512 + 48
     assert total(store, "cuda_memcpy_bytes", kind="device_to_device") == 5 * MIB + 16
-    # only unified-address pointers outside the known ranges ask the driver: 1 + 2 (cudaMemcpyDefault) + 1 (cuMemcpy)
-    assert out["pointer_queries"] == 4
+    # only unified-address pointers outside the known ranges ask the driver, once per 2 MiB region:
+    # DEV_BUF and PAGEABLE_BUF (cudaMemcpyDefault), then both are known (cuMemcpyAsync)
+    assert out["pointer_queries"] == 2
     ms = {k: n for k, (v, n) in labeled(store, "cuda_memset_nanoseconds").items()}
     assert ms == {("device", None, "sampled"): 2, ("managed", None, "sampled"): 1}
     assert total(store, "cuda_memset_bytes", kind="device") == 4096 + 256 * 4
@@ -311,25 +315,34 @@ def test_copies_counted_by_callback_with_direction_bytes_and_host_memory(libs):
 def test_a_driver_call_inside_a_runtime_call_counts_once(libs):
     steps = [["call", "set_context", 5, 0], ["call", "alloc", 1, PINNED_BUF, MIB]]
     steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0]] * 7
-    out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug")
+    # both domains: the runtime call is reported, the driver call inside it skipped
+    out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug", GRAPHSIGNAL_CUPTI_CB_DOMAINS="runtime,driver")
     assert labeled(store, "cuda_memcpy_nanoseconds")[("host_to_device", "pinned", "sampled")][1] == 7
     assert "skipped 7 driver calls inside runtime calls" in err
-    # and the driver alone, as a driver-API program sees it
+    assert "41>277" in err  # the debug log names the pairs seen
+    # the default: the driver call inside is the one counted
+    out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug")
+    assert labeled(store, "cuda_memcpy_nanoseconds")[("host_to_device", "pinned", "sampled")][1] == 7
+    assert "and 7 driver calls" in err and "skipped 0 driver calls" in err
+    # runtime only: the same
+    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_CB_DOMAINS="runtime")
+    assert labeled(store, "cuda_memcpy_nanoseconds")[("host_to_device", "pinned", "sampled")][1] == 7
+    # and the driver alone, as a driver-API program calls it
     steps = [["call", "set_context", 5, 0], ["call", "alloc", 7, PINNED_BUF, MIB]]
     steps += [["call", "dr_memcpy", 0, DEV_BUF, PINNED_BUF, 64, STREAM]] * 3 + [["call", "alloc", 8, PINNED_BUF, 0]]
     steps += [["call", "dr_memcpy", 0, DEV_BUF, PINNED_BUF, 64, STREAM]]
-    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_CB_DOMAINS="driver")
+    out, store, err = run_child(libs, steps)
     got = labeled(store, "cuda_memcpy_nanoseconds")
     assert got[("host_to_device", "pinned", "sampled")][1] == 3 and got[("host_to_device", "pageable", "sampled")][1] == 1
 
 
 def test_work_captured_into_a_graph_is_not_counted(libs):
     steps = [["call", "set_context", 5, 0], ["call", "capture", CAPTURED, 1]]
-    steps += [["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, CAPTURED, 0, 0, 0],
+    steps += [["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, CAPTURED, 0, 1, 0],
               ["call", "memset", DEV_BUF, 16, CAPTURED, 0], ["call", "api_sync", 3, CAPTURED, 0, 0, 0],
-              ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, STREAM, 0, 0, 0],  # another stream runs
+              ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, STREAM, 0, 1, 0],  # another stream runs
               ["call", "capture", CAPTURED, 0],
-              ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, CAPTURED, 0, 0, 0]]
+              ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, CAPTURED, 0, 1, 0]]
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_LOG_LEVEL="debug")
     assert labeled(store, "cuda_memcpy_nanoseconds") == {("host_to_device", "pageable", "sampled"): (0, 2)}
     assert frames(store, "cuda_memset_nanoseconds") == {}
@@ -343,14 +356,14 @@ def test_copy_time_is_estimated_from_sampling_windows(libs):
     steps += [["call", "memcpy_record", 1, 2, 3, 64, 5000, 0]] * 4  # HtoD pinned, 64 B: 5 us on the GPU
     steps += [["call", "memcpy_record", 1, 2, 3, 8 * MIB, 400000, 0]] * 2  # 8 MiB: 400 us
     steps += [["call", "memset_record", 3, 4096, 1500, 0], ["complete"], ["wait_enabled", KIND_MEMCPY, 0]]
-    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 0, 0]] * 10
-    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 100, H2D, STREAM, 0, 0, 0],  # same bucket as 64 B
-              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 4 * MIB, H2D, STREAM, 0, 0, 0],  # bandwidth-scaled
-              ["call", "rt_memcpy", PINNED_BUF, DEV_BUF, 64, D2H, STREAM, 0, 0, 0],  # a kind never sampled
+    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0]] * 10
+    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 100, H2D, STREAM, 0, 1, 0],  # same bucket as 64 B
+              ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 4 * MIB, H2D, STREAM, 0, 1, 0],  # bandwidth-scaled
+              ["call", "rt_memcpy", PINNED_BUF, DEV_BUF, 64, D2H, STREAM, 0, 1, 0],  # a kind never sampled
               ["call", "memset", DEV_BUF, 4096, STREAM, 0],
               ["call", "memcpy_record", 1, 2, 3, 64, 1, 0], ["complete"]]  # window closed: no record
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_SAMPLE_MS=300, GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000,
-                                GRAPHSIGNAL_LOG_LEVEL="debug")
+                                GRAPHSIGNAL_CUPTI_SAMPLE_KINDS="memcpy,memset", GRAPHSIGNAL_LOG_LEVEL="debug")
     assert out["waited"] == [True, True]
     assert out["returns"][2:8] == [1] * 6 and out["returns"][-2] == 0
     got = labeled(store, "cuda_memcpy_nanoseconds")
@@ -358,13 +371,19 @@ def test_copy_time_is_estimated_from_sampling_windows(libs):
     assert got[("host_to_device", "pinned", "sampled")] == (11 * 5000 + 200000, 12)
     assert got[("device_to_host", "pinned", "sampled")] == (0, 1)
     assert labeled(store, "cuda_memset_nanoseconds") == {("device", None, "sampled"): (1500, 1)}
-    assert "13 copy durations sampled" in err or "7 copy durations sampled" in err
+    assert "7 copy durations sampled" in err
+    # by default windows time copies only: memset times stay unestimated
+    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_SAMPLE_MS=300, GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000)
+    assert out["returns"][8] == 0  # no memset record: its kind stayed off
+    assert labeled(store, "cuda_memset_nanoseconds") == {("device", None, "sampled"): (0, 1)}
+    assert labeled(store, "cuda_memcpy_nanoseconds")[("host_to_device", "pinned", "sampled")] == (11 * 5000 + 200000, 12)
 
 
 def test_node_mode_keeps_copies_on_activity_records(libs):
-    steps = [["call", "set_context", 5, 0], ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, STREAM, 0, 0, 0],
+    steps = [["call", "set_context", 5, 0], ["call", "rt_memcpy", DEV_BUF, PAGEABLE_BUF, 64, H2D, STREAM, 0, 1, 0],
              ["call", "memcpy_record", 1, 1, 3, 64, 700, 0], ["call", "api_sync", 0, STREAM, 0, 0, 0], ["complete"],
-             ["call", "callback_enabled", RUNTIME_DOMAIN, CB_MEMCPY_ASYNC], ["call", "callback_enabled", RUNTIME_DOMAIN, CB_STREAM_SYNC]]
+             ["call", "callback_enabled", DRIVER_DOMAIN, CB_CU_MEMCPY_HTOD_ASYNC],
+             ["call", "callback_enabled", DRIVER_DOMAIN, CB_CU_STREAM_SYNC]]
     out, store, _ = run_child(libs, steps, GRAPHSIGNAL_CUDA_GRAPH_TRACE="node")
     assert KIND_MEMCPY in out["enabled"] and KIND_SYNCHRONIZATION not in out["enabled"]
     assert out["returns"][-2:] == [0, 1]

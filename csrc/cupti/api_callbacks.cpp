@@ -1,6 +1,7 @@
 #include "api_callbacks.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -317,6 +318,7 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2 == 696, "cbid");
 #endif
 
 thread_local int tl_runtime_depth = 0;  // hooked runtime calls in progress on this thread
+thread_local uint16_t tl_runtime_cbid = 0;  // the outermost one (diagnostics)
 thread_local CUcontext tl_context = nullptr;
 thread_local uint16_t tl_device = 0;
 
@@ -352,11 +354,17 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
   auto core = [](bool runtime, uint16_t cbid) {
     return runtime ? (cbid == 131 || cbid == 165 || cbid == 41 || cbid == 51) : (cbid == 126 || cbid == 306);
   };
+  // The calls made on every step (syncs, copies, memsets) are hooked in the
+  // configured domains only: a runtime call reaches the driver through its
+  // public entry points, where the driver callback sees it (a second domain
+  // doubles CUPTI's dispatch on every call; scripts/bench_percall.py). Rare
+  // calls (allocations, captures, instantiations) are hooked in both, the
+  // driver call inside a hooked runtime call skipped.
+  auto hot = [](const Api& a) { return a.op == Op::kSync || a.op == Op::kCopy || a.op == Op::kMemset; };
   bool ok = true;
   int enabled = 0, missing = 0;
   for (int d = 0; d < 2 && ok; d++) {
     bool runtime = d == 0;
-    if (runtime ? !cfg.runtime : !cfg.driver) continue;
     const Api* table = runtime ? kRuntimeApis : kDriverApis;
     size_t n = runtime ? kRuntimeCount : kDriverCount;
     uint8_t* index = runtime ? runtime_index_ : driver_index_;
@@ -364,6 +372,7 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
     for (size_t i = 0; i < n; i++) {
       const Api& a = table[i];
       if (!wanted(a) || a.cbid >= kMaxCbid) continue;
+      if (hot(a) && (runtime ? !cfg.runtime : !cfg.driver)) continue;
       bool is_core = core(runtime, a.cbid) && (a.op == Op::kSync ? cfg.syncs : cfg.copies);
       // Not through GS_CUPTI_CALL: an id this CUPTI does not know is expected.
       if (cuptiEnableCallback(1, subscriber, domain, a.cbid) != CUPTI_SUCCESS) {
@@ -420,8 +429,9 @@ void ApiCallbacks::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
   const Api& api = runtime ? kRuntimeApis[i - 1] : kDriverApis[i - 1];
   if (cb->callbackSite == CUPTI_API_ENTER) {
     if (runtime) {
-      tl_runtime_depth++;
+      if (!tl_runtime_depth++) tl_runtime_cbid = static_cast<uint16_t>(cbid);
     } else if (tl_runtime_depth) {
+      if (diagnose_) note_nested(tl_runtime_cbid, static_cast<uint16_t>(cbid));
       return;  // the runtime call around it is the one reported
     }
     if (api.op == Op::kSync && cb->correlationData) *cb->correlationData = now_ns();
@@ -563,7 +573,7 @@ uint8_t ApiCallbacks::device_side(uintptr_t p) const {
   return k ? k : kMemDevice;
 }
 
-bool ApiCallbacks::host_pointer(uintptr_t p, uint8_t* kind) const {
+bool ApiCallbacks::host_pointer(uintptr_t p, uint8_t* kind) {
   uint8_t k = host_->kind_of(p);
   if (k == kMemPinned) {
     *kind = k;
@@ -573,18 +583,56 @@ bool ApiCallbacks::host_pointer(uintptr_t p, uint8_t* kind) const {
     *kind = k;
     return false;
   }
-  // Only unified-address copies (cudaMemcpyDefault, cuMemcpy) get here: ask
-  // the driver. Memory it does not know is ordinary (pageable) host memory.
-  unsigned int type = 0;
-  if (driver_ && driver_->pointer_get_attribute &&
-      driver_->pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, static_cast<CUdeviceptr>(p)) ==
-          CUDA_SUCCESS) {
-    bool host = type == CU_MEMORYTYPE_HOST;
-    *kind = host ? kMemPinned : kMemDevice;
-    return host;
+  // Only unified-address copies (cudaMemcpyDefault, cuMemcpy) get here:
+  // device memory, or ordinary (pageable) host memory. Under unified
+  // addressing a 2 MiB region of addresses is either in CUDA's device
+  // reservation or not, for the life of the process, so the driver's answer
+  // is kept per region (page-locked memory is found in the ranges above,
+  // first, so a region's answer never has to say "pinned").
+  uint64_t region = static_cast<uint64_t>(p) >> 21;
+  std::atomic<uint64_t>& slot = regions_[region % kRegions];
+  uint64_t seen = slot.load(std::memory_order_relaxed);
+  if (seen >> 1 == region + 1) {
+    bool device = seen & 1;
+    *kind = device ? kMemDevice : kMemPageable;
+    return !device;
   }
-  *kind = kMemPageable;
-  return true;
+  unsigned int type = 0;
+  bool device = false, known = false;
+  if (driver_ && driver_->pointer_get_attribute) {
+    CUresult r = driver_->pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, static_cast<CUdeviceptr>(p));
+    if (r == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST) {
+      *kind = kMemPinned;  // registered before this library saw it
+      return true;
+    }
+    device = r == CUDA_SUCCESS;
+    known = r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE;  // the latter: memory CUDA does not know
+  }
+  if (known) slot.store((region + 1) << 1 | (device ? 1 : 0), std::memory_order_relaxed);
+  *kind = device ? kMemDevice : kMemPageable;
+  return !device;
+}
+
+void ApiCallbacks::note_nested(uint16_t runtime_cbid, uint16_t driver_cbid) {
+  uint32_t pair = static_cast<uint32_t>(runtime_cbid) << 16 | driver_cbid;
+  for (int i = 0; i < kMaxPairs; i++) {
+    uint32_t v = pairs_[i].load(std::memory_order_relaxed);
+    if (v == pair) return;
+    if (!v && pairs_[i].compare_exchange_strong(v, pair, std::memory_order_relaxed)) return;
+    if (v == pair) return;
+  }
+}
+
+std::string ApiCallbacks::nested_pairs() const {
+  std::string out;
+  char buf[32];
+  for (int i = 0; i < kMaxPairs; i++) {
+    uint32_t v = pairs_[i].load(std::memory_order_relaxed);
+    if (!v) break;
+    snprintf(buf, sizeof buf, "%s%u>%u", out.empty() ? "" : " ", v >> 16, v & 0xFFFF);
+    out += buf;
+  }
+  return out;
 }
 
 namespace {

@@ -16,10 +16,13 @@
 //   memsets   the same
 //   graphs    instantiations and updates, for their names (graph_registry.h)
 //
-// Both the runtime and the driver entry points are hooked, so programs
-// using either are covered; a driver callback made inside a runtime call
-// this library already hooks is skipped (a thread-local depth), so nothing
-// counts twice. A call counts only when it succeeded, and not when it was
+// Syncs, copies and memsets are hooked at the driver's entry points by
+// default: the runtime reaches the driver through them (one driver call per
+// runtime call, seen on CUDA 13), so programs using either API are covered
+// at one CUPTI dispatch per call. Rare calls (allocations, captures,
+// instantiations) are hooked in both domains; a driver callback made inside
+// a runtime call this library hooks is skipped (a thread-local depth), so
+// nothing counts twice. A call counts only when it succeeded, and not when it was
 // captured into a graph instead of running (the graph's replays carry it).
 //
 // Not covered by callbacks (the activity collection counts them): copies to
@@ -31,6 +34,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <string>
 
 #include "copy_estimator.h"
 #include "devices.h"
@@ -43,7 +47,9 @@ namespace graphsignal {
 namespace cupti {
 
 struct CallbackConfig {
-  bool runtime = true;  // GRAPHSIGNAL_CUPTI_CB_DOMAINS=runtime,driver (benchmarks measure each alone)
+  // GRAPHSIGNAL_CUPTI_CB_DOMAINS: where syncs, copies and memsets are hooked
+  // (default driver; benchmarks measure runtime and both)
+  bool runtime = false;
   bool driver = true;
   bool syncs = true;    // time synchronization here (the SYNCHRONIZATION activity kind stays off)
   bool copies = true;   // count copies and memsets here (their activity kinds only sample durations)
@@ -78,6 +84,10 @@ class ApiCallbacks {
   CallbackStats stats() const;
   const CallbackConfig& config() const { return cfg_; }
 
+  // Debug: which driver calls the hooked runtime calls made ("41>277 ...").
+  void set_diagnose(bool on) { diagnose_ = on; }
+  std::string nested_pairs() const;
+
   static constexpr int kMaxCbid = 1024;
   static constexpr int kMaxIgnored = 16;
 
@@ -98,7 +108,8 @@ class ApiCallbacks {
   uint16_t device_of(CUcontext ctx);
   uint8_t host_side(uintptr_t p) const;
   uint8_t device_side(uintptr_t p) const;
-  bool host_pointer(uintptr_t p, uint8_t* kind) const;  // where a unified address lives
+  bool host_pointer(uintptr_t p, uint8_t* kind);  // where a unified address lives
+  void note_nested(uint16_t runtime_cbid, uint16_t driver_cbid);
   void record_copy(const Copy& c, uint16_t dev);
 
   RingSink* sink_;
@@ -113,6 +124,11 @@ class ApiCallbacks {
   std::atomic<int> captures_{0};  // stream captures in progress, process-wide
   std::atomic<int> n_ignored_{0};
   std::atomic<CUstream> ignored_[kMaxIgnored] = {};
+  static constexpr size_t kRegions = 4096;  // 2 MiB address regions: device or not (host_pointer)
+  std::atomic<uint64_t> regions_[kRegions] = {};
+  bool diagnose_ = false;
+  static constexpr int kMaxPairs = 32;
+  std::atomic<uint32_t> pairs_[kMaxPairs] = {};
 
   struct alignas(64) Counters {
     std::atomic<uint64_t> runtime{0}, driver{0}, nested{0}, captured{0}, failed{0}, unsupported{0};

@@ -58,11 +58,16 @@ CollectorConfig CollectorConfig::from_env() {
     c.callback.runtime = strstr(domains, "runtime") != nullptr;
     c.callback.driver = strstr(domains, "driver") != nullptr;
     if (!c.callback.runtime && !c.callback.driver) {
-      log(Level::kWarning, "GRAPHSIGNAL_CUPTI_CB_DOMAINS=%s names neither runtime nor driver; using both", domains);
-      c.callback.runtime = c.callback.driver = true;
+      log(Level::kWarning, "GRAPHSIGNAL_CUPTI_CB_DOMAINS=%s names neither runtime nor driver; using driver", domains);
+      c.callback.driver = true;
     }
   }
   c.callback.write = env_number("GRAPHSIGNAL_CUPTI_CB_WRITE", 1, 0, 1) != 0;
+  const char* kinds = getenv("GRAPHSIGNAL_CUPTI_SAMPLE_KINDS");
+  if (kinds && *kinds) {
+    c.sample_memcpy = strstr(kinds, "memcpy") != nullptr;
+    c.sample_memset = strstr(kinds, "memset") != nullptr;
+  }
   return c;
 }
 
@@ -189,6 +194,7 @@ bool Collector::enable_activity() {
   cb.graphs = subscriber_ != nullptr;
   cb.syncs = hybrid;
   cb.copies = hybrid && translator_.mode() == GraphTrace::kGraph;
+  api_.set_diagnose(log_enabled(Level::kDebug));
   if (subscriber_ && !api_.enable(subscriber_, cb)) {
     cb.syncs = cb.copies = false;
     cb.graphs = api_.enable(subscriber_, cb);  // at least the names, if those can be hooked
@@ -199,9 +205,10 @@ bool Collector::enable_activity() {
 
   if (!callbacks_syncs_) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
   if (!callbacks_copies_) {
-    enable_copy_activity(true);
+    enable_copy_activity(true, true, true);
   } else if (cfg_.sample_ms >= cfg_.sample_period_ms) {
-    enable_copy_activity(true);  // every copy timed: activity always on, callbacks still count
+    // every copy timed: activity always on, callbacks still count
+    enable_copy_activity(true, cfg_.sample_memcpy, cfg_.sample_memset);
   }
   log(Level::kInfo, "collecting kernels and graphs by activity; synchronization by %s; copies and memsets by %s; "
       "graph trace mode %s",
@@ -212,19 +219,23 @@ bool Collector::enable_activity() {
   return true;
 }
 
-void Collector::enable_copy_activity(bool on) {
-  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
-                                      CUPTI_ACTIVITY_KIND_MEMSET};
-  for (CUpti_ActivityKind k : kinds) {
-    if (on) GS_CUPTI_CALL(cuptiActivityEnable(k));
-    else GS_CUPTI_CALL(cuptiActivityDisable(k));
+void Collector::enable_copy_activity(bool on, bool memcpy, bool memset) {
+  if (memcpy) {
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+    else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+  }
+  if (memset) {
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
   }
 }
 
 void Collector::set_sampling(bool on) {
   if (on == sampling_) return;
   sampling_ = on;
-  enable_copy_activity(on);
+  enable_copy_activity(on, cfg_.sample_memcpy, cfg_.sample_memset);
 }
 
 void CUPTIAPI Collector::buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_records) {
@@ -420,6 +431,8 @@ void Collector::at_exit() {
           (unsigned long long)c.runtime, (unsigned long long)c.driver, (unsigned long long)c.nested,
           (unsigned long long)c.captured, (unsigned long long)c.failed, (unsigned long long)c.unsupported,
           (unsigned long long)s.copy_samples);
+      std::string pairs = api_.nested_pairs();
+      if (!pairs.empty()) log(Level::kDebug, "exit: runtime>driver callback ids seen nested: %s", pairs.c_str());
     }
   }
   sink_.close();

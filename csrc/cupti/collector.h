@@ -54,6 +54,8 @@ struct CollectorConfig {
   Collection collection = Collection::kHybrid;  // GRAPHSIGNAL_CUPTI_COLLECTION=hybrid|activity
   unsigned sample_ms = 20;            // GRAPHSIGNAL_CUPTI_SAMPLE_MS: copy activity window (0: none)
   unsigned sample_period_ms = 1000;   // GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS: one window per period
+  bool sample_memcpy = true;          // GRAPHSIGNAL_CUPTI_SAMPLE_KINDS=memcpy[,memset]: what windows time
+  bool sample_memset = false;
   CallbackConfig callback;            // GRAPHSIGNAL_CUPTI_CB_DOMAINS, GRAPHSIGNAL_CUPTI_CB_WRITE (benchmarks)
   unsigned flush_ms = 1000;          // GRAPHSIGNAL_CUPTI_FLUSH_MS
   size_t buffer_bytes = 4u << 20;    // CUPTI suggests 1-10 MB
@@ -79,7 +81,7 @@ class Collector {
   void start();
   bool enable_activity();
   void subscribe();
-  void enable_copy_activity(bool on);
+  void enable_copy_activity(bool on, bool memcpy, bool memset);
   void set_sampling(bool on);
   void flush_loop();
   void at_exit();

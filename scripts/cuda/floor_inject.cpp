@@ -1,15 +1,21 @@
 // The floor: what any CUPTI tool pays for the same data, with nothing of its
 // own done. A minimal injection (CUDA_INJECTION64_PATH) that enables the
 // activity kinds named in GS_FLOOR_KINDS and discards every buffer unread,
-// and with GS_FLOOR_CALLBACKS=1 also subscribes to the API callbacks on the
+// and with GS_FLOOR_CALLBACKS also subscribes to the API callbacks on the
 // entry points graphsignal's hybrid collection hooks (synchronization,
-// copies, memsets; runtime and driver), with a callback that returns at
-// once: the floor of the callback method. Built by scripts/bench_percall.py.
+// copies, memsets), with a callback that returns at once: the floor of the
+// callback method. GS_FLOOR_TOGGLE_MS=N switches the copy and memset kinds
+// on N ms after start, for 20 ms, and off again: whether a sampling window
+// leaves a cost behind. Built by scripts/bench_percall.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
+//   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
 #include <cupti.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <pthread.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <vector>
@@ -56,6 +62,15 @@ static const unsigned kDriver[] = {126, 440, 17, 800, 121, 295, 436, 276, 278, 2
                                    224, 432, 251, 413, 220, 430, 254, 416, 226, 433, 294, 39, 371, 301, 379, 38, 302,
                                    245, 495, 496, 539, 540, 720, 721, 497, 498};
 
+static void* toggle(void* arg) {
+  usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(arg)) * 1000);
+  const CUpti_ActivityKind k[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET};
+  for (auto x : k) cuptiActivityEnable(x);
+  usleep(20000);
+  for (auto x : k) cuptiActivityDisable(x);
+  return nullptr;
+}
+
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   const char* k = getenv("GS_FLOOR_KINDS");
   if (!k) k = "all";
@@ -70,12 +85,21 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   for (auto& kk : kinds)
     if (wants(k, kk.name)) cuptiActivityEnable(kk.kind);
   const char* cb = getenv("GS_FLOOR_CALLBACKS");
-  if (cb && !strcmp(cb, "1")) {
+  if (cb && *cb) {
     CUpti_SubscriberHandle sub;
+    bool rt = strcmp(cb, "driver") != 0, drv = strcmp(cb, "runtime") != 0;
     if (cuptiSubscribe(&sub, nothing, nullptr) == CUPTI_SUCCESS) {
-      for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-      for (unsigned id : kDriver) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
+      if (rt)
+        for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+      if (drv)
+        for (unsigned id : kDriver) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
+  }
+  const char* t = getenv("GS_FLOOR_TOGGLE_MS");
+  if (t && atoi(t) > 0) {
+    pthread_t th;
+    if (pthread_create(&th, nullptr, toggle, reinterpret_cast<void*>(static_cast<uintptr_t>(atoi(t)))) == 0)
+      pthread_detach(th);
   }
   return 1;
 }

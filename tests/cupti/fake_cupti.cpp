@@ -390,51 +390,70 @@ FAKE_API int fake_cupti_enable_count(int kind) {
 }
 
 // kind: 0 stream, 1 device (context), 2 event, 3 stream wait event; runtime
-// API unless `driver`. The call takes `us` microseconds.
+// API unless `driver`. The call takes `us` microseconds. A runtime call
+// makes its driver call inside, as CUDA's runtime does (one each).
 FAKE_API int fake_cupti_api_sync(int kind, uintptr_t stream, int us, int result, int driver) {
   auto wait = [us] { if (us) usleep(us); };
   void* ev = reinterpret_cast<void*>(0x5000);
-  if (!driver) {
+  auto drv = [&](decltype(wait) inner, int res) {
     if (kind == 0) {
-      cudaStreamSynchronize_v3020_params p{reinterpret_cast<cudaStream_t>(stream)};
-      return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, &p, result, wait);
+      cuStreamSynchronize_params p{reinterpret_cast<CUstream>(stream)};
+      return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, &p, res, inner);
     }
     if (kind == 1) {
       int p = 0;
-      return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, &p, result, wait);
+      return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, &p, res, inner);
     }
     if (kind == 2) {
-      cudaEventSynchronize_v3020_params p{reinterpret_cast<cudaEvent_t>(ev)};
-      return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, &p, result, wait);
+      cuEventSynchronize_params p{reinterpret_cast<CUevent>(ev)};
+      return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, &p, res, inner);
     }
-    cudaStreamWaitEvent_v3020_params p{reinterpret_cast<cudaStream_t>(stream), reinterpret_cast<cudaEvent_t>(ev), 0};
-    return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, &p, result, wait);
-  }
+    cuStreamWaitEvent_params p{reinterpret_cast<CUstream>(stream), reinterpret_cast<CUevent>(ev), 0};
+    return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent, &p, res, inner);
+  };
+  if (driver) return drv(wait, result);
+  auto inner = [&] { drv(wait, result); };
   if (kind == 0) {
-    cuStreamSynchronize_params p{reinterpret_cast<CUstream>(stream)};
-    return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, &p, result, wait);
+    cudaStreamSynchronize_v3020_params p{reinterpret_cast<cudaStream_t>(stream)};
+    return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, &p, result, inner);
   }
   if (kind == 1) {
     int p = 0;
-    return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, &p, result, wait);
+    return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, &p, result, inner);
   }
   if (kind == 2) {
-    cuEventSynchronize_params p{reinterpret_cast<CUevent>(ev)};
-    return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, &p, result, wait);
+    cudaEventSynchronize_v3020_params p{reinterpret_cast<cudaEvent_t>(ev)};
+    return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, &p, result, inner);
   }
-  cuStreamWaitEvent_params p{reinterpret_cast<CUstream>(stream), reinterpret_cast<CUevent>(ev), 0};
-  return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent, &p, result, wait);
+  cudaStreamWaitEvent_v3020_params p{reinterpret_cast<cudaStream_t>(stream), reinterpret_cast<cudaEvent_t>(ev), 0};
+  return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, &p, result, inner);
 }
 
-// cudaMemcpyAsync (or cudaMemcpy when `sync`); with `nested`, the runtime
-// call makes the matching driver call inside, as a runtime could.
+// cudaMemcpyAsync (or cudaMemcpy when `sync`), making the driver call CUDA's
+// runtime makes for it inside (explicit-direction entry points for explicit
+// kinds, the unified one otherwise); `nested` 0 leaves it out (a runtime
+// that would not reach the driver's public entry points).
 FAKE_API int fake_cupti_rt_memcpy(uintptr_t dst, uintptr_t src, size_t bytes, int kind, uintptr_t stream, int sync,
                                   int nested, int result) {
+  CUstream s = reinterpret_cast<CUstream>(stream);
   auto inner = [&] {
     if (!nested) return;
-    cuMemcpyHtoDAsync_v2_params d{static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), bytes,
-                                  reinterpret_cast<CUstream>(stream)};
-    api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, &d, 0, nothing);
+    if (kind == cudaMemcpyHostToDevice && !sync) {
+      cuMemcpyHtoDAsync_v2_params d{static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), bytes, s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, &d, result, nothing);
+    } else if (kind == cudaMemcpyHostToDevice) {
+      cuMemcpyHtoD_v2_params d{static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), bytes};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, &d, result, nothing);
+    } else if (kind == cudaMemcpyDeviceToHost) {
+      cuMemcpyDtoHAsync_v2_params d{reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), bytes, s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2, &d, result, nothing);
+    } else if (kind == cudaMemcpyDeviceToDevice) {
+      cuMemcpyDtoDAsync_v2_params d{static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), bytes, s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2, &d, result, nothing);
+    } else {
+      cuMemcpyAsync_params d{static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), bytes, s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, &d, result, nothing);
+    }
   };
   if (sync) {
     cudaMemcpy_v3020_params p{reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes,
@@ -487,8 +506,12 @@ FAKE_API int fake_cupti_memset(uintptr_t dst, size_t n, uintptr_t stream, int dr
     cuMemsetD32Async_params p{dst, 0, n, reinterpret_cast<CUstream>(stream)};
     return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async, &p, 0, nothing);
   }
+  auto inner = [&] {
+    cuMemsetD8Async_params d{dst, 0, n, reinterpret_cast<CUstream>(stream)};
+    api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &d, 0, nothing);
+  };
   cudaMemsetAsync_v3020_params p{reinterpret_cast<void*>(dst), 0, n, reinterpret_cast<cudaStream_t>(stream)};
-  return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, &p, 0, nothing);
+  return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, &p, 0, inner);
 }
 
 // kind: 0 cudaHostAlloc, 1 cudaMallocHost, 2 cudaHostRegister, 3 cudaMallocManaged, 4 cudaFreeHost,

@@ -83,10 +83,14 @@ EXACT = ["--eager", 200000, "--graph-nodes", 64, "--replays", 1000, "--copy-byte
 GRAPH_NAME = re.compile(r"^graph_[0-9a-f]{16}_n(\d+)$")
 
 
-@pytest.fixture(scope="module", params=["hybrid", "activity"])
+COLLECTIONS = {"hybrid": {}, "activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
+               # the hot calls hooked in both API domains instead of the driver's alone
+               "hybrid-both": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime,driver"}}
+
+
+@pytest.fixture(scope="module", params=sorted(COLLECTIONS))
 def graph_mode_run(request):
-    lines, signals, err = run("exact_graph_" + request.param, "exact.py", *EXACT,
-                              GRAPHSIGNAL_CUPTI_COLLECTION=request.param)
+    lines, signals, err = run("exact_graph_" + request.param, "exact.py", *EXACT, **COLLECTIONS[request.param])
     return lines, signals, err
 
 
@@ -249,6 +253,17 @@ def labeled(signals, name):
 def test_every_call_of_a_cuda_program_is_counted_exactly(percall_exe, collection, trace):
     (did,), signals, err = run("percall_exact_%s_%s" % (collection, trace), percall_exe, "--exact",
                                options=["--cuda-graph-trace", trace], GRAPHSIGNAL_CUPTI_COLLECTION=collection)
+    check_exact(did, signals, err, collection, trace)
+
+
+@pytest.mark.parametrize("domains", ["runtime,driver", "runtime"])
+def test_exact_counts_wherever_the_callbacks_hook(percall_exe, domains):
+    (did,), signals, err = run("percall_exact_" + domains.replace(",", "_"), percall_exe, "--exact",
+                               GRAPHSIGNAL_CUPTI_CB_DOMAINS=domains)
+    check_exact(did, signals, err, "hybrid", "graph")
+
+
+def check_exact(did, signals, err, collection, trace):
     node = trace == "node"
     sampled = "sampled" if collection == "hybrid" and not node else None
     assert dropped(signals) == 0
