@@ -42,9 +42,10 @@ SUPPORTED_MAJORS = (12, 13)
 
 LIB_SOURCES = ["log.cpp", "cupti_call.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp",
                "devices.cpp", "driver_api.cpp", "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp",
-               "api_callbacks.cpp", "buffer_pool.cpp", "collector.cpp", "injection.cpp"]
+               "call_tables.cpp", "api_callbacks.cpp", "buffer_pool.cpp", "collector.cpp", "injection.cpp"]
 SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
-                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "test_shim.cpp"]
+                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
+                "test_shim.cpp"]
 
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
             "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra"]

@@ -26,11 +26,13 @@ RANK_ENV = (
     ("world_size", ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")),
 )
 
-# Copies and memsets counted by the CUPTI library's API callbacks, their
-# time estimated from sampled activity (probe.h GRAPHSIGNAL_REC_*_SAMPLED;
-# tests/test_cupti_translation.py holds these to the header).
+# Calls counted by the CUPTI library's API callbacks, aggregated per thread
+# (probe.h GRAPHSIGNAL_REC_*_SAMPLED, _SYNC_AGG; tests/test_cupti_translation.py
+# holds these to the header). A record carries its number of calls; copy and
+# memset times are estimates from sampled activity, tagged duration=sampled.
 REC_MEMCPY_SAMPLED = getattr(L, "REC_MEMCPY_SAMPLED", 14)
 REC_MEMSET_SAMPLED = getattr(L, "REC_MEMSET_SAMPLED", 15)
+REC_SYNC_AGG = getattr(L, "REC_SYNC_AGG", 16)
 SAMPLED_TAGS = {"duration": "sampled"}
 
 CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
@@ -345,7 +347,7 @@ class Poller:
     def _on_graph(self, st, g, ts):
         self._profile_by_name_device("cuda_graphs_nanoseconds", st, g, ts)
 
-    def _on_memcpy(self, st, g, ts, extra_tags=None):
+    def _on_memcpy(self, st, g, ts):
         # key: copy kind, memory kinds (src | dst << 8), device
         k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
         key, w2 = _compose(k1, g["device"])
@@ -358,29 +360,58 @@ class Poller:
             host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
             if host_mem:
                 tags["host_memory"] = host_mem
-            if extra_tags:
-                tags.update(extra_tags)
             self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
 
-    def _on_memset(self, st, g, ts, extra_tags=None):
+    def _on_memset(self, st, g, ts):
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
         for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
             mem, dev = divmod(k, width)
             kind = cuda_names.memory_kind(mem)
             tags = st.device_tags(dev)
-            if extra_tags:
-                tags.update(extra_tags)
             self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
 
     def _on_memcpy_sampled(self, st, g, ts):
-        """Copies counted exactly by API callbacks; time estimated."""
-        self._on_memcpy(st, g, ts, SAMPLED_TAGS)
+        """Copies counted by API callbacks: name_id src | dst << 8 | calls << 16."""
+        nid = g["name_id"]
+        k1, w1 = _compose(g["sub"], nid & 0xFFFF)
+        key, w2 = _compose(k1, g["device"])
+        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], nid >> 16)
+        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
+            dev = k % w2
+            copy_kind, mem = divmod(k // w2, w1)
+            kind = cuda_names.memcpy_kind(copy_kind)
+            tags = st.device_tags(dev)
+            host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
+            if host_mem:
+                tags["host_memory"] = host_mem
+            tags.update(SAMPLED_TAGS)
+            self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
 
     def _on_memset_sampled(self, st, g, ts):
-        self._on_memset(st, g, ts, SAMPLED_TAGS)
+        """Memsets counted by API callbacks: name_id calls."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], g["name_id"])
+        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
+            mem, dev = divmod(k, width)
+            kind = cuda_names.memory_kind(mem)
+            tags = dict(st.device_tags(dev), **SAMPLED_TAGS)
+            self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+
+    def _on_sync_agg(self, st, g, ts):
+        """Syncs counted and timed by API callbacks: name_id calls, value host ns."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, _, (ns, calls) = group_sums(key, g["value"], g["name_id"])
+        by_tags = {}
+        for k, t, c in zip(uniq.tolist(), ns.tolist(), calls.tolist()):
+            kind, dev = divmod(k, width)
+            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
+        for dev, frames in by_tags.items():
+            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
 
     def _on_sync(self, st, g, ts):
         key, width = _compose(g["sub"], g["device"])
@@ -490,6 +521,7 @@ class Poller:
         L.REC_HISTOGRAM_AGG: _on_histogram_agg,
         REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
         REC_MEMSET_SAMPLED: _on_memset_sampled,
+        REC_SYNC_AGG: _on_sync_agg,
     }
 
     # -- thread ----------------------------------------------------------------

@@ -70,6 +70,7 @@ DRIVER = textwrap.dedent(r"""
         "fake_cupti_memset_record": ([U32, U64, U64, U32], I), "fake_cupti_graph_records": ([U32, I, U64, U32], None),
         "fake_cupti_callback_enabled": ([I, I], I), "fake_cupti_enable_count": ([I], I),
         "fake_cupti_refuse_api_callbacks": ([I], None), "fake_cupti_clone": ([P, U32, P], None),
+        "fake_cupti_threads": ([I, I, I, P, P], None),
     }
     for name, (args, res) in sigs.items():
         f = getattr(fake, name)
@@ -334,6 +335,21 @@ def test_a_driver_call_inside_a_runtime_call_counts_once(libs):
     out, store, err = run_child(libs, steps)
     got = labeled(store, "cuda_memcpy_nanoseconds")
     assert got[("host_to_device", "pinned", "sampled")][1] == 3 and got[("host_to_device", "pageable", "sampled")][1] == 1
+
+
+def test_calls_from_many_threads_are_counted_exactly(libs):
+    # per-thread tables, flushed while the threads run (every 50 ms) and at exit
+    steps = [["call", "set_context", 5, 0], ["call", "alloc", 7, PINNED_BUF, MIB],
+             ["call", "threads", 8, 20000, 1, PINNED_BUF, DEV_BUF],  # cuMemcpyHtoDAsync
+             ["call", "threads", 8, 15000, 0, PINNED_BUF, DEV_BUF],  # cuStreamSynchronize
+             ["call", "threads", 3, 7000, 2, PINNED_BUF, DEV_BUF]]  # cuMemsetD8Async
+    out, store, _ = run_child(libs, steps, GRAPHSIGNAL_CUPTI_FLUSH_MS=50)
+    assert labeled(store, "cuda_memcpy_nanoseconds")[("host_to_device", "pinned", "sampled")][1] == 8 * 20000
+    assert total(store, "cuda_memcpy_bytes", kind="host_to_device") == 8 * 20000 * 64
+    assert {k: n for k, (v, n) in frames(store, "cuda_sync_nanoseconds").items()} == {"stream": 8 * 15000}
+    assert labeled(store, "cuda_memset_nanoseconds")[("device", None, "sampled")][1] == 3 * 7000
+    assert total(store, "cuda_memset_bytes") == 3 * 7000 * 64
+    assert total(store, "graphsignal_dropped_records", writer="cupti") == 0
 
 
 def test_work_captured_into_a_graph_is_not_counted(libs):

@@ -387,6 +387,7 @@ def test_sampled_record_types_are_the_headers():
     text = open(os.path.join(ROOT, "include", "graphsignal", "probe.h")).read()
     got = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define GRAPHSIGNAL_REC_(\w+) (\d+)u", text)}
     assert got["MEMCPY_SAMPLED"] == poller.REC_MEMCPY_SAMPLED and got["MEMSET_SAMPLED"] == poller.REC_MEMSET_SAMPLED
+    assert got["SYNC_AGG"] == poller.REC_SYNC_AGG
     assert len(set(got.values())) == len(got)
 
 
@@ -396,12 +397,14 @@ def test_sampled_copy_records_are_tagged_as_estimates():
     from graphsignal import poller
     from graphsignal.rings import layout as L
     import numpy as np
-    recs = np.zeros(3, dtype=L.RECORD_DTYPE)
-    recs["type"] = [poller.REC_MEMCPY_SAMPLED, poller.REC_MEMCPY_SAMPLED, poller.REC_MEMSET_SAMPLED]
-    recs["sub"] = [MEMCPY_HTOD, MEMCPY_HTOD, MEM_DEVICE]
-    recs["name_id"] = [MEM_PINNED | MEM_DEVICE << 8, MEM_PINNED | MEM_DEVICE << 8, 0]
-    recs["value"] = [2000, 2000, 900]
-    recs["extra"] = [64, 64, 4096]
+    recs = np.zeros(5, dtype=L.RECORD_DTYPE)
+    # a thread's table flushed twice (3 calls, then 1), a memset record of 2 calls, syncs of 40 and 2 calls
+    recs["type"] = [poller.REC_MEMCPY_SAMPLED, poller.REC_MEMCPY_SAMPLED, poller.REC_MEMSET_SAMPLED,
+                    poller.REC_SYNC_AGG, poller.REC_SYNC_AGG]
+    recs["sub"] = [MEMCPY_HTOD, MEMCPY_HTOD, MEM_DEVICE, SYNC_STREAM, SYNC_CONTEXT]
+    recs["name_id"] = [MEM_PINNED | MEM_DEVICE << 8 | 3 << 16, MEM_PINNED | MEM_DEVICE << 8 | 1 << 16, 2, 40, 2]
+    recs["value"] = [6000, 2000, 900, 40_000, 7]
+    recs["extra"] = [192, 64, 4096, 0, 0]
 
     class Ring:
         names = {}
@@ -412,11 +415,14 @@ def test_sampled_copy_records_are_tagged_as_estimates():
     poller.Poller(store, "x").aggregate(st, recs)
     [cp] = store.lookup("cuda_memcpy_nanoseconds")
     assert cp.tags == {"process.pid": "1", "device.cuda_index": "0", "host_memory": "pinned", "duration": "sampled"}
-    assert {k: tuple(v) for k, v in cp.frames.items()} == {"host_to_device": (4000, 2)}
+    assert {k: tuple(v) for k, v in cp.frames.items()} == {"host_to_device": (8000, 4)}
     [b] = store.lookup("cuda_memcpy_bytes")
-    assert b.total == 128 and b.tags["duration"] == "sampled"
+    assert b.total == 256 and b.tags["duration"] == "sampled"
     [ms] = store.lookup("cuda_memset_nanoseconds")
-    assert ms.tags["duration"] == "sampled" and {k: tuple(v) for k, v in ms.frames.items()} == {"device": (900, 1)}
+    assert ms.tags["duration"] == "sampled" and {k: tuple(v) for k, v in ms.frames.items()} == {"device": (900, 2)}
+    [sy] = store.lookup("cuda_sync_nanoseconds")
+    assert "duration" not in sy.tags  # host time is measured, not estimated
+    assert {k: tuple(v) for k, v in sy.frames.items()} == {"stream": (40_000, 40), "context": (7, 2)}
 
 
 # -- the built library --------------------------------------------------------

@@ -319,8 +319,6 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2 == 696, "cbid");
 
 thread_local int tl_runtime_depth = 0;  // hooked runtime calls in progress on this thread
 thread_local uint16_t tl_runtime_cbid = 0;  // the outermost one (diagnostics)
-thread_local CUcontext tl_context = nullptr;
-thread_local uint16_t tl_device = 0;
 
 uint64_t now_ns() {
   struct timespec ts;
@@ -333,8 +331,14 @@ bool is_sync_layout_with_stream(Layout l) { return l == Layout::kRtStream || l =
 }  // namespace
 
 ApiCallbacks::ApiCallbacks(RingSink* sink, Devices* devices, HostMemory* host, GraphRegistry* graphs,
-                           const CopyEstimator* estimator, const DriverApi* driver)
-    : sink_(sink), devices_(devices), host_(host), graphs_(graphs), estimator_(estimator), driver_(driver) {}
+                           const CopyEstimator* estimator, const DriverApi* driver, CallTables* tables)
+    : sink_(sink),
+      devices_(devices),
+      host_(host),
+      graphs_(graphs),
+      estimator_(estimator),
+      driver_(driver),
+      tables_(tables) {}
 
 bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfig& cfg) {
   cfg_ = cfg;
@@ -427,23 +431,30 @@ void ApiCallbacks::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
   uint8_t i = runtime ? runtime_index_[cbid] : driver_index_[cbid];
   if (!i) return;
   const Api& api = runtime ? kRuntimeApis[i - 1] : kDriverApis[i - 1];
+  // A driver call inside a hooked runtime call is the runtime call's own
+  // work: the runtime call is the one reported.
+  bool nested = !runtime && runtime_calls_.load(std::memory_order_relaxed) && tl_runtime_depth;
   if (cb->callbackSite == CUPTI_API_ENTER) {
     if (runtime) {
+      runtime_calls_.fetch_add(1, std::memory_order_relaxed);
       if (!tl_runtime_depth++) tl_runtime_cbid = static_cast<uint16_t>(cbid);
-    } else if (tl_runtime_depth) {
+    } else if (nested) {
       if (diagnose_) note_nested(tl_runtime_cbid, static_cast<uint16_t>(cbid));
-      return;  // the runtime call around it is the one reported
+      return;
     }
     if (api.op == Op::kSync && cb->correlationData) *cb->correlationData = now_ns();
     return;
   }
   if (runtime) {
-    if (tl_runtime_depth > 0) tl_runtime_depth--;
-  } else if (tl_runtime_depth) {
-    counters_.nested.fetch_add(1, std::memory_order_relaxed);
+    if (tl_runtime_depth > 0) {
+      tl_runtime_depth--;
+      runtime_calls_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  } else if (nested) {
+    if (diagnose_) counters_.nested.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  (runtime ? counters_.runtime : counters_.driver).fetch_add(1, std::memory_order_relaxed);
+  if (diagnose_) (runtime ? counters_.runtime : counters_.driver).fetch_add(1, std::memory_order_relaxed);
   on_exit(api, cb);
 }
 
@@ -474,8 +485,7 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
       uint8_t type = static_cast<uint8_t>(api.flags & kLowMask);
       if (is_sync_layout_with_stream(api.layout) && skip_stream(static_cast<const RtStream*>(params)->stream, ptsz))
         return;
-      uint16_t dev = device_of(cb->context);
-      if (cfg_.write) sink_->write(GRAPHSIGNAL_REC_SYNC, type, dev, 0, start && end > start ? end - start : 0, 0);
+      record(CallTables::kSync, type, 0, 0, device_of(cb->context), start && end > start ? end - start : 0, 0);
       return;
     }
     case Op::kCopy: {
@@ -492,10 +502,8 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
       if (!memset_of(api, params, &bytes, &dst, &stream) || !bytes) return;
       if (skip_stream(stream, ptsz)) return;
       uint8_t kind = device_side(dst);
-      uint16_t dev = device_of(cb->context);
-      if (cfg_.write)
-        sink_->write(GRAPHSIGNAL_REC_MEMSET_SAMPLED, kind, dev, 0,
-                     estimator_ ? estimator_->estimate(CopyEstimator::kMemset, kind, bytes) : 0, bytes);
+      record(CallTables::kMemset, kind, 0, 0, device_of(cb->context),
+             estimator_ ? estimator_->estimate(CopyEstimator::kMemset, kind, bytes) : 0, bytes);
       return;
     }
     case Op::kHostAlloc: {
@@ -555,12 +563,19 @@ bool ApiCallbacks::skip_stream(CUstream stream, bool ptsz) {
 }
 
 uint16_t ApiCallbacks::device_of(CUcontext ctx) {
-  if (ctx && ctx == tl_context) return tl_device;
+  // user-space pointers fit 48 bits: (pointer << 16 | ordinal) in one word
+  uint64_t c = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ctx));
+  bool cacheable = ctx && c < (1ull << 48);
+  std::atomic<uint64_t>& slot = contexts_[(c >> 4) % kContexts];
+  if (cacheable) {
+    uint64_t v = slot.load(std::memory_order_relaxed);
+    if (v >> 16 == c) return static_cast<uint16_t>(v & 0xFFFF);
+  }
   uint32_t dev = 0;
   if (!ctx || GS_CUPTI_CALL(cuptiGetDeviceId(ctx, &dev)) != CUPTI_SUCCESS) dev = devices_->last();
-  tl_device = devices_->use(dev);
-  tl_context = ctx;
-  return tl_device;
+  uint16_t d = devices_->use(dev);  // announced before any record of it
+  if (cacheable) slot.store(c << 16 | d, std::memory_order_relaxed);
+  return d;
 }
 
 uint8_t ApiCallbacks::host_side(uintptr_t p) const {
@@ -837,10 +852,20 @@ bool ApiCallbacks::memset_of(const Api& api, const void* params, uint64_t* bytes
 }
 
 void ApiCallbacks::record_copy(const Copy& c, uint16_t dev) {
-  if (!cfg_.write) return;
   uint64_t est = estimator_ ? estimator_->estimate(c.kind, CopyEstimator::memory_of(c.kind, c.src, c.dst), c.bytes) : 0;
-  sink_->write(GRAPHSIGNAL_REC_MEMCPY_SAMPLED, c.kind, dev, static_cast<uint32_t>(c.src) | (static_cast<uint32_t>(c.dst) << 8),
-               est, c.bytes);
+  record(CallTables::kMemcpy, c.kind, c.src, c.dst, dev, est, c.bytes);
+}
+
+void ApiCallbacks::record(CallTables::Kind kind, uint8_t sub, uint8_t src, uint8_t dst, uint16_t dev, uint64_t ns,
+                          uint64_t bytes) {
+  if (!cfg_.write) return;
+  if (tables_ && tables_->add(kind, sub, src, dst, dev, ns, bytes)) return;
+  if (tables_) {
+    tables_->write(kind, sub, src, dst, dev, 1, ns, bytes);
+  } else {
+    CallTables direct(sink_);
+    direct.write(kind, sub, src, dst, dev, 1, ns, bytes);
+  }
 }
 
 }  // namespace cupti

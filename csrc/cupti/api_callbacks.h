@@ -36,6 +36,7 @@
 #include <atomic>
 #include <string>
 
+#include "call_tables.h"
 #include "copy_estimator.h"
 #include "devices.h"
 #include "driver_api.h"
@@ -67,8 +68,9 @@ struct CallbackStats {
 
 class ApiCallbacks {
  public:
+  // `tables` aggregates what is counted (null: one ring record per call).
   ApiCallbacks(RingSink* sink, Devices* devices, HostMemory* host, GraphRegistry* graphs,
-               const CopyEstimator* estimator, const DriverApi* driver);
+               const CopyEstimator* estimator, const DriverApi* driver, CallTables* tables = nullptr);
 
   // Enables the configured callbacks on `subscriber`. False when the core
   // ones cannot be enabled; then none stays enabled and the caller
@@ -111,6 +113,7 @@ class ApiCallbacks {
   bool host_pointer(uintptr_t p, uint8_t* kind);  // where a unified address lives
   void note_nested(uint16_t runtime_cbid, uint16_t driver_cbid);
   void record_copy(const Copy& c, uint16_t dev);
+  void record(CallTables::Kind kind, uint8_t sub, uint8_t src, uint8_t dst, uint16_t dev, uint64_t ns, uint64_t bytes);
 
   RingSink* sink_;
   Devices* devices_;
@@ -118,10 +121,17 @@ class ApiCallbacks {
   GraphRegistry* graphs_;
   const CopyEstimator* estimator_;
   const DriverApi* driver_;
+  CallTables* tables_;
   CallbackConfig cfg_;
   uint8_t runtime_index_[kMaxCbid] = {};  // cbid -> 1 + index into the API table, 0: not hooked
   uint8_t driver_index_[kMaxCbid] = {};
   std::atomic<int> captures_{0};  // stream captures in progress, process-wide
+  // Hooked runtime calls in progress, process-wide: while 0, a driver call
+  // cannot be nested in one and the thread-local depth is not read.
+  std::atomic<int> runtime_calls_{0};
+  // Context -> device ordinal, packed (pointer << 16 | ordinal), direct-mapped.
+  static constexpr int kContexts = 8;
+  std::atomic<uint64_t> contexts_[kContexts] = {};
   std::atomic<int> n_ignored_{0};
   std::atomic<CUstream> ignored_[kMaxIgnored] = {};
   static constexpr size_t kRegions = 4096;  // 2 MiB address regions: device or not (host_pointer)

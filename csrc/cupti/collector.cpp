@@ -78,7 +78,8 @@ Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
       devices_(&sink_, &uuids_),
       graphs_(&sink_, &driver_),
       estimator_(new CopyEstimator()),
-      api_(&sink_, &devices_, &host_memory_, &graphs_, estimator_, &driver_),
+      tables_(&sink_),
+      api_(&sink_, &devices_, &host_memory_, &graphs_, estimator_, &driver_, &tables_),
       pool_(cfg.buffer_bytes, cfg.max_buffers),
       translator_(&sink_, &devices_, cfg.mode, &graphs_, estimator_) {
   queue_.reserve(cfg.max_buffers);
@@ -372,6 +373,7 @@ void Collector::flush_loop() {
     } else {
       // Default flush: returns only buffers whose records are all complete.
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));
+      tables_.flush();
     }
     flush_due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
     lk.lock();
@@ -413,6 +415,7 @@ void Collector::at_exit() {
     left.swap(queue_);
   }
   for (const Completed& c : left) translate_now(c.buffer, c.valid);
+  tables_.flush();  // what callbacks counted since the last period
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     const TranslatorStats& s = translator_.stats();

@@ -35,6 +35,7 @@
 
 #include "api_callbacks.h"
 #include "buffer_pool.h"
+#include "call_tables.h"
 #include "copy_estimator.h"
 #include "device_uuids.h"
 #include "devices.h"
@@ -106,6 +107,7 @@ class Collector {
   HostMemory host_memory_;
   GraphRegistry graphs_;
   CopyEstimator* estimator_;  // large; never freed (read by callbacks until exit)
+  CallTables tables_;         // what API callbacks counted, flushed with the activity
   ApiCallbacks api_;
   bool callbacks_syncs_ = false;   // syncs come from API callbacks
   bool callbacks_copies_ = false;  // copies and memsets come from API callbacks (sampled activity times them)

@@ -16,13 +16,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "records.h"
@@ -44,6 +47,7 @@ size_t refused = 0;
 std::deque<std::string> names;
 std::map<int, int> enables;  // activity kind -> times enabled
 bool refuse_api_callbacks = false;
+std::atomic<bool> api_enabled[3][1024];  // [domain][cbid], read lock-free on every fake API call
 
 size_t align8(size_t n) { return (n + 7) & ~static_cast<size_t>(7); }
 
@@ -142,6 +146,7 @@ CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle
   if (refuse_api_callbacks && domain != CUPTI_CB_DOMAIN_RESOURCE) return CUPTI_ERROR_INVALID_PARAMETER;
   if (enable) callbacks.insert(key);
   else callbacks.erase(key);
+  if (domain <= CUPTI_CB_DOMAIN_RUNTIME_API && cbid < 1024) api_enabled[domain][cbid].store(enable != 0);
   return CUPTI_SUCCESS;
 }
 
@@ -350,11 +355,7 @@ namespace {
 // (a nested driver call, or time passing).
 template <typename P, typename F>
 int api_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, P* params, int result, F inner) {
-  bool on;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    on = subscriber_fn && callbacks.count(static_cast<int>(domain) * 1000 + static_cast<int>(cbid));
-  }
+  bool on = subscriber_fn && cbid < 1024 && api_enabled[domain][cbid].load(std::memory_order_relaxed);
   uint64_t corr = 0;
   CUpti_CallbackData cb;
   memset(&cb, 0, sizeof cb);
@@ -698,4 +699,39 @@ FAKE_API void fake_cupti_clone(uintptr_t clone, uint32_t clone_id, uintptr_t ori
   rd.resourceDescriptor = &gd;
   if (subscriber_fn && callbacks.count(CUPTI_CB_DOMAIN_RESOURCE * 1000 + CUPTI_CBID_RESOURCE_GRAPH_CLONED))
     subscriber_fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPH_CLONED, &rd);
+}
+
+// -- benchmarks --------------------------------------------------------------------
+// n calls through the library's callbacks, as fast as the fake can make them:
+// what the library's own callback code costs per call (scripts/bench_callbacks.py).
+// which: 0 cuStreamSynchronize, 1 cuMemcpyHtoDAsync of 64 pinned bytes,
+// 2 cuMemsetD8Async, 3 cudaMemcpyAsync making its driver call inside.
+FAKE_API uint64_t fake_cupti_bench(int which, int n, uintptr_t pinned, uintptr_t dev) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  CUstream s = reinterpret_cast<CUstream>(0x9000);
+  for (int i = 0; i < n; i++) {
+    if (which == 0) {
+      cuStreamSynchronize_params p{s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, &p, 0, nothing);
+    } else if (which == 1) {
+      cuMemcpyHtoDAsync_v2_params p{dev, reinterpret_cast<const void*>(pinned), 64, s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, &p, 0, nothing);
+    } else if (which == 2) {
+      cuMemsetD8Async_params p{dev, 0, 64, s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p, 0, nothing);
+    } else {
+      fake_cupti_rt_memcpy(dev, pinned, 64, cudaMemcpyHostToDevice, 0x9000, 0, 1, 0);
+    }
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  return static_cast<uint64_t>(b.tv_sec - a.tv_sec) * 1000000000ull + static_cast<uint64_t>(b.tv_nsec - a.tv_nsec);
+}
+
+// `threads` threads at once, each making `calls` calls of fake_cupti_bench's
+// kind `which`: per-thread tables under concurrency.
+FAKE_API void fake_cupti_threads(int threads, int calls, int which, uintptr_t pinned, uintptr_t dev) {
+  std::vector<std::thread> ts;
+  for (int i = 0; i < threads; i++) ts.emplace_back([=] { fake_cupti_bench(which, calls, pinned, dev); });
+  for (auto& t : ts) t.join();
 }
