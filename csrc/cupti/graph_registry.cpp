@@ -112,7 +112,7 @@ void GraphRegistry::count_capture(const std::string& name) {
   if (!id) {
     if (capture_ids_.size() > kMaxIds) return;
     uint32_t nid = sink_->new_name_id();
-    std::string text = std::string("counter\x1f" "cuda_graph_captures\x1f" "graph\x1e") + name;
+    std::string text = std::string("counter\x1f") + "cuda_graph_captures" + "\x1f" + "graph" + "\x1e" + name;
     if (!nid || !sink_->send_name(nid, text.data(), text.size(), GRAPHSIGNAL_NAME_INSTRUMENT)) return;  // retried next time
     id = nid;
   }
