@@ -368,11 +368,12 @@ def test_work_captured_into_a_graph_is_not_counted(libs):
 
 def test_copy_time_is_estimated_from_sampling_windows(libs):
     steps = [["call", "set_context", 5, 0], ["call", "alloc", 0, PINNED_BUF, MIB],
-             ["wait_enabled", KIND_MEMCPY, 1]]  # the first window opens at start
+             ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0],  # before any sample: estimated at flush
+             ["wait_enabled", KIND_MEMCPY, 1]]  # a window opens at start (and at the first copy)
     steps += [["call", "memcpy_record", 1, 2, 3, 64, 5000, 0]] * 4  # HtoD pinned, 64 B: 5 us on the GPU
     steps += [["call", "memcpy_record", 1, 2, 3, 8 * MIB, 400000, 0]] * 2  # 8 MiB: 400 us
     steps += [["call", "memset_record", 3, 4096, 1500, 0], ["complete"], ["wait_enabled", KIND_MEMCPY, 0]]
-    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0]] * 10
+    steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0]] * 9
     steps += [["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 100, H2D, STREAM, 0, 1, 0],  # same bucket as 64 B
               ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 4 * MIB, H2D, STREAM, 0, 1, 0],  # bandwidth-scaled
               ["call", "rt_memcpy", PINNED_BUF, DEV_BUF, 64, D2H, STREAM, 0, 1, 0],  # a kind never sampled
@@ -381,7 +382,7 @@ def test_copy_time_is_estimated_from_sampling_windows(libs):
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_SAMPLE_MS=300, GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000,
                                 GRAPHSIGNAL_CUPTI_SAMPLE_KINDS="memcpy,memset", GRAPHSIGNAL_LOG_LEVEL="debug")
     assert out["waited"] == [True, True]
-    assert out["returns"][2:8] == [1] * 6 and out["returns"][-2] == 0
+    assert out["returns"][3:9] == [1] * 6 and out["returns"][-2] == 0
     got = labeled(store, "cuda_memcpy_nanoseconds")
     # counted only by callbacks (the sampled records time them, never count them)
     assert got[("host_to_device", "pinned", "sampled")] == (11 * 5000 + 200000, 12)
@@ -390,9 +391,19 @@ def test_copy_time_is_estimated_from_sampling_windows(libs):
     assert "7 copy durations sampled" in err
     # by default windows time copies only: memset times stay unestimated
     out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_SAMPLE_MS=300, GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000)
-    assert out["returns"][8] == 0  # no memset record: its kind stayed off
+    assert out["returns"][9] == 0  # no memset record: its kind stayed off
     assert labeled(store, "cuda_memset_nanoseconds") == {("device", None, "sampled"): (0, 1)}
     assert labeled(store, "cuda_memcpy_nanoseconds")[("host_to_device", "pinned", "sampled")] == (11 * 5000 + 200000, 12)
+
+
+def test_the_first_copy_opens_a_sampling_window(libs):
+    # the start window is long over (period: an hour); the first copy opens another
+    steps = [["call", "set_context", 5, 0], ["sleep", 0.5], ["call", "memcpy_record", 1, 2, 3, 64, 5000, 0],
+             ["call", "rt_memcpy", DEV_BUF, PINNED_BUF, 64, H2D, STREAM, 0, 1, 0], ["wait_enabled", KIND_MEMCPY, 1],
+             ["call", "memcpy_record", 1, 1, 3, 64, 3000, 0], ["complete"]]
+    out, store, _ = run_child(libs, steps, GRAPHSIGNAL_CUPTI_SAMPLE_MS=200, GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000)
+    assert out["returns"][1] == 0 and out["returns"][-1] == 1 and out["waited"] == [True]
+    assert labeled(store, "cuda_memcpy_nanoseconds") == {("host_to_device", "pageable", "sampled"): (3000, 1)}
 
 
 def test_node_mode_keeps_copies_on_activity_records(libs):

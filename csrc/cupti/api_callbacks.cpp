@@ -501,9 +501,7 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
       CUstream stream = nullptr;
       if (!memset_of(api, params, &bytes, &dst, &stream) || !bytes) return;
       if (skip_stream(stream, ptsz)) return;
-      uint8_t kind = device_side(dst);
-      record(CallTables::kMemset, kind, 0, 0, device_of(cb->context),
-             estimator_ ? estimator_->estimate(CopyEstimator::kMemset, kind, bytes) : 0, bytes);
+      record(CallTables::kMemset, device_side(dst), 0, 0, device_of(cb->context), 0, bytes);
       return;
     }
     case Op::kHostAlloc: {
@@ -852,20 +850,19 @@ bool ApiCallbacks::memset_of(const Api& api, const void* params, uint64_t* bytes
 }
 
 void ApiCallbacks::record_copy(const Copy& c, uint16_t dev) {
-  uint64_t est = estimator_ ? estimator_->estimate(c.kind, CopyEstimator::memory_of(c.kind, c.src, c.dst), c.bytes) : 0;
-  record(CallTables::kMemcpy, c.kind, c.src, c.dst, dev, est, c.bytes);
+  if (first_copy_hook_ && !first_copy_.load(std::memory_order_relaxed) && !first_copy_.exchange(true))
+    first_copy_hook_(first_copy_arg_);
+  record(CallTables::kMemcpy, c.kind, c.src, c.dst, dev, 0, c.bytes);
 }
 
 void ApiCallbacks::record(CallTables::Kind kind, uint8_t sub, uint8_t src, uint8_t dst, uint16_t dev, uint64_t ns,
                           uint64_t bytes) {
   if (!cfg_.write) return;
   if (tables_ && tables_->add(kind, sub, src, dst, dev, ns, bytes)) return;
-  if (tables_) {
-    tables_->write(kind, sub, src, dst, dev, 1, ns, bytes);
-  } else {
-    CallTables direct(sink_);
-    direct.write(kind, sub, src, dst, dev, 1, ns, bytes);
-  }
+  // not tabled (see CallTables::add): this call's own record
+  CallTables direct(sink_, estimator_);
+  if (kind != CallTables::kSync) ns = direct.estimate(kind, sub, src, dst, 1, bytes);
+  direct.write(kind, sub, src, dst, dev, 1, ns, bytes);
 }
 
 }  // namespace cupti

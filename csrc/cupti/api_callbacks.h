@@ -86,6 +86,14 @@ class ApiCallbacks {
   CallbackStats stats() const;
   const CallbackConfig& config() const { return cfg_; }
 
+  // Called once, on the thread of the process's first counted copy (the
+  // collector opens a sampling window then, so that short programs get
+  // their copies timed too).
+  void set_first_copy_hook(void (*fn)(void*), void* arg) {
+    first_copy_hook_ = fn;
+    first_copy_arg_ = arg;
+  }
+
   // Debug: which driver calls the hooked runtime calls made ("41>277 ...").
   void set_diagnose(bool on) { diagnose_ = on; }
   std::string nested_pairs() const;
@@ -137,6 +145,9 @@ class ApiCallbacks {
   static constexpr size_t kRegions = 4096;  // 2 MiB address regions: device or not (host_pointer)
   std::atomic<uint64_t> regions_[kRegions] = {};
   bool diagnose_ = false;
+  void (*first_copy_hook_)(void*) = nullptr;
+  void* first_copy_arg_ = nullptr;
+  std::atomic<bool> first_copy_{false};
   static constexpr int kMaxPairs = 32;
   std::atomic<uint32_t> pairs_[kMaxPairs] = {};
 

@@ -35,7 +35,8 @@ bool CallTables::add(Kind kind, uint32_t sub, uint32_t src, uint32_t dst, uint32
   if (sub > 31 || src > 7 || dst > 7 || device > 255) return false;
   Table* t = table();
   if (!t) return false;
-  uint32_t key = key_of(kind, sub, src, dst, device);
+  uint32_t bucket = kind == kSync ? 0 : static_cast<uint32_t>(CopyEstimator::bucket(bytes));
+  uint32_t key = key_of(kind, sub, src, dst, device, bucket);
   uint32_t h = (key * 2654435761u) >> 26;  // 6 bits: kSlots
   for (int i = 0; i < kSlots; i++) {
     Slot& s = t->slots[(h + i) & (kSlots - 1)];
@@ -73,6 +74,7 @@ bool CallTables::send(uint32_t key, uint64_t calls, uint64_t ns, uint64_t bytes)
   uint8_t sub = static_cast<uint8_t>((key >> 3) & 31);
   uint32_t src = (key >> 8) & 7, dst = (key >> 11) & 7;
   uint16_t dev = static_cast<uint16_t>((key >> 14) & 255);
+  if (kind != kSync) ns = estimate(kind, sub, src, dst, calls, bytes);
   // The calls field is 32 bits (16 for copies, beside the memory kinds):
   // more calls than fit go in records of their own, the sums in the last.
   const uint64_t most = kind == kMemcpy ? 0xFFFFu : 0xFFFFFFFFu;
@@ -82,6 +84,19 @@ bool CallTables::send(uint32_t key, uint64_t calls, uint64_t ns, uint64_t bytes)
     calls -= most;
   }
   return write(kind, sub, src, dst, dev, calls, ns, bytes) && ok;
+}
+
+uint64_t CallTables::estimate(Kind kind, uint32_t sub, uint32_t src, uint32_t dst, uint64_t calls,
+                              uint64_t bytes) const {
+  if (!estimator_ || !calls) return 0;
+  // calls of one size bucket: the mean size stands for each
+  uint64_t each = kind == kMemcpy
+      ? estimator_->estimate(static_cast<uint8_t>(sub),
+                             CopyEstimator::memory_of(static_cast<uint8_t>(sub), static_cast<uint8_t>(src),
+                                                      static_cast<uint8_t>(dst)),
+                             bytes / calls)
+      : estimator_->estimate(CopyEstimator::kMemset, static_cast<uint8_t>(sub), bytes / calls);
+  return each * calls;
 }
 
 bool CallTables::write(Kind kind, uint8_t sub, uint32_t src, uint32_t dst, uint16_t dev, uint64_t calls,

@@ -78,7 +78,7 @@ Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
       devices_(&sink_, &uuids_),
       graphs_(&sink_, &driver_),
       estimator_(new CopyEstimator()),
-      tables_(&sink_),
+      tables_(&sink_, estimator_),
       api_(&sink_, &devices_, &host_memory_, &graphs_, estimator_, &driver_, &tables_),
       pool_(cfg.buffer_bytes, cfg.max_buffers),
       translator_(&sink_, &devices_, cfg.mode, &graphs_, estimator_) {
@@ -202,6 +202,8 @@ bool Collector::enable_activity() {
   }
   callbacks_syncs_ = cb.syncs;
   callbacks_copies_ = cb.copies;
+  if (callbacks_copies_ && cfg_.sample_ms && cfg_.sample_ms < cfg_.sample_period_ms)
+    api_.set_first_copy_hook(on_first_copy, this);
   translator_.set_copies_counted_elsewhere(callbacks_copies_);
 
   if (!callbacks_syncs_) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
@@ -231,6 +233,15 @@ void Collector::enable_copy_activity(bool on, bool memcpy, bool memset) {
     if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
     else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
   }
+}
+
+void Collector::on_first_copy(void* arg) {
+  // On a workload thread, inside an API callback: no lock, a flag and a
+  // wake-up (a wake-up lost in a race only delays the window to the next
+  // round of the thread).
+  auto* self = static_cast<Collector*>(arg);
+  self->window_now_.store(true, std::memory_order_release);
+  self->flush_cv_.notify_one();
 }
 
 void Collector::set_sampling(bool on) {
@@ -347,7 +358,9 @@ void Collector::flush_loop() {
   std::unique_lock<std::mutex> lk(flush_mu_);
   for (;;) {
     auto due = windows ? std::min(flush_due, window_due) : flush_due;
-    flush_cv_.wait_until(lk, due, [this] { return stopping_ || !queue_.empty(); });
+    flush_cv_.wait_until(lk, due, [this] {
+      return stopping_ || !queue_.empty() || window_now_.load(std::memory_order_acquire);
+    });
     if (!queue_.empty()) {
       batch_.swap(queue_);
       lk.unlock();
@@ -358,6 +371,9 @@ void Collector::flush_loop() {
     }
     if (stopping_) break;
     auto now = Clock::now();
+    if (window_now_.exchange(false, std::memory_order_acq_rel) && windows && !sampling_ && uuids_done) {
+      window_due = now;  // the first copy: a window right away
+    }
     if (windows && now >= window_due) {
       lk.unlock();
       set_sampling(!sampling_);

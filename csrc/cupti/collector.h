@@ -112,6 +112,8 @@ class Collector {
   bool callbacks_syncs_ = false;   // syncs come from API callbacks
   bool callbacks_copies_ = false;  // copies and memsets come from API callbacks (sampled activity times them)
   bool sampling_ = false;          // inside a copy sampling window (flush thread only)
+  std::atomic<bool> window_now_{false};  // the first copy was counted: open a window now
+  static void on_first_copy(void* self);
   BufferPool pool_;
   // Serializes translation: CUPTI may return buffers on its worker thread
   // and on any thread that flushes. Waiting here is allowed (no launch
