@@ -63,7 +63,9 @@ def _lib_sources():
 
 
 LIB_SOURCES = _lib_sources()
-SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "test_shim.cpp"]
+SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
+                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
+                "test_shim.cpp"]
 
 CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
             "-fno-exceptions", "-fno-rtti", "-Wall", "-Wextra"]

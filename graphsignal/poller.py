@@ -26,6 +26,15 @@ RANK_ENV = (
     ("world_size", ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")),
 )
 
+# Calls counted by the CUPTI library's API callbacks, aggregated per thread
+# (probe.h GRAPHSIGNAL_REC_*_SAMPLED, _SYNC_AGG; tests/test_cupti_translation.py
+# holds these to the header). A record carries its number of calls; copy and
+# memset times are estimates from sampled activity, tagged duration=sampled.
+REC_MEMCPY_SAMPLED = getattr(L, "REC_MEMCPY_SAMPLED", 14)
+REC_MEMSET_SAMPLED = getattr(L, "REC_MEMSET_SAMPLED", 15)
+REC_SYNC_AGG = getattr(L, "REC_SYNC_AGG", 16)
+SAMPLED_TAGS = {"duration": "sampled"}
+
 CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                  "cuda_memset_nanoseconds", "cuda_sync_nanoseconds")
 
@@ -364,6 +373,46 @@ class Poller:
             self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
 
+    def _on_memcpy_sampled(self, st, g, ts):
+        """Copies counted by API callbacks: name_id src | dst << 8 | calls << 16."""
+        nid = g["name_id"]
+        k1, w1 = _compose(g["sub"], nid & 0xFFFF)
+        key, w2 = _compose(k1, g["device"])
+        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], nid >> 16)
+        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
+            dev = k % w2
+            copy_kind, mem = divmod(k // w2, w1)
+            kind = cuda_names.memcpy_kind(copy_kind)
+            tags = st.device_tags(dev)
+            host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
+            if host_mem:
+                tags["host_memory"] = host_mem
+            tags.update(SAMPLED_TAGS)
+            self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
+
+    def _on_memset_sampled(self, st, g, ts):
+        """Memsets counted by API callbacks: name_id calls."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], g["name_id"])
+        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
+            mem, dev = divmod(k, width)
+            kind = cuda_names.memory_kind(mem)
+            tags = dict(st.device_tags(dev), **SAMPLED_TAGS)
+            self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+
+    def _on_sync_agg(self, st, g, ts):
+        """Syncs counted and timed by API callbacks: name_id calls, value host ns."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, _, (ns, calls) = group_sums(key, g["value"], g["name_id"])
+        by_tags = {}
+        for k, t, c in zip(uniq.tolist(), ns.tolist(), calls.tolist()):
+            kind, dev = divmod(k, width)
+            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
+        for dev, frames in by_tags.items():
+            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
+
     def _on_sync(self, st, g, ts):
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns,) = group_sums(key, g["value"])
@@ -470,6 +519,9 @@ class Poller:
         L.REC_HISTOGRAM: _on_histogram,
         L.REC_PROFILE: _on_profile,
         L.REC_HISTOGRAM_AGG: _on_histogram_agg,
+        REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
+        REC_MEMSET_SAMPLED: _on_memset_sampled,
+        REC_SYNC_AGG: _on_sync_agg,
     }
 
     # -- thread ----------------------------------------------------------------

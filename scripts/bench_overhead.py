@@ -1,10 +1,14 @@
 """What graphsignal-run costs a GPU workload, against what CUPTI itself
 costs: per-iteration time of each workload in scripts/workloads/bench.py
 
-  bare        python bench.py
-  graphsignal graphsignal-run python bench.py            (graph mode)
-  minimal     a minimal CUPTI injection built here: the same activity
-              kinds enabled, buffers discarded unread
+  bare                  python bench.py
+  graphsignal           graphsignal-run python bench.py (graph mode, the
+                        default hybrid collection)
+  graphsignal-activity  the same with GRAPHSIGNAL_CUPTI_COLLECTION=activity
+                        (every kind by activity records: the collection
+                        before issue 15)
+  minimal               a minimal CUPTI injection built here: every activity
+                        kind enabled, buffers discarded unread
 and, for the CUDA graph workload, both again in node mode. Configurations
 are interleaved (the order rotates each repetition) and each result is the
 median over repetitions of the median over a run's timed blocks.
@@ -114,6 +118,8 @@ def run_one(config, workloads, scale, injection):
         cmd = [sys.executable, "-m", "graphsignal.cli.run", "--listen-port", "0"]
         if config.endswith("-node"):
             cmd += ["--cuda-graph-trace", "node"]
+        if "-activity" in config:
+            env["GRAPHSIGNAL_CUPTI_COLLECTION"] = "activity"
         cmd += bench
     elif config.startswith("minimal"):
         lib, libdir = injection
@@ -190,9 +196,11 @@ def main():
     emit(bench="cupti_overhead", event="setup", cuda_major=major, cuda_from=source, libcupti=libcupti,
          minimal_injection=injection[0])
 
-    configs = [("bare", workloads), ("graphsignal", workloads), ("minimal", workloads)]
+    configs = [("bare", workloads), ("graphsignal", workloads), ("graphsignal-activity", workloads),
+               ("minimal", workloads)]
     if "graph64" in workloads:
-        configs += [("graphsignal-node", ["graph64"]), ("minimal-node", ["graph64"])]
+        configs += [("graphsignal-node", ["graph64"]), ("graphsignal-activity-node", ["graph64"]),
+                    ("minimal-node", ["graph64"])]
     times = {}  # (workload, config) -> [us]
     extras = {}  # config -> [extras]
     for rep in range(a.reps):
@@ -225,9 +233,12 @@ def summarize(times, extras, workloads, reps):
             drops = [e.get("dropped_records") for e in gs_ex]
             cpu = [e["sidecar_cpu_pct"] for e in gs_ex if e.get("sidecar_cpu_pct") is not None]
             ov, ov_min = 100.0 * (gs / bare - 1), 100.0 * (mini / bare - 1)
+            act = med.get((w, "graphsignal-activity" + sfx))
             emit(bench="cupti_overhead", event="summary", workload=w, mode=mode, reps=reps,
                  bare_us=round(bare, 3), graphsignal_us=round(gs, 3), minimal_us=round(mini, 3),
+                 activity_us=round(act, 3) if act else None,
                  overhead_pct=round(ov, 2), minimal_overhead_pct=round(ov_min, 2),
+                 activity_overhead_pct=round(100.0 * (act / bare - 1), 2) if act else None,
                  within_target=ov <= ov_min + 2.0,
                  best_overhead_pct=round(100.0 * (bgs / bbare - 1), 2),
                  best_minimal_overhead_pct=round(100.0 * (bmini / bbare - 1), 2),

@@ -7,6 +7,7 @@ read. Also: what the built library exports.
 Skips where no C++ compiler or CUPTI/CUDA headers are found."""
 import collections
 import ctypes
+import hashlib
 import os
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ import uuid
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Build folders per checkout: two checkouts testing at once must not load each other's builds.
+CHECKOUT = hashlib.sha1(ROOT.encode()).hexdigest()[:10]
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
 import cupti_build  # noqa: E402
 
@@ -38,7 +41,7 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsiz
 
 @pytest.fixture(scope="module")
 def shim():
-    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d" % os.getuid())
+    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d-%s" % (os.getuid(), CHECKOUT))
     path = cupti_build.build_test_shim(out, log=lambda m: sys.stderr.write(m + "\n"))
     if path is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
@@ -62,6 +65,9 @@ def shim():
         "gs_test_stats": ([vp, ctypes.POINTER(u64)], None),
         "gs_test_ignore_stream": ([vp, u32], ctypes.c_int),
         "gs_test_last_stream": ([vp, u32], None),
+        "gs_test_copies_elsewhere": ([vp, ctypes.c_int], None),
+        "gs_test_register_graph": ([vp, u32, u32, s], None),
+        "gs_test_estimate": ([vp, u32, u32, u64], u64),
     }
     for name, (args, res) in sigs.items():
         f = getattr(lib, name)
@@ -86,10 +92,10 @@ class Harness:
         return lambda *a: fn(self.h, *[x.encode() if isinstance(x, str) else x for x in a])
 
     def stats(self):
-        out = (ctypes.c_uint64 * 9)()
+        out = (ctypes.c_uint64 * 10)()
         self.lib.gs_test_stats(self.h, out)
         keys = ("records", "kernels", "graphs", "memcpys", "memsets", "syncs", "graph_kernels_skipped", "other",
-                "ignored")
+                "ignored", "copy_samples")
         return dict(zip(keys, list(out)))
 
     def drain(self):
@@ -337,6 +343,88 @@ def test_full_ring_drops_and_counts(harness):
     assert dropped > 0
 
 
+def test_graph_records_take_the_names_graphs_were_given(harness):
+    t = harness()
+    t.register_graph(21, 3, "graph_00000000000000aa_n3")
+    for _ in range(4):
+        t.graph(21, 0, 1, 0, 100)
+    t.graph(22, 0, 1, 0, 50)  # not named (yet): CUPTI's id
+    t.translate()
+    t.register_graph(22, 4, "graph_00000000000000aa_n3")  # a re-capture of the same step
+    t.graph(22, 0, 1, 0, 50)
+    t.graph(4, 0, 1, 0, 7)  # an id only the source graph map holds
+    t.translate()
+    t.drain()
+    assert t.profile("cuda_graphs_nanoseconds") == {"graph_00000000000000aa_n3": (457, 6), "graph_22": (50, 1)}
+    assert {s.tags["graph"]: s.total for s in t.store.lookup("cuda_graph_captures", "counter")} == {
+        "graph_00000000000000aa_n3": 2}
+
+
+def test_copy_records_only_time_copies_counted_by_callbacks(harness):
+    t = harness()
+    t.copies_elsewhere(1)
+    for _ in range(4):
+        t.memcpy(MEMCPY_HTOD, MEM_PINNED, MEM_DEVICE, 64, 0, 0, 2000)
+    t.memcpy(MEMCPY_HTOD, MEM_PINNED, MEM_DEVICE, 8 << 20, 0, 0, 400_000)
+    t.memset(MEM_DEVICE, 4096, 0, 0, 900)
+    t.kernel(ADD, 0, 1, 0, 100, 0, 0)
+    assert t.translate() == 7
+    t.drain()
+    assert t.stats()["copy_samples"] == 6 and t.stats()["memcpys"] == 0
+    assert t.store.lookup("cuda_memcpy_nanoseconds") == [] and t.store.lookup("cuda_memset_nanoseconds") == []
+    assert t.profile("cuda_kernels_nanoseconds") == {ADD: (100, 1)}
+    assert t.estimate(MEMCPY_HTOD, MEM_PINNED, 64) == 2000
+    assert t.estimate(MEMCPY_HTOD, MEM_PINNED, 127) == 2000  # the same log2 bucket
+    assert t.estimate(MEMCPY_HTOD, MEM_PINNED, 1000) == 2000  # the nearest sampled bucket: latency-bound
+    assert t.estimate(MEMCPY_HTOD, MEM_PINNED, 4 << 20) == 200_000  # bandwidth-bound: per byte
+    assert t.estimate(MEMCPY_HTOD, MEM_PAGEABLE, 64) == 0  # never sampled
+    assert t.estimate(15, MEM_DEVICE, 4096) == 900  # memsets
+
+
+def test_sampled_record_types_are_the_headers():
+    import re
+    from graphsignal import poller
+    text = open(os.path.join(ROOT, "include", "graphsignal", "probe.h")).read()
+    got = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define GRAPHSIGNAL_REC_(\w+) (\d+)u", text)}
+    assert got["MEMCPY_SAMPLED"] == poller.REC_MEMCPY_SAMPLED and got["MEMSET_SAMPLED"] == poller.REC_MEMSET_SAMPLED
+    assert got["SYNC_AGG"] == poller.REC_SYNC_AGG
+    assert len(set(got.values())) == len(got)
+
+
+def test_sampled_copy_records_are_tagged_as_estimates():
+    # What the library's callbacks write: records of the sampled types,
+    # through the poller, as a real ring carries them.
+    from graphsignal import poller
+    from graphsignal.rings import layout as L
+    import numpy as np
+    recs = np.zeros(5, dtype=L.RECORD_DTYPE)
+    # a thread's table flushed twice (3 calls, then 1), a memset record of 2 calls, syncs of 40 and 2 calls
+    recs["type"] = [poller.REC_MEMCPY_SAMPLED, poller.REC_MEMCPY_SAMPLED, poller.REC_MEMSET_SAMPLED,
+                    poller.REC_SYNC_AGG, poller.REC_SYNC_AGG]
+    recs["sub"] = [MEMCPY_HTOD, MEMCPY_HTOD, MEM_DEVICE, SYNC_STREAM, SYNC_CONTEXT]
+    recs["name_id"] = [MEM_PINNED | MEM_DEVICE << 8 | 3 << 16, MEM_PINNED | MEM_DEVICE << 8 | 1 << 16, 2, 40, 2]
+    recs["value"] = [6000, 2000, 900, 40_000, 7]
+    recs["extra"] = [192, 64, 4096, 0, 0]
+
+    class Ring:
+        names = {}
+        kind = L.KIND_CUPTI
+    st = poller.RingState.__new__(poller.RingState)
+    st.ring, st.pid, st.base_tags, st.devices, st.instruments = Ring(), 1, {"process.pid": "1"}, {}, {}
+    store = MetricStore()
+    poller.Poller(store, "x").aggregate(st, recs)
+    [cp] = store.lookup("cuda_memcpy_nanoseconds")
+    assert cp.tags == {"process.pid": "1", "device.cuda_index": "0", "host_memory": "pinned", "duration": "sampled"}
+    assert {k: tuple(v) for k, v in cp.frames.items()} == {"host_to_device": (8000, 4)}
+    [b] = store.lookup("cuda_memcpy_bytes")
+    assert b.total == 256 and b.tags["duration"] == "sampled"
+    [ms] = store.lookup("cuda_memset_nanoseconds")
+    assert ms.tags["duration"] == "sampled" and {k: tuple(v) for k, v in ms.frames.items()} == {"device": (900, 2)}
+    [sy] = store.lookup("cuda_sync_nanoseconds")
+    assert "duration" not in sy.tags  # host time is measured, not estimated
+    assert {k: tuple(v) for k, v in sy.frames.items()} == {"stream": (40_000, 40), "context": (7, 2)}
+
+
 # -- the built library --------------------------------------------------------
 @pytest.fixture(scope="module")
 def injection_lib():
@@ -345,7 +433,7 @@ def injection_lib():
         p = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
         if os.path.exists(p):
             return p
-    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d" % os.getuid())
+    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d-%s" % (os.getuid(), CHECKOUT))
     built = cupti_build.build_cupti_variants(out, log=lambda m: None)
     if not built:
         pytest.skip("no CUPTI headers with libcupti here to build the library")

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "cupti_call.h"
@@ -40,6 +41,33 @@ CollectorConfig CollectorConfig::from_env() {
   c.max_buffers = env_number("GRAPHSIGNAL_CUPTI_MAX_BUFFERS", c.max_buffers, 2, 4096);
   c.callbacks = env_number("GRAPHSIGNAL_CUPTI_CALLBACKS", 1, 0, 1) != 0;
   c.handoff = env_number("GRAPHSIGNAL_CUPTI_HANDOFF", 1, 0, 1) != 0;
+  const char* coll = getenv("GRAPHSIGNAL_CUPTI_COLLECTION");
+  if (coll && *coll) {
+    if (!strcasecmp(coll, "activity")) {
+      c.collection = Collection::kActivity;
+    } else if (strcasecmp(coll, "hybrid")) {
+      log(Level::kWarning, "GRAPHSIGNAL_CUPTI_COLLECTION=%s is not hybrid or activity; using hybrid", coll);
+    }
+  }
+  c.sample_ms = static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_SAMPLE_MS", c.sample_ms, 0, 60000));
+  c.sample_period_ms =
+      static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS", c.sample_period_ms, 10, 3600000));
+  if (c.sample_ms >= c.sample_period_ms) c.sample_ms = c.sample_period_ms;  // always on: every copy timed
+  const char* domains = getenv("GRAPHSIGNAL_CUPTI_CB_DOMAINS");
+  if (domains && *domains) {
+    c.callback.runtime = strstr(domains, "runtime") != nullptr;
+    c.callback.driver = strstr(domains, "driver") != nullptr;
+    if (!c.callback.runtime && !c.callback.driver) {
+      log(Level::kWarning, "GRAPHSIGNAL_CUPTI_CB_DOMAINS=%s names neither runtime nor driver; using driver", domains);
+      c.callback.driver = true;
+    }
+  }
+  c.callback.write = env_number("GRAPHSIGNAL_CUPTI_CB_WRITE", 1, 0, 1) != 0;
+  const char* kinds = getenv("GRAPHSIGNAL_CUPTI_SAMPLE_KINDS");
+  if (kinds && *kinds) {
+    c.sample_memcpy = strstr(kinds, "memcpy") != nullptr;
+    c.sample_memset = strstr(kinds, "memset") != nullptr;
+  }
   return c;
 }
 
@@ -47,8 +75,13 @@ Collector::Collector(graphsignal_ring_header* ring, const CollectorConfig& cfg)
     : cfg_(cfg),
       pid_(getpid()),
       sink_(ring),
+      devices_(&sink_, &uuids_),
+      graphs_(&sink_, &driver_),
+      estimator_(new CopyEstimator()),
+      tables_(&sink_, estimator_),
+      api_(&sink_, &devices_, &host_memory_, &graphs_, estimator_, &driver_, &tables_),
       pool_(cfg.buffer_bytes, cfg.max_buffers),
-      translator_(&sink_, &uuids_, cfg.mode) {
+      translator_(&sink_, &devices_, cfg.mode, &graphs_, estimator_) {
   queue_.reserve(cfg.max_buffers);
   batch_.reserve(cfg.max_buffers);
 }
@@ -67,6 +100,7 @@ bool Collector::ignore_stream(void* stream) {
   uint32_t id = 0;
   if (!get_ctx || get_ctx(stream, &ctx) != 0 || !ctx) return false;
   if (GS_CUPTI_CALL(cuptiGetStreamIdEx(ctx, static_cast<CUstream>(stream), 0, &id)) != CUPTI_SUCCESS) return false;
+  self->api_.ignore_stream(stream);  // callbacks see the handle, activity records the id
   return self->translator_.ignore_stream(id);
 }
 
@@ -89,13 +123,18 @@ void Collector::initialize() {
 
 void Collector::start() {
   uuids_.attach_driver();
-  if (GS_CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS ||
-      !enable_activity()) {
+  driver_.load();
+  if (GS_CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
     log(Level::kWarning, "CUPTI cannot trace this process; it runs unprofiled");
     sink_.close();  // tells the sidecar nothing more will come
     return;
   }
   if (cfg_.callbacks) subscribe();
+  if (!enable_activity()) {
+    log(Level::kWarning, "CUPTI cannot trace this process; it runs unprofiled");
+    sink_.close();
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     translator_.write_meta();
@@ -123,26 +162,20 @@ void Collector::subscribe() {
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     // Another tool (Nsight, a sanitizer) holds CUPTI's callback API. Activity
     // still works; contexts are learned from CONTEXT records instead.
-    log(Level::kInfo, "another CUPTI subscriber is active; using context records for device mapping");
+    log(Level::kInfo, "another CUPTI subscriber is active; using activity records for everything");
   }
   if (r != CUPTI_SUCCESS) {
     subscriber_ = nullptr;
     return;
   }
   GS_CUPTI_CALL(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+  GS_CUPTI_CALL(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPH_CLONED));
 }
 
 bool Collector::enable_activity() {
   // Kernels first: if CUPTI cannot trace them (no usable driver, a profiler
   // that owns the GPU's counters), it can trace nothing, and one line says so.
   if (GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) return false;
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
-  // CONTEXT records are the fallback map from context to device (sync
-  // records carry only the context).
-  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONTEXT));
   if (cfg_.mode == GraphTrace::kGraph &&
       GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != CUPTI_SUCCESS) {
     // Without whole-graph records, the nodes' kernel records are the only
@@ -150,9 +183,71 @@ bool Collector::enable_activity() {
     log(Level::kWarning, "CUDA graph tracing unavailable; graph kernels are reported per node");
     translator_.set_mode(GraphTrace::kNode);
   }
-  log(Level::kInfo, "collecting kernels, memcpy, memset, synchronization; graph trace mode %s",
+  // CONTEXT records are the fallback map from context to device (sync
+  // records carry only the context).
+  GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONTEXT));
+
+  // The API callbacks: graph names in every collection; syncs, and in graph
+  // mode copies, in the hybrid one. Node mode keeps copy activity records:
+  // a graph's copy nodes have no API call of their own.
+  bool hybrid = cfg_.collection == Collection::kHybrid && subscriber_;
+  CallbackConfig cb = cfg_.callback;
+  cb.graphs = subscriber_ != nullptr;
+  cb.syncs = hybrid;
+  cb.copies = hybrid && translator_.mode() == GraphTrace::kGraph;
+  api_.set_diagnose(log_enabled(Level::kDebug));
+  if (subscriber_ && !api_.enable(subscriber_, cb)) {
+    cb.syncs = cb.copies = false;
+    cb.graphs = api_.enable(subscriber_, cb);  // at least the names, if those can be hooked
+  }
+  callbacks_syncs_ = cb.syncs;
+  callbacks_copies_ = cb.copies;
+  if (callbacks_copies_ && cfg_.sample_ms && cfg_.sample_ms < cfg_.sample_period_ms)
+    api_.set_first_copy_hook(on_first_copy, this);
+  translator_.set_copies_counted_elsewhere(callbacks_copies_);
+
+  if (!callbacks_syncs_) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  if (!callbacks_copies_) {
+    enable_copy_activity(true, true, true);
+  } else if (cfg_.sample_ms >= cfg_.sample_period_ms) {
+    // every copy timed: activity always on, callbacks still count
+    enable_copy_activity(true, cfg_.sample_memcpy, cfg_.sample_memset);
+  }
+  log(Level::kInfo, "collecting kernels and graphs by activity; synchronization by %s; copies and memsets by %s; "
+      "graph trace mode %s",
+      callbacks_syncs_ ? "API callbacks" : "activity", callbacks_copies_
+          ? (cfg_.sample_ms ? "API callbacks (GPU time sampled)" : "API callbacks (no GPU time)")
+          : "activity",
       translator_.mode() == GraphTrace::kNode ? "node" : "graph");
   return true;
+}
+
+void Collector::enable_copy_activity(bool on, bool memcpy, bool memset) {
+  if (memcpy) {
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+    else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY2));
+  }
+  if (memset) {
+    if (on) GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    else GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
+  }
+}
+
+void Collector::on_first_copy(void* arg) {
+  // On a workload thread, inside an API callback: no lock, a flag and a
+  // wake-up (a wake-up lost in a race only delays the window to the next
+  // round of the thread).
+  auto* self = static_cast<Collector*>(arg);
+  self->window_now_.store(true, std::memory_order_release);
+  self->flush_cv_.notify_one();
+}
+
+void Collector::set_sampling(bool on) {
+  if (on == sampling_) return;
+  sampling_ = on;
+  enable_copy_activity(on, cfg_.sample_memcpy, cfg_.sample_memset);
 }
 
 void CUPTIAPI Collector::buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_records) {
@@ -214,10 +309,25 @@ bool Collector::next_record(void* /*ctx*/, uint8_t* buffer, size_t valid, CUpti_
 void CUPTIAPI Collector::on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                      const void* data) {
   auto* self = static_cast<Collector*>(userdata);
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED || !data) return;
+  if (!data || forked_.load(std::memory_order_relaxed)) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    self->api_.on_api(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   // Only CUPTI calls here: CUPTI does not support driver calls from inside
-  // its callbacks, and this runs on the thread creating the context.
+  // its resource callbacks, and this runs on the thread creating the
+  // context (or cloning the graph).
   const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPH_CLONED) {
+    const auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
+    uint32_t clone = 0, original = 0;
+    if (gd && gd->graph && gd->originalGraph && GS_CUPTI_CALL(cuptiGetGraphId(gd->graph, &clone)) == CUPTI_SUCCESS &&
+        GS_CUPTI_CALL(cuptiGetGraphId(gd->originalGraph, &original)) == CUPTI_SUCCESS)
+      self->graphs_.note_clone(clone, original);
+    return;
+  }
+  if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED) return;
   uint32_t context_id = 0, device_id = 0;
   if (GS_CUPTI_CALL(cuptiGetContextId(rd->context, &context_id)) == CUPTI_SUCCESS &&
       GS_CUPTI_CALL(cuptiGetDeviceId(rd->context, &device_id)) == CUPTI_SUCCESS) {
@@ -234,14 +344,23 @@ void Collector::flush_loop() {
   // Translates queued buffers as they come. Besides: the device UUIDs,
   // polled quickly while cuInit (which is running InitializeInjection right
   // now) finishes, then a flush every flush_ms so the sidecar sees activity
-  // within about a second.
+  // within about a second; and, when callbacks count copies, the copy
+  // activity kinds switched on for sample_ms of every sample_period_ms.
   using Clock = std::chrono::steady_clock;
   bool uuids_done = false;
   int attempts = 0;
-  auto due = Clock::now() + std::chrono::milliseconds(20);
+  auto flush_due = Clock::now() + std::chrono::milliseconds(20);
+  bool windows = callbacks_copies_ && cfg_.sample_ms > 0 && cfg_.sample_ms < cfg_.sample_period_ms;
+  // The first window opens as soon as the driver has finished initializing
+  // (CUPTI is not switched while cuInit runs): short programs get their
+  // copies timed too.
+  auto window_due = Clock::time_point::max();
   std::unique_lock<std::mutex> lk(flush_mu_);
   for (;;) {
-    flush_cv_.wait_until(lk, due, [this] { return stopping_ || !queue_.empty(); });
+    auto due = windows ? std::min(flush_due, window_due) : flush_due;
+    flush_cv_.wait_until(lk, due, [this] {
+      return stopping_ || !queue_.empty() || window_now_.load(std::memory_order_acquire);
+    });
     if (!queue_.empty()) {
       batch_.swap(queue_);
       lk.unlock();
@@ -251,15 +370,28 @@ void Collector::flush_loop() {
       continue;
     }
     if (stopping_) break;
-    if (Clock::now() < due) continue;
+    auto now = Clock::now();
+    if (window_now_.exchange(false, std::memory_order_acq_rel) && windows && !sampling_ && uuids_done) {
+      window_due = now;  // the first copy: a window right away
+    }
+    if (windows && now >= window_due) {
+      lk.unlock();
+      set_sampling(!sampling_);
+      lk.lock();
+      window_due = now + std::chrono::milliseconds(sampling_ ? cfg_.sample_ms : cfg_.sample_period_ms - cfg_.sample_ms);
+      continue;
+    }
+    if (now < flush_due) continue;
     lk.unlock();
     if (!uuids_done) {
       uuids_done = uuids_.resolve_all() || ++attempts >= 500;
+      if (uuids_done && windows) window_due = Clock::now();
     } else {
       // Default flush: returns only buffers whose records are all complete.
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));
+      tables_.flush();
     }
-    due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
+    flush_due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
     lk.lock();
   }
   worker_running_ = false;
@@ -299,6 +431,7 @@ void Collector::at_exit() {
     left.swap(queue_);
   }
   for (const Completed& c : left) translate_now(c.buffer, c.valid);
+  tables_.flush();  // what callbacks counted since the last period
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     const TranslatorStats& s = translator_.stats();
@@ -309,6 +442,17 @@ void Collector::at_exit() {
         (unsigned long long)s.memcpys, (unsigned long long)s.memsets, (unsigned long long)s.syncs,
         (unsigned long long)s.graph_kernels_skipped, (unsigned long long)s.other,
         (unsigned long long)pool_.refused());
+    if (callbacks_syncs_ || callbacks_copies_) {
+      CallbackStats c = api_.stats();
+      log(Level::kDebug,
+          "exit: API callbacks handled %llu runtime and %llu driver calls; skipped %llu driver calls inside runtime "
+          "calls, %llu captured, %llu failed, %llu unsupported copies; %llu copy durations sampled",
+          (unsigned long long)c.runtime, (unsigned long long)c.driver, (unsigned long long)c.nested,
+          (unsigned long long)c.captured, (unsigned long long)c.failed, (unsigned long long)c.unsupported,
+          (unsigned long long)s.copy_samples);
+      std::string pairs = api_.nested_pairs();
+      if (!pairs.empty()) log(Level::kDebug, "exit: runtime>driver callback ids seen nested: %s", pairs.c_str());
+    }
   }
   sink_.close();
 }

@@ -1,6 +1,20 @@
 // The CUPTI side of the injection library: registers the activity buffer
-// callbacks, enables the activity kinds, runs the periodic flush and the
-// exit flush, and hands completed buffers to the Translator.
+// callbacks, enables the activity kinds and the API callbacks, runs the
+// periodic flush, the copy sampling windows and the exit flush, and hands
+// completed buffers to the Translator.
+//
+// Two collections (GRAPHSIGNAL_CUPTI_COLLECTION):
+//   hybrid (default)  kernels and graph replays by activity records (exact
+//                     GPU time); synchronization, copies and memsets by API
+//                     callbacks (api_callbacks.h: exact counts, bytes and
+//                     host time; copy GPU time estimated from sampling
+//                     windows of the copy activity kinds). In node mode
+//                     copies stay on activity records (graph nodes' copies
+//                     need them), syncs on callbacks.
+//   activity          every kind by activity records, CUPTI's price on every
+//                     call, exact copy times.
+// Without CUPTI's callback API (another subscriber) hybrid falls back to
+// activity.
 //
 // Nothing here runs on a kernel launch. CUPTI may return a full buffer on
 // whichever thread filled it, so the completion callback only queues the
@@ -19,16 +33,31 @@
 #include <mutex>
 #include <vector>
 
+#include "api_callbacks.h"
 #include "buffer_pool.h"
+#include "call_tables.h"
+#include "copy_estimator.h"
 #include "device_uuids.h"
+#include "devices.h"
+#include "driver_api.h"
+#include "graph_registry.h"
+#include "host_memory.h"
 #include "ring_sink.h"
 #include "translator.h"
 
 namespace graphsignal {
 namespace cupti {
 
+enum class Collection : uint8_t { kHybrid = 0, kActivity = 1 };
+
 struct CollectorConfig {
   GraphTrace mode = GraphTrace::kGraph;
+  Collection collection = Collection::kHybrid;  // GRAPHSIGNAL_CUPTI_COLLECTION=hybrid|activity
+  unsigned sample_ms = 20;            // GRAPHSIGNAL_CUPTI_SAMPLE_MS: copy activity window (0: none)
+  unsigned sample_period_ms = 1000;   // GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS: one window per period
+  bool sample_memcpy = true;          // GRAPHSIGNAL_CUPTI_SAMPLE_KINDS=memcpy[,memset]: what windows time
+  bool sample_memset = false;
+  CallbackConfig callback;            // GRAPHSIGNAL_CUPTI_CB_DOMAINS, GRAPHSIGNAL_CUPTI_CB_WRITE (benchmarks)
   unsigned flush_ms = 1000;          // GRAPHSIGNAL_CUPTI_FLUSH_MS
   size_t buffer_bytes = 4u << 20;    // CUPTI suggests 1-10 MB
   size_t max_buffers = 64;           // GRAPHSIGNAL_CUPTI_MAX_BUFFERS
@@ -53,6 +82,8 @@ class Collector {
   void start();
   bool enable_activity();
   void subscribe();
+  void enable_copy_activity(bool on, bool memcpy, bool memset);
+  void set_sampling(bool on);
   void flush_loop();
   void at_exit();
   void translate_now(uint8_t* buffer, size_t valid);
@@ -71,6 +102,18 @@ class Collector {
   pid_t pid_;
   RingSink sink_;
   DeviceUuids uuids_;
+  Devices devices_;
+  DriverApi driver_;
+  HostMemory host_memory_;
+  GraphRegistry graphs_;
+  CopyEstimator* estimator_;  // large; never freed (read by callbacks until exit)
+  CallTables tables_;         // what API callbacks counted, flushed with the activity
+  ApiCallbacks api_;
+  bool callbacks_syncs_ = false;   // syncs come from API callbacks
+  bool callbacks_copies_ = false;  // copies and memsets come from API callbacks (sampled activity times them)
+  bool sampling_ = false;          // inside a copy sampling window (flush thread only)
+  std::atomic<bool> window_now_{false};  // the first copy was counted: open a window now
+  static void on_first_copy(void* self);
   BufferPool pool_;
   // Serializes translation: CUPTI may return buffers on its worker thread
   // and on any thread that flushes. Waiting here is allowed (no launch

@@ -1,5 +1,6 @@
 // Where translated records go: the process's CUPTI ring (probe.h's writer).
-// Every method is wait-free; a full ring drops the record and counts it in
+// Every method is wait-free and callable from any thread (the translator
+// and API callbacks on the workload's threads write to it); a full ring drops the record and counts it in
 // the ring header, which the sidecar reports as graphsignal_dropped_records.
 #pragma once
 
@@ -22,8 +23,8 @@ class RingSink {
   uint32_t new_name_id() { return graphsignal_ring_new_name_id(ring_); }
 
   // false when the string area or the ring was full
-  bool send_name(uint32_t id, const char* bytes, size_t len) {
-    return graphsignal_ring_send_name(ring_, id, GRAPHSIGNAL_NAME_PLAIN, bytes, len) != 0;
+  bool send_name(uint32_t id, const char* bytes, size_t len, uint8_t kind = GRAPHSIGNAL_NAME_PLAIN) {
+    return graphsignal_ring_send_name(ring_, id, kind, bytes, len) != 0;
   }
 
   // Records CUPTI itself dropped (no buffer to put them in) count with the

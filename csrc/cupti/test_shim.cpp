@@ -12,7 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "copy_estimator.h"
 #include "device_uuids.h"
+#include "devices.h"
+#include "driver_api.h"
+#include "graph_registry.h"
 #include "records.h"
 #include "ring_sink.h"
 #include "translator.h"
@@ -32,11 +36,20 @@ typedef SyncRecord LegacySyncRecord;
 
 struct Shim {
   Shim(graphsignal_ring_header* r, size_t size, GraphTrace mode)
-      : ring(r), ring_size(size), sink(r), translator(&sink, &uuids, mode) {}
+      : ring(r),
+        ring_size(size),
+        sink(r),
+        devices(&sink, &uuids),
+        graphs(&sink, &driver),
+        translator(&sink, &devices, mode, &graphs, &estimator) {}
   graphsignal_ring_header* ring;
   size_t ring_size;
   RingSink sink;
   DeviceUuids uuids;  // no driver attached: UUIDs only as the test sets them
+  Devices devices;
+  DriverApi driver;  // not loaded: graphs are named through gs_test_register_graph
+  GraphRegistry graphs;
+  CopyEstimator estimator;
   Translator translator;
   std::vector<uint8_t> buf;  // records, each at an 8-byte aligned offset, as CUPTI lays them out
   std::vector<size_t> offsets;
@@ -230,10 +243,24 @@ GS_TEST_API size_t gs_test_translate(void* h) {
   return n;
 }
 
-// records, kernels, graphs, memcpys, memsets, syncs, graph_kernels_skipped, other, ignored
+// records, kernels, graphs, memcpys, memsets, syncs, graph_kernels_skipped, other, ignored, copy_samples
 GS_TEST_API void gs_test_stats(void* h, uint64_t* out) {
   const TranslatorStats& t = static_cast<Shim*>(h)->translator.stats();
-  const uint64_t v[9] = {t.records, t.kernels, t.graphs, t.memcpys, t.memsets, t.syncs, t.graph_kernels_skipped,
-                         t.other, t.ignored};
+  const uint64_t v[10] = {t.records, t.kernels, t.graphs, t.memcpys, t.memsets, t.syncs, t.graph_kernels_skipped,
+                          t.other, t.ignored, t.copy_samples};
   memcpy(out, v, sizeof v);
+}
+
+// Copies counted by API callbacks: copy and memset records only time them.
+GS_TEST_API void gs_test_copies_elsewhere(void* h, int on) {
+  static_cast<Shim*>(h)->translator.set_copies_counted_elsewhere(on != 0);
+}
+
+// What the library's instantiation callback does once it has walked a graph.
+GS_TEST_API void gs_test_register_graph(void* h, uint32_t exec_id, uint32_t graph_id, const char* name) {
+  static_cast<Shim*>(h)->graphs.add(exec_id, graph_id, name);
+}
+
+GS_TEST_API uint64_t gs_test_estimate(void* h, uint32_t kind, uint32_t memory, uint64_t bytes) {
+  return static_cast<Shim*>(h)->estimator.estimate(static_cast<uint8_t>(kind), static_cast<uint8_t>(memory), bytes);
 }

@@ -16,8 +16,9 @@ namespace {
 constexpr uint32_t kMaxDevice = 0xFFFE;
 }  // namespace
 
-Translator::Translator(RingSink* sink, DeviceUuids* uuids, GraphTrace mode)
-    : sink_(sink), uuids_(uuids), mode_(mode), names_(sink) {}
+Translator::Translator(RingSink* sink, Devices* devices, GraphTrace mode, GraphRegistry* graphs,
+                       CopyEstimator* estimator)
+    : sink_(sink), devices_(devices), mode_(mode), graphs_(graphs), estimator_(estimator), names_(sink) {}
 
 void Translator::write_meta() {
   sink_->write(GRAPHSIGNAL_REC_META, GRAPHSIGNAL_META_CUDA_GRAPH_TRACE_MODE, 0, 0,
@@ -31,6 +32,7 @@ size_t Translator::translate_buffer(uint8_t* buffer, size_t valid, NextRecord ne
     translate(record);
     n++;
   }
+  if (copies_elsewhere_) estimator_->publish();
   return n;
 }
 
@@ -106,8 +108,19 @@ void Translator::on_kernel(const KernelRecord* r) {
   sink_->write(GRAPHSIGNAL_REC_KERNEL, 0, dev, id, duration(r->start, r->end), 0);
 }
 
+void Translator::sample_copy(uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint64_t ns) {
+  stats_.copy_samples++;
+  estimator_->sample(kind, CopyEstimator::memory_of(kind, src, dst), bytes, ns);
+}
+
 void Translator::on_memcpy(const MemcpyRecord* r) {
   if (skip_stream(r->streamId)) return;
+  if (copies_elsewhere_) {
+    // Graph nodes' copies are inside their replay's time (graph mode), so
+    // every record here is an eager copy some callback counted already.
+    sample_copy(r->copyKind, r->srcKind, r->dstKind, r->bytes, duration(r->start, r->end));
+    return;
+  }
   stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
@@ -116,6 +129,10 @@ void Translator::on_memcpy(const MemcpyRecord* r) {
 
 void Translator::on_peer_copy(const PeerCopyRecord* r) {
   if (skip_stream(r->streamId)) return;
+  if (copies_elsewhere_) {
+    sample_copy(r->copyKind, r->srcKind, r->dstKind, r->bytes, duration(r->start, r->end));
+    return;
+  }
   stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
@@ -124,6 +141,12 @@ void Translator::on_peer_copy(const PeerCopyRecord* r) {
 
 void Translator::on_memset(const MemsetRecord* r) {
   if (skip_stream(r->streamId)) return;
+  if (copies_elsewhere_) {
+    stats_.copy_samples++;
+    estimator_->sample(CopyEstimator::kMemset, static_cast<uint8_t>(r->memoryKind), r->bytes,
+                       duration(r->start, r->end));
+    return;
+  }
   stats_.memsets++;
   uint16_t dev = device(r->deviceId);
   sink_->write(GRAPHSIGNAL_REC_MEMSET, static_cast<uint8_t>(r->memoryKind), dev, 0, duration(r->start, r->end),
@@ -144,37 +167,32 @@ void Translator::on_graph(const GraphRecord* r) {
 }
 
 uint32_t Translator::graph_name(uint32_t graph_id) {
+  if (graphs_ && graphs_->generation() != graph_generation_) {
+    // A graph was named since: ids resolved to their CUPTI id before may
+    // have a name now (rare: once per instantiation).
+    graph_generation_ = graphs_->generation();
+    graph_names_.clear();
+  }
   auto it = graph_names_.find(graph_id);
   if (it != graph_names_.end()) return it->second;
-  // CUPTI numbers graphs per process in creation order, so a program that
-  // builds its graphs in the same order (every capture-and-replay engine
-  // does) gets the same names on every run. The driver's node lists are not
-  // read for a content hash: CUPTI does not support driver calls from the
-  // callback where graphs are instantiated.
-  char name[32];
-  int n = snprintf(name, sizeof name, "graph_%u", graph_id);
-  uint32_t id = names_.id(name, static_cast<size_t>(n));
+  std::string name;
+  uint32_t id;
+  if (graphs_ && graphs_->name_for(graph_id, &name)) {
+    id = names_.id(name);
+  } else {
+    // Not walked (instantiated before the library could see it, or the
+    // driver cannot describe it): CUPTI's per-process id.
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "graph_%u", graph_id);
+    id = names_.id(buf, static_cast<size_t>(n));
+  }
   graph_names_.emplace(graph_id, id);
   return id;
 }
 
 uint16_t Translator::device(uint32_t device_id) {
   if (device_id > kMaxDevice) device_id = 0;
-  last_device_ = device_id;
-  if (device_id >= device_seen_.size()) device_seen_.resize(device_id + 1, 0);
-  if (!device_seen_[device_id]) {
-    device_seen_[device_id] = 1;
-    // Decided once, before the device's first record: sending the UUID
-    // later would split its series into "with" and "without" a UUID tag.
-    std::string uuid = uuids_ ? uuids_->get(device_id) : std::string();
-    if (!uuid.empty()) {
-      sink_->write(GRAPHSIGNAL_REC_DEVICE, 0, static_cast<uint16_t>(device_id), names_.id(uuid), 0, 0);
-    } else {
-      GS_LOG_ONCE(Level::kInfo, "no UUID for CUDA device %u; its metrics carry the device index only",
-                  device_id);
-    }
-  }
-  return static_cast<uint16_t>(device_id);
+  return devices_->use(device_id);
 }
 
 uint16_t Translator::device_of_context(uint32_t context_id) {
@@ -195,9 +213,10 @@ uint16_t Translator::device_of_context(uint32_t context_id) {
   // recorded, so this only happens when the callback API was unavailable
   // (another CUPTI subscriber) and the CONTEXT record is still to come:
   // the last device seen is right for the usual one-device process.
+  uint32_t last = devices_->last();
   GS_LOG_ONCE(Level::kInfo, "CUDA context %u not seen yet; attributing its synchronization to device %u",
-              context_id, last_device_);
-  return device(last_device_);
+              context_id, last);
+  return device(last);
 }
 
 void Translator::note_context(uint32_t context_id, uint32_t device_id) {

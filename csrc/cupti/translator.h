@@ -17,7 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "device_uuids.h"
+#include "copy_estimator.h"
+#include "devices.h"
+#include "graph_registry.h"
 #include "name_table.h"
 #include "records.h"
 #include "ring_sink.h"
@@ -39,6 +41,7 @@ struct TranslatorStats {
   uint64_t graph_kernels_skipped = 0;  // graph-node kernels in graph mode (their replay is timed whole)
   uint64_t other = 0;                  // kinds this library does not report
   uint64_t ignored = 0;                // records on streams that are not the workload's (probe readers)
+  uint64_t copy_samples = 0;           // copy/memset records only timing copies counted by callbacks
 };
 
 class Translator {
@@ -47,13 +50,21 @@ class Translator {
   // library, a plain walker over hand-built records in tests.
   typedef bool (*NextRecord)(void* ctx, uint8_t* buffer, size_t valid, CUpti_Activity** record);
 
-  Translator(RingSink* sink, DeviceUuids* uuids, GraphTrace mode);
+  // `graphs` names graph records (null: CUPTI's ids); `estimator` receives
+  // copy and memset durations when callbacks count copies (null: none do).
+  Translator(RingSink* sink, Devices* devices, GraphTrace mode, GraphRegistry* graphs = nullptr,
+             CopyEstimator* estimator = nullptr);
 
   GraphTrace mode() const { return mode_; }
 
   // Before the first record only (the collector falls back to node mode
   // when this CUPTI cannot trace whole graphs).
   void set_mode(GraphTrace mode) { mode_ = mode; }
+
+  // Before the first record: copies and memsets are counted by API
+  // callbacks, so their activity records (sampled) only time them.
+  void set_copies_counted_elsewhere(bool elsewhere) { copies_elsewhere_ = elsewhere && estimator_; }
+  bool copies_counted_elsewhere() const { return copies_elsewhere_; }
 
   // The process-level facts the sidecar shows once (trace granularity).
   void write_meta();
@@ -88,6 +99,7 @@ class Translator {
   // A device ordinal as the ring's 16-bit field; the first record of each
   // device is preceded by its DEVICE record (ordinal -> UUID).
   uint16_t device(uint32_t device_id);
+  void sample_copy(uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint64_t ns);
   uint16_t device_of_context(uint32_t context_id);
   uint32_t graph_name(uint32_t graph_id);
   bool skip_stream(uint32_t stream_id);  // ignored (and counted)?
@@ -95,12 +107,14 @@ class Translator {
   static uint64_t duration(uint64_t start, uint64_t end) { return end > start ? end - start : 0; }
 
   RingSink* sink_;
-  DeviceUuids* uuids_;
+  Devices* devices_;
   GraphTrace mode_;
+  GraphRegistry* graphs_;
+  CopyEstimator* estimator_;
+  bool copies_elsewhere_ = false;
   NameTable names_;
   std::unordered_map<uint32_t, uint32_t> graph_names_;  // CUPTI graphId -> name id
-  std::vector<uint8_t> device_seen_;                     // by ordinal
-  uint32_t last_device_ = 0;
+  uint64_t graph_generation_ = 0;                        // of graphs_, when graph_names_ was filled
 
   std::mutex contexts_mu_;  // contexts_ is written from the app thread that creates a context
   std::unordered_map<uint32_t, uint32_t> contexts_;

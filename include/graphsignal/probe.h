@@ -109,6 +109,12 @@ extern "C" {
 #define GRAPHSIGNAL_REC_HISTOGRAM_AGG 13u /* name_id instrument; pre-aggregated deltas (probe_cuda.h):
                                              sub 1: value count, extra sum; sub 2: value min, extra max;
                                              sub 3: value count in bin `extra` (log-linear bins, below) */
+/* Calls counted by the CUPTI library's API callbacks (its hybrid collection), aggregated per thread: */
+#define GRAPHSIGNAL_REC_MEMCPY_SAMPLED 14u /* sub copy kind, device, name_id src | dst << 8 | calls << 16,
+                                              value estimated ns (sampled copy durations), extra bytes */
+#define GRAPHSIGNAL_REC_MEMSET_SAMPLED 15u /* sub memory kind, device, name_id calls, value estimated ns,
+                                              extra bytes */
+#define GRAPHSIGNAL_REC_SYNC_AGG 16u       /* sub sync type, device, name_id calls, value host ns (exact) */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
 
 /* HISTOGRAM_AGG parts (sub). */

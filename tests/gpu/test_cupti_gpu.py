@@ -1,5 +1,7 @@
-"""The CUPTI injection library under real PyTorch workloads: exact kernel,
-graph and copy counts, both graph-trace modes, time totals against
+"""The CUPTI injection library under real PyTorch workloads and a C++ CUDA
+program: exact kernel, graph, copy, memset and sync counts in both
+collections (hybrid, the default, and GRAPHSIGNAL_CUPTI_COLLECTION=activity)
+and both graph-trace modes, graph names, time totals against
 torch.profiler, several processes and several GPUs.
 
 Every workload runs under graphsignal-run (python -m graphsignal.cli.run)
@@ -26,9 +28,9 @@ MIB = 1 << 20
 
 
 def run(name, script, *args, options=(), timeout=300, **env):
+    cmd = [PY, os.path.join(WL, script)] if script.endswith(".py") else [script]
     e = quiet_env(GRAPHSIGNAL_LOG_LEVEL="debug", **env)
-    proc, signals = run_wrapped([PY, os.path.join(WL, script)] + [str(a) for a in args], options=options,
-                                env=e, timeout=timeout)
+    proc, signals = run_wrapped(cmd + [str(a) for a in args], options=options, env=e, timeout=timeout)
     art = os.environ.get("GRAPHSIGNAL_TEST_ARTIFACTS")
     if art:
         os.makedirs(art, exist_ok=True)
@@ -78,9 +80,18 @@ EXACT = ["--eager", 200000, "--graph-nodes", 64, "--replays", 1000, "--copy-byte
          "--pageable-bytes", 3 * MIB, "--memsets", 40, "--memset-bytes", 2 * MIB, "--syncs", 30]
 
 
-@pytest.fixture(scope="module")
-def graph_mode_run():
-    return run("exact_graph", "exact.py", *EXACT)
+GRAPH_NAME = re.compile(r"^graph_[0-9a-f]{16}_n(\d+)$")
+
+
+COLLECTIONS = {"hybrid": {}, "activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
+               # the hot calls hooked in both API domains instead of the driver's alone
+               "hybrid-both": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime,driver"}}
+
+
+@pytest.fixture(scope="module", params=sorted(COLLECTIONS))
+def graph_mode_run(request):
+    lines, signals, err = run("exact_graph_" + request.param, "exact.py", *EXACT, **COLLECTIONS[request.param])
+    return lines, signals, err
 
 
 def test_eager_kernel_samples_are_exact(graph_mode_run):
@@ -96,7 +107,9 @@ def test_graph_mode_counts_whole_replays(graph_mode_run):
     (did,), signals, _ = graph_mode_run
     g = frames(signals, "cuda_graphs_nanoseconds", **{"process.pid": str(did["pid"])})
     assert list(g.values())[0][1] == 1000 and len(g) == 1, g
-    assert re.match(r"^graph_\d+$", list(g)[0])
+    # named by what it does: 64 nodes, the same name in every run and collection
+    assert GRAPH_NAME.match(list(g)[0]).group(1) == "64", g
+    assert counter(signals, "cuda_graph_captures", graph=list(g)[0]) == 1
     modes = [m["stats"]["value"] for m in metrics(signals, "cuda_graph_trace_mode")]
     assert modes == [0]
     # the nodes' kernels are inside the replays' time, not in the kernel profile
@@ -205,3 +218,104 @@ def test_every_gpu_is_tagged():
         assert len(series) == 1
         assert series[0]["tags"].get("device.uuid") == uuids[d]
         assert spin(frames(signals, "cuda_kernels_nanoseconds", **{"device.cuda_index": str(d)}))[1] == did["spins"][d]
+
+
+
+# -- a C++ CUDA program: every kind of call, counted exactly ----------------------
+@pytest.fixture(scope="module")
+def percall_exe(tmp_path_factory):
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    import bench_percall
+    import cupti_build
+    hs = cupti_build.pick(cupti_build.find_header_sets(), 13, need_lib=False) or \
+        cupti_build.pick(cupti_build.find_header_sets(), 12, need_lib=False)
+    try:
+        return bench_percall.compile_bench(str(tmp_path_factory.mktemp("percall") / "percall_bench"),
+                                           hs.cuda_include if hs else None)
+    except SystemExit as e:
+        pytest.skip(str(e))
+
+
+def labeled(signals, name):
+    """{(frame, host_memory, duration tag): (value, samples)} over all series."""
+    out = {}
+    for m in metrics(signals, name):
+        for f in m["stats"]["frames"]:
+            k = (f["name"], m["tags"].get("host_memory"), m["tags"].get("duration"))
+            v, n = out.get(k, (0, 0))
+            out[k] = (v + f["value"], n + f["samples"])
+    return out
+
+
+@pytest.mark.parametrize("trace", ["graph", "node"])
+@pytest.mark.parametrize("collection", ["hybrid", "activity"])
+def test_every_call_of_a_cuda_program_is_counted_exactly(percall_exe, collection, trace):
+    (did,), signals, err = run("percall_exact_%s_%s" % (collection, trace), percall_exe, "--exact",
+                               options=["--cuda-graph-trace", trace], GRAPHSIGNAL_CUPTI_COLLECTION=collection)
+    check_exact(did, signals, err, collection, trace)
+
+
+# (runtime alone is a benchmark setting: it cannot see programs that call the driver API directly)
+@pytest.mark.parametrize("domains", ["runtime,driver"])
+def test_exact_counts_wherever_the_callbacks_hook(percall_exe, domains):
+    (did,), signals, err = run("percall_exact_" + domains.replace(",", "_"), percall_exe, "--exact",
+                               GRAPHSIGNAL_CUPTI_CB_DOMAINS=domains)
+    check_exact(did, signals, err, "hybrid", "graph")
+
+
+def check_exact(did, signals, err, collection, trace):
+    node = trace == "node"
+    sampled = "sampled" if collection == "hybrid" and not node else None
+    assert dropped(signals) == 0
+    kern = frames(signals, "cuda_kernels_nanoseconds", **{"process.pid": str(did["pid"])})
+    step_k = {k: v for k, v in kern.items() if "gs_exact_kernel" in k}
+    other_k = {k: v for k, v in kern.items() if "gs_other_kernel" in k}
+    assert [n for _, n in step_k.values()] == [did["eager_kernels"] + (did["step_kernels"] * did["step_replays"]
+                                                                     if node else 0)], kern
+    assert [n for _, n in other_k.values()] == ([3 * did["other_replays"]] if node else []), kern
+    graphs = frames(signals, "cuda_graphs_nanoseconds")
+    if node:
+        assert graphs == {}
+    else:
+        by_nodes = {int(GRAPH_NAME.match(k).group(1)): (k, n) for k, (v, n) in graphs.items()}
+        assert len(graphs) == 2 and set(by_nodes) == {did["step_nodes"], did["other_nodes"]}, graphs
+        step, n_step = by_nodes[did["step_nodes"]]
+        other, n_other = by_nodes[did["other_nodes"]]
+        # the two captures of the step fold into one frame
+        assert n_step == did["step_replays"] and n_other == did["other_replays"]
+        assert counter(signals, "cuda_graph_captures", graph=step) == did["step_captures"]
+        assert counter(signals, "cuda_graph_captures", graph=other) == 1
+    expect = {k: list(v) for k, v in did["copies"].items()}
+    if node:  # the copy captured in the step graph runs (and counts) at every replay
+        expect["host_to_device pinned"][0] += did["step_replays"]
+        expect["host_to_device pinned"][1] += 64 * did["step_replays"]
+    got = labeled(signals, "cuda_memcpy_nanoseconds")
+    want = {(k.split()[0], (k.split() + [None])[1], sampled): n for k, (n, b) in expect.items()}
+    assert {k: n for k, (v, n) in got.items()} == want, (got, err[-2000:])
+    for key, (n, b) in expect.items():
+        kind, *host = key.split()
+        tags = {"kind": kind}
+        if host:
+            tags["host_memory"] = host[0]
+        assert counter(signals, "cuda_memcpy_bytes", **tags) == b, key
+    n_memset, memset_bytes = did["memsets"]
+    if node:
+        n_memset, memset_bytes = n_memset + did["step_replays"], memset_bytes + 64 * did["step_replays"]
+    assert {k: n for k, (v, n) in labeled(signals, "cuda_memset_nanoseconds").items()} == {
+        ("device", None, sampled): n_memset}
+    assert counter(signals, "cuda_memset_bytes", kind="device") == memset_bytes
+    syncs = frames(signals, "cuda_sync_nanoseconds")
+    assert {k: n for k, (v, n) in syncs.items()} == did["syncs"], (syncs, err[-2000:])
+    assert syncs["context"][0] > 0 and syncs["stream"][0] > 0
+    if collection == "hybrid":
+        assert "synchronization by API callbacks" in err
+
+
+def test_graph_names_are_the_same_in_every_run_and_collection(percall_exe):
+    names = []
+    for collection in ("hybrid", "activity"):
+        (did,), signals, _ = run("percall_names_" + collection, percall_exe, "--exact",
+                                 GRAPHSIGNAL_CUPTI_COLLECTION=collection)
+        names.append(sorted(frames(signals, "cuda_graphs_nanoseconds")))
+    assert names[0] == names[1] and len(names[0]) == 2

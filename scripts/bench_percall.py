@@ -1,0 +1,255 @@
+"""What each kind of CUDA call costs under each way of collecting it: the
+per-call benchmark (scripts/cuda/percall_bench.cu, compiled here with nvcc)
+run under
+
+  bare              nothing injected
+  floor:<kind>      a minimal CUPTI injection (scripts/cuda/floor_inject.cpp)
+                    with one activity kind on, buffers discarded unread:
+                    kernel, memcpy, memset, sync, graph (GRAPH_TRACE)
+  floor:all         every kind graphsignal's activity collection enables
+  floor:callbacks   kernel + graph activity, and API callbacks that return
+                    at once on the entry points the hybrid collection hooks,
+                    runtime and driver: the floor of the callback method
+  floor:callbacks-driver   the same, driver entry points only (what the
+                    hybrid collection hooks by default)
+  floor:toggled     floor:callbacks-driver, and the copy and memset kinds
+                    switched on for 20 ms and off again 50 ms after start:
+                    what a sampling window leaves behind
+  baseline          graphsignal's library built from --baseline (an older
+                    checkout: "ours before")
+  ours:activity     GRAPHSIGNAL_CUPTI_COLLECTION=activity
+  ours:hybrid       the default collection
+  ours:hybrid-both       syncs, copies, memsets hooked in both API domains
+  ours:hybrid-runtime    ... in the runtime domain only
+  ours:hybrid-nowrite    callbacks that write no ring record
+  ours:hybrid-nosample   no copy sampling windows
+  ours:hybrid-sample-all sampling windows for memsets too
+
+Configurations are interleaved (the order rotates each repetition); every
+result is the median over repetitions of the difference to the bare run of
+the same repetition. Each run is pinned to the same CPUs (--cpus). Our library runs with a ring (as
+under graphsignal-run) that nothing drains; each run's ring is removed.
+
+One JSON line per (configuration, op, repetition), then per op one summary
+line: the median per-call time of every configuration, its overhead over
+bare, and for ours:hybrid the ratio to the floor (target, issue 15: sync,
+small copies and graph launches at most half of floor:all's overhead, the
+eager kernel launch at most floor:all's).
+
+  python scripts/bench_percall.py [--reps 5] [--configs bare,floor:all,ours:hybrid] [--baseline DIR]
+"""
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "csrc"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import cupti_build  # noqa: E402
+from benchutil import emit  # noqa: E402
+
+OPS = ("sync", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "memset", "graph1", "graph128", "kernel")
+FLOOR_KIND = {"sync": "sync", "h2d_pinned": "memcpy", "h2d_pageable": "memcpy", "d2h_pinned": "memcpy",
+              "d2h_pageable": "memcpy", "memset": "memset", "graph1": "graph", "graph128": "graph", "kernel": "kernel"}
+ALL_KINDS = "kernel,memcpy,memcpy2,memset,sync,context,graph"
+CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync", "floor:graph", "floor:all",
+           "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "baseline", "ours:activity", "ours:hybrid",
+           "ours:hybrid-both", "ours:hybrid-runtime", "ours:hybrid-nowrite", "ours:hybrid-nosample",
+           "ours:hybrid-sample-all")
+OURS_ENV = {
+    "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
+    "ours:hybrid": {},
+    "ours:hybrid-both": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime,driver"},
+    "ours:hybrid-runtime": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime"},
+    "ours:hybrid-nowrite": {"GRAPHSIGNAL_CUPTI_CB_WRITE": "0"},
+    "ours:hybrid-nosample": {"GRAPHSIGNAL_CUPTI_SAMPLE_MS": "0"},
+    "ours:hybrid-sample-all": {"GRAPHSIGNAL_CUPTI_SAMPLE_KINDS": "memcpy,memset"},
+}
+
+
+def work_dir():
+    d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-percall-%d" % os.getuid())
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def compile_bench(exe, cuda_include=None):
+    """nvcc-compiles percall_bench.cu against the shared CUDA runtime (as
+    PyTorch and llama.cpp load it), with the toolkit's library folder as
+    its rpath so it runs without LD_LIBRARY_PATH."""
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        for root in ("/usr/local/cuda/bin/nvcc",) + tuple(sorted(glob.glob("/usr/local/cuda-*/bin/nvcc"))):
+            if os.path.exists(root):
+                nvcc = root
+                break
+    if not nvcc:
+        raise SystemExit("no nvcc: the per-call benchmark needs the CUDA toolkit")
+    roots = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "/usr/local/cuda"]
+    if cuda_include:
+        roots.insert(0, os.path.dirname(cuda_include.rstrip("/")))
+    dirs = []
+    for root in roots:
+        for d in ("lib64", "lib", "targets/x86_64-linux/lib"):
+            p = os.path.realpath(os.path.join(root, d))
+            if glob.glob(os.path.join(p, "libcudart.so*")) and p not in dirs:
+                dirs.append(p)
+    rpath = [x for p in dirs for x in ("-Xlinker", "-rpath", "-Xlinker", p)]
+    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe, os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"),
+                    "-lcuda"] + rpath, check=True)
+    return exe
+
+
+def build(hs, baseline):
+    """(bench binary, floor injection, our library, baseline library or None)."""
+    d = work_dir()
+    exe = compile_bench(os.path.join(d, "percall_bench"), hs.cuda_include)
+    floor = os.path.join(d, "libfloor_inject.so")
+    subprocess.run((cupti_build.compiler() or ["g++"]) + ["-std=c++17", "-O2", "-fPIC", "-shared", "-I", hs.cupti_include,
+                   "-I", hs.cuda_include, "-idirafter", cupti_build.COMPAT,
+                   os.path.join(ROOT, "scripts", "cuda", "floor_inject.cpp"), hs.libcupti, "-o", floor], check=True)
+    os.makedirs(os.path.join(d, "ours"), exist_ok=True)
+    lib = cupti_build.build_variant(hs, os.path.join(d, "ours"), log=lambda m: sys.stderr.write(m + "\n"), force=True)
+    if not lib:
+        raise SystemExit("graphsignal's injection library did not build")
+    old = None
+    if baseline:
+        # the baseline tree's own build helper, on its own sources
+        spec = importlib.util.spec_from_file_location("baseline_cupti_build",
+                                                      os.path.join(baseline, "csrc", "cupti_build.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        bhs = mod.HeaderSet(*hs)
+        os.makedirs(os.path.join(d, "baseline"), exist_ok=True)
+        old = mod.build_variant(bhs, os.path.join(d, "baseline"), log=lambda m: sys.stderr.write(m + "\n"), force=True)
+    return exe, floor, lib, old
+
+
+def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "GS_FLOOR"))}
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
+    run_id = None
+    if config.startswith("floor:"):
+        kind = config.split(":", 1)[1]
+        env["CUDA_INJECTION64_PATH"] = floor
+        if kind.startswith("callbacks") or kind == "toggled":
+            env["GS_FLOOR_KINDS"] = "kernel,graph,context"
+            env["GS_FLOOR_CALLBACKS"] = "1" if kind == "callbacks" else "driver"
+            if kind == "toggled":
+                env["GS_FLOOR_TOGGLE_MS"] = "50"
+        else:
+            env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
+    elif config == "baseline" or config.startswith("ours:"):
+        env["CUDA_INJECTION64_PATH"] = old if config == "baseline" else lib
+        run_id = "bench%s" % uuid.uuid4().hex[:10]
+        env["GRAPHSIGNAL_RUN_ID"] = run_id
+        env["GRAPHSIGNAL_LOG_LEVEL"] = "debug" if diag else "error"
+        env.update(OURS_ENV.get(config, {}))
+    env.update(extra_env or {})
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    try:
+        p = subprocess.run([exe, "--ops", ",".join(ops)], env=env, capture_output=True, text=True, timeout=300,
+                           preexec_fn=pin)
+    finally:
+        if run_id:
+            for f in glob.glob("/dev/shm/gs-%s-*" % run_id):
+                os.unlink(f)
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d:\n%s" % (config, p.returncode, p.stderr[-3000:]))
+    rows = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    return rows, p.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--baseline", help="a source tree (an older checkout) whose library is 'ours before'")
+    ap.add_argument("--major", type=int, default=None, help="CUDA major of the headers to build with")
+    ap.add_argument("--cpus", default="2-5", help="CPUs every run is pinned to ('' for none)")
+    a = ap.parse_args()
+    cpus = set()
+    for part in filter(None, a.cpus.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    cpus &= os.sched_getaffinity(0)
+    configs = [c for c in a.configs.split(",") if c and (c != "baseline" or a.baseline)]
+    ops = a.ops.split(",")
+    sets = cupti_build.find_header_sets()
+    hs = None
+    for major in ([a.major] if a.major else [13, 12]):
+        hs = cupti_build.pick(sets, major)
+        if hs:
+            break
+    if hs is None:
+        raise SystemExit("no CUPTI headers with libcupti here")
+    exe, floor, lib, old = build(hs, a.baseline)
+    libdir = os.path.dirname(hs.libcupti)
+    emit(bench="percall", event="setup", cuda=[hs.major, hs.minor], libcupti=hs.libcupti, configs=configs, reps=a.reps)
+
+    res = {}  # (config, op) -> {"us": [...], "api_us": [...]}
+    for rep in range(a.reps):
+        order = configs[rep % len(configs):] + configs[:rep % len(configs)]
+        for config in order:
+            rows, _ = run_one(config, exe, floor, lib, old, libdir, ops, cpus=cpus)
+            for r in rows:
+                d = res.setdefault((config, r["op"]), {"us": [], "api_us": []})
+                d["us"].append(r["us"])
+                d["api_us"].append(r["api_us"])
+                emit(bench="percall", event="run", rep=rep, config=config, op=r["op"], calls=r["calls"], us=r["us"],
+                     api_us=r["api_us"])
+    if "ours:hybrid" in configs:
+        # what the callbacks saw: calls by domain, which driver calls the runtime's make, captures
+        for config in ("ours:hybrid", "ours:hybrid-both"):
+            _, err = run_one(config, exe, floor, lib, old, libdir, ops, diag=True, cpus=cpus)
+            emit(bench="percall", event="diagnostics", config=config,
+                 lines=[x.split(": ", 1)[-1] for x in err.splitlines() if "exit:" in x or "collecting" in x])
+    summarize(res, configs, ops, a.reps)
+
+
+def summarize(res, configs, ops, reps):
+    """Per op: each configuration's median time, and its overhead: the median
+    over repetitions of (its time - bare's time in the same repetition)."""
+    def paired(c, op, m):
+        a, b = res[(c, op)][m], res[("bare", op)][m]
+        return statistics.median(x - y for x, y in zip(a, b))
+    for op in ops:
+        if ("bare", op) not in res:
+            continue
+        line = {"bench": "percall", "event": "summary", "op": op, "reps": reps,
+                "bare_us": round(statistics.median(res[("bare", op)]["us"]), 4),
+                "bare_api_us": round(statistics.median(res[("bare", op)]["api_us"]), 4)}
+        over = {}
+        for c in configs:
+            if (c, op) not in res or c == "bare":
+                continue
+            over[c] = paired(c, op, "us")
+            line["us:" + c] = round(statistics.median(res[(c, op)]["us"]), 4)
+            line["overhead_us:" + c] = round(over[c], 4)
+            line["api_overhead_us:" + c] = round(paired(c, op, "api_us"), 4)
+        floor_all = over.get("floor:all")
+        floor_kind = over.get("floor:" + FLOOR_KIND[op])
+        ours = over.get("ours:hybrid")
+        if ours is not None and floor_all:
+            line["hybrid_over_floor_all"] = round(ours / floor_all, 3) if floor_all > 0 else None
+            limit = floor_all if op == "kernel" else 0.5 * floor_all
+            line["target"] = "<= floor:all" if op == "kernel" else "<= 0.5 x floor:all"
+            line["within_target"] = ours <= limit
+        if ours is not None and floor_kind:
+            line["hybrid_over_floor_kind"] = round(ours / floor_kind, 3) if floor_kind > 0 else None
+        emit(**line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+// The floor: what any CUPTI tool pays for the same data, with nothing of its
+// own done. A minimal injection (CUDA_INJECTION64_PATH) that enables the
+// activity kinds named in GS_FLOOR_KINDS and discards every buffer unread,
+// and with GS_FLOOR_CALLBACKS also subscribes to the API callbacks on the
+// entry points graphsignal's hybrid collection hooks (synchronization,
+// copies, memsets), with a callback that returns at once: the floor of the
+// callback method. GS_FLOOR_TOGGLE_MS=N switches the copy and memset kinds
+// on N ms after start, for 20 ms, and off again: whether a sampling window
+// leaves a cost behind. Built by scripts/bench_percall.py.
+//
+//   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
+//   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
+#include <cupti.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <vector>
+
+static std::mutex mu;
+static std::vector<uint8_t*> free_list;
+
+static void CUPTIAPI req(uint8_t** b, size_t* s, size_t* m) {
+  std::lock_guard<std::mutex> g(mu);
+  if (!free_list.empty()) {
+    *b = free_list.back();
+    free_list.pop_back();
+  } else {
+    *b = static_cast<uint8_t*>(malloc(4u << 20));
+  }
+  *s = 4u << 20;
+  *m = 0;
+}
+
+static void CUPTIAPI done(CUcontext, uint32_t, uint8_t* b, size_t, size_t) {
+  std::lock_guard<std::mutex> g(mu);
+  free_list.push_back(b);
+}
+
+static void CUPTIAPI nothing(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+static bool wants(const char* kinds, const char* kind) {
+  if (!strcmp(kinds, "all")) return true;
+  size_t n = strlen(kind);
+  for (const char* p = kinds; (p = strstr(p, kind)); p += n)
+    if ((p == kinds || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+  return false;
+}
+
+// The entry points of graphsignal's hybrid collection (csrc/cupti/api_callbacks.cpp):
+// sync, memcpy, memset families of both APIs.
+static const unsigned kRuntime[] = {131, 239, 165, 126, 137, 147, 247, 31, 215, 41, 225, 32, 216, 44, 228, 144, 245,
+                                    145, 246, 39, 223, 47, 231, 40, 224, 48, 232, 160, 161, 49, 233, 51, 235, 50, 234,
+                                    52, 236, 142, 243, 143, 244, 25, 27, 206, 152, 26, 153, 22, 315, 316, 452, 453,
+                                    319, 320};
+static const unsigned kDriver[] = {126, 440, 17, 800, 121, 295, 436, 276, 278, 280, 397, 398, 399, 277, 279, 281, 421,
+                                   422, 423, 305, 408, 306, 418, 318, 409, 319, 426, 287, 405, 288, 406, 289, 424, 290,
+                                   407, 291, 425, 249, 411, 216, 428, 252, 414, 222, 431, 250, 412, 218, 429, 253, 415,
+                                   224, 432, 251, 413, 220, 430, 254, 416, 226, 433, 294, 39, 371, 301, 379, 38, 302,
+                                   245, 495, 496, 539, 540, 720, 721, 497, 498};
+
+static void* toggle(void* arg) {
+  usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(arg)) * 1000);
+  const CUpti_ActivityKind k[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET};
+  for (auto x : k) cuptiActivityEnable(x);
+  usleep(20000);
+  for (auto x : k) cuptiActivityDisable(x);
+  return nullptr;
+}
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  const char* k = getenv("GS_FLOOR_KINDS");
+  if (!k) k = "all";
+  cuptiActivityRegisterCallbacks(req, done);
+  struct {
+    const char* name;
+    CUpti_ActivityKind kind;
+  } kinds[] = {{"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+               {"memcpy2", CUPTI_ACTIVITY_KIND_MEMCPY2},         {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+               {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},    {"context", CUPTI_ACTIVITY_KIND_CONTEXT},
+               {"graph", CUPTI_ACTIVITY_KIND_GRAPH_TRACE}};
+  for (auto& kk : kinds)
+    if (wants(k, kk.name)) cuptiActivityEnable(kk.kind);
+  const char* cb = getenv("GS_FLOOR_CALLBACKS");
+  if (cb && *cb) {
+    CUpti_SubscriberHandle sub;
+    bool rt = strcmp(cb, "driver") != 0, drv = strcmp(cb, "runtime") != 0;
+    if (cuptiSubscribe(&sub, nothing, nullptr) == CUPTI_SUCCESS) {
+      if (rt)
+        for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+      if (drv)
+        for (unsigned id : kDriver) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    }
+  }
+  const char* t = getenv("GS_FLOOR_TOGGLE_MS");
+  if (t && atoi(t) > 0) {
+    pthread_t th;
+    if (pthread_create(&th, nullptr, toggle, reinterpret_cast<void*>(static_cast<uintptr_t>(atoi(t)))) == 0)
+      pthread_detach(th);
+  }
+  return 1;
+}

@@ -1,0 +1,257 @@
+// What one CUDA call costs, per kind of call: the per-call benchmark of
+// scripts/bench_percall.py (which runs it bare, under minimal CUPTI
+// injections and under graphsignal's library, interleaved).
+//
+//   percall_bench [--ops sync,h2d_pinned,...] [--scale N]   one JSON line per op
+//   percall_bench --exact                                   known counts of everything, one JSON line
+//
+// Timed ops (each after a warm-up of a tenth of its calls):
+//   sync          cudaStreamSynchronize on an idle stream
+//   h2d_pinned    cudaMemcpyAsync of 64 bytes host->device from pinned memory (a sync every 64)
+//   h2d_pageable  the same from pageable memory
+//   d2h_pinned    64 bytes device->host into pinned memory (a sync every 64)
+//   d2h_pageable  the same into pageable memory
+//   memset        cudaMemsetAsync of 64 bytes (a sync every 64)
+//   graph1        cudaGraphLaunch of a 1-kernel graph (a sync every 64)
+//   graph128      cudaGraphLaunch of a 128-kernel graph (a sync every 64)
+//   kernel        an eager one-block empty kernel (a sync every 1024)
+// us: wall time of the loop per call (the periodic syncs included);
+// api_us: mean time spent inside the call itself.
+//
+// --exact performs each kind of call a known number of times (runtime and
+// driver API, copies captured into graphs that must not count as copies,
+// the same graph captured twice) and prints what it did, for the exactness
+// tests (tests/gpu/test_cupti_gpu.py).
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+__global__ void gs_percall_empty() {}
+__global__ void gs_exact_kernel(int* p) {
+  if (p && threadIdx.x == 1024) *p = 0;  // never true: the kernel must not be optimized to nothing observable
+}
+__global__ void gs_other_kernel(int* p) {
+  if (p && threadIdx.x == 1024) *p = 1;
+}
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      exit(2);                                                                                \
+    }                                                                                         \
+  } while (0)
+#define CU(x)                                                                                 \
+  do {                                                                                        \
+    CUresult r_ = (x);                                                                        \
+    if (r_ != CUDA_SUCCESS) {                                                                 \
+      fprintf(stderr, "%s:%d: %s: CUresult %d\n", __FILE__, __LINE__, #x, (int)r_);           \
+      exit(2);                                                                                \
+    }                                                                                         \
+  } while (0)
+
+using Clock = std::chrono::steady_clock;
+
+static double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct Ctx {
+  cudaStream_t s;
+  void* dev;
+  void* pinned;
+  void* pageable;
+  cudaGraphExec_t g1, g128;
+};
+
+static cudaGraphExec_t make_graph(cudaStream_t s, int kernels) {
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < kernels; i++) gs_percall_empty<<<1, 1, 0, s>>>();
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&e, g, 0));
+  CK(cudaGraphDestroy(g));
+  return e;
+}
+
+// One call of `op`; false for an unknown op.
+static inline bool call(const std::string& op, Ctx& c) {
+  if (op == "sync") CK(cudaStreamSynchronize(c.s));
+  else if (op == "h2d_pinned") CK(cudaMemcpyAsync(c.dev, c.pinned, 64, cudaMemcpyHostToDevice, c.s));
+  else if (op == "h2d_pageable") CK(cudaMemcpyAsync(c.dev, c.pageable, 64, cudaMemcpyHostToDevice, c.s));
+  else if (op == "d2h_pinned") CK(cudaMemcpyAsync(c.pinned, c.dev, 64, cudaMemcpyDeviceToHost, c.s));
+  else if (op == "d2h_pageable") CK(cudaMemcpyAsync(c.pageable, c.dev, 64, cudaMemcpyDeviceToHost, c.s));
+  else if (op == "memset") CK(cudaMemsetAsync(c.dev, 0, 64, c.s));
+  else if (op == "graph1") CK(cudaGraphLaunch(c.g1, c.s));
+  else if (op == "graph128") CK(cudaGraphLaunch(c.g128, c.s));
+  else if (op == "kernel") gs_percall_empty<<<1, 1, 0, c.s>>>();
+  else return false;
+  return true;
+}
+
+static void timed(const std::string& op, int calls, Ctx& c) {
+  int every = op == "kernel" ? 1024 : 64;
+  if (op == "sync") every = 1 << 30;
+  auto run = [&](int n, double* inside) {
+    double in = 0;
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; i++) {
+      auto a = Clock::now();
+      call(op, c);
+      in += seconds(a, Clock::now());
+      if ((i + 1) % every == 0) CK(cudaStreamSynchronize(c.s));
+    }
+    CK(cudaStreamSynchronize(c.s));
+    if (inside) *inside = in;
+    return seconds(t0, Clock::now());
+  };
+  run(calls / 10 + 1, nullptr);
+  double inside = 0;
+  double wall = run(calls, &inside);
+  printf("{\"op\": \"%s\", \"calls\": %d, \"us\": %.4f, \"api_us\": %.4f}\n", op.c_str(), calls, 1e6 * wall / calls,
+         1e6 * inside / calls);
+  fflush(stdout);
+}
+
+static int exact() {
+  // Counts of what this function does; the library must report exactly these.
+  const int eager = 3000, syncs = 40, copies = 50, memsets = 30, r1 = 200, r2 = 150, r3 = 100, drv = 20;
+  cudaStream_t s, other;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  int* dev = nullptr;
+  void *dev2 = nullptr, *pinned = nullptr;
+  CK(cudaMalloc((void**)&dev, 1 << 20));
+  CK(cudaMalloc(&dev2, 1 << 20));
+  CK(cudaHostAlloc(&pinned, 1 << 20, cudaHostAllocDefault));
+  std::vector<char> pageable(1 << 20, 1);
+  int n_stream = 0, n_context = 0, n_event = 0, n_wait = 0;
+
+  for (int i = 0; i < eager; i++) gs_exact_kernel<<<1, 32, 0, s>>>(dev);
+  CK(cudaStreamSynchronize(s)); n_stream++;
+
+  cudaEvent_t ev;
+  CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  for (int i = 0; i < syncs; i++) {
+    CK(cudaStreamSynchronize(s)); n_stream++;
+    CK(cudaDeviceSynchronize()); n_context++;
+    CK(cudaEventRecord(ev, s));
+    CK(cudaEventSynchronize(ev)); n_event++;
+    CK(cudaStreamWaitEvent(other, ev, 0)); n_wait++;
+  }
+  // bytes by (kind, host memory)
+  long long h2d_pinned = 0, h2d_pageable = 0, d2h_pinned = 0, d2h_pageable = 0, d2d = 0;
+  int n_h2d_pinned = 0, n_h2d_pageable = 0, n_d2h_pinned = 0, n_d2h_pageable = 0, n_d2d = 0;
+  for (int i = 0; i < copies; i++) {
+    size_t b = 64 + i;
+    CK(cudaMemcpyAsync(dev, pinned, b, cudaMemcpyHostToDevice, s)); h2d_pinned += b; n_h2d_pinned++;
+    CK(cudaMemcpyAsync(pinned, dev, 2 * b, cudaMemcpyDeviceToHost, s)); d2h_pinned += 2 * b; n_d2h_pinned++;
+    CK(cudaMemcpyAsync(dev, pageable.data(), 3 * b, cudaMemcpyHostToDevice, s)); h2d_pageable += 3 * b; n_h2d_pageable++;
+    CK(cudaMemcpyAsync(pageable.data(), dev, 4 * b, cudaMemcpyDeviceToHost, s)); d2h_pageable += 4 * b; n_d2h_pageable++;
+    CK(cudaMemcpyAsync(dev2, dev, 5 * b, cudaMemcpyDeviceToDevice, s)); d2d += 5 * b; n_d2d++;
+  }
+  for (int i = 0; i < 10; i++) {
+    CK(cudaMemcpy(dev, pinned, 4096, cudaMemcpyHostToDevice)); h2d_pinned += 4096; n_h2d_pinned++;
+    CK(cudaMemcpyAsync(dev, pinned, 1000, cudaMemcpyDefault, s)); h2d_pinned += 1000; n_h2d_pinned++;
+    CK(cudaMemcpy2DAsync(dev, 256, pinned, 128, 128, 8, cudaMemcpyHostToDevice, s)); h2d_pinned += 1024; n_h2d_pinned++;
+  }
+  // the driver API, as a program using it directly
+  CUstream cs = reinterpret_cast<CUstream>(s);
+  for (int i = 0; i < drv; i++) {
+    CU(cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dev), pinned, 512, cs)); h2d_pinned += 512; n_h2d_pinned++;
+    CU(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(dev2), 7, 256, cs));
+    CU(cuStreamSynchronize(cs)); n_stream++;
+  }
+  long long memset_bytes = 256 * 4 * drv;
+  int n_memset = drv;
+  for (int i = 0; i < memsets; i++) {
+    CK(cudaMemsetAsync(dev, i, 4096, s)); memset_bytes += 4096; n_memset++;
+    CK(cudaMemset(dev2, i, 2048)); memset_bytes += 2048; n_memset++;
+  }
+  CK(cudaStreamSynchronize(s)); n_stream++;
+
+  // graphs: one step captured twice (re-captures fold into one name), one other;
+  // the copy and the memset inside the capture run only as graph nodes
+  auto capture = [&](bool step) {
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    if (step) {
+      for (int i = 0; i < 8; i++) gs_exact_kernel<<<1, 32, 0, s>>>(dev);
+      CK(cudaMemcpyAsync(dev, pinned, 64, cudaMemcpyHostToDevice, s));
+      CK(cudaMemsetAsync(dev2, 0, 64, s));
+    } else {
+      for (int i = 0; i < 3; i++) gs_other_kernel<<<1, 32, 0, s>>>(dev);
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&e, g, 0));
+    CK(cudaGraphDestroy(g));
+    return e;
+  };
+  cudaGraphExec_t e1 = capture(true), e2 = capture(true), e3 = capture(false);
+  for (int i = 0; i < r1; i++) CK(cudaGraphLaunch(e1, s));
+  for (int i = 0; i < r2; i++) CK(cudaGraphLaunch(e2, s));
+  for (int i = 0; i < r3; i++) CK(cudaGraphLaunch(e3, s));
+  CK(cudaStreamSynchronize(s)); n_stream++;
+  CK(cudaDeviceSynchronize()); n_context++;
+  printf("{\"pid\": %d, \"eager_kernels\": %d, \"step_replays\": %d, \"step_captures\": 2, \"step_nodes\": 10, "
+         "\"step_kernels\": 8, \"other_replays\": %d, \"other_nodes\": 3, "
+         "\"syncs\": {\"stream\": %d, \"context\": %d, \"event\": %d, \"stream_wait_event\": %d}, "
+         "\"copies\": {\"host_to_device pinned\": [%d, %lld], \"host_to_device pageable\": [%d, %lld], "
+         "\"device_to_host pinned\": [%d, %lld], \"device_to_host pageable\": [%d, %lld], "
+         "\"device_to_device\": [%d, %lld]}, \"memsets\": [%d, %lld]}\n",
+         (int)getpid(), eager, r1 + r2, r3, n_stream, n_context, n_event, n_wait, n_h2d_pinned, h2d_pinned,
+         n_h2d_pageable, h2d_pageable, n_d2h_pinned, d2h_pinned, n_d2h_pageable, d2h_pageable, n_d2d, d2d, n_memset,
+         memset_bytes);
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::string ops = "sync,h2d_pinned,h2d_pageable,d2h_pinned,d2h_pageable,memset,graph1,graph128,kernel";
+  int scale = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--exact")) return exact();
+    if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
+    else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atoi(argv[++i]);
+  }
+  CK(cudaSetDevice(0));
+  Ctx c;
+  CK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+  CK(cudaMalloc(&c.dev, 1 << 20));
+  CK(cudaHostAlloc(&c.pinned, 1 << 20, cudaHostAllocDefault));
+  c.pageable = malloc(1 << 20);
+  memset(c.pageable, 0, 1 << 20);
+  c.g1 = make_graph(c.s, 1);
+  c.g128 = make_graph(c.s, 128);
+  CK(cudaDeviceSynchronize());
+  size_t at = 0;
+  while (at <= ops.size()) {
+    size_t end = ops.find(',', at);
+    std::string op = ops.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    int n = 10000;
+    if (op == "h2d_pageable" || op == "d2h_pageable" || op == "graph1") n = 5000;
+    if (op == "graph128") n = 500;
+    if (op == "kernel") n = 30000;
+    if (!op.empty()) {
+      Ctx probe = c;
+      if (!call(op, probe)) {
+        fprintf(stderr, "unknown op %s\n", op.c_str());
+        return 2;
+      }
+      timed(op, n * scale, c);
+    }
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return 0;
+}
