@@ -1,5 +1,6 @@
 #include "api_callbacks.h"
 
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -317,6 +318,20 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2 == 800, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2 == 696, "cbid");
 #endif
 
+typedef CUptiResult (*GetGraphExecIdFn)(CUgraphExec, uint32_t*);
+
+// The libcupti this library runs against (it may be newer than the headers
+// it was built with), found through a function every version exports.
+static GetGraphExecIdFn graph_exec_id_fn() {
+  static GetGraphExecIdFn fn = []() -> GetGraphExecIdFn {
+    Dl_info info;
+    if (!dladdr(reinterpret_cast<void*>(&cuptiGetGraphId), &info) || !info.dli_fname) return nullptr;
+    void* h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    return h ? reinterpret_cast<GetGraphExecIdFn>(dlsym(h, "cuptiGetGraphExecId")) : nullptr;
+  }();
+  return fn;
+}
+
 thread_local int tl_runtime_depth = 0;  // hooked runtime calls in progress on this thread
 thread_local uint16_t tl_runtime_cbid = 0;  // the outermost one (diagnostics)
 
@@ -532,8 +547,14 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
         exec = p->exec, graph = p->graph;
       }
       uint32_t exec_id = 0, graph_id = 0;
-      if (!graphs_ || !exec || GS_CUPTI_CALL(cuptiGetGraphExecId(exec, &exec_id)) != CUPTI_SUCCESS) return;
+      if (!graphs_ || !exec) return;
+      // cuptiGetGraphExecId is newer than the oldest CUPTI 12 headers we
+      // build against: looked up in the loaded libcupti; without it the
+      // records carry (and the registry keys on) the source graph's id.
+      if (GetGraphExecIdFn get_exec_id = graph_exec_id_fn())
+        if (get_exec_id(exec, &exec_id) != CUPTI_SUCCESS) exec_id = 0;
       if (graph) GS_CUPTI_CALL(cuptiGetGraphId(graph, &graph_id));
+      if (!exec_id && !graph_id) return;
       if (api.op == Op::kInstantiate) graphs_->on_instantiate(exec_id, graph_id, graph);
       else graphs_->on_update(exec_id, graph_id, graph);
       return;
