@@ -22,6 +22,7 @@ from graphsignal.launch import engines
 from graphsignal.payload import build_signals
 from graphsignal.poller import Poller
 from graphsignal.server import ServerThread, make_app
+from graphsignal.sidecar.exposition import Exposition
 from graphsignal.sources import SourceThread, console, registry
 from graphsignal.store import MetricStore
 from graphsignal.windows import window_stats
@@ -220,9 +221,19 @@ class Supervisor:
             self.sources.append(t)
 
     def _start_server(self):
-        self.server = ServerThread(make_app(self.store, window_stats), self.cfg.listen_host, self.cfg.listen_port,
-                                   on_error=self._sidecar_error)
+        metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
+        self.server = ServerThread(make_app(self.store, window_stats, metrics), self.cfg.listen_host,
+                                   self.cfg.listen_port, on_error=self._sidecar_error)
         self.server.start()
+
+    def _engine_series(self):
+        """Keys of the series scraped from the engine's endpoint (what
+        /metrics leaves out unless asked): the scraper's own record of what
+        it wrote in its last good scrape."""
+        keys = set()
+        for t in self.sources:
+            keys.update(getattr(t.source, "_keys", ()))
+        return keys
 
     def stop_sidecar(self):
         for t in self.sources:

@@ -1,0 +1,30 @@
+"""The one seam through which the sidecar's readers (the /metrics
+exposition, the uploader) read the store.
+
+They return /signals's shape, from the store's own cached JSON, so a
+reader never touches a Series and never holds the store's lock while it
+works. The read-side refactor (immutable store snapshots) replaces these
+bodies and nothing else.
+"""
+import orjson
+
+from graphsignal.payload import build_signals
+
+
+def metrics_snapshot(store):
+    """Every series as {name, type, tags, stats, updated_ns}, in /signals
+    order (name, tags). updated_ns: epoch ns of the series' last change."""
+    return orjson.loads(b"[" + b",".join(store.metrics_json()) + b"]")
+
+
+def metrics_snapshot_encoded(store):
+    """metrics_snapshot, each series still JSON-encoded (bytes). A series
+    that did not change since the last call is the very same bytes object,
+    so a reader can skip it by identity without decoding anything."""
+    return store.metrics_json()
+
+
+def signals_snapshot(store):
+    """The whole /signals document (profiler, payload_ns, start_ns, context,
+    metrics, errors, resources, engine) as a dict."""
+    return orjson.loads(build_signals(store))
