@@ -22,6 +22,7 @@ from graphsignal.launch import engines
 from graphsignal.payload import build_signals
 from graphsignal.poller import Poller
 from graphsignal.server import ServerThread, make_app
+from graphsignal.sidecar import upload, version_check
 from graphsignal.sidecar.exposition import Exposition
 from graphsignal.sources import SourceThread, console, registry
 from graphsignal.store import MetricStore
@@ -138,6 +139,7 @@ class Supervisor:
         self.child = None
         self.poller = None
         self.server = None
+        self.uploader = None
         self.sources = []
         self.pumps = []
         self.console = None
@@ -209,6 +211,8 @@ class Supervisor:
         self._guard("poller", self._start_poller)
         self._guard("sources", self._start_sources)
         self._guard("server", self._start_server)
+        self.uploader = self._guard("uploader", upload.start, self.store, self.environ)
+        self._guard("version check", version_check.start, self.store, self.environ)
 
     def _start_poller(self):
         self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
@@ -240,6 +244,8 @@ class Supervisor:
             self._guard("stopping " + t.source.name, t.stop, 5.0, True)
         if self.poller is not None:
             self._guard("final drain", self.poller.stop, True)
+        if self.uploader is not None:
+            self._guard("final upload", self.uploader.stop, upload.FINAL_DEADLINE)
         path = self.environ.get(ENV_SIGNALS_FILE)
         if path:
             self._guard("writing " + path, self._write_signals, path)
