@@ -77,6 +77,7 @@ setup(
         "console_scripts": [
             "graphsignal-run=graphsignal.cli.run:main",
             "graphsignal-top=graphsignal.cli.top:main",
+            "graphsignal-server=graphsignal.cli.server:main",
         ]
     },
     cmdclass={"build_py": BuildPy},
