@@ -54,7 +54,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from graphsignal.sidecar.snapshot import metrics_snapshot, metrics_snapshot_encoded
+from graphsignal.sidecar.snapshot import metrics_snapshot, metrics_snapshot_encoded, series_content
 
 logger = logging.getLogger("graphsignal")
 
@@ -356,6 +356,7 @@ class _State:
 
     def __init__(self):
         self.raws = []
+        self.contents = []  # the raws without their updated_ns
         self.entries = []  # per series: (key, layout, rows); layout None: not exported
         self.plan = []
         self.engine_keys = None
@@ -408,10 +409,14 @@ class Exposition:
         series or their layout changed (then everything is laid out anew)."""
         if len(raws) != len(st.raws) or keys != st.engine_keys:
             return False
-        old = st.raws
+        old, contents = st.raws, st.contents
         for i, raw in enumerate(raws):
             if raw is old[i]:
                 continue
+            content = series_content(raw)
+            if content == contents[i]:
+                continue  # touched (telemetry re-set the same value): nothing to render
+            contents[i] = content
             s = orjson.loads(raw)
             key, layout, rows = st.entries[i]
             if series_key(s) != key:
@@ -445,6 +450,7 @@ class Exposition:
                 if hit is not None and hit[0] == row.fingerprint:
                     row.lines = hit[1]
         st.raws, st.entries, st.plan, st.engine_keys = list(raws), entries, plan, set(keys)
+        st.contents = [series_content(raw) for raw in raws]
         st.heads = {name: h for name, h in st.heads.items() if name in planner.families}
 
     def _render(self, st, raws, keys, engine, encoder, ctype):
