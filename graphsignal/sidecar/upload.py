@@ -34,6 +34,7 @@ graphsignal_upload_dropped_errors_total.
 import collections
 import gzip
 import logging
+import re
 import threading
 import time
 
@@ -182,7 +183,7 @@ class Uploader:
             finally:
                 resp.close()
         except requests.RequestException as e:
-            status, detail = None, "%s: %s" % (type(e).__name__, _one_line(e))
+            status, detail = None, _reason(e, timeout)
         self.store.add_counter(BYTES_METRIC, {}, len(data))
         if status is not None and 200 <= status < 300:
             self._accepted(sent, now)
@@ -234,6 +235,22 @@ def _detail(resp):
         return _one_line(err)[:200] if isinstance(err, str) else None
     except Exception:  # a body that is not our JSON error: the status says enough
         return None
+
+
+def _reason(e, timeout):
+    """A request failure in a few words (requests nests the cause deep)."""
+    if isinstance(e, requests.ConnectTimeout):
+        return "no connection within %g s" % (timeout[0] if isinstance(timeout, tuple) else timeout)
+    if isinstance(e, requests.ReadTimeout):
+        return "no answer within %g s" % (timeout[1] if isinstance(timeout, tuple) else timeout)
+    text = str(e)
+    m = re.search(r"Failed to resolve '([^']+)'", text) or re.search(r"Name or service not known", text)
+    if m:
+        return "cannot resolve %s" % (m.group(1) if m.groups() else "the host")
+    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if m:
+        return m.group(1).strip().lower()
+    return "%s: %s" % (type(e).__name__, _one_line(e)[:160])
 
 
 def _one_line(e):
