@@ -166,6 +166,8 @@ def test_labels_are_sanitized_and_clashing_names_are_counted():
     s.add_histogram_values("x", {}, np.array([3], dtype=np.uint64))
     s.set_gauge("dup", {}, 1)
     s.set_counter("dup", {}, 2)
+    s.set_gauge("same", {"a.b": "1"}, 1)
+    s.set_gauge("same", {"a_b": "1"}, 2)
     for accept, parse in ((None, parse_text), (OPENMETRICS, parse_om)):
         text = scrape(s, accept).get_data(as_text=True)
         fams = {f.name: f for f in parse(text)}
@@ -174,7 +176,8 @@ def test_labels_are_sanitized_and_clashing_names_are_counted():
                               "a_b": "1"}
         assert "graphsignal_x" in fams and "graphsignal_x_count" not in fams
         conflicts = fams["graphsignal_metrics_conflicting_series"].samples[0].value
-        assert conflicts == 2  # x_count (its name is x's _count) and the second dup
+        assert conflicts == 3  # x_count (its name is x's _count), the second dup, the second "same"
+        assert [x.value for x in fams["graphsignal_same"].samples] == [1.0]
 
 
 def test_odd_frame_names_survive_escaping():

@@ -33,8 +33,9 @@ Engine metrics (what the sidecar scraped from the engine's own endpoint)
 are left out unless GRAPHSIGNAL_METRICS_ENGINE=1 or the scrape asks with
 `?engine=1`: the engine serves them itself. A name that two series would
 both claim (a probe gauge `x_count` beside a histogram `x`, a gauge and a
-counter of one name) is exported once, for the first in /signals order;
-the others are counted in `graphsignal_metrics_conflicting_series`.
+counter of one name), or two series whose tags sanitize to the same
+labels, is exported once, for the first in /signals order; the others
+are counted in `graphsignal_metrics_conflicting_series`.
 
 Cost: prometheus_client writes a few microseconds per sample, too slow to
 re-render 5,000 series every scrape. So Exposition keeps each series'
@@ -176,6 +177,7 @@ class _Planner:
         self.top = top_frames
         self.families = {}  # family name -> [Metric, rows, (source name, type)]
         self.taken = {}  # sample names some family writes -> family name
+        self.labelsets = set()  # (family name, labels) exported so far
         self.conflicts = 0
 
     def place(self, s):
@@ -206,6 +208,11 @@ class _Planner:
             self.conflicts += 1
             return None
         labels = labels_of(tags, _OWN_LABEL.get(type_)) if tags else {}
+        ident = (fname, tuple(sorted(labels.items())))
+        if ident in self.labelsets:  # tags that sanitize alike ("a.b" and "a_b"): one series only
+            self.conflicts += 1
+            return None
+        self.labelsets.add(ident)
         layout = (type_, fname, div, labels, is_engine)
         key = series_key(s)
         rows = [_Row(key, fp, build) for fp, build in parts(s, layout, self.top)]
