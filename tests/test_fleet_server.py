@@ -231,8 +231,11 @@ def test_resending_an_accepted_body_changes_nothing(tmp_path):
     f = Fleet(tmp_path / "s.db")
     s = workload_store()
     up = f.uploader(s)
-    body, _ = up._body(local_signals(s))
-    data = gzip.compress(orjson.dumps(body))
+    from graphsignal.sidecar.snapshot import signals_snapshot_encoded
+
+    raw, _ = up._body(*signals_snapshot_encoded(s))
+    data = gzip.compress(raw)
+    body = orjson.loads(raw)
     assert f.post(data).status_code == 200
     first = f.signals("inst-1").json
     assert f.post(data).status_code == 200

@@ -235,3 +235,18 @@ def test_a_hung_upload_endpoint_never_holds_the_workload_or_the_exit():
         took = time.monotonic() - t0
         assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
     assert took < 40, took  # the endpoint would have held each request for 60 s
+
+
+def test_the_encoded_snapshot_is_the_signals_document_cut_in_two():
+    from graphsignal.sidecar.snapshot import signals_snapshot, signals_snapshot_encoded
+
+    s = store_with_data()
+    s.add_error("error", 'a "quoted", "metrics":[ message')
+    s.context["odd"] = ',"metrics":['
+    rest, metrics = signals_snapshot_encoded(s)
+    full = signals_snapshot(s)
+    assert [orjson.loads(m) for m in metrics] == full.pop("metrics")
+    rest.pop("payload_ns"), full.pop("payload_ns")
+    assert rest == full
+    again = signals_snapshot_encoded(s)[1]
+    assert all(a is b for a, b in zip(metrics, again))  # unchanged series: the very same bytes

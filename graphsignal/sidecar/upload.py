@@ -41,8 +41,9 @@ import time
 import orjson
 import requests
 
+from graphsignal import __version__
 from graphsignal.sidecar import api
-from graphsignal.sidecar.snapshot import signals_snapshot
+from graphsignal.sidecar.snapshot import signals_snapshot_encoded
 
 logger = logging.getLogger("graphsignal")
 
@@ -77,10 +78,6 @@ def backoff(failures):
     return min(BACKOFF_MAX, BACKOFF_MIN * (2 ** min(failures - 1, 16)))
 
 
-def _series_key(m):
-    return m["name"], m["type"], orjson.dumps(m["tags"])
-
-
 def _error_key(e):
     return orjson.dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"), e.get("tags")))
 
@@ -93,7 +90,7 @@ class Uploader:
     """Builds and sends upload bodies; step() is one cycle (the thread
     calls it once a second), so tests drive it with their own clock."""
 
-    def __init__(self, store, key, base, clock=time.monotonic, snapshot=signals_snapshot, http=None):
+    def __init__(self, store, key, base, clock=time.monotonic, snapshot=signals_snapshot_encoded, http=None):
         self.store = store
         self.key = key
         self.url = base + INGEST_PATH
@@ -106,23 +103,24 @@ class Uploader:
         self.next_try = 0.0
         self.accepted = 0
         self.dropped_errors = 0
-        self._acked_metrics = {}  # series key -> updated_ns of the last accepted upload
+        # the encoded series of accepted uploads, by identity: the store hands
+        # out the same bytes object until a series changes
+        self._acked_metrics = {}  # id(bytes) -> bytes
         self._acked_errors = {}  # error key -> (count, last_ns) accepted
         self._pending_errors = collections.OrderedDict()  # error key -> entry, oldest first
         self._acked_resources = None
         self._acked_engine = None
-        self._live_series, self._live_keys = 0, []
 
     # -- one cycle -------------------------------------------------------------------
     def step(self, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), force=False):
         """Collects what is new; uploads it unless backing off (force: try
         anyway, the final upload). Returns True when an upload was accepted."""
-        snap = self.snapshot(self.store)
+        snap, metrics = self.snapshot(self.store)
         self._collect_errors(snap["errors"])
         now = self.clock()
         if not force and now < self.next_try:
             return False
-        body, sent = self._body(snap)
+        body, sent = self._body(snap, metrics)
         return self._send(body, sent, now, timeout)
 
     def _collect_errors(self, errors):
@@ -143,40 +141,36 @@ class Uploader:
             live = {_error_key(e) for e in errors}
             self._acked_errors = {k: v for k, v in self._acked_errors.items() if k in live}
 
-    def _body(self, snap):
-        metrics, metric_keys, live = [], [], []
-        for m in snap["metrics"]:
-            k = _series_key(m)
-            live.append((k, m["updated_ns"]))
-            if self._acked_metrics.get(k, -1) != m["updated_ns"]:
-                metrics.append(m)
-                metric_keys.append((k, m["updated_ns"]))
-        self._live_series, self._live_keys = len(live), live
+    def _body(self, snap, metrics):
+        """(body bytes, what it carries). The changed series go in as the
+        store encoded them, never decoded here."""
+        acked = self._acked_metrics
+        changed = [m for m in metrics if acked.get(id(m)) is not m]
         errors = list(self._pending_errors.items())
         self.seq += 1
         context = snap.get("context") or {}
-        body = {"schema": SCHEMA, "instance_id": context.get("instance.id"), "context": context,
+        head = {"schema": SCHEMA, "instance_id": context.get("instance.id"), "context": context,
                 "profiler": snap.get("profiler"), "start_ns": snap.get("start_ns"),
-                "payload_ns": snap.get("payload_ns"), "seq": self.seq, "metrics": metrics,
+                "payload_ns": snap.get("payload_ns"), "seq": self.seq,
                 "errors": [e for _, e in errors], "dropped_errors": self.dropped_errors}
         res_fp = _resources_fingerprint(snap.get("resources") or [])
         if res_fp != self._acked_resources:
-            body["resources"] = snap.get("resources") or []
+            head["resources"] = snap.get("resources") or []
         engine_fp = orjson.dumps(snap.get("engine"))
         if engine_fp != self._acked_engine:
-            body["engine"] = snap.get("engine")
-        return body, (metric_keys, errors, res_fp, engine_fp)
+            head["engine"] = snap.get("engine")
+        body = orjson.dumps(head)[:-1] + b',"metrics":[' + b",".join(changed) + b"]}"
+        return body, (metrics, changed, errors, res_fp, engine_fp)
 
     def _send(self, body, sent, now, timeout):
-        data = gzip.compress(orjson.dumps(body), GZIP_LEVEL)
+        data = gzip.compress(body, GZIP_LEVEL)
         if self.http is None:
             self.http = api.session(self.url)
         try:
             resp = self.http.post(self.url, data=data, timeout=timeout, allow_redirects=False, stream=True,
                                   headers={"X-API-Key": self.key, "Content-Type": "application/json",
                                            "Content-Encoding": "gzip",
-                                           "User-Agent": "graphsignal/%s" % ((body.get("profiler") or {})
-                                                                             .get("version"))})
+                                           "User-Agent": "graphsignal/%s" % __version__})
             try:
                 status = resp.status_code
                 detail = _detail(resp) if status >= 300 else None
@@ -192,11 +186,10 @@ class Uploader:
         return False
 
     def _accepted(self, sent, now):
-        metric_keys, errors, res_fp, engine_fp = sent
-        for k, updated in metric_keys:
-            self._acked_metrics[k] = updated
-        if len(self._acked_metrics) > 2 * self._live_series + 1000:  # series that went away (engine restarts)
-            self._acked_metrics = dict(self._live_keys)
+        metrics, changed, errors, res_fp, engine_fp = sent
+        # what the server now holds of every series present at that moment
+        # (keeping only these drops series that went away)
+        self._acked_metrics = {id(m): m for m in metrics}
         for k, e in errors:
             self._acked_errors[k] = (e.get("count"), e.get("last_ns"))
             if self._pending_errors.get(k) is e:
