@@ -462,3 +462,32 @@ def test_a_kill_9_mid_upload_loses_nothing_acknowledged_and_the_uploader_recover
         except subprocess.TimeoutExpired:
             run.kill()
         srv.stop()
+
+
+def test_the_command_line_is_parsed_once_and_refuses_what_it_cannot_use():
+    from graphsignal.cli import server as cli
+
+    cfg = cli.parse_args(["--host", "0.0.0.0", "--port=9", "--db", "/tmp/x.db", "--api-key", "a", "b",
+                          "--api-key=c", "--retention-days", "3"], {"GRAPHSIGNAL_SERVER_API_KEYS": "d, a,"})
+    assert (cfg.host, cfg.port, cfg.db, cfg.retention_days) == ("0.0.0.0", 9, "/tmp/x.db", 3.0)
+    assert cfg.api_keys == ("a", "b", "c", "d")
+    for bad in (["--port", "http"], ["--port", "70000"], ["--sync", "sometimes"], ["--retention-days", "0"],
+                ["--bogus"], ["--db"], ["--api-key", "k\x01"]):
+        with pytest.raises(cli.UsageError):
+            cli.parse_args(bad, {})
+    assert cli.main(["--version"], {}) == 0
+    assert cli.main([], {}) == 2  # no key: refuses to start
+
+
+def test_a_busy_port_is_one_line_and_exit_1(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        proc = subprocess.run(SERVER + ["--port", str(s.getsockname()[1]), "--db", str(tmp_path / "s.db"),
+                                        "--api-key", "k"], capture_output=True, timeout=60)
+    finally:
+        s.close()
+    assert proc.returncode == 1
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and "cannot listen" in lines[0] and "--port" in lines[0]

@@ -4,6 +4,7 @@ Serves the Signals API (graphsignal.fleet.app) from one SQLite file.
 """
 import os
 import signal
+import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ options:
   --port PORT             port to listen on (default: 18260)
   --db PATH               SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db,
                           i.e. ~/.local/share/graphsignal/server.db)
-  --api-key KEY           an accepted API key (repeat for several); also
+  --api-key KEY [KEY ...] accepted API keys (or repeat the flag); also
                           GRAPHSIGNAL_SERVER_API_KEYS=KEY1,KEY2
   --retention-days DAYS   history and silent instances are kept this long (default: 7)
   --sync {normal,full}    SQLite synchronous mode (default: normal: nothing
@@ -105,6 +106,9 @@ def parse_args(argv, environ):
             vals["sync"] = val
         elif opt == "--api-key":
             keys.append(val)
+            while i < len(argv) and not argv[i].startswith("-"):  # --api-key K1 K2 ...
+                keys.append(argv[i])
+                i += 1
         else:
             if not val:
                 raise UsageError("%s needs a non-empty value" % opt)
@@ -159,8 +163,14 @@ def serve(cfg, environ):
         sys.stderr.write("graphsignal-server: error: cannot open the database %s: %s\n" % (path, e))
         return 1
     try:
-        srv = make_server(cfg.host, cfg.port, make_app(db, cfg.api_keys), threaded=True,
-                          request_handler=QuietHandler)
+        # bind ourselves: werkzeug reports a busy port with lines of its own and an exit
+        family, stype, proto, _, addr = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, stype, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+        srv = make_server(cfg.host, sock.getsockname()[1], make_app(db, cfg.api_keys), threaded=True,
+                          request_handler=QuietHandler, fd=sock.fileno())
     except OSError as e:
         db.close()
         sys.stderr.write("graphsignal-server: error: cannot listen on %s:%d: %s (pick another with --port)\n"
@@ -175,7 +185,7 @@ def serve(cfg, environ):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     sys.stderr.write("graphsignal-server %s: serving http://%s:%d (database %s, %d key%s)\n"
-                     % (__version__, cfg.host, srv.server_port, path, len(cfg.api_keys),
+                     % (__version__, cfg.host, sock.getsockname()[1], path, len(cfg.api_keys),
                         "" if len(cfg.api_keys) == 1 else "s"))
     sys.stderr.flush()
     try:
