@@ -84,12 +84,16 @@ def test_a_body_is_gzip_json_with_the_key_and_only_what_changed():
         assert "gpu_utilization_percent" in names(third) and "myapp_requests_total" not in names(third)
         assert [e["message"] for e in third["errors"]] == ["CUDA error: out of memory"]
         assert sorted(r["kind"] for r in third["resources"]) == ["host", "process"]
+        # set again to the same value: not resent
+        s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 70)
+        assert up.step()
+        assert "gpu_utilization_percent" not in names(bodies(rec)[-1])
         # the same error again is a count of 2: resent once with its new count
         s.add_error("error", "CUDA error: out of memory", tags={"process.pid": "7"})
         assert up.step()
-        assert [(e["message"], e["count"]) for e in bodies(rec)[3]["errors"]] == [("CUDA error: out of memory", 2)]
+        assert [(e["message"], e["count"]) for e in bodies(rec)[-1]["errors"]] == [("CUDA error: out of memory", 2)]
         assert up.step()
-        assert bodies(rec)[4]["errors"] == []
+        assert bodies(rec)[-1]["errors"] == []
 
 
 def test_failures_back_off_and_say_one_line_each_way(caplog):

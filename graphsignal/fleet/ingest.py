@@ -53,12 +53,15 @@ def decode(raw, encoding):
         raise BadBody("body is not JSON: %s" % e)
 
 
+_NUM = (int, float)  # by exact type: JSON gives no subclasses, and bool is not a number here
+
+
 def _is_num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return type(v) in _NUM
 
 
 def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    return type(v) is int
 
 
 def _str(v, where, limit=MAX_TEXT, empty=False):
@@ -68,23 +71,24 @@ def _str(v, where, limit=MAX_TEXT, empty=False):
 
 
 def _opt_int(v, where, low=0):
-    if v is not None and (not _is_int(v) or v < low):
+    if v is not None and (type(v) is not int or v < low):
         raise BadBody("%s must be an integer >= %d or null" % (where, low))
     return v
 
 
 def _opt_num(v, where):
-    if v is not None and not _is_num(v):
+    if v is not None and type(v) not in _NUM:
         raise BadBody("%s must be a number or null" % where)
     return v
 
 
 def _tags(v, where):
-    if not isinstance(v, dict) or len(v) > MAX_TAGS:
+    if type(v) is not dict or len(v) > MAX_TAGS:
         raise BadBody("%s must be an object of at most %d string values" % (where, MAX_TAGS))
     for k, x in v.items():
-        _str(k, where + " key", MAX_NAME)
-        _str(x, "%s[%r]" % (where, k[:40]), empty=True)
+        if not k or len(k) > MAX_NAME or type(x) is not str or len(x) > MAX_TEXT:
+            _str(k, where + " key", MAX_NAME)
+            _str(x, "%s[%r]" % (where, k[:40]), empty=True)
     return v
 
 
@@ -118,20 +122,21 @@ def _stats(type_, st, where):
         if not isinstance(bins, list) or not isinstance(counts, list) or len(bins) != len(counts) \
                 or len(bins) > MAX_BINS:
             raise BadBody("%s.stats.bins and .counts must be lists of the same length (at most %d)" % (where, MAX_BINS))
-        for b in bins:
-            _opt_num(b, where + ".stats.bins[]")
-        for c in counts:
-            if not _is_num(c) or c < 0:
-                raise BadBody("%s.stats.counts[] must be numbers >= 0" % where)
+        if not all(b is None or type(b) in _NUM for b in bins):
+            raise BadBody("%s.stats.bins[] must be numbers or null" % where)
+        if not all(type(c) in _NUM and c >= 0 for c in counts):
+            raise BadBody("%s.stats.counts[] must be numbers >= 0" % where)
     else:
         frames = st.get("frames")
         if not isinstance(frames, list) or len(frames) > MAX_FRAMES:
             raise BadBody("%s.stats.frames must be a list of at most %d frames" % (where, MAX_FRAMES))
         for f in frames:
-            if not isinstance(f, dict):
+            if type(f) is not dict:
                 raise BadBody("%s.stats.frames[] must be objects" % where)
-            _str(f.get("name"), where + ".stats.frames[].name", empty=True)
-            if not _is_num(f.get("value")) or not _is_num(f.get("samples")):
+            name = f.get("name")
+            if type(name) is not str or len(name) > MAX_TEXT:
+                raise BadBody("%s.stats.frames[].name must be a string of at most %d characters" % (where, MAX_TEXT))
+            if type(f.get("value")) not in _NUM or type(f.get("samples")) not in _NUM:
                 raise BadBody("%s.stats.frames[] need numbers value and samples" % where)
     return st
 
@@ -157,15 +162,16 @@ def validate(doc):
     if not isinstance(metrics, list) or len(metrics) > MAX_METRICS:
         raise BadBody("metrics must be a list of at most %d series" % MAX_METRICS)
     for i, m in enumerate(metrics):
-        where = "metrics[%d]" % i
-        if not isinstance(m, dict):
-            raise BadBody(where + " must be an object")
-        _str(m.get("name"), where + ".name", MAX_NAME)
+        if type(m) is not dict:
+            raise BadBody("metrics[%d] must be an object" % i)
+        name = m.get("name")
+        if type(name) is not str or not name or len(name) > MAX_NAME:
+            _str(name, "metrics[%d].name" % i, MAX_NAME)
         if m.get("type") not in TYPES:
-            raise BadBody("%s.type must be one of %s" % (where, ", ".join(TYPES)))
-        _tags(m.get("tags"), where + ".tags")
-        _stats(m["type"], m.get("stats"), where)
-        _opt_int(m.get("updated_ns"), where + ".updated_ns")
+            raise BadBody("metrics[%d].type must be one of %s" % (i, ", ".join(TYPES)))
+        _tags(m.get("tags"), "metrics[%d].tags" % i)
+        _stats(m["type"], m.get("stats"), "metrics[%d]" % i)
+        _opt_int(m.get("updated_ns"), "metrics[%d].updated_ns" % i)
     errors = doc.get("errors", [])
     if not isinstance(errors, list) or len(errors) > MAX_ERRORS:
         raise BadBody("errors must be a list of at most %d entries" % MAX_ERRORS)

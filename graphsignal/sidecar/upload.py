@@ -11,7 +11,9 @@ Content-Encoding: gzip) of:
      "profiler": {"version": ...},
      "start_ns": ..., "payload_ns": ...,
      "seq": 7,                        # attempt number of this run, from 1
-     "metrics": [...],                # series changed since the last accepted upload, in /signals's shape
+     "metrics": [...],                # series whose value changed since the last accepted upload, in
+                                      # /signals's shape (one set again to the same value is not resent,
+                                      # so its updated_ns on the server is when its value last changed)
      "errors": [...],                 # new errors, and errors whose count grew, since then
      "resources": [...],              # only when they changed (last_seen_ts aside)
      "engine": {...},                 # the engine summary, when it changed
@@ -43,7 +45,7 @@ import requests
 
 from graphsignal import __version__
 from graphsignal.sidecar import api
-from graphsignal.sidecar.snapshot import signals_snapshot_encoded
+from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
 
 logger = logging.getLogger("graphsignal")
 
@@ -103,9 +105,11 @@ class Uploader:
         self.next_try = 0.0
         self.accepted = 0
         self.dropped_errors = 0
-        # the encoded series of accepted uploads, by identity: the store hands
-        # out the same bytes object until a series changes
-        self._acked_metrics = {}  # id(bytes) -> bytes
+        # the encoded series of accepted uploads, by identity (the store hands
+        # out the same bytes object until a series changes), and what they
+        # held (a series set again to the same value is not sent again)
+        self._acked_metrics = {}  # id(bytes) -> (bytes, content)
+        self._acked_contents = set()
         self._acked_errors = {}  # error key -> (count, last_ns) accepted
         self._pending_errors = collections.OrderedDict()  # error key -> entry, oldest first
         self._acked_resources = None
@@ -144,8 +148,17 @@ class Uploader:
     def _body(self, snap, metrics):
         """(body bytes, what it carries). The changed series go in as the
         store encoded them, never decoded here."""
-        acked = self._acked_metrics
-        changed = [m for m in metrics if acked.get(id(m)) is not m]
+        acked, contents = self._acked_metrics, self._acked_contents
+        changed, present = [], []
+        for m in metrics:
+            hit = acked.get(id(m))
+            if hit is not None and hit[0] is m:
+                present.append(hit)  # the very series state the server has
+                continue
+            c = series_content(m)
+            present.append((m, c))
+            if c not in contents:  # a new value (not just set again to the same)
+                changed.append(m)
         errors = list(self._pending_errors.items())
         self.seq += 1
         context = snap.get("context") or {}
@@ -160,7 +173,7 @@ class Uploader:
         if engine_fp != self._acked_engine:
             head["engine"] = snap.get("engine")
         body = orjson.dumps(head)[:-1] + b',"metrics":[' + b",".join(changed) + b"]}"
-        return body, (metrics, changed, errors, res_fp, engine_fp)
+        return body, (present, errors, res_fp, engine_fp)
 
     def _send(self, body, sent, now, timeout):
         data = gzip.compress(body, GZIP_LEVEL)
@@ -186,10 +199,11 @@ class Uploader:
         return False
 
     def _accepted(self, sent, now):
-        metrics, changed, errors, res_fp, engine_fp = sent
+        present, errors, res_fp, engine_fp = sent
         # what the server now holds of every series present at that moment
         # (keeping only these drops series that went away)
-        self._acked_metrics = {id(m): m for m in metrics}
+        self._acked_metrics = {id(mc[0]): mc for mc in present}
+        self._acked_contents = {c for _, c in present}
         for k, e in errors:
             self._acked_errors[k] = (e.get("count"), e.get("last_ns"))
             if self._pending_errors.get(k) is e:
