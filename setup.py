@@ -160,6 +160,7 @@ setup(
             "graphsignal-run=graphsignal.cli.run:main",
             "graphsignal-top=graphsignal.cli.top:main",
             "graphsignal-diff=graphsignal.cli.diff:main",
+            "graphsignal-server=graphsignal.cli.server:main",
         ]
     },
     cmdclass={"build": Build, "build_ext": BuildExt, "build_py": BuildPy},

@@ -27,9 +27,15 @@ def _json(obj, status=200):
     return Response(orjson.dumps(obj), status=status, mimetype=JSON)
 
 
-def make_app(store, windows=None):
+def make_app(store, windows=None, exposition=None):
     """windows: optional callable(store, seconds) -> dict added to the
-    payload for ?window=N (see graphsignal.windows)."""
+    payload for ?window=N (see graphsignal.windows); exposition: what
+    serves /metrics (graphsignal.sidecar.exposition.Exposition; default:
+    one for this store without engine metrics)."""
+    if exposition is None:
+        from graphsignal.sidecar.exposition import Exposition
+
+        exposition = Exposition(store)
 
     def app(environ, start_response):
         req = Request(environ)
@@ -37,12 +43,21 @@ def make_app(store, windows=None):
             resp = _json({"error": "method not allowed: use GET"}, 405)
         elif req.path == "/signals":
             resp = _signals(req)
+        elif req.path == "/metrics":
+            resp = _metrics(req)
         elif req.path == "/health":
             resp = _json({"status": "ok", "profiler": {"version": __version__},
                           "uptime_ns": store.clock() - store.start_ns})
         else:
-            resp = _json({"error": "not found: %s (endpoints: /signals, /health)" % req.path}, 404)
+            resp = _json({"error": "not found: %s (endpoints: /signals, /metrics, /health)" % req.path}, 404)
         return resp(environ, start_response)
+
+    def _metrics(req):
+        engine = req.args.get("engine")
+        if engine not in (None, "0", "1"):
+            return _json({"error": "engine must be 0 or 1, got %r" % engine}, 400)
+        body, content_type = exposition.render(req.headers.get("Accept"), None if engine is None else engine == "1")
+        return Response(body, content_type=content_type)
 
     def _signals(req):
         unknown = sorted(set(req.args) - {"window"})

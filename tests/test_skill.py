@@ -49,7 +49,7 @@ def test_every_metric_name_it_mentions_is_emitted_by_the_code():
 
 def test_every_flag_it_mentions_exists():
     helps = subprocess.run(GS_RUN + ["--help"], capture_output=True, text=True).stdout
-    for cli in ("top", "diff"):
+    for cli in ("top", "diff", "server"):
         helps += subprocess.run([sys.executable, "-m", "graphsignal.cli." + cli, "--help"], capture_output=True,
                                 text=True).stdout
     engine_flags = {"--port", "--model-path", "--config", "--disable-log-stats", "--enable-metrics", "--metrics",
@@ -70,6 +70,34 @@ def test_every_environment_variable_and_c_name_it_mentions_exists():
     assert sorted(v for v in env if '"%s"' % v not in SOURCE) == []
     for fn in re.findall(r"\b(graphsignal_[a-z_]+)\(", SKILL):
         assert re.search(r"\b%s\(" % fn, HEADERS), fn
+
+
+def test_every_prometheus_name_it_mentions_is_on_metrics():
+    import numpy as np
+
+    from graphsignal.server import make_app
+    from graphsignal.store import MetricStore
+
+    store = MetricStore()
+    store.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [("k", 10, 1)])
+    store.add_histogram_values("myengine_batch_duration_nanoseconds", {}, np.array([5], dtype=np.uint64))
+    text = Client(make_app(store)).get("/metrics").get_data(as_text=True)
+    samples = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if not line.startswith("#")}
+    names = set(re.findall(r"\b(graphsignal_[a-z0-9_]+)", SKILL))
+    exported = {n for n in names if '"%s"' % n not in SOURCE}
+    assert {"graphsignal_cuda_kernels_seconds_total", "graphsignal_cuda_kernels_seconds_count_total"} <= exported
+    assert sorted(n for n in exported if n not in samples and not re.search(r"\b%s\b" % n, HEADERS)) == []
+
+
+def test_the_servers_endpoints_it_mentions_exist(tmp_path):
+    from graphsignal.fleet.app import make_app
+    from graphsignal.fleet.db import DB
+
+    c = Client(make_app(DB(str(tmp_path / "s.db")), ["k"]))
+    paths = set(re.findall(r"http://127\.0\.0\.1:18260(/[a-z0-9/]+)", SKILL))
+    assert {"/api/v1/instances", "/api/v1/signals"} <= paths
+    for path in paths:
+        assert c.get(path, headers={"X-API-Key": "k"}).status_code in (200, 400), path
 
 
 def test_endpoints_and_payload_keys_exist():

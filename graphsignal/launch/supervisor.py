@@ -22,6 +22,8 @@ from graphsignal.launch import engines
 from graphsignal.payload import build_signals
 from graphsignal.poller import Poller
 from graphsignal.server import ServerThread, make_app
+from graphsignal.sidecar import upload, version_check
+from graphsignal.sidecar.exposition import Exposition
 from graphsignal.sources import SourceThread, console, registry
 from graphsignal.store import MetricStore
 from graphsignal.windows import window_stats
@@ -137,6 +139,7 @@ class Supervisor:
         self.child = None
         self.poller = None
         self.server = None
+        self.uploader = None
         self.sources = []
         self.pumps = []
         self.console = None
@@ -208,6 +211,8 @@ class Supervisor:
         self._guard("poller", self._start_poller)
         self._guard("sources", self._start_sources)
         self._guard("server", self._start_server)
+        self.uploader = self._guard("uploader", upload.start, self.store, self.environ)
+        self._guard("version check", version_check.start, self.store, self.environ)
 
     def _start_poller(self):
         self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
@@ -220,15 +225,27 @@ class Supervisor:
             self.sources.append(t)
 
     def _start_server(self):
-        self.server = ServerThread(make_app(self.store, window_stats), self.cfg.listen_host, self.cfg.listen_port,
-                                   on_error=self._sidecar_error)
+        metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
+        self.server = ServerThread(make_app(self.store, window_stats, metrics), self.cfg.listen_host,
+                                   self.cfg.listen_port, on_error=self._sidecar_error)
         self.server.start()
+
+    def _engine_series(self):
+        """Keys of the series scraped from the engine's endpoint (what
+        /metrics leaves out unless asked): the scraper's own record of what
+        it wrote in its last good scrape."""
+        keys = set()
+        for t in self.sources:
+            keys.update(getattr(t.source, "_keys", ()))
+        return keys
 
     def stop_sidecar(self):
         for t in self.sources:
             self._guard("stopping " + t.source.name, t.stop, 5.0, True)
         if self.poller is not None:
             self._guard("final drain", self.poller.stop, True)
+        if self.uploader is not None:
+            self._guard("final upload", self.uploader.stop, upload.FINAL_DEADLINE)
         path = self.environ.get(ENV_SIGNALS_FILE)
         if path:
             self._guard("writing " + path, self._write_signals, path)

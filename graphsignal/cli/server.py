@@ -1,0 +1,200 @@
+"""graphsignal-server [--host 127.0.0.1] [--port 18260] [--db PATH] [--api-key KEY ...]
+
+Serves the Signals API (graphsignal.fleet.app) from one SQLite file.
+"""
+import os
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from graphsignal import __version__
+
+USAGE = """usage: graphsignal-server [OPTIONS]
+
+Receives the signals graphsignal-run uploads (GRAPHSIGNAL_API_KEY and
+GRAPHSIGNAL_API_BASE=http://HOST:PORT on the sidecar) and serves them back:
+GET /api/v1/instances and GET /api/v1/signals?instance_id=ID[&window=N].
+
+options:
+  -h, --help              show this help and exit
+  --version               print the version and exit
+  --host HOST             address to listen on (default: 127.0.0.1)
+  --port PORT             port to listen on (default: 18260)
+  --db PATH               SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db,
+                          i.e. ~/.local/share/graphsignal/server.db)
+  --api-key KEY [KEY ...] accepted API keys (or repeat the flag); also
+                          GRAPHSIGNAL_SERVER_API_KEYS=KEY1,KEY2
+  --retention-days DAYS   history and silent instances are kept this long (default: 7)
+  --sync {normal,full}    SQLite synchronous mode (default: normal: nothing
+                          acknowledged is lost when the server is killed;
+                          full: nor on power loss)
+"""
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 18260
+ENV_KEYS = "GRAPHSIGNAL_SERVER_API_KEYS"
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    db: Optional[str] = None
+    api_keys: Tuple[str, ...] = ()
+    retention_days: float = 7.0
+    sync: str = "normal"
+    show_help: bool = False
+    show_version: bool = False
+
+
+def default_db(environ):
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "graphsignal", "server.db")
+
+
+def parse_args(argv, environ):
+    """Parses the options and the key variable; raises UsageError."""
+    vals = {}
+    keys = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            vals["show_help"] = True
+            i += 1
+            continue
+        if arg == "--version":
+            vals["show_version"] = True
+            i += 1
+            continue
+        opt, eq, val = arg.partition("=")
+        if opt not in ("--host", "--port", "--db", "--api-key", "--retention-days", "--sync"):
+            raise UsageError("unknown argument %s (see --help)" % arg)
+        if not eq:
+            if i + 1 >= len(argv):
+                raise UsageError("%s needs a value" % opt)
+            val = argv[i + 1]
+            i += 2
+        else:
+            i += 1
+        if opt == "--port":
+            try:
+                port = int(val)
+            except ValueError:
+                raise UsageError("--port expects a port number, got %r" % val)
+            if not 0 <= port <= 65535:
+                raise UsageError("--port expects a port between 0 and 65535, got %d" % port)
+            vals["port"] = port
+        elif opt == "--retention-days":
+            try:
+                days = float(val)
+            except ValueError:
+                raise UsageError("--retention-days expects a number of days, got %r" % val)
+            if not 1 <= days <= 3650:
+                raise UsageError("--retention-days must be between 1 and 3650, got %s" % val)
+            vals["retention_days"] = days
+        elif opt == "--sync":
+            if val not in ("normal", "full"):
+                raise UsageError("--sync must be normal or full, got %r" % val)
+            vals["sync"] = val
+        elif opt == "--api-key":
+            keys.append(val)
+            while i < len(argv) and not argv[i].startswith("-"):  # --api-key K1 K2 ...
+                keys.append(argv[i])
+                i += 1
+        else:
+            if not val:
+                raise UsageError("%s needs a non-empty value" % opt)
+            vals[opt[2:]] = val
+    keys += [k for k in (environ.get(ENV_KEYS) or "").split(",")]
+    keys = [k.strip() for k in keys if k.strip()]
+    for k in keys:
+        if not (k.isascii() and k.isprintable()) or len(k) > 1024:
+            raise UsageError("an API key must be printable ASCII of at most 1024 characters")
+    return ServerConfig(api_keys=tuple(dict.fromkeys(keys)), **vals)
+
+
+def main(argv=None, environ=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    environ = os.environ if environ is None else environ
+    try:
+        cfg = parse_args(argv, environ)
+    except UsageError as e:
+        sys.stderr.write("graphsignal-server: error: %s\n" % e)
+        return 2
+    if cfg.show_help:
+        sys.stdout.write(USAGE)
+        return 0
+    if cfg.show_version:
+        sys.stdout.write("graphsignal-server %s\n" % __version__)
+        return 0
+    if not cfg.api_keys:
+        sys.stderr.write("graphsignal-server: error: no API keys: give --api-key KEY or %s=KEY1,KEY2 "
+                         "(uploads and reads need one)\n" % ENV_KEYS)
+        return 2
+    return serve(cfg, environ)
+
+
+def serve(cfg, environ):
+    import logging
+    import sqlite3
+
+    from werkzeug.serving import make_server
+
+    from graphsignal.fleet.app import make_app
+    from graphsignal.fleet.db import DB
+    from graphsignal.server import QuietHandler
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    path = cfg.db or default_db(environ)
+    try:
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        db = DB(path, cfg.retention_days, cfg.sync)
+    except (OSError, RuntimeError, sqlite3.Error) as e:
+        sys.stderr.write("graphsignal-server: error: cannot open the database %s: %s\n" % (path, e))
+        return 1
+    try:
+        # bind ourselves: werkzeug reports a busy port with lines of its own and an exit
+        family, stype, proto, _, addr = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, stype, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+        srv = make_server(cfg.host, sock.getsockname()[1], make_app(db, cfg.api_keys), threaded=True,
+                          request_handler=QuietHandler, fd=sock.fileno())
+    except OSError as e:
+        db.close()
+        sys.stderr.write("graphsignal-server: error: cannot listen on %s:%d: %s (pick another with --port)\n"
+                         % (cfg.host, cfg.port, e.strerror or e))
+        return 1
+    halt = threading.Event()
+
+    def stop(signum, frame):
+        halt.set()
+        threading.Thread(target=srv.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    sys.stderr.write("graphsignal-server %s: serving http://%s:%d (database %s, %d key%s)\n"
+                     % (__version__, cfg.host, sock.getsockname()[1], path, len(cfg.api_keys),
+                        "" if len(cfg.api_keys) == 1 else "s"))
+    sys.stderr.flush()
+    try:
+        srv.serve_forever(poll_interval=0.2)
+    finally:
+        srv.server_close()
+        db.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The Signals API as a Werkzeug app (make_app builds it from a DB and
+the accepted keys; tests drive it with werkzeug.test.Client):
+
+  POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
+  GET  /api/v1/instances                  {"instances": [{instance_id, context, first_seen_ns, last_seen_ns}]}
+  GET  /api/v1/signals?instance_id=ID     the instance's latest snapshot, in /signals's shape
+       [&window=N]                        ... plus `window` over the last N seconds (N >= 60)
+  GET  /api/v1/version                    {"latest": "<this server's version>"} (the sidecar's version check)
+  GET  /health                            {"status": "ok", ...}
+
+Every /api/v1 call but version needs a known key in X-API-Key (or
+Authorization: Bearer KEY); each key sees only the instances it uploaded.
+Errors are JSON {"error": "..."}: 401 for a missing or unknown key, 400
+for a bad body or query, 404 for an instance this key does not have,
+405, 411 without Content-Length, 413 for a body over the caps.
+"""
+import logging
+
+import orjson
+from werkzeug.wrappers import Request, Response
+
+from graphsignal import __version__
+from graphsignal.fleet import ingest
+from graphsignal.fleet.db import Full, owner_of
+from graphsignal.fleet.windows import MIN_SECONDS, window
+
+logger = logging.getLogger("graphsignal.server")
+
+JSON = "application/json"
+MAX_WINDOW = 7 * 86400
+
+
+def _json(obj, status=200):
+    return Response(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), status=status, mimetype=JSON)
+
+
+def _error(message, status):
+    return _json({"error": message}, status)
+
+
+def make_app(db, keys):
+    """keys: the accepted API keys (strings)."""
+    owners = {owner_of(k) for k in keys}
+    routes = {
+        "/api/v1/ingest": ("POST", lambda req, owner: _ingest(req, owner)),
+        "/api/v1/instances": ("GET", lambda req, owner: _instances(req, owner)),
+        "/api/v1/signals": ("GET", lambda req, owner: _signals(req, owner)),
+    }
+
+    def app(environ, start_response):
+        req = Request(environ)
+        try:
+            resp = _route(req)
+        except Exception as e:  # a bug must cost one request, not the server
+            logger.exception("graphsignal-server: %s %s failed", req.method, req.path)
+            resp = _error("internal error: %s" % type(e).__name__, 500)
+        return resp(environ, start_response)
+
+    def _route(req):
+        if req.path == "/health":
+            return _json({"status": "ok", "version": __version__})
+        if req.path == "/api/v1/version":
+            if req.method not in ("GET", "HEAD"):
+                return _error("method not allowed: use GET", 405)
+            return _json({"latest": __version__})
+        route = routes.get(req.path)
+        if route is None:
+            return _error("not found: %s (endpoints: %s, /api/v1/version, /health)"
+                          % (req.path, ", ".join(sorted(routes))), 404)
+        method, handler = route
+        if req.method != method and not (method == "GET" and req.method == "HEAD"):
+            return _error("method not allowed: use %s" % method, 405)
+        key = req.headers.get("X-API-Key")
+        if key is None:
+            auth = req.headers.get("Authorization", "")
+            if auth[:7].lower() == "bearer ":
+                key = auth[7:].strip()
+        if not key:
+            return _error("missing API key: send it in the X-API-Key header", 401)
+        owner = owner_of(key)
+        if owner not in owners:
+            return _error("unknown API key", 401)
+        return handler(req, owner)
+
+    def _ingest(req, owner):
+        n = req.content_length
+        if n is None:
+            return _error("Content-Length is required", 411)
+        if n > ingest.MAX_BODY:
+            return _error("body of %d bytes is over the %d MiB cap" % (n, ingest.MAX_BODY >> 20), 413)
+        raw = req.get_data(cache=False)
+        try:
+            doc = ingest.validate(ingest.decode(raw, req.headers.get("Content-Encoding")))
+        except ingest.BadBody as e:
+            return _error(str(e), e.status)
+        try:
+            return _json(db.ingest(owner, doc))
+        except Full as e:
+            return _error(str(e), 429)
+
+    def _instances(req, owner):
+        if req.args:
+            return _error("unknown query parameter(s): %s" % ", ".join(sorted(req.args)), 400)
+        return _json({"instances": db.instances(owner)})
+
+    def _signals(req, owner):
+        unknown = sorted(set(req.args) - {"instance_id", "window"})
+        if unknown:
+            return _error("unknown query parameter(s): %s (known: instance_id, window)" % ", ".join(unknown), 400)
+        iid = req.args.get("instance_id")
+        if not iid:
+            return _error("instance_id is required (GET /api/v1/instances lists them)", 400)
+        seconds = None
+        if "window" in req.args:
+            raw = req.args.get("window")
+            if not (raw.isascii() and raw.isdigit()) or not MIN_SECONDS <= int(raw) <= MAX_WINDOW:
+                return _error("window must be a whole number of seconds between %d and %d, got %r"
+                              % (MIN_SECONDS, MAX_WINDOW, raw), 400)
+            seconds = int(raw)
+        snap = db.snapshot(owner, iid)
+        if snap is None:
+            return _error("no instance %r for this key" % iid, 404)
+        if seconds is not None:
+            snap["window"] = window(db, owner, iid, snap, seconds)
+        return _json(snap)
+
+    return app

@@ -1,0 +1,305 @@
+"""graphsignal-server's storage: one SQLite file in WAL mode.
+
+What it keeps, per API key (stored as the SHA-256 of the key, never the
+key) and instance (one graphsignal-run):
+
+  instances  identity (context, profiler), first/last seen (server clock,
+             epoch ns), the instance's own start_ns and latest payload_ns,
+             its latest resources and engine summary, and its latest
+             MAX_ERRORS errors (repeats counted, as in /signals)
+  series     the latest stats of every series it reported: together, the
+             instance's snapshot in /signals's shape
+  history    cumulative snapshots of every series' state (what windows
+             need: counter totals, gauge values, histogram count/sum/bins,
+             profile frames), one per minute of the instance's clock for
+             the last 24 h, one per hour beyond that, none beyond the
+             retention (7 days by default); zlib-compressed JSON
+
+Instances not seen for the retention period are deleted with their
+history. A commit happens before an upload is acknowledged, and
+synchronous=NORMAL in WAL mode keeps every commit across a kill of the
+server (a power loss may lose the last commits; --sync full keeps those
+too, at a few ms per upload).
+
+Ingest is idempotent: a series update older than what is stored is
+ignored, an error already stored updates its count, so a body resent
+after a lost acknowledgement changes nothing.
+"""
+import hashlib
+import sqlite3
+import threading
+import time
+import zlib
+
+import orjson
+
+NS = 1_000_000_000
+MINUTE_NS = 60 * NS
+HOUR_NS = 3600 * NS
+MINUTE_ROWS_NS = 24 * HOUR_NS  # per-minute history this far back, hourly beyond
+MAX_ERRORS = 100  # kept per instance
+MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
+MAX_INSTANCES = 10_000  # per key
+SCHEMA_VERSION = 1
+
+
+class Full(Exception):
+    """A key or an instance is at its cap; the message says which."""
+
+
+def owner_of(key):
+    """The stored identity of an API key."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def series_key(m):
+    return orjson.dumps([m["name"], m["type"], m["tags"]], option=orjson.OPT_SORT_KEYS)
+
+
+def state_of(m):
+    """A series' cumulative state for windows, JSON-able."""
+    st, t = m["stats"], m["type"]
+    if t == "gauge":
+        return st.get("value")
+    if t == "counter":
+        return st.get("total")
+    if t == "histogram":
+        return [st.get("count"), st.get("sum"), st.get("bins") or [], st.get("counts") or []]
+    return [[f["name"], f["value"], f["samples"]] for f in st.get("frames") or []]
+
+
+def _error_key(e):
+    return orjson.dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"),
+                         e.get("tags") or {}), option=orjson.OPT_SORT_KEYS)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+  owner TEXT NOT NULL, instance_id TEXT NOT NULL,
+  context BLOB NOT NULL, profiler BLOB, start_ns INTEGER, payload_ns INTEGER NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
+  last_seq INTEGER, uploads INTEGER NOT NULL DEFAULT 0, dropped_errors INTEGER,
+  resources BLOB, engine BLOB, errors BLOB,
+  history_minute INTEGER,
+  PRIMARY KEY (owner, instance_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (last_seen_ns);
+CREATE TABLE IF NOT EXISTS series (
+  owner TEXT NOT NULL, instance_id TEXT NOT NULL, skey BLOB NOT NULL,
+  doc BLOB NOT NULL, updated_ns INTEGER,
+  PRIMARY KEY (owner, instance_id, skey)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (
+  owner TEXT NOT NULL, instance_id TEXT NOT NULL, ts_ns INTEGER NOT NULL, snapshot BLOB NOT NULL,
+  PRIMARY KEY (owner, instance_id, ts_ns)
+) WITHOUT ROWID;
+"""
+
+
+class DB:
+    """All access goes through one connection under one lock: SQLite has
+    one writer at a time anyway, and reads are rare next to uploads."""
+
+    def __init__(self, path, retention_days=7.0, sync="normal", clock=time.time_ns):
+        self.path = path
+        self.retention_ns = int(retention_days * 86400 * NS)
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=%s" % ("FULL" if sync == "full" else "NORMAL"))
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise RuntimeError("%s has schema version %d; this graphsignal-server reads version %d"
+                               % (path, version, SCHEMA_VERSION))
+        self.conn.executescript(_SCHEMA)
+        self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
+        self._next_expiry = 0
+
+    def close(self):
+        with self.lock:
+            self.conn.close()
+
+    # -- writes ---------------------------------------------------------------------
+    def ingest(self, owner, doc):
+        """Stores a validated upload (graphsignal.fleet.ingest.validate)
+        in one transaction; returns what the acknowledgement says."""
+        now = self.clock()
+        iid = doc["instance_id"]
+        with self.lock:
+            c = self.conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                out = self._ingest(c, owner, iid, doc, now)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            if now >= self._next_expiry:
+                self._next_expiry = now + HOUR_NS
+                self._expire(now)
+        return out
+
+    def _ingest(self, c, owner, iid, doc, now):
+        row = c.execute("SELECT payload_ns, history_minute, errors, last_seq FROM instances "
+                        "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
+        payload_ns = doc["payload_ns"]
+        minute = payload_ns // MINUTE_NS
+        if row is None:
+            n = c.execute("SELECT COUNT(*) FROM instances WHERE owner=?", (owner,)).fetchone()[0]
+            if n >= MAX_INSTANCES:
+                raise Full("this key already has %d instances (the most one key keeps)" % MAX_INSTANCES)
+            c.execute("INSERT INTO instances (owner, instance_id, context, profiler, start_ns, payload_ns, "
+                      "first_seen_ns, last_seen_ns, history_minute) VALUES (?,?,?,?,?,?,?,?,?)",
+                      (owner, iid, orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")),
+                       doc.get("start_ns"), payload_ns, now, now, minute))
+            prev_payload, prev_minute, errors_blob, last_seq = payload_ns, minute, None, None
+        else:
+            prev_payload, prev_minute, errors_blob, last_seq = row
+        if prev_minute is not None and minute > prev_minute:
+            # the first upload of a new minute: what the series held at the
+            # end of the last one is that minute's history row
+            self._roll(c, owner, iid, prev_payload)
+        written = self._series(c, owner, iid, doc.get("metrics") or [])
+        errors = self._errors(errors_blob, doc.get("errors") or [])
+        sets = ["context=?", "profiler=?", "start_ns=?", "payload_ns=MAX(payload_ns, ?)", "last_seen_ns=?",
+                "last_seq=MAX(COALESCE(last_seq, 0), ?)", "uploads=uploads+1", "dropped_errors=?", "errors=?",
+                "history_minute=MAX(COALESCE(history_minute, 0), ?)"]
+        args = [orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")), doc.get("start_ns"), payload_ns,
+                now, doc.get("seq") or 0, doc.get("dropped_errors"), errors, minute]
+        if "resources" in doc and doc["resources"] is not None:
+            sets.append("resources=?")
+            args.append(orjson.dumps(doc["resources"]))
+        if "engine" in doc:
+            sets.append("engine=?")
+            args.append(orjson.dumps(doc["engine"]))
+        c.execute("UPDATE instances SET %s WHERE owner=? AND instance_id=?" % ", ".join(sets),
+                  args + [owner, iid])
+        return {"accepted": True, "instance_id": iid, "seq": doc.get("seq"), "series": written}
+
+    def _series(self, c, owner, iid, metrics):
+        if not metrics:
+            return 0
+        have = c.execute("SELECT COUNT(*) FROM series WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()[0]
+        rows = []
+        for m in metrics:
+            rows.append((owner, iid, series_key(m), orjson.dumps(m), m.get("updated_ns")))
+        if have + len(rows) > MAX_SERIES:
+            # only updates of known series beyond the cap
+            known = {r[0] for r in c.execute("SELECT skey FROM series WHERE owner=? AND instance_id=?",
+                                             (owner, iid))}
+            room = max(0, MAX_SERIES - have)
+            kept = []
+            for r in rows:
+                if r[2] in known:
+                    kept.append(r)
+                elif room > 0:
+                    kept.append(r)
+                    room -= 1
+            rows = kept
+        c.executemany("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) VALUES (?,?,?,?,?) "
+                      "ON CONFLICT (owner, instance_id, skey) DO UPDATE SET doc=excluded.doc, "
+                      "updated_ns=excluded.updated_ns "
+                      "WHERE excluded.updated_ns IS NULL OR series.updated_ns IS NULL "
+                      "OR excluded.updated_ns >= series.updated_ns", rows)
+        return len(rows)
+
+    @staticmethod
+    def _errors(blob, new):
+        errors = orjson.loads(blob) if blob else []
+        if not new:
+            return blob
+        index = {_error_key(e): i for i, e in enumerate(errors)}
+        for e in new:
+            k = _error_key(e)
+            i = index.get(k)
+            if i is None:
+                index[k] = len(errors)
+                errors.append(e)
+            else:
+                old = errors[i]
+                if (e.get("count") or 0) >= (old.get("count") or 0):
+                    errors[i] = e
+        errors.sort(key=lambda e: e.get("timestamp_ns") or 0)
+        return orjson.dumps(errors[-MAX_ERRORS:])
+
+    def _roll(self, c, owner, iid, ts):
+        states = {}
+        for skey, doc in c.execute("SELECT skey, doc FROM series WHERE owner=? AND instance_id=?", (owner, iid)):
+            states[skey.decode()] = state_of(orjson.loads(doc))
+        c.execute("INSERT OR REPLACE INTO history (owner, instance_id, ts_ns, snapshot) VALUES (?,?,?,?)",
+                  (owner, iid, ts, zlib.compress(orjson.dumps(states), 6)))
+        # beyond 24 h, keep the first row of each hour; beyond the retention, none
+        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns < ?", (owner, iid,
+                                                                                     ts - self.retention_ns))
+        cutoff = ts - MINUTE_ROWS_NS
+        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns < ? AND ts_ns > ? AND ts_ns NOT IN "
+                  "(SELECT MIN(ts_ns) FROM history WHERE owner=? AND instance_id=? AND ts_ns < ? AND ts_ns > ? "
+                  "GROUP BY ts_ns / ?)",
+                  (owner, iid, cutoff, cutoff - 2 * HOUR_NS, owner, iid, cutoff, cutoff - 3 * HOUR_NS, HOUR_NS))
+
+    def _expire(self, now):
+        old = now - self.retention_ns
+        with_ids = self.conn.execute("SELECT owner, instance_id FROM instances WHERE last_seen_ns < ?",
+                                     (old,)).fetchall()
+        if not with_ids:
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        for owner, iid in with_ids:
+            for table in ("series", "history", "instances"):
+                self.conn.execute("DELETE FROM %s WHERE owner=? AND instance_id=?" % table, (owner, iid))
+        self.conn.execute("COMMIT")
+
+    # -- reads ------------------------------------------------------------------------
+    def instances(self, owner):
+        with self.lock:
+            rows = self.conn.execute("SELECT instance_id, context, first_seen_ns, last_seen_ns FROM instances "
+                                     "WHERE owner=? ORDER BY last_seen_ns DESC, instance_id", (owner,)).fetchall()
+        return [{"instance_id": iid, "context": orjson.loads(ctx), "first_seen_ns": first, "last_seen_ns": last}
+                for iid, ctx, first, last in rows]
+
+    def snapshot(self, owner, iid):
+        """The instance's latest snapshot in /signals's shape, or None."""
+        with self.lock:
+            row = self.conn.execute("SELECT context, profiler, start_ns, payload_ns, resources, engine, errors, "
+                                    "first_seen_ns, last_seen_ns, uploads FROM instances "
+                                    "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
+            if row is None:
+                return None
+            docs = [orjson.loads(d) for (d,) in self.conn.execute(
+                "SELECT doc FROM series WHERE owner=? AND instance_id=?", (owner, iid))]
+        ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads = row
+        docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))
+        return {"profiler": orjson.loads(prof) if prof else None, "payload_ns": payload_ns, "start_ns": start_ns,
+                "context": orjson.loads(ctx), "metrics": docs, "errors": orjson.loads(errors) if errors else [],
+                "resources": orjson.loads(resources) if resources else [],
+                "engine": orjson.loads(engine) if engine else None,
+                "instance": {"instance_id": iid, "first_seen_ns": first, "last_seen_ns": last, "uploads": uploads}}
+
+    def history(self, owner, iid, since_ns):
+        """[(ts_ns, {series key: state})] from the newest row at or before
+        since_ns on, oldest first."""
+        with self.lock:
+            first = self.conn.execute("SELECT MAX(ts_ns) FROM history WHERE owner=? AND instance_id=? AND ts_ns <= ?",
+                                      (owner, iid, since_ns)).fetchone()[0]
+            lo = first if first is not None else since_ns
+            rows = self.conn.execute("SELECT ts_ns, snapshot FROM history WHERE owner=? AND instance_id=? "
+                                     "AND ts_ns >= ? ORDER BY ts_ns", (owner, iid, lo)).fetchall()
+        return [(ts, orjson.loads(zlib.decompress(blob))) for ts, blob in rows]
+
+    def size_bytes(self):
+        """Bytes on disk (database and write-ahead log)."""
+        import os
+
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += os.path.getsize(self.path + suffix)
+            except OSError:
+                pass
+        return total
+
+    def checkpoint(self):
+        with self.lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

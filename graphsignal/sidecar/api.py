@@ -1,0 +1,40 @@
+"""Where the sidecar talks to the Graphsignal API (uploads, the version
+check), and the HTTP session both use."""
+import logging
+from urllib.parse import urlsplit
+
+import requests
+from requests.utils import get_environ_proxies
+
+logger = logging.getLogger("graphsignal")
+
+ENV_API_BASE = "GRAPHSIGNAL_API_BASE"
+DEFAULT_API_BASE = "https://api.graphsignal.com"
+
+
+class BadBase(ValueError):
+    pass
+
+
+def api_base(environ):
+    """The API base URL (no trailing slash) from GRAPHSIGNAL_API_BASE, or
+    the default; raises BadBase for anything but an http(s) URL."""
+    raw = (environ.get(ENV_API_BASE) or "").strip() or DEFAULT_API_BASE
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except ValueError as e:
+        raise BadBase("%s=%r is not a URL: %s" % (ENV_API_BASE, raw, e))
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise BadBase("%s=%r is not an http(s) URL like %s" % (ENV_API_BASE, raw, DEFAULT_API_BASE))
+    return raw.rstrip("/")
+
+
+def session(url):
+    """A requests session that sends only what we give it: proxies from
+    the environment are honoured (and NO_PROXY), but no .netrc
+    credentials are added to our requests."""
+    s = requests.Session()
+    s.trust_env = False
+    s.proxies.update(get_environ_proxies(url))
+    return s
