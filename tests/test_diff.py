@@ -20,7 +20,7 @@ from graphsignal.server import ServerThread, make_app
 from graphsignal.sources import prometheus
 from graphsignal.store import MetricStore
 from graphsignal.windows import window_stats
-from gsrun import run_wrapped
+from gsrun import quiet_env, run_wrapped
 from test_cupti_collector import libs  # noqa: F401  (the fake libcupti and the injection library, built once)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -303,7 +303,10 @@ def gemm_run(libs, gemm, ns, tokenize):
     fake, lib = libs
     plan = {"kernels": [[gemm, 2000, ns], [FILL, 100, 1000]], "sync": 50_000, "tokenize": tokenize,
             "forward": ns * 40}
-    proc, signals = run_wrapped([sys.executable, "-c", RUN, fake, lib, json.dumps(plan)])
+    # the stand-in libcupti hands syncs over as activity records, which the
+    # activity collection translates (hybrid takes syncs from API callbacks)
+    proc, signals = run_wrapped([sys.executable, "-c", RUN, fake, lib, json.dumps(plan)],
+                                env=quiet_env(GRAPHSIGNAL_CUPTI_COLLECTION="activity"))
     assert proc.returncode == 0, proc.stderr
     return signals
 
