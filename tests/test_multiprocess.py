@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 from cbuild import compile_c
-from gsrun import metrics, run_wrapped
+from gsrun import free_port, metrics, run_wrapped
 
 
 def test_forked_writers_rings_are_found_drained_and_removed():
@@ -26,7 +26,14 @@ def test_forked_writers_rings_are_found_drained_and_removed():
 
 
 TREE = textwrap.dedent(r"""
-    import subprocess, sys, time
+    import subprocess, sys, time, urllib.request
+    # the sidecar starts after the workload: measure from when it serves
+    while True:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.05)
     child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(3)"])
     t = time.time()
     while time.time() - t < 2.5:
@@ -37,7 +44,8 @@ TREE = textwrap.dedent(r"""
 
 
 def test_process_tree_metrics_and_resources():
-    proc, signals = run_wrapped([sys.executable, "-c", TREE])
+    port = free_port()
+    proc, signals = run_wrapped([sys.executable, "-c", TREE, str(port)], listen_port=port)
     assert proc.returncode == 0
     grandchild = proc.stdout.decode().strip()
     procs = {r["tags"]["process.pid"]: r for r in signals["resources"] if r["kind"] == "process"}
