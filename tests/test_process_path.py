@@ -111,6 +111,41 @@ def test_a_dead_sidecar_never_reaches_the_workload(sig, tmp_path):
     assert err == b""
 
 
+def test_an_exception_in_the_sidecar_costs_one_line(tmp_path):
+    # a numpy that cannot be imported, for the sidecar only (the workload
+    # does not import it): the sidecar fails while it starts
+    fake = tmp_path / "site" / "numpy"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('numpy is broken here on purpose')\n")
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    env = quiet_env(PYTHONPATH=str(tmp_path / "site"))
+    bare = subprocess.run([PY, "-c", GATED, str(gate)], capture_output=True, timeout=60, env=env)
+    gate.unlink()
+    p, port = start([PY, "-c", GATED, str(gate)], env=env)
+    line = p.stderr.readline().decode()
+    gate.write_text("")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == bare.returncode == 7
+    assert out == bare.stdout
+    assert line == ("graphsignal: the profiler stopped (ImportError: numpy is broken here on purpose); the workload "
+                    "runs on, unprofiled\n")
+    assert err == b""
+
+
+def test_a_signal_cuts_the_linger_short_and_the_file_is_written(tmp_path):
+    path = tmp_path / "signals.json"
+    env = quiet_env(GRAPHSIGNAL_LINGER="600", GRAPHSIGNAL_SIGNALS_FILE=str(path))
+    p, port = start([PY, "-c", "print('done', flush=True)"], env=env)
+    assert p.stdout.readline() == b"done\n"
+    assert wait_for(path.exists, 60)  # written before the linger starts
+    assert wait_for(lambda: serving(port), 30)  # lingering: served after the workload exited
+    os.kill(p.pid, signal.SIGINT)
+    assert p.wait(60) == 0  # long before 600 s; the workload's status
+    assert json.loads(path.read_text())["profiler"]
+    assert not serving(port)
+
+
 def test_killing_graphsignal_run_ends_the_run_with_sigterm(tmp_path):
     mark = tmp_path / "term"
     child = textwrap.dedent(r"""
@@ -163,6 +198,19 @@ def test_a_signal_to_the_process_group_reaches_the_workload_once():
     assert p.wait(30) == 0
     assert lines == ["got %d" % s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)]
     assert rest == ["got", str(int(signal.SIGUSR2))]
+
+
+def test_without_a_shell_a_stopped_workload_is_left_to_whoever_stopped_it():
+    child = "import os, sys; print(os.getpid(), flush=True); sys.stdin.readline(); print('resumed', flush=True)"
+    p, port = start([PY, "-c", child], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    pid = int(p.stdout.readline())
+    os.kill(pid, signal.SIGSTOP)
+    state = lambda q: open("/proc/%d/stat" % q).read().rsplit(")", 1)[1].split()[0]  # noqa: E731
+    assert wait_for(lambda: state(pid) == "T", 30)
+    assert state(p.pid) != "T"  # no job-control shell would ever continue graphsignal-run
+    os.kill(pid, signal.SIGCONT)
+    out, _ = p.communicate(b"go\n", timeout=60)  # a stopped graphsignal-run would time out here
+    assert out == b"resumed\n" and p.returncode == 0
 
 
 # -- descendants that outlive the workload -------------------------------------------------

@@ -518,10 +518,27 @@ class Supervisor:
                 self.sidecar.returncode = rc
                 self._sidecar_exited(rc)
 
+    def _job_control(self):
+        """True when a job-control shell runs us: we have a terminal and a
+        process group of our own, not the session leader's."""
+        try:
+            return self.ctty is not None and os.getpgrp() != os.getsid(0)
+        except OSError:
+            return False
+
     def _child_stopped(self, sig):
         """The workload stopped (^Z, a read of the terminal from the
-        background, SIGSTOP): we stop the same way, so whoever waits for us
-        (a shell) sees the job stop; the SIGCONT that resumes us resumes it."""
+        background, SIGSTOP). Under a job-control shell we stop the same
+        way, so the shell sees the job stop and takes the terminal; the
+        SIGCONT that resumes us (fg, bg) resumes it. Without one nobody
+        would resume us, and nobody could resume a job-control stop (^Z
+        under `script -c`, a read of the terminal): bare, in its group with
+        no job-control parent, the kernel would have discarded it, so we
+        continue the workload. A SIGSTOP is left to whoever sent it."""
+        if not self._job_control():
+            if sig in JOB_STOPS:
+                self._continue_child()
+            return
         self._take_terminal_back()
         if sig not in JOB_STOPS:
             os.kill(os.getpid(), signal.SIGSTOP)
@@ -596,8 +613,10 @@ class Supervisor:
             # Not `-m`: that would put the working directory first on
             # sys.path, where a stray numpy.py or graphsignal/ would win.
             root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
-            code = ("import sys; sys.path[0] = %r; from graphsignal.sidecar.process import main; "
-                    "sys.exit(main(sys.argv[1:]))" % root)
+            # Our signal mask (HANDLED blocked) is inherited through exec:
+            # unblock first thing, so SIGTERM ends it even during start-up.
+            code = ("import sys; sys.path[0] = %r; import signal; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+                    "from graphsignal.sidecar.process import main; sys.exit(main(sys.argv[1:]))" % root)
             stderr_fd = dict(self.out_fds)["stderr"]
             self.sidecar = subprocess.Popen([sys.executable, "-c", code] + argv, env=env, pass_fds=fds,
                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -642,14 +661,15 @@ class Supervisor:
             return
         self.sidecar_stopping = True
         if sc.returncode is None:
-            self.sender.exit(rc)
             linger = _seconds(self.environ.get(ENV_LINGER))
             if self.environ.get(ENV_SIGNALS_FILE) or linger:
+                self.sender.exit(rc)
                 self._wait_final(sc, linger)
             else:
-                # Nothing it would still do can be seen (no file, no
-                # endpoint once we return): stop it now. Rings go below.
-                self._kill_sidecar(signal.SIGTERM)
+                # Nothing it would still do could be seen (no file, and no
+                # endpoint once we return): end it at once, even in the
+                # middle of its start-up. Its rings go below.
+                self._kill_sidecar(signal.SIGKILL)
             if sc.returncode is None:
                 self._kill_sidecar(signal.SIGTERM)
             if not self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT):

@@ -15,7 +15,6 @@ When the channel reaches EOF before the workload's exit was announced, the
 supervisor is gone (killed outright): the workload gets SIGTERM, as from
 any supervisor that ends, and the final payload is still written.
 """
-import argparse
 import logging
 import os
 import select
@@ -367,24 +366,32 @@ def _json(payload):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="graphsignal-sidecar", add_help=False)
-    ap.add_argument("--channel-fd", type=int, required=True)
-    ap.add_argument("--config-fd", type=int, required=True)
-    ap.add_argument("--child-pidfd", type=int, default=None)
-    return ap.parse_args(argv)
+    """{"channel_fd", "config_fd", "child_pidfd"} from "--channel-fd N ..."
+    (the supervisor is the only caller); raises ValueError."""
+    names = {"--channel-fd": "channel_fd", "--config-fd": "config_fd", "--child-pidfd": "child_pidfd"}
+    if len(argv) % 2:
+        raise ValueError("expected pairs of --name fd, got %r" % (argv,))
+    args = {"child_pidfd": None}
+    for name, value in zip(argv[::2], argv[1::2]):
+        if name not in names:
+            raise ValueError("unknown argument %r" % name)
+        args[names[name]] = int(value)
+    if "channel_fd" not in args or "config_fd" not in args:
+        raise ValueError("--channel-fd and --config-fd are required")
+    return args
 
 
 def main(argv=None):
     # The supervisor's signal mask is inherited through exec.
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    cfg = channel.read_config(args.config_fd)
-    setup_logging(cfg.get("environ") or {})
-    sock = socket.socket(fileno=args.channel_fd)
-    child = Workload(cfg["child_pid"], cfg.get("child_start_time"), args.child_pidfd)
+    setup_logging(os.environ)  # the supervisor's environment, thread caps aside
     try:
-        # The capture first (light), then the heavy rest: the channel is read
-        # while numpy and friends import.
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        cfg = channel.read_config(args["config_fd"])
+        sock = socket.socket(fileno=args["channel_fd"])
+        child = Workload(cfg["child_pid"], cfg.get("child_start_time"), args["child_pidfd"])
+        # The capture first (light), then the heavy rest: the channel is
+        # read while numpy and friends import.
         feed = Feed(sock, child)
         try:
             feed.start_console()
@@ -392,7 +399,7 @@ def main(argv=None):
             logger.warning("graphsignal: console capture failed: %s: %s (the workload runs on)", type(e).__name__, e)
         feed.start()
         rc = Sidecar(cfg, feed).run()
-    except BaseException as e:  # noqa: B902 (KeyboardInterrupt included: nothing of ours may print a traceback)
+    except BaseException as e:  # noqa: B902 (SystemExit and KeyboardInterrupt too: one line, never a traceback)
         logger.error("graphsignal: the profiler stopped (%s: %s); the workload runs on, unprofiled",
                      type(e).__name__, e)
         _flush()
