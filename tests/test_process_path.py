@@ -340,6 +340,19 @@ def test_a_terminal_passes_through(tmp_path):
     assert got_all.rstrip().endswith(b"winch (77, 20)")
 
 
+def test_errors_are_caught_from_a_terminal_too(tmp_path):
+    path = tmp_path / "signals.json"
+    term = Terminal()
+    code = "import sys; print('\\x1b[33mworking\\x1b[0m'); raise ValueError('shard 3 is missing')"
+    p = term.spawn(GS_RUN + ["--listen-port", str(free_port()), PY, "-c", code],
+                   quiet_env(GRAPHSIGNAL_SIGNALS_FILE=str(path)))
+    assert p.wait(60) == 1
+    term.wait_for(b"ValueError: shard 3 is missing")
+    errors = json.loads(path.read_text())["errors"]
+    (e,) = [e for e in errors if e["tags"].get("error.kind") == "exception"]
+    assert e["message"] == "ValueError: shard 3 is missing" and e["tags"]["stream"] == "stderr"
+
+
 def test_pipes_stay_pipes_when_there_is_no_terminal():
     proc, _ = run_wrapped([PY, "-c", "import os; print([os.isatty(i) for i in (0, 1, 2)])"], input=b"")
     assert proc.stdout == b"[False, False, False]\n"

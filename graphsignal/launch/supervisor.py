@@ -51,6 +51,8 @@ from graphsignal import native
 from graphsignal.launch import engines
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
+from graphsignal.sidecar.channel import (ENV_LOG_LEVEL, EXIT_REPORTED, describe_status,  # noqa: F401
+                                         setup_logging, start_time)
 
 logger = logging.getLogger("graphsignal")
 
@@ -65,7 +67,6 @@ ENV_GRAPH_TRACE = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"
 ENV_ROCM_TRACE = "GRAPHSIGNAL_ROCM_KERNEL_TRACE"
 ENV_SIGNALS_FILE = "GRAPHSIGNAL_SIGNALS_FILE"  # write the final /signals payload here at exit
 ENV_LINGER = "GRAPHSIGNAL_LINGER"  # keep /signals up this many seconds after the workload exits
-ENV_LOG_LEVEL = "GRAPHSIGNAL_LOG_LEVEL"
 
 # The sidecar's own thread pools: numpy's BLAS would otherwise start one
 # spinning thread per core at import, for a process that does no BLAS.
@@ -85,18 +86,6 @@ DRAIN_SECONDS = 0.1  # at most this long copying what is buffered before the han
 WINSIZE_POLL = 0.1  # seconds between checks of the terminal's size (see _sync_winsize)
 SIDECAR_STOP_WAIT = 5.0  # seconds a stopped sidecar gets to exit before SIGKILL
 SIDECAR_FINAL_WAIT = 60.0  # seconds for the final payload (plus GRAPHSIGNAL_LINGER)
-EXIT_REPORTED = 75  # the sidecar's exit status when it has said itself why it stopped
-
-
-def setup_logging(environ):
-    level = getattr(logging, environ.get(ENV_LOG_LEVEL, "WARNING").upper(), logging.WARNING)
-    logger.setLevel(level)
-    if not logger.handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(h)
-    logger.propagate = False
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
 def resolve_choice(flag_value, environ, env_name, choices, default):
@@ -111,16 +100,6 @@ def resolve_choice(flag_value, environ, env_name, choices, default):
         logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, "|".join(choices), default)
         return default
     return val
-
-
-def describe_status(rc):
-    """'exit code 1' / 'killed by SIGKILL' for a Popen-style returncode."""
-    if rc >= 0:
-        return "exit code %d" % rc
-    try:
-        return "killed by %s" % signal.Signals(-rc).name
-    except ValueError:
-        return "killed by signal %d" % -rc
 
 
 # -- console ------------------------------------------------------------------------
@@ -590,7 +569,7 @@ class Supervisor:
             "run_id": self.run_id,
             "supervisor_pid": os.getpid(),
             "child_pid": self.child.pid,
-            "child_start_time": _start_time(self.child.pid),
+            "child_start_time": start_time(self.child.pid),
             "command": command,
             "metrics_url": self.metrics_url,
             "engine": self.engine.engine if self.engine is not None else None,
@@ -826,17 +805,6 @@ class _NoSidecar:
 
     def close(self):
         pass
-
-
-def _start_time(pid):
-    """The process's start time in clock ticks since boot (with the pid, it
-    names one process even after the pid is reused)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rfind(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _seconds(raw):

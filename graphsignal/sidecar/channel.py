@@ -18,13 +18,18 @@ counted (the console pump must never wait for the profiler), and once the
 sidecar is gone nothing more is sent. Lines are cut to a limit before they
 are sent (LineCutter): the console capture never looks past the first
 bytes of a line, so a 200 MB line costs the channel a few kilobytes. EOF at the sidecar's end before b"x"
-means the supervisor died. Standard library only: the supervisor imports
+means the supervisor died. Also here, for both processes: logging set-up,
+the sidecar's exit status for "said why already", and how a status and a
+process's identity are read. Standard library only: the supervisor imports
 this before the workload starts.
 """
 import errno
 import json
+import logging
 import os
+import signal
 import socket
+import sys
 import tempfile
 
 DATA = {"stdout": b"1", "stderr": b"2"}
@@ -34,6 +39,9 @@ CLOSED = b"c"
 EXIT = b"x"
 CHUNK = 1 << 16  # bytes the pumps read at once; a message is at most CHUNK + 1
 SEND_BUFFER = 1 << 20  # bytes of console the kernel holds for a busy sidecar (capped by net.core.wmem_max)
+
+ENV_LOG_LEVEL = "GRAPHSIGNAL_LOG_LEVEL"
+EXIT_REPORTED = 75  # the sidecar's exit status when it has said itself, in one line, why it stopped
 
 _FLAGS = getattr(socket, "MSG_DONTWAIT", 0x40) | getattr(socket, "MSG_NOSIGNAL", 0x4000)
 
@@ -214,3 +222,37 @@ def read_config(fd):
         chunks.append(b)
     os.close(fd)
     return json.loads(b"".join(chunks))
+
+
+# -- shared by both processes ---------------------------------------------------------
+def setup_logging(environ):
+    logger = logging.getLogger("graphsignal")
+    level = getattr(logging, environ.get(ENV_LOG_LEVEL, "WARNING").upper(), logging.WARNING)
+    logger.setLevel(level)
+    if not logger.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(h)
+    logger.propagate = False
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+def describe_status(rc):
+    """'exit code 1' / 'killed by SIGKILL' for a Popen-style returncode."""
+    if rc >= 0:
+        return "exit code %d" % rc
+    try:
+        return "killed by %s" % signal.Signals(-rc).name
+    except ValueError:
+        return "killed by signal %d" % -rc
+
+
+def start_time(pid):
+    """The process's start time in clock ticks since boot (with the pid, it
+    names one process even after the pid is reused)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rfind(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

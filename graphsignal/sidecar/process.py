@@ -23,12 +23,12 @@ import socket
 import sys
 import threading
 import time
+import types
 
 from graphsignal import __version__
-from graphsignal.launch import engines
-from graphsignal.launch.supervisor import EXIT_REPORTED, describe_status, setup_logging
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
+from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
 
 logger = logging.getLogger("graphsignal")
 
@@ -57,9 +57,7 @@ class Workload:
             except ProcessLookupError:
                 pass
             return
-        from graphsignal.launch.supervisor import _start_time
-
-        if self.start_time is not None and _start_time(self.pid) == self.start_time:
+        if self.start_time is not None and start_time(self.pid) == self.start_time:
             try:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
@@ -214,8 +212,8 @@ class Sidecar:
         self.run_id = cfg["run_id"]
         self.child = feed.child
         self.metrics_url = cfg.get("metrics_url")
-        self.engine = engines.Prepared(list(cfg["command"]), self.metrics_url, cfg.get("engine")) \
-            if cfg.get("engine") or self.metrics_url else None
+        # what the Prometheus source reads of the launcher's engines.Prepared
+        self.engine = types.SimpleNamespace(engine=cfg.get("engine"), metrics_url=self.metrics_url)
         self.store = MetricStore()
         self.store.context.update({"instance.id": self.run_id, "host.name": os.uname().nodename})
         self.poller = None
@@ -244,10 +242,12 @@ class Sidecar:
         for level, msg in self.cfg.get("notes") or ():
             self.store.add_error(level, msg, tags={"source": "sidecar"})
         self.feed.store.attach(self.store)
-        self._guard("process resources", self._register_root)
+        # Cheapest imports first: the rings are read and the endpoint is up
+        # while the sources' libraries (psutil, NVML, requests) still load.
         self._guard("poller", self._start_poller)
-        self._guard("sources", self._start_sources)
         self._guard("server", self._start_server)
+        self._guard("process resources", self._register_root)
+        self._guard("sources", self._start_sources)
         self._guard("stale ring cleanup", self._remove_stale)
 
     def _register_root(self):
