@@ -51,8 +51,7 @@ from graphsignal import native
 from graphsignal.launch import engines
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
-from graphsignal.sidecar.channel import (ENV_LOG_LEVEL, EXIT_REPORTED, describe_status,  # noqa: F401
-                                         setup_logging, start_time)
+from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
 
 logger = logging.getLogger("graphsignal")
 
@@ -640,10 +639,9 @@ class Supervisor:
             return
         self.sidecar_stopping = True
         if sc.returncode is None:
-            linger = _seconds(self.environ.get(ENV_LINGER))
-            if self.environ.get(ENV_SIGNALS_FILE) or linger:
+            if self._wants_final():
                 self.sender.exit(rc)
-                self._wait_final(sc, linger)
+                self._wait_final(sc, _seconds(self.environ.get(ENV_LINGER)))
             else:
                 # Nothing it would still do could be seen (no file, and no
                 # endpoint once we return): end it at once, even in the
@@ -655,6 +653,11 @@ class Supervisor:
                 self._kill_sidecar(signal.SIGKILL)
                 self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT)
         self.sender.close()
+
+    def _wants_final(self):
+        """The sidecar has work after the workload exits: the final payload
+        to write (GRAPHSIGNAL_SIGNALS_FILE) or to keep serving (LINGER)."""
+        return bool(self.environ.get(ENV_SIGNALS_FILE) or _seconds(self.environ.get(ENV_LINGER)))
 
     def _wait_final(self, sc, linger):
         """Waits for the final payload (and GRAPHSIGNAL_LINGER). A signal
@@ -728,10 +731,14 @@ class Supervisor:
             p = Pump(g, self.sender, self._wake_r)
             p.start()
             self.pumps.append(p)
-        if self._sidecar_end is not None:
+        self._reap()  # a workload that is already gone (`true`) ...
+        if self._sidecar_end is not None and (self.child_rc is None or self._wants_final()):
             self._guard("starting the profiler", self._start_sidecar, command)
-        if self.sidecar is None:
+        if self.sidecar is None:  # ... needs no sidecar unless its final payload was asked for
             self.sender.dead = True
+            if self._sidecar_end is not None:
+                self._sidecar_end.close()
+                self._sidecar_end = None
         self._wait(lambda: self.child_rc is not None)
         rc = self.child_rc
         self._take_terminal_back()
