@@ -358,6 +358,28 @@ def test_pipes_stay_pipes_when_there_is_no_terminal():
     assert proc.stdout == b"[False, False, False]\n"
 
 
+@pytest.mark.parametrize("fd", [0, 1, 2])
+def test_a_stream_we_were_started_without_is_closed_for_the_workload_too(fd):
+    code = ("import os, sys\nout = int(sys.argv[1])\nfor fd in (0, 1, 2):\n    try:\n        os.fstat(fd)\n"
+            "        state = 'open'\n    except OSError:\n        state = 'closed'\n"
+            "    os.write(out, b'%d %s\\n' % (fd, state.encode()))\n")
+
+    def run(argv):
+        r, w = os.pipe()
+        try:
+            p = subprocess.Popen(argv + [str(w)], env=quiet_env(), pass_fds=(w,), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 preexec_fn=lambda: os.close(fd))
+        finally:
+            os.close(w)
+        assert p.wait(60) == 0
+        with os.fdopen(r, "rb") as f:
+            return f.read()
+    bare = run([PY, "-c", code])
+    assert b"%d closed" % fd in bare
+    assert run(GS_RUN + ["--listen-port", str(free_port()), PY, "-c", code]) == bare
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None or shutil.which("bash") is None, reason="needs tmux and bash")
 def test_job_control_in_a_real_shell(tmp_path):
     sock = "gs-h13-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])

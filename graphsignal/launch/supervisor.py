@@ -106,10 +106,14 @@ class Stream:
     """One of the workload's output streams: what the workload gets
     (child_fd) and what we read (read_fd), a pty when ours is a terminal."""
 
-    def __init__(self, name, out_fd):
+    def __init__(self, name, out_fd, closed=False):
         self.name, self.out_fd = name, out_fd
         self.winsize = None
         self.is_pty = False
+        self.closed = closed  # we were started without it: so is the workload, and nothing is pumped
+        self.read_fd = self.child_fd = None
+        if closed:
+            return
         try:
             self.is_pty = os.isatty(out_fd)
         except OSError:
@@ -354,6 +358,7 @@ class Supervisor:
         self.child_pgid = None  # the workload's own process group
         self.child_rc = None
         self.streams = []
+        self.stdin_closed = False
         self.pumps = []
         self.ctty = None  # our controlling terminal, when we have one
         self.lock_fd = None
@@ -447,6 +452,8 @@ class Supervisor:
         ctty = self.ctty
 
         def child_setup():
+            for fd in closed:
+                os.close(fd)
             os.setpgid(0, 0)
             if hand_over:
                 try:
@@ -456,8 +463,12 @@ class Supervisor:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
         out, err = self.streams
+        closed = [fd for fd, s in ((1, out), (2, err)) if s.closed] + ([0] if self.stdin_closed else [])
+        # close_fds=False: what we inherited (a make jobserver, systemd's
+        # sockets, a parent's pipe) is the workload's, as in a bare run; our
+        # own descriptors are all close-on-exec.
         return subprocess.Popen(command, env=env, stdin=None, stdout=out.child_fd, stderr=err.child_fd,
-                                preexec_fn=child_setup, close_fds=True, restore_signals=True)
+                                preexec_fn=child_setup, close_fds=False, restore_signals=True)
 
     def _forward(self, sig):
         if self.child_rc is not None:
@@ -692,11 +703,13 @@ class Supervisor:
 
     # -- main -------------------------------------------------------------------
     def run(self):
+        closed = _reserve_std_fds()  # before we open anything
+        self.stdin_closed = 0 in closed
         setup_logging(self.environ)
         command = self.prepare_command()
         env = self.child_env(command)
         self.lock_fd = self._guard("run lock", stale.hold_run_lock, self.run_id)
-        self.streams = [Stream(name, fd) for name, fd in self.out_fds]
+        self.streams = [Stream(name, fd, fd in closed) for name, fd in self.out_fds]
         self.ctty = self._open_ctty()
         hand_over = self.ctty is not None and self._foreground() == os.getpgrp()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
@@ -727,7 +740,9 @@ class Supervisor:
         self._wake_r, self._wake_w = os.pipe()
         out, err = self.streams
         groups = [[out, err]] if same_destination(out.out_fd, err.out_fd) else [[out], [err]]
-        for g in groups:
+        for g in [[st for st in g if not st.closed] for g in groups]:
+            if not g:
+                continue
             p = Pump(g, self.sender, self._wake_r)
             p.start()
             self.pumps.append(p)
@@ -812,6 +827,23 @@ class _NoSidecar:
 
     def close(self):
         pass
+
+
+def _reserve_std_fds():
+    """Opens /dev/null on any of 0, 1, 2 that we were started without, so
+    the pipes and ptys made next never take those numbers; returns them
+    (the workload gets them closed, as we did)."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+        except OSError:
+            closed.add(fd)
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    return closed
 
 
 def _seconds(raw):
