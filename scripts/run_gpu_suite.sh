@@ -46,6 +46,7 @@ if [ -z "${GS_SKIP_BENCH:-}" ]; then
     # the in-kernel probe bench in the mode not taken by default (bench_overhead runs the default)
     GRAPHSIGNAL_PROBE_CUDA_MEMORY=mapped python3 scripts/bench_probe_kernel.py
     python3 scripts/bench_telemetry.py
+    python3 scripts/bench_sidecar.py
     python3 scripts/bench_overhead.py --reps "${GS_BENCH_REPS:-3}"
   } 2>"$OUT/bench.err" | tee "$OUT/bench.jsonl"
 fi
