@@ -27,18 +27,19 @@ def test_forked_writers_rings_are_found_drained_and_removed():
 
 TREE = textwrap.dedent(r"""
     import subprocess, sys, time, urllib.request
-    # the sidecar starts after the workload: measure from when it serves
+    # the sidecar starts after the workload: begin once its host source has
+    # taken its first reading (the baseline of the CPU figures)
     while True:
         try:
-            urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=1).read()
-            break
+            if b"process_cpu_usage_percent" in urllib.request.urlopen(
+                    "http://127.0.0.1:%s/signals" % sys.argv[1], timeout=1).read():
+                break
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(3)"])
-    t = time.time()
-    while time.time() - t < 2.5:
-        pass  # keep one core busy
-    child.wait()
+    while child.poll() is None:
+        pass  # keep one core busy to the end: the last reading taken is the one that stays
     print(child.pid)
 """)
 
