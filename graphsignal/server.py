@@ -4,8 +4,17 @@ serves it.
 make_app(state) builds a plain WSGI callable from what it serves, so tests
 drive it with werkzeug.test.Client; ServerThread binds and serves it,
 retrying a busy port in the background so the workload never waits.
+
+The endpoint guards itself. A request whose Host header names neither
+this machine's loopback (localhost, 127.0.0.0/8, ::1) nor, with
+--listen-host, the bound host (its name, its addresses, and for 0.0.0.0 /
+:: every name and address of this machine) gets 403: a web page the user
+visits cannot read /signals by pointing its own DNS name at 127.0.0.1
+(DNS rebinding). Connections idle for IDLE_TIMEOUT seconds are closed, so
+idle clients cannot hold the server's threads.
 """
 import errno
+import ipaddress
 import logging
 import socket
 import threading
@@ -21,15 +30,106 @@ from graphsignal.payload import build_signals
 logger = logging.getLogger("graphsignal")
 
 JSON = "application/json"
+IDLE_TIMEOUT = 15.0  # seconds a connection may sit without a request (or a stalled read or write)
+LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"))
+WILDCARD_HOSTS = frozenset(("", "0.0.0.0", "::", "*"))
 
 
 def _json(obj, status=200):
     return Response(orjson.dumps(obj), status=status, mimetype=JSON)
 
 
-def make_app(store, windows=None, exposition=None):
+def _host_of(header):
+    """The host part of a Host header ('[::1]:80' -> '::1'), lowercased."""
+    h = header.strip().lower()
+    if h.startswith("["):
+        end = h.find("]")
+        return h[1:end] if end > 0 else h
+    if h.count(":") == 1:
+        h = h.split(":", 1)[0]
+    return h.rstrip(".")
+
+
+def _is_loopback(host):
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class HostGuard:
+    """Which Host headers the endpoint answers (see the module docstring).
+    Loopback names and addresses always; for another bind, the names and
+    addresses resolve() finds (it may ask DNS: call it off the workload's
+    path, before serving)."""
+
+    def __init__(self, listen_host):
+        self.listen_host = (listen_host or "").strip().lower().strip("[]")
+        self.allowed = set()
+        self.loopback_only = _is_loopback(self.listen_host)
+        if not self.loopback_only and self.listen_host not in WILDCARD_HOSTS:
+            self.allowed.add(self.listen_host)
+
+    def resolve(self):
+        if self.loopback_only:
+            return
+        names = set()
+        if self.listen_host in WILDCARD_HOSTS:
+            names.update(_machine_names())
+            self.allowed.update(_interface_addresses())
+        else:
+            try:
+                addrs = {ai[4][0] for ai in socket.getaddrinfo(self.listen_host, None)}
+            except OSError:
+                addrs = set()
+            self.allowed.update(a.lower() for a in addrs)
+            # this machine's names, when they resolve to the bound address
+            for name in _machine_names():
+                try:
+                    if {ai[4][0] for ai in socket.getaddrinfo(name, None)} & addrs:
+                        names.add(name)
+                except OSError:
+                    pass
+            for a in addrs:
+                try:
+                    host, aliases, _ = socket.gethostbyaddr(a)
+                    names.update([host] + list(aliases))
+                except OSError:
+                    pass
+        self.allowed.update(n.lower().rstrip(".") for n in names if n)
+
+    def allows(self, header):
+        if header is None:
+            return True  # HTTP/1.0 without Host: not a browser, which always sends one
+        host = _host_of(header)
+        return _is_loopback(host) or host in self.allowed
+
+
+def _machine_names():
+    out = {socket.gethostname()}
+    try:
+        out.add(socket.getfqdn())
+    except OSError:
+        pass
+    return {n for n in out if n}
+
+
+def _interface_addresses():
+    try:
+        import psutil
+
+        return {a.address.split("%", 1)[0].lower() for addrs in psutil.net_if_addrs().values() for a in addrs
+                if a.family in (socket.AF_INET, socket.AF_INET6)}
+    except Exception:
+        return set()
+
+
+def make_app(store, windows=None, host_guard=None, exposition=None):
     """windows: optional callable(store, seconds) -> dict added to the
-    payload for ?window=N (see graphsignal.windows); exposition: what
+    payload for ?window=N (see graphsignal.windows). host_guard: a
+    HostGuard; requests it does not allow get 403. exposition: what
     serves /metrics (graphsignal.sidecar.exposition.Exposition; default:
     one for this store without engine metrics)."""
     if exposition is None:
@@ -39,7 +139,10 @@ def make_app(store, windows=None, exposition=None):
 
     def app(environ, start_response):
         req = Request(environ)
-        if req.method not in ("GET", "HEAD"):
+        if host_guard is not None and not host_guard.allows(environ.get("HTTP_HOST")):
+            resp = _json({"error": "host %r is not allowed: use a loopback address, or the --listen-host this "
+                                   "profiler was started with" % environ.get("HTTP_HOST")}, 403)
+        elif req.method not in ("GET", "HEAD"):
             resp = _json({"error": "method not allowed: use GET"}, 405)
         elif req.path == "/signals":
             resp = _signals(req)
@@ -99,11 +202,15 @@ class ServerThread(threading.Thread):
     retry_interval seconds for up to retry_seconds, with one log line; the
     workload runs regardless."""
 
-    def __init__(self, app, host, port, retry_seconds=60.0, retry_interval=1.0, on_error=None):
+    def __init__(self, app, host, port, retry_seconds=60.0, retry_interval=1.0, on_error=None, host_guard=None,
+                 idle_timeout=IDLE_TIMEOUT):
         threading.Thread.__init__(self, name="graphsignal-server", daemon=True)
         self.app, self.host, self.port = app, host, port
+        self.requested_port = port
         self.retry_seconds, self.retry_interval = retry_seconds, retry_interval
         self.on_error = on_error
+        self.host_guard = host_guard
+        self.handler = type("Handler", (QuietHandler,), {"timeout": idle_timeout})
         self.server = None
         self.bound = threading.Event()
         self.failed = None
@@ -145,9 +252,28 @@ class ServerThread(threading.Thread):
                 self.bound.set()
                 return
             self.port = self.server._graphsignal_sock.getsockname()[1]
+        if self.host_guard is not None:
+            try:
+                self.host_guard.resolve()
+            except Exception as e:  # loopback names stay allowed
+                logger.warning("graphsignal: cannot look up the names of %s: %s", self.host, e)
+        with self._lock:
+            if self._halt.is_set():
+                self.bound.set()
+                return
             self._serving = True
+        # Once, and loud enough to be seen by default when the port was
+        # left to the system (--listen-port 0): there is no other way to learn it.
+        logger.log(logging.WARNING if self.requested_port == 0 else logging.INFO,
+                   "graphsignal: serving %s", self.url("/signals"))
         self.bound.set()
         self.server.serve_forever(poll_interval=0.1)
+
+    def url(self, path=""):
+        host = self.host if self.host not in WILDCARD_HOSTS else socket.gethostname()
+        if ":" in host:
+            host = "[%s]" % host
+        return "http://%s:%d%s" % (host, self.port, path)
 
     def _make_server(self):
         # Bind the socket ourselves: werkzeug reports a busy port by printing
@@ -159,7 +285,7 @@ class ServerThread(threading.Thread):
             sock.bind(addr)
             sock.listen(128)
             srv = make_server(self.host, sock.getsockname()[1], self.app, threaded=True, fd=sock.fileno(),
-                              request_handler=QuietHandler)
+                              request_handler=self.handler)
         except BaseException:
             sock.close()
             raise

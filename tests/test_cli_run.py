@@ -136,10 +136,12 @@ def test_busy_port_is_retried_and_reported_while_the_workload_runs():
     blocker.listen(1)
     p = subprocess.Popen(GS_RUN + ["--listen-port", str(port), PY, "-c",
                                    "import sys; print('up', flush=True); sys.stdin.read(); print('done')"],
-                         env=quiet_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                         env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert p.stdout.readline() == b"up\n"  # the workload runs regardless
-        time.sleep(0.5)
+        # the sidecar starts after the workload: wait until it has met the busy port
+        assert any(b"is in use" in line for line in iter(p.stderr.readline, b""))
         blocker.close()
         url = "http://127.0.0.1:%d/signals" % port
         status, body = wait_for(lambda: _try(url), timeout=10)

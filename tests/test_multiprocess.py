@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 from cbuild import compile_c
-from gsrun import metrics, run_wrapped
+from gsrun import free_port, metrics, run_wrapped
 
 
 def test_forked_writers_rings_are_found_drained_and_removed():
@@ -27,18 +27,27 @@ def test_forked_writers_rings_are_found_drained_and_removed():
 
 
 TREE = textwrap.dedent(r"""
-    import subprocess, sys, time
+    import subprocess, sys, time, urllib.request
+    # the sidecar starts after the workload: begin once its host source has
+    # taken its first reading (the baseline of the CPU figures)
+    while True:
+        try:
+            if b"process_cpu_usage_percent" in urllib.request.urlopen(
+                    "http://127.0.0.1:%s/signals" % sys.argv[1], timeout=1).read():
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
     child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(3)"])
-    t = time.time()
-    while time.time() - t < 2.5:
-        pass  # keep one core busy
-    child.wait()
+    while child.poll() is None:
+        pass  # keep one core busy to the end: the last reading taken is the one that stays
     print(child.pid)
 """)
 
 
 def test_process_tree_metrics_and_resources():
-    proc, signals = run_wrapped([sys.executable, "-c", TREE])
+    port = free_port()
+    proc, signals = run_wrapped([sys.executable, "-c", TREE, str(port)], listen_port=port)
     assert proc.returncode == 0
     grandchild = proc.stdout.decode().strip()
     procs = {r["tags"]["process.pid"]: r for r in signals["resources"] if r["kind"] == "process"}

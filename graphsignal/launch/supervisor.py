@@ -1,13 +1,38 @@
-"""The supervisor: starts the workload as a child, pumps its console
-through unchanged, forwards signals, runs the sidecar (poller, sources,
-server) beside it, and exits the way the child did.
+"""The supervisor: graphsignal-run's own small process. It starts the
+workload first, pumps its console through unchanged, forwards signals,
+relays job control, and exits the way the workload did. Everything else
+(poller, sources, server) runs in the sidecar, a separate process started
+after the workload (graphsignal.sidecar.process), so that nothing the
+sidecar does, not even a crash, reaches the workload.
 
-Never harm the workload: every sidecar part is started inside a guard
-that logs one line on failure; only the console pumps are essential (a
-child writing into a pipe nobody reads would block), and they never stop
-pumping because of the error capture.
+Never harm the workload: only the console pumps are essential (a workload
+writing into a pipe nobody reads would block); they never wait for the
+sidecar (graphsignal.sidecar.channel drops and counts), and when the
+sidecar dies the run goes on, unprofiled, with one line saying so.
+
+Imports are kept to the standard library and the light parts of this
+package: the workload's start waits for them.
+
+Process layout.
+  - The workload runs in its own process group. A signal sent to our
+    group (a parent script, a batch system) therefore reaches it once,
+    through us, and one sent to us alone is forwarded once. When our
+    controlling terminal has us in the foreground, the workload's group
+    gets the foreground (so ^C, ^Z and reads of the terminal act on it as
+    in a bare run); we relay its stops to our parent by stopping
+    ourselves with the same signal, and continue it when we are continued
+    (as shells, sudo and script do).
+  - stdout and stderr are each a pty when ours is a terminal (the same
+    window size, kept in sync; output processing off in the pty so bytes
+    reach the real terminal as the workload wrote them, and the real
+    terminal does its processing once), pipes otherwise. stdin is ours.
+  - The sidecar runs in its own session: neither terminal nor group
+    signals reach it. If we are killed outright (SIGKILL), it sees its
+    channel close and sends the workload SIGTERM.
+  - Writers that outlive the workload (a daemon holding its stdout) get a
+    detached copy of the pump that lives until the last of them closes.
 """
-import errno
+import fcntl
 import logging
 import os
 import resource
@@ -17,40 +42,46 @@ import sys
 import threading
 import time
 
-from graphsignal import __version__, native
+import graphsignal
+from graphsignal import native
 from graphsignal.launch import engines
-from graphsignal.payload import build_signals
-from graphsignal.poller import Poller
-from graphsignal.server import ServerThread, make_app
-from graphsignal.sidecar import upload, version_check
-from graphsignal.sidecar.exposition import Exposition
-from graphsignal.sources import SourceThread, console, registry
-from graphsignal.store import MetricStore
-from graphsignal.windows import window_stats
+from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
+from graphsignal.rings import stale
+from graphsignal.sidecar import channel
+from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
 
 logger = logging.getLogger("graphsignal")
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-SI_KERNEL = 0x80  # si_code of signals the kernel sends (e.g. the terminal's ^C)
+# Everything the main thread takes with sigwaitinfo (blocked in every thread).
+HANDLED = FORWARDED + (signal.SIGCHLD, signal.SIGWINCH, signal.SIGCONT, signal.SIGTSTP, signal.SIGTTIN,
+                       signal.SIGTTOU)
+JOB_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 ENV_RUN_ID = "GRAPHSIGNAL_RUN_ID"
 ENV_GRAPH_TRACE = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"
 ENV_ROCM_TRACE = "GRAPHSIGNAL_ROCM_KERNEL_TRACE"
 ENV_SIGNALS_FILE = "GRAPHSIGNAL_SIGNALS_FILE"  # write the final /signals payload here at exit
 ENV_LINGER = "GRAPHSIGNAL_LINGER"  # keep /signals up this many seconds after the workload exits
-ENV_LOG_LEVEL = "GRAPHSIGNAL_LOG_LEVEL"
-EOF_WAIT = 2.0  # seconds to wait for the console pipes to close after the child exits
+ENV_API_KEY = "GRAPHSIGNAL_API_KEY"  # uploads (graphsignal.sidecar.upload): a last one at exit
 
+# The sidecar's own thread pools: numpy's BLAS would otherwise start one
+# spinning thread per core at import, for a process that does no BLAS.
+# Set in the sidecar's environment only, never the workload's.
+SIDECAR_THREAD_CAPS = {name: "1" for name in (
+    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS", "GOTO_NUM_THREADS")}
 
-def setup_logging(environ):
-    level = getattr(logging, environ.get(ENV_LOG_LEVEL, "WARNING").upper(), logging.WARNING)
-    logger.setLevel(level)
-    if not logger.handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(h)
-    logger.propagate = False
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+# Interpreter settings of the user's that would make the sidecar print
+# (a faulthandler dump, warnings) or linger (inspect mode) on the
+# workload's stderr; the sidecar is ours, not the user's Python program.
+SIDECAR_DROPPED_ENV = ("PYTHONINSPECT", "PYTHONFAULTHANDLER", "PYTHONWARNINGS", "PYTHONVERBOSE", "PYTHONDEVMODE",
+                       "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME", "PYTHONDEBUG", "PYTHONASYNCIODEBUG")
+
+EOF_GRACE = 0.25  # seconds the pumps get to see EOF after the workload exits, before writers left are handed over
+WINSIZE_POLL = 0.1  # seconds between checks of the terminal's size (see _sync_winsize)
+SIDECAR_STOP_WAIT = 5.0  # seconds a stopped sidecar gets to exit before SIGKILL
+SIDECAR_FINAL_WAIT = 60.0  # seconds for the final payload (plus GRAPHSIGNAL_LINGER)
 
 
 def resolve_choice(flag_value, environ, env_name, choices, default):
@@ -67,85 +98,29 @@ def resolve_choice(flag_value, environ, env_name, choices, default):
     return val
 
 
-class Pump(threading.Thread):
-    """Copies a child's pipe to our fd byte for byte; hands each chunk to
-    on_data (error capture) after it has been written through."""
-
-    def __init__(self, name, fd_in, fd_out, on_data=None, on_close=None):
-        threading.Thread.__init__(self, name="graphsignal-pump-" + name, daemon=True)
-        self.stream = name
-        self.fd_in, self.fd_out = fd_in, fd_out
-        self.on_data, self.on_close = on_data, on_close
-        self.out_broken = False
-
-    def run(self):
-        try:
-            while True:
-                try:
-                    data = os.read(self.fd_in, 1 << 16)
-                except InterruptedError:
-                    continue
-                except OSError:
-                    break
-                if not data:
-                    break
-                if not self.out_broken:
-                    self._write(data)
-                if self.out_broken:
-                    # Our reader is gone: let the child see the closed pipe,
-                    # as it would in a bare run.
-                    break
-                if self.on_data is not None:
-                    try:
-                        self.on_data(self.stream, data)
-                    except Exception as e:
-                        self.on_data = None
-                        logger.warning("graphsignal: error capture on %s stopped: %s: %s",
-                                       self.stream, type(e).__name__, e)
-        finally:
-            try:
-                os.close(self.fd_in)
-            except OSError:
-                pass
-            if self.on_close is not None:
-                try:
-                    self.on_close(self.stream)
-                except Exception:
-                    logger.warning("graphsignal: error capture on %s failed at close", self.stream)
-
-    def _write(self, data):
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self.fd_out, view)
-            except InterruptedError:
-                continue
-            except OSError as e:
-                if e.errno in (errno.EPIPE, errno.EBADF):
-                    self.out_broken = True
-                    return
-                raise
-            view = view[n:]
-
-
+# -- the supervisor -------------------------------------------------------------------
 class Supervisor:
     def __init__(self, cfg, environ=None, stdout_fd=1, stderr_fd=2):
         self.cfg = cfg
         self.environ = dict(os.environ if environ is None else environ)
-        self.stdout_fd, self.stderr_fd = stdout_fd, stderr_fd
+        self.out_fds = (("stdout", stdout_fd), ("stderr", stderr_fd))
         self.run_id = os.urandom(6).hex()
-        self.store = MetricStore()
-        self.store.context.update({"instance.id": self.run_id, "host.name": os.uname().nodename})
-        self.child = None
-        self.poller = None
-        self.server = None
-        self.uploader = None
-        self.sources = []
-        self.pumps = []
-        self.console = None
+        self.notes = []  # (level, message) for the sidecar's error list
         self.metrics_url = None
         self.engine = None  # engines.Prepared when the command is a known engine
-        self._sig_halt = threading.Event()
+        self.child = None
+        self.child_pgid = None  # the workload's own process group
+        self.child_rc = None
+        self.streams = []
+        self.stdin_closed = False
+        self.pumps = []
+        self.ctty = None  # our controlling terminal, when we have one
+        self.lock_fd = None
+        self.sidecar = None
+        self.sender = None
+        self.sidecar_stopping = False
+        self._wake_r = self._wake_w = None
+        self._sidecar_end = None
 
     # -- guarded helpers ---------------------------------------------------------
     def _guard(self, what, fn, *args):
@@ -154,14 +129,11 @@ class Supervisor:
         except Exception as e:
             msg = "%s failed: %s: %s (the workload runs on)" % (what, type(e).__name__, e)
             logger.warning("graphsignal: %s", msg)
-            try:
-                self.store.add_error("error", msg, tags={"source": "sidecar"})
-            except Exception:
-                pass
+            self.notes.append(("error", msg))
             return None
 
-    def _sidecar_error(self, msg):
-        self.store.add_error("warning", msg, tags={"source": "sidecar"})
+    def _note(self, msg):
+        self.notes.append(("warning", msg))
 
     # -- environment ------------------------------------------------------------
     def child_env(self, command):
@@ -171,167 +143,406 @@ class Supervisor:
                                               ("graph", "node"), "graph")
         env[ENV_ROCM_TRACE] = resolve_choice(self.cfg.rocm_kernel_trace, self.environ, ENV_ROCM_TRACE,
                                              ("none", "all"), "none")
-        self._guard("CUDA injection setup", native.prepare_injection, env, command, self._sidecar_error)
+        self._guard("CUDA injection setup", native.prepare_injection, env, command, self._note)
         return env
 
     def prepare_command(self):
         command = list(self.cfg.command)
-        prepared = self._guard("engine launcher", engines.prepare, command, self.cfg.metrics_port,
-                               self._sidecar_error)
+        prepared = self._guard("engine launcher", engines.prepare, command, self.cfg.metrics_port, self._note)
         if prepared is None:
             return command
         self.metrics_url = prepared.metrics_url
         self.engine = prepared
         return list(prepared.command)
 
-    # -- child ------------------------------------------------------------------
-    def spawn(self, command, env):
-        def child_setup():
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+    # -- terminal ---------------------------------------------------------------
+    def _open_ctty(self):
+        try:
+            return os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None
 
-        return subprocess.Popen(command, env=env, stdin=None, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, preexec_fn=child_setup, close_fds=True,
-                                restore_signals=True, bufsize=0)
+    def _foreground(self):
+        """The process group in the foreground of our terminal, or None."""
+        if self.ctty is None:
+            return None
+        try:
+            return os.tcgetpgrp(self.ctty)
+        except OSError:
+            return None
 
-    def _signal_loop(self):
-        same_group = os.getpgid(self.child.pid) == os.getpgrp() if self.child else False
-        while not self._sig_halt.is_set():
-            info = signal.sigtimedwait(FORWARDED, 0.2)
-            if info is None or self.child is None:
-                continue
-            if info.si_code == SI_KERNEL and same_group:
-                continue  # the terminal sent it to our whole group: the child has it already
+    def _own_group(self):
+        return self.child_pgid is not None and self.child_pgid != os.getpgrp()
+
+    def _give_terminal(self, pgid):
+        # SIGTTOU is blocked, so a background group may set the foreground
+        try:
+            os.tcsetpgrp(self.ctty, pgid)
+        except OSError:
+            pass
+
+    def _take_terminal_back(self):
+        if self._own_group() and self._foreground() == self.child_pgid:
+            self._give_terminal(os.getpgrp())
+
+    def _sync_winsize(self):
+        """Polled: a resize signals the terminal's foreground group, which
+        is the workload's, not us. The workload may read its pty before we
+        update it; the SIGWINCH we send after updating gives it the new
+        size (a second SIGWINCH for one resize, which programs take as a
+        redraw)."""
+        changed = False
+        for s in self.streams:
+            if s.is_pty and s.sync_winsize():
+                changed = True
+        if changed and self._own_group() and self._foreground() == self.child_pgid:
             try:
-                os.kill(self.child.pid, info.si_signo)
+                os.killpg(self.child_pgid, signal.SIGWINCH)
+            except OSError:
+                pass
+
+    # -- child ------------------------------------------------------------------
+    def spawn(self, command, env, hand_over, mask):
+        ctty = self.ctty
+
+        def child_setup():
+            for fd in closed:
+                os.close(fd)
+            os.setpgid(0, 0)
+            if hand_over:
+                try:
+                    os.tcsetpgrp(ctty, os.getpid())  # before exec: its first read of the terminal is in the foreground
+                except OSError:
+                    pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+        out, err = self.streams
+        closed = [fd for fd, s in ((1, out), (2, err)) if s.closed] + ([0] if self.stdin_closed else [])
+        # close_fds=False: what we inherited (a make jobserver, systemd's
+        # sockets, a parent's pipe) is the workload's, as in a bare run; our
+        # own descriptors are all close-on-exec.
+        return subprocess.Popen(command, env=env, stdin=None, stdout=out.child_fd, stderr=err.child_fd,
+                                preexec_fn=child_setup, close_fds=False, restore_signals=True)
+
+    def _forward(self, sig):
+        if self.child_rc is not None:
+            return
+        try:
+            os.kill(self.child.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _on_signal(self, sig):
+        if sig == signal.SIGCHLD:
+            self._reap()
+        elif sig == signal.SIGCONT:
+            self._continue_child()
+        elif sig in (signal.SIGWINCH, signal.SIGTTIN, signal.SIGTTOU):
+            pass  # sizes are synced by the loop; we never read the terminal
+        else:
+            self._forward(sig)  # SIGTSTP too: the workload stops, and we follow it (_child_stopped)
+
+    def _reap(self):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if os.WIFSTOPPED(status) or os.WIFCONTINUED(status):
+                if pid == self.child.pid and os.WIFSTOPPED(status):
+                    self._child_stopped(os.WSTOPSIG(status))
+                continue
+            rc = os.waitstatus_to_exitcode(status)
+            if pid == self.child.pid:
+                self.child.returncode = self.child_rc = rc
+            elif self.sidecar is not None and pid == self.sidecar.pid:
+                self.sidecar.returncode = rc
+                self._sidecar_exited(rc)
+
+    def _job_control(self):
+        """True when a job-control shell runs us: we have a terminal and a
+        process group of our own, not the session leader's."""
+        try:
+            return self.ctty is not None and os.getpgrp() != os.getsid(0)
+        except OSError:
+            return False
+
+    def _child_stopped(self, sig):
+        """The workload stopped (^Z, a read of the terminal from the
+        background, SIGSTOP). Under a job-control shell we stop the same
+        way, so the shell sees the job stop and takes the terminal; the
+        SIGCONT that resumes us (fg, bg) resumes it. Without one nobody
+        would resume us, and nobody could resume a job-control stop (^Z
+        under `script -c`, a read of the terminal): bare, in its group with
+        no job-control parent, the kernel would have discarded it, so we
+        continue the workload. A SIGSTOP is left to whoever sent it."""
+        if not self._job_control():
+            if sig in JOB_STOPS:
+                self._continue_child()
+            return
+        self._take_terminal_back()
+        if sig not in JOB_STOPS:
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return
+        signal.pthread_kill(threading.get_ident(), sig)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])  # delivered here: the whole process stops
+        signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+        if signal.SIGCONT not in signal.sigpending():
+            # Not stopped: the kernel discards job-control stops in an
+            # orphaned process group. The workload would not have stopped
+            # in a bare run either.
+            self._continue_child()
+
+    def _continue_child(self):
+        if self.child_rc is not None:
+            return
+        if self._own_group():
+            if self._foreground() == os.getpgrp():
+                self._give_terminal(self.child_pgid)
+            try:
+                os.killpg(self.child_pgid, signal.SIGCONT)
+            except OSError:
+                pass
+        else:
+            self._forward(signal.SIGCONT)
+
+    # -- sidecar ----------------------------------------------------------------
+    def _open_channel(self):
+        """The channel exists before the pumps start, so the sidecar, which
+        starts after them, gets the workload's first bytes too (the kernel
+        holds them meanwhile)."""
+        # The capture never looks past a line's first MAX_LINE bytes (it
+        # keeps them and marks the line cut): a little more than that is all
+        # it needs of any line. Imported here, after the workload started.
+        from graphsignal.sources import console
+
+        ours, self._sidecar_end = channel.pair()
+        self.sender = channel.Sender(ours, line_limit=console.MAX_LINE + len(console.CUT) + 1)
+
+    def _start_sidecar(self, command):
+        theirs, self._sidecar_end = self._sidecar_end, None
+        pidfd = None
+        try:
+            pidfd = os.pidfd_open(self.child.pid)
+        except (AttributeError, OSError):
+            pass
+        signals_file = self.environ.get(ENV_SIGNALS_FILE) or None
+        cfg = {
+            "run_id": self.run_id,
+            "supervisor_pid": os.getpid(),
+            "child_pid": self.child.pid,
+            "child_start_time": start_time(self.child.pid),
+            "command": command,
+            "metrics_url": self.metrics_url,
+            "engine": self.engine.engine if self.engine is not None else None,
+            "listen_host": self.cfg.listen_host,
+            "listen_port": self.cfg.listen_port,
+            "environ": self.environ,
+            "signals_file": os.path.abspath(signals_file) if signals_file else None,
+            "linger": self.environ.get(ENV_LINGER) or None,
+            "notes": self.notes,
+        }
+        cfg_fd = None
+        try:
+            cfg_fd = channel.write_config(cfg)
+            fds = [theirs.fileno(), cfg_fd] + [fd for fd in (self.lock_fd, pidfd) if fd is not None]
+            argv = ["--channel-fd", str(theirs.fileno()), "--config-fd", str(cfg_fd)]
+            if pidfd is not None:
+                argv += ["--child-pidfd", str(pidfd)]
+            env = {k: v for k, v in self.environ.items() if k not in SIDECAR_DROPPED_ENV}
+            env.update(SIDECAR_THREAD_CAPS)
+            # Not `-m`: that would put the working directory first on
+            # sys.path, where a stray numpy.py or graphsignal/ would win.
+            root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
+            # Our signal mask (HANDLED blocked) is inherited through exec:
+            # unblock first thing, so SIGTERM ends it even during start-up.
+            code = ("import sys; sys.path[0] = %r; import signal; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+                    "from graphsignal.sidecar.process import main; sys.exit(main(sys.argv[1:]))" % root)
+            stderr_fd = dict(self.out_fds)["stderr"]
+            self.sidecar = subprocess.Popen([sys.executable, "-c", code] + argv, env=env, pass_fds=fds,
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=None if stderr_fd == 2 else stderr_fd, close_fds=True,
+                                            start_new_session=True)
+        finally:
+            # Ours closed, the sidecar's end lives only in the sidecar: if it
+            # never started, the pumps' sends fail at once and stop.
+            theirs.close()
+            for fd in (cfg_fd, pidfd):
+                if fd is not None:
+                    os.close(fd)
+
+    def _sidecar_exited(self, rc):
+        if self.sender is not None:
+            self.sender.dead = True
+        if self.sidecar_stopping or rc == EXIT_REPORTED:
+            return
+        logger.error("graphsignal: the profiler stopped (%s); the workload runs on, unprofiled",
+                     describe_status(rc))
+
+    def _wait(self, until, timeout=None):
+        """Takes signals until until() or timeout seconds; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not until():
+            poll = WINSIZE_POLL if any(s.is_pty for s in self.streams) and self.child_rc is None else None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                poll = left if poll is None else min(poll, left)
+            info = signal.sigtimedwait(HANDLED, poll) if poll is not None else signal.sigwaitinfo(HANDLED)
+            if self.child_rc is None and any(s.is_pty for s in self.streams):
+                self._sync_winsize()
+            if info is not None:
+                self._on_signal(info.si_signo)
+        return True
+
+    def _stop_sidecar(self, rc):
+        sc = self.sidecar
+        if sc is None:
+            return
+        self.sidecar_stopping = True
+        if sc.returncode is None:
+            if self._wants_final():
+                self.sender.exit(rc)
+                self._wait_final(sc, _seconds(self.environ.get(ENV_LINGER)))
+            else:
+                # Nothing it would still do could be seen (no file, and no
+                # endpoint once we return): end it at once, even in the
+                # middle of its start-up. Its rings go below.
+                self._kill_sidecar(signal.SIGKILL)
+            if sc.returncode is None:
+                self._kill_sidecar(signal.SIGTERM)
+            if not self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT):
+                self._kill_sidecar(signal.SIGKILL)
+                self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT)
+        self.sender.close()
+
+    def _wants_final(self):
+        """The sidecar has work after the workload exits: the final payload
+        to write (GRAPHSIGNAL_SIGNALS_FILE), to keep serving (LINGER) or to
+        upload (GRAPHSIGNAL_API_KEY: the last upload has its own 2 s)."""
+        return bool(self.environ.get(ENV_SIGNALS_FILE) or _seconds(self.environ.get(ENV_LINGER))
+                    or (self.environ.get(ENV_API_KEY) or "").strip())
+
+    def _wait_final(self, sc, linger):
+        """Waits for the final payload (and GRAPHSIGNAL_LINGER). A signal
+        for us meanwhile cuts it short: the sidecar sees its channel close
+        and finishes at once."""
+        hurried = []
+        base = self._on_signal
+
+        def on_signal(sig):
+            if sig in FORWARDED and not hurried:
+                hurried.append(sig)
+                self.sender.close()
+            base(sig)
+
+        self._on_signal = on_signal
+        try:
+            done = lambda: sc.returncode is not None or bool(hurried)  # noqa: E731
+            if not self._wait(done, SIDECAR_FINAL_WAIT + linger):
+                logger.warning("graphsignal: the final /signals payload took more than %ds; stopping the profiler",
+                               SIDECAR_FINAL_WAIT + linger)
+            elif hurried:
+                self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT)
+        finally:
+            self._on_signal = base
+
+    def _kill_sidecar(self, sig):
+        if self.sidecar.returncode is None:
+            try:
+                os.kill(self.sidecar.pid, sig)
             except ProcessLookupError:
                 pass
 
-    # -- sidecar ----------------------------------------------------------------
-    def start_sidecar(self):
-        self._guard("poller", self._start_poller)
-        self._guard("sources", self._start_sources)
-        self._guard("server", self._start_server)
-        self.uploader = self._guard("uploader", upload.start, self.store, self.environ)
-        self._guard("version check", version_check.start, self.store, self.environ)
-
-    def _start_poller(self):
-        self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
-        self.poller.start()
-
-    def _start_sources(self):
-        for src in registry.make_sources(self):
-            t = SourceThread(src, self.store)
-            t.start()
-            self.sources.append(t)
-
-    def _start_server(self):
-        metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
-        self.server = ServerThread(make_app(self.store, window_stats, metrics), self.cfg.listen_host,
-                                   self.cfg.listen_port, on_error=self._sidecar_error)
-        self.server.start()
-
-    def _engine_series(self):
-        """Keys of the series scraped from the engine's endpoint (what
-        /metrics leaves out unless asked): the scraper's own record of what
-        it wrote in its last good scrape."""
-        keys = set()
-        for t in self.sources:
-            keys.update(getattr(t.source, "_keys", ()))
-        return keys
-
-    def stop_sidecar(self):
-        for t in self.sources:
-            self._guard("stopping " + t.source.name, t.stop, 5.0, True)
-        if self.poller is not None:
-            self._guard("final drain", self.poller.stop, True)
-        if self.uploader is not None:
-            self._guard("final upload", self.uploader.stop, upload.FINAL_DEADLINE)
-        path = self.environ.get(ENV_SIGNALS_FILE)
-        if path:
-            self._guard("writing " + path, self._write_signals, path)
-        linger = self.environ.get(ENV_LINGER)
-        if linger:
-            try:
-                time.sleep(max(0.0, min(float(linger), 3600.0)))
-            except ValueError:
-                logger.warning("graphsignal: %s=%r is not a number of seconds", ENV_LINGER, linger)
-        if self.server is not None:
-            self._guard("server shutdown", self.server.stop)
-        if self.poller is not None:
-            self._guard("ring cleanup", self.poller.cleanup_all)
-
-    def _write_signals(self, path):
-        data = build_signals(self.store)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-
-    def _record_exit(self, rc):
-        pid = str(self.child.pid)
-        if rc < 0:
-            try:
-                name = signal.Signals(-rc).name
-            except ValueError:
-                name = "signal %d" % -rc
-            self.store.add_error("error", "process %s was killed by %s" % (pid, name),
-                                 tags={"process.pid": pid, "exit.signal": str(-rc)})
-        elif rc != 0:
-            self.store.add_error("error", "process %s exited with code %d" % (pid, rc),
-                                 tags={"process.pid": pid, "exit.code": str(rc)})
-
     # -- main -------------------------------------------------------------------
     def run(self):
+        closed = _reserve_std_fds()  # before we open anything
+        self.stdin_closed = 0 in closed
         setup_logging(self.environ)
         command = self.prepare_command()
         env = self.child_env(command)
-        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        self.lock_fd = self._guard("run lock", stale.hold_run_lock, self.run_id)
+        self.streams = [Stream(name, fd, fd in closed) for name, fd in self.out_fds]
+        self.ctty = self._open_ctty()
+        hand_over = self.ctty is not None and self._foreground() == os.getpgrp()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
         try:
-            self.child = self.spawn(command, env)
-        except FileNotFoundError:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-            sys.stderr.write("graphsignal-run: error: command not found: %s\n" % command[0])
-            return 127
-        except PermissionError:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-            sys.stderr.write("graphsignal-run: error: permission denied: %s\n" % command[0])
+            self.child = self.spawn(command, env, hand_over, mask)
+        except (OSError, subprocess.SubprocessError) as e:
+            if hand_over:
+                self._give_terminal(os.getpgrp())  # the failed child may have taken it
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            self._close_all()
+            if isinstance(e, FileNotFoundError):
+                sys.stderr.write("graphsignal-run: error: command not found: %s\n" % command[0])
+                return 127
+            if isinstance(e, PermissionError):
+                sys.stderr.write("graphsignal-run: error: permission denied: %s\n" % command[0])
+                return 126
+            sys.stderr.write("graphsignal-run: error: cannot run %s: %s\n" % (command[0], e))
             return 126
-        sig_thread = threading.Thread(target=self._signal_loop, name="graphsignal-signals", daemon=True)
-        sig_thread.start()
-        self._guard("console capture", self._start_console)
-        for name, pipe, fd_out in (("stdout", self.child.stdout, self.stdout_fd),
-                                   ("stderr", self.child.stderr, self.stderr_fd)):
-            on_data = self.console.feed if self.console is not None else None
-            on_close = self.console.close_stream if self.console is not None else None
-            fd_in = os.dup(pipe.fileno())  # the pump owns (and closes) its own descriptor
-            pipe.close()
-            p = Pump(name, fd_in, fd_out, on_data, on_close)
+        try:
+            self.child_pgid = os.getpgid(self.child.pid)
+        except OSError:
+            self.child_pgid = None
+        for s in self.streams:
+            s.close_child_end()
+        self._guard("the profiler's channel", self._open_channel)
+        if self.sender is None:
+            self.sender = _NoSidecar()
+        self._wake_r, self._wake_w = os.pipe()
+        out, err = self.streams
+        groups = [[out, err]] if same_destination(out.out_fd, err.out_fd) else [[out], [err]]
+        for g in [[st for st in g if not st.closed] for g in groups]:
+            if not g:
+                continue
+            p = Pump(g, self.sender, self._wake_r)
             p.start()
             self.pumps.append(p)
-        self._guard("process resources", self._register_root, command)
-        self.start_sidecar()
-        rc = self.child.wait()
-        deadline = time.monotonic() + EOF_WAIT
-        for p in self.pumps:
-            p.join(max(0.0, deadline - time.monotonic()))
-        self._guard("exit status", self._record_exit, rc)
-        self._sig_halt.set()
-        self.stop_sidecar()
-        sig_thread.join(1.0)
+        self._reap()  # a workload that is already gone (`true`) ...
+        if self._sidecar_end is not None and (self.child_rc is None or self._wants_final()):
+            self._guard("starting the profiler", self._start_sidecar, command)
+        if self.sidecar is None:  # ... needs no sidecar unless its final payload was asked for
+            self.sender.dead = True
+            if self._sidecar_end is not None:
+                self._sidecar_end.close()
+                self._sidecar_end = None
+        self._wait(lambda: self.child_rc is not None)
+        rc = self.child_rc
+        self._take_terminal_back()
+        self._finish_pumps()
+        self._stop_sidecar(rc)
+        self._guard("ring cleanup", stale.remove_run, self.run_id)
+        self._close_all()
         return self.exit_like_child(rc)
 
-    def _start_console(self):
-        self.console = console.ConsoleCapture(self.store, lambda: self.child.pid if self.child else None)
+    def _finish_pumps(self):
+        deadline = time.monotonic() + EOF_GRACE
+        for p in self.pumps:
+            p.join(max(0.0, deadline - time.monotonic()))
+        os.write(self._wake_w, b"x")
+        for p in self.pumps:
+            p.join()
+        pairs = [pair for p in self.pumps for pair in p.handovers()]
+        if pairs:
+            self._guard("detaching the console pump", detach_pump, pairs)
+            for fd_in, _ in pairs:
+                os.close(fd_in)
 
-    def _register_root(self, command):
-        self.store.set_resource("host", {}, {
-            "platform.name": os.uname().sysname, "platform.version": os.uname().release,
-            "platform.machine": os.uname().machine, "profiler.version": __version__,
-            "cpu.count": os.cpu_count()})
-        # known before the first host poll, so even a short-lived workload has it
-        pid = str(self.child.pid)
-        self.store.set_resource("process", {"process.pid": pid, "process.root_pid": pid}, {
-            "process.parent_pid": str(os.getpid()), "process.command_line": " ".join(command)})
+    def _close_all(self):
+        for fd in (self.ctty, self.lock_fd, self._wake_r, self._wake_w):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.ctty = self.lock_fd = self._wake_r = self._wake_w = None
+        for s in self.streams:
+            if s.child_fd is not None:
+                s.close_child_end()
 
     @staticmethod
     def exit_like_child(rc):
@@ -357,6 +568,48 @@ class Supervisor:
         return 128 + sig
 
 
+class _NoSidecar:
+    """Stands in for channel.Sender while there is no sidecar."""
+    dead = True
+
+    def data(self, stream, chunk):
+        pass
+
+    def closed(self, stream):
+        pass
+
+    def exit(self, returncode):
+        return False
+
+    def close(self):
+        pass
+
+
+def _reserve_std_fds():
+    """Opens /dev/null on any of 0, 1, 2 that we were started without, so
+    the pipes and ptys made next never take those numbers; returns them
+    (the workload gets them closed, as we did)."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+        except OSError:
+            closed.add(fd)
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    return closed
+
+
+def _seconds(raw):
+    if not raw:
+        return 0.0
+    try:
+        return max(0.0, min(float(raw), 3600.0))
+    except ValueError:
+        return 0.0
+
+
 def run(cfg):
     return Supervisor(cfg).run()
-

@@ -4,13 +4,63 @@ Host: CPU (top's convention: 100 = one core busy; the host resource
 carries the core count) and memory. Processes: the workload's child and
 every descendant, found as they appear: CPU %, RSS and virtual memory,
 plus a process resource with its parent and command line.
+
+Command lines are redacted before they are stored (redact_command_line):
+the payload is served over HTTP, to the network with --listen-host.
 """
 import os
+import re
 
 import psutil
 
 from graphsignal.sources import Source, SourceUnavailable
 from graphsignal.sources.twins import ProcessCpuTotals
+
+
+# A name "says" a secret when one of its words is one of these ("--api-key",
+# "HF_TOKEN", "apiKey", "db.password"); "--tokenizer" and "--max-tokens" do not.
+SECRET_WORDS = frozenset(("key", "apikey", "token", "authtoken", "accesstoken", "secret", "password", "passwd",
+                          "auth", "authorization", "credential", "credentials"))
+REDACTED = "***"
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_NAME = re.compile(r"^(-{0,2})([A-Za-z_][\w.\-]*)$")
+_ASSIGN = re.compile(r"^(-{0,2}[A-Za-z_][\w.\-]*)=(.*)$", re.S)
+_HEADER = re.compile(r"^([A-Za-z][\w\-]*):\s*(\S.*)$", re.S)  # curl -H "Authorization: Bearer ..."
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.\-]*://[^/:@\s]*:)[^/@\s]+@")
+
+
+def says_secret(name):
+    return any(w.lower() in SECRET_WORDS for w in _WORDS.findall(name))
+
+
+def redact_command_line(args):
+    """args with the values of secret-named options and NAME=value pairs
+    replaced by ***, names kept: "--api-key X", "--hf-token=X", "HF_TOKEN=X",
+    a header "Authorization: X", and the password of a URL
+    (scheme://user:X@host)."""
+    out = []
+    redact_next = False
+    for arg in args:
+        if redact_next and not arg.startswith("-"):
+            out.append(REDACTED)
+            redact_next = False
+            continue
+        redact_next = False
+        m = _ASSIGN.match(arg)
+        if m and says_secret(m.group(1)):
+            out.append(m.group(1) + "=" + REDACTED)
+            continue
+        m = _NAME.match(arg)
+        if m and m.group(1) and says_secret(m.group(2)):
+            out.append(arg)
+            redact_next = True
+            continue
+        m = _HEADER.match(arg)
+        if m and says_secret(m.group(1)):
+            out.append(m.group(1) + ": " + REDACTED)
+            continue
+        out.append(_URL_PASSWORD.sub(lambda u: u.group(1) + REDACTED + "@", arg))
+    return out
 
 
 class ProcessTree:
@@ -91,7 +141,7 @@ class HostSource(Source):
             rtags = {"process.pid": str(p.pid), "process.root_pid": str(root)}
             attrs = {"process.parent_pid": str(ppid)}
             if cmd is not None:
-                attrs["process.command_line"] = " ".join(cmd)
+                attrs["process.command_line"] = " ".join(redact_command_line(cmd))
                 self.cmdline_read.add(p.pid)
             s.set_resource("process", rtags, attrs, ts)
         if root is not None:

@@ -1,0 +1,451 @@
+"""The sidecar process: poller, sources, console capture and the /signals
+server, fed by the supervisor through graphsignal.sidecar.channel.
+
+Started by the supervisor after the workload, in a session of its own, as
+  python -c '...main(argv)' --channel-fd N --config-fd M [--child-pidfd K]
+with the run's lock descriptor inherited (graphsignal.rings.stale) and
+BLAS/OpenMP pools capped to one thread in its environment.
+
+Every part starts inside a guard that logs one line on failure; a failure
+that ends the process says so in one line and exits with EXIT_REPORTED,
+and any other death (a signal, the OOM killer) is reported by the
+supervisor. Either way the workload goes on.
+
+When the channel reaches EOF before the workload's exit was announced, the
+supervisor is gone (killed outright): the workload gets SIGTERM, as from
+any supervisor that ends, and the final payload is still written.
+"""
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import types
+
+from graphsignal import __version__
+from graphsignal.rings import stale
+from graphsignal.sidecar import channel
+from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
+
+logger = logging.getLogger("graphsignal")
+
+SUPERVISOR_GONE_WAIT = 10.0  # seconds the workload gets to exit after our SIGTERM, for the final payload
+DROPPED_CONSOLE_METRIC = "graphsignal_dropped_console_bytes"
+
+
+class Workload:
+    """The supervisor's child as the sources see it (pid, poll()); its exit
+    status arrives through the channel."""
+
+    def __init__(self, pid, start_time=None, pidfd=None):
+        self.pid = pid
+        self.start_time = start_time
+        self.pidfd = pidfd
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+    def signal(self, sig):
+        """Sends sig to the workload, never to a process that reused its pid."""
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, sig)
+            except ProcessLookupError:
+                pass
+            return
+        if self.start_time is not None and start_time(self.pid) == self.start_time:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def wait_gone(self, timeout):
+        """True once the workload has exited (pidfd readable, or the pid no
+        longer names it), within timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pidfd is not None:
+                r, _, _ = select.select([self.pidfd], [], [], max(0.0, deadline - time.monotonic()))
+                if r:
+                    return True
+                continue
+            if not stale.pid_alive(self.pid):
+                return True
+            time.sleep(0.05)
+        return False
+
+
+class EarlyStore:
+    """Stands in for the MetricStore while the sidecar imports the rest, so
+    the console capture runs from the workload's first byte: calls are
+    kept (bounded, with their time) and replayed into the store once it is
+    attached, then passed straight through."""
+
+    MAX_CALLS = 10000
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._calls = []
+        self._store = None
+        self.dropped = 0
+
+    def clock(self):
+        store = self._store
+        return store.clock() if store is not None else time.time_ns()
+
+    def attach(self, store):
+        with self._lock:
+            for name, args, kwargs in self._calls:
+                try:
+                    getattr(store, name)(*args, **kwargs)
+                except Exception as e:
+                    logger.debug("graphsignal: replaying %s: %s", name, e)
+            self._calls = None
+            self._store = store
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        store = self._store
+        if store is not None:
+            return getattr(store, name)
+
+        def record(*args, **kwargs):
+            with self._lock:
+                if self._store is not None:
+                    return getattr(self._store, name)(*args, **kwargs)
+                kwargs.setdefault("ts", time.time_ns())
+                if len(self._calls) < self.MAX_CALLS:
+                    self._calls.append((name, args, kwargs))
+                else:
+                    self.dropped += 1
+        return record
+
+
+class Feed(threading.Thread):
+    """Reads the channel from the sidecar's first moments: console bytes
+    into the capture, gaps, and at the end the workload's exit status.
+    `ended` is True when the exit arrived, False when the channel closed
+    first (the supervisor is gone)."""
+
+    def __init__(self, sock, child):
+        threading.Thread.__init__(self, name="graphsignal-channel", daemon=True)
+        self.sock = sock
+        self.child = child
+        self.store = EarlyStore()
+        self.console = None
+        self.ended = None
+        self._gap_warned = set()
+
+    def start_console(self):
+        from graphsignal.sources import console
+
+        self.console = console.ConsoleCapture(self.store, lambda: self.child.pid)
+
+    def run(self):
+        try:
+            self.ended = self._serve()
+        except Exception as e:
+            logger.warning("graphsignal: the console channel failed: %s: %s", type(e).__name__, e)
+            self.ended = False
+
+    def _serve(self):
+        while True:
+            tag, payload = channel.receive(self.sock)
+            if tag is None:
+                return False
+            stream = channel.STREAM_OF.get(tag)
+            if stream is not None:
+                if self.console is not None:
+                    self.console.feed(stream, payload)
+            elif tag == channel.GAP:
+                d = _json(payload)
+                self._gap(d.get("stream"), d.get("bytes"))
+            elif tag == channel.CLOSED:
+                if self.console is not None:
+                    self.console.close_stream(payload.decode("ascii", "replace"))
+            elif tag == channel.EXIT:
+                d = _json(payload)
+                for stream, n in (d.get("gaps") or {}).items():
+                    self._gap(stream, n)
+                rc = d.get("returncode")
+                if isinstance(rc, int):
+                    self.child.returncode = rc
+                    self._record_exit(rc)
+                return True
+
+    def _gap(self, stream, n):
+        if stream not in channel.DATA or not isinstance(n, int) or n <= 0:
+            return
+        self.store.add_counter(DROPPED_CONSOLE_METRIC, {"stream": stream}, n)
+        if self.console is not None:
+            self.console.close_stream(stream)  # what follows a gap is not the same line or traceback
+        if stream not in self._gap_warned:
+            self._gap_warned.add(stream)
+            msg = ("console error capture fell behind on %s: %d bytes went through to the console unscanned "
+                   "(counted in %s)" % (stream, n, DROPPED_CONSOLE_METRIC))
+            logger.warning("graphsignal: %s", msg)
+            self.store.add_error("warning", msg, tags={"source": "sidecar"})
+
+    def _record_exit(self, rc):
+        pid = str(self.child.pid)
+        if rc < 0:
+            self.store.add_error("error", "process %s was %s" % (pid, describe_status(rc)),
+                                 tags={"process.pid": pid, "exit.signal": str(-rc)})
+        elif rc != 0:
+            self.store.add_error("error", "process %s exited with code %d" % (pid, rc),
+                                 tags={"process.pid": pid, "exit.code": str(rc)})
+
+
+class Sidecar:
+    def __init__(self, cfg, feed):
+        from graphsignal.store import MetricStore
+
+        self.cfg = cfg
+        self.feed = feed
+        self.sock = feed.sock
+        self.environ = dict(cfg.get("environ") or {})
+        self.run_id = cfg["run_id"]
+        self.child = feed.child
+        self.metrics_url = cfg.get("metrics_url")
+        # what the Prometheus source reads of the launcher's engines.Prepared
+        self.engine = types.SimpleNamespace(engine=cfg.get("engine"), metrics_url=self.metrics_url)
+        self.store = MetricStore()
+        self.store.context.update({"instance.id": self.run_id, "host.name": os.uname().nodename})
+        self.poller = None
+        self.server = None
+        self.uploader = None
+        self.sources = []
+        self.channel_eof = False
+
+    # -- guarded helpers ---------------------------------------------------------
+    def _guard(self, what, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as e:
+            msg = "%s failed: %s: %s (the workload runs on)" % (what, type(e).__name__, e)
+            logger.warning("graphsignal: %s", msg)
+            try:
+                self.store.add_error("error", msg, tags={"source": "sidecar"})
+            except Exception:
+                pass
+            return None
+
+    def _sidecar_error(self, msg):
+        self.store.add_error("warning", msg, tags={"source": "sidecar"})
+
+    # -- start ------------------------------------------------------------------
+    def start(self):
+        for level, msg in self.cfg.get("notes") or ():
+            self.store.add_error(level, msg, tags={"source": "sidecar"})
+        self.feed.store.attach(self.store)
+        # Cheapest imports first: the rings are read and the endpoint is up
+        # while the sources' libraries (psutil, NVML, requests) still load.
+        self._guard("poller", self._start_poller)
+        self._guard("server", self._start_server)
+        self._guard("process resources", self._register_root)
+        self._guard("sources", self._start_sources)
+        self._guard("uploader", self._start_uploader)
+        self._guard("version check", self._start_version_check)
+        self._guard("stale ring cleanup", self._remove_stale)
+
+    def _register_root(self):
+        from graphsignal.sources.host import redact_command_line
+
+        u = os.uname()
+        self.store.set_resource("host", {}, {
+            "platform.name": u.sysname, "platform.version": u.release, "platform.machine": u.machine,
+            "profiler.version": __version__, "cpu.count": os.cpu_count()})
+        # known before the first host poll, so even a short-lived workload has it
+        pid = str(self.child.pid)
+        self.store.set_resource("process", {"process.pid": pid, "process.root_pid": pid}, {
+            "process.parent_pid": str(self.cfg.get("supervisor_pid")),
+            "process.command_line": " ".join(redact_command_line(self.cfg["command"]))})
+
+    def _start_poller(self):
+        from graphsignal.poller import Poller
+
+        self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
+        self.poller.start()
+
+    def _start_sources(self):
+        from graphsignal.sources import SourceThread, registry
+
+        for src in registry.make_sources(self):
+            t = SourceThread(src, self.store)
+            t.start()
+            self.sources.append(t)
+
+    def _start_server(self):
+        from graphsignal.server import HostGuard, ServerThread, make_app
+        from graphsignal.sidecar.exposition import Exposition
+        from graphsignal.windows import window_stats
+
+        guard = HostGuard(self.cfg["listen_host"])
+        metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
+        self.server = ServerThread(make_app(self.store, window_stats, guard, metrics), self.cfg["listen_host"],
+                                   self.cfg["listen_port"], on_error=self._sidecar_error, host_guard=guard)
+        self.server.start()
+
+    def _engine_series(self):
+        """Keys of the series scraped from the engine's endpoint (what
+        /metrics leaves out unless asked): the scraper's own record of what
+        it wrote in its last good scrape."""
+        keys = set()
+        for t in self.sources:
+            keys.update(getattr(t.source, "_keys", ()))
+        return keys
+
+    def _start_uploader(self):
+        """Only with GRAPHSIGNAL_API_KEY (upload.start returns None without)."""
+        from graphsignal.sidecar import upload
+
+        self.uploader = upload.start(self.store, self.environ)
+
+    def _start_version_check(self):
+        from graphsignal.sidecar import version_check
+
+        version_check.start(self.store, self.environ)
+
+    def _remove_stale(self):
+        removed = stale.remove_stale(self.run_id)
+        if removed:
+            logger.info("graphsignal: removed %d ring file(s) left by earlier runs", len(removed))
+
+    def supervisor_gone(self):
+        msg = "graphsignal-run (pid %s) is gone; sending SIGTERM to the workload (pid %d)" % (
+            self.cfg.get("supervisor_pid"), self.child.pid)
+        logger.warning("graphsignal: %s", msg)
+        self.store.add_error("error", msg, tags={"source": "sidecar"})
+        self.child.signal(signal.SIGTERM)
+        self.child.wait_gone(SUPERVISOR_GONE_WAIT)
+
+    # -- stop -------------------------------------------------------------------
+    def stop(self):
+        for t in self.sources:
+            self._guard("stopping " + t.source.name, t.stop, 5.0, True)
+        if self.poller is not None:
+            self._guard("final drain", self.poller.stop, True)
+        if self.uploader is not None:
+            from graphsignal.sidecar import upload
+
+            self._guard("final upload", self.uploader.stop, upload.FINAL_DEADLINE)
+        path = self.cfg.get("signals_file")
+        if path:
+            self._guard("writing " + path, self._write_signals, path)
+        linger = self.cfg.get("linger")
+        if linger:
+            try:
+                self._linger(max(0.0, min(float(linger), 3600.0)))
+            except ValueError:
+                logger.warning("graphsignal: GRAPHSIGNAL_LINGER=%r is not a number of seconds", linger)
+        if self.server is not None:
+            self._guard("server shutdown", self.server.stop)
+        if self.poller is not None:
+            self._guard("ring cleanup", self.poller.cleanup_all)
+
+    def _linger(self, seconds):
+        """Keeps serving for seconds, or until the supervisor closes the
+        channel (a signal told it to end the run now)."""
+        if self.channel_eof:
+            time.sleep(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            r, _, _ = select.select([self.sock], [], [], left)
+            if r:
+                tag, _ = channel.receive(self.sock)
+                if tag is None:
+                    return
+
+    def _write_signals(self, path):
+        from graphsignal.payload import build_signals
+
+        data = build_signals(self.store)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    def run(self):
+        self.start()
+        self.feed.join()
+        if not self.feed.ended:
+            self.channel_eof = True
+            self.supervisor_gone()
+        self.stop()
+        return 0
+
+
+def _json(payload):
+    import json
+
+    try:
+        d = json.loads(payload)
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def parse_args(argv):
+    """{"channel_fd", "config_fd", "child_pidfd"} from "--channel-fd N ..."
+    (the supervisor is the only caller); raises ValueError."""
+    names = {"--channel-fd": "channel_fd", "--config-fd": "config_fd", "--child-pidfd": "child_pidfd"}
+    if len(argv) % 2:
+        raise ValueError("expected pairs of --name fd, got %r" % (argv,))
+    args = {"child_pidfd": None}
+    for name, value in zip(argv[::2], argv[1::2]):
+        if name not in names:
+            raise ValueError("unknown argument %r" % name)
+        args[names[name]] = int(value)
+    if "channel_fd" not in args or "config_fd" not in args:
+        raise ValueError("--channel-fd and --config-fd are required")
+    return args
+
+
+def main(argv=None):
+    # The supervisor's signal mask is inherited through exec.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    setup_logging(os.environ)  # the supervisor's environment, thread caps aside
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        cfg = channel.read_config(args["config_fd"])
+        sock = socket.socket(fileno=args["channel_fd"])
+        child = Workload(cfg["child_pid"], cfg.get("child_start_time"), args["child_pidfd"])
+        # The capture first (light), then the heavy rest: the channel is
+        # read while numpy and friends import.
+        feed = Feed(sock, child)
+        try:
+            feed.start_console()
+        except Exception as e:
+            logger.warning("graphsignal: console capture failed: %s: %s (the workload runs on)", type(e).__name__, e)
+        feed.start()
+        rc = Sidecar(cfg, feed).run()
+    except BaseException as e:  # noqa: B902 (SystemExit and KeyboardInterrupt too: one line, never a traceback)
+        logger.error("graphsignal: the profiler stopped (%s: %s); the workload runs on, unprofiled",
+                     type(e).__name__, e)
+        _flush()
+        os._exit(EXIT_REPORTED)
+    _flush()
+    # Skip interpreter teardown: daemon threads may sit in C calls, and
+    # nothing is left to do (files are written, rings removed).
+    os._exit(rc)
+
+
+def _flush():
+    for h in logger.handlers:
+        try:
+            h.flush()
+        except Exception:
+            pass
+
+
+if __name__ == "__main__":
+    main()
