@@ -99,7 +99,9 @@ def test_disable_version_check_turns_it_off(baseline):
 def test_a_hung_server_never_holds_the_exit(baseline):
     with Recorder(answers(lambda req: (time.sleep(30), (200, b'{"latest": "99.0.0"}'))[1])) as rec:
         t0 = time.monotonic()
-        proc = run(env_for(rec.base), seconds=0.0)
+        # long enough for the sidecar to start and ask (a workload that is
+        # already gone gets no sidecar at all, so no version check either)
+        proc = run(env_for(rec.base), seconds=1.5)
         took = time.monotonic() - t0
         assert wait_for(lambda: rec.matching(VERSION), 5)
     assert proc.returncode == 0 and proc.stdout == b"hello\n"
