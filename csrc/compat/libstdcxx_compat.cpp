@@ -31,3 +31,23 @@ char __libc_single_threaded = 0;
 }
 #endif
 #endif
+
+#if defined(__cpp_aligned_new)
+#include <bits/functexcept.h>
+#include <stdlib.h>
+
+// Over-aligned objects (cache-line aligned counters) are allocated with
+// C++17's aligned operator new, which libstdc++ exports only from gcc 7
+// (CXXABI_1.3.11). Local definitions keep the library at the gcc 4.8
+// level; the exports map keeps them out of the process's namespace, so
+// only this library's own allocations use them.
+void* operator new(std::size_t n, std::align_val_t al) {
+  size_t a = static_cast<size_t>(al) < sizeof(void*) ? sizeof(void*) : static_cast<size_t>(al);
+  void* p = nullptr;
+  if (posix_memalign(&p, a, n ? n : 1) != 0) std::__throw_bad_alloc();
+  return p;
+}
+void* operator new[](std::size_t n, std::align_val_t al) { return operator new(n, al); }
+void operator delete(void* p, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
+#endif
