@@ -4,6 +4,7 @@ import copy
 import io
 import json
 import os
+import time
 
 import pytest
 
@@ -313,6 +314,21 @@ def test_probes_and_errors(state):
     assert "myengine_batch_duration_nanoseconds pid 9" in text and "p50 1.00 ms" in text
     assert "myengine_tokens pid 9" in text and "total 640" in text
     assert "ERRORS 3" in text and "CUDA error: out of memory (x3)" in text
+
+
+def test_resolved_errors_say_so(state):
+    p = base_payload()
+    t = int(NOW * 1e9)
+    p["errors"] = [{"level": "warning", "message": "scraping http://127.0.0.1:8080/metrics failed: HTTP 500",
+                    "exception": None, "tags": {"source": "prometheus"}, "timestamp_ns": t - 20 * 10 ** 9,
+                    "last_ns": t - 20 * 10 ** 9, "count": 1, "resolved_ns": t - 10 * 10 ** 9},
+                   {"level": "error", "message": "CUDA error: out of memory", "exception": None, "tags": {},
+                    "timestamp_ns": t, "last_ns": t, "count": 1, "resolved_ns": None}]
+    lines = [x for x in frame(state, p) if "failed: HTTP 500" in x or "out of memory" in x]
+    assert len(lines) == 2
+    resolved = time.strftime("%H:%M:%S", time.localtime(NOW - 10))
+    assert lines[1].endswith("HTTP 500 (resolved %s)" % resolved)
+    assert "resolved" not in lines[0]
 
 
 def test_no_window_endpoint_falls_back_to_totals(state):

@@ -334,6 +334,13 @@ def _errors_section(model, once, now, g):
         level = e.get("level") or "?"
         cnt = e.get("count") or 1
         msg = (e.get("message") or "").replace("\n", " ")
+        resolved = e.get("resolved_ns")
+        if resolved:
+            # the condition has cleared (e.g. the engine's endpoint answers again): history, not news
+            lines.append(_line(("   %s %-7s %s%s (resolved %s)" % (
+                when, level, msg, " (x%d)" % cnt if cnt > 1 else "",
+                time.strftime("%H:%M:%S", time.localtime(resolved / 1e9))), "dim")))
+            continue
         lines.append(_line("   %s " % when, ("%-7s" % level, "bad" if level in ("error", "critical") else "warn"),
                            " " + msg + (" (x%d)" % cnt if cnt > 1 else "")))
     return lines
