@@ -380,7 +380,12 @@ class _Parser:
             return self.template_param()
         if self.peek(2) == "ad":
             self.i += 2
-            return ("name", "&(" + _str(self.expression()) + ")")
+            operand = self.expression()
+            if operand[0] == "enc" and operand[1][0] == "qual":
+                # c++filt (libiberty) leaves out the signature of a qualified,
+                # non-template function whose address is taken: &ns::f
+                return ("name", "&" + _str(operand[1]))
+            return ("name", "&(" + _str(operand) + ")")
         if self.peek(2) == "fp":
             self.i += 2
             while self.peek() in ("r", "V", "K"):
@@ -503,8 +508,13 @@ def _last_identifier(node):
     raise _Fail("constructor without a class name")
 
 
+def _list(nodes):
+    # an empty pack (`JE`, or its expansion `Dp`) prints as nothing, commas included
+    return ", ".join(x for x in (_str(n) for n in nodes) if x)
+
+
 def _targs(args):
-    s = ", ".join(_str(a) for a in args)
+    s = _list(args)
     return "<" + s + (" >" if s.endswith(">") else ">")
 
 
@@ -536,13 +546,13 @@ def _str(n):
     if k == "array":
         return "%s [%s]" % (_str(n[1]), n[2])
     if k == "pack":
-        return ", ".join(_str(p) for p in n[1])
+        return _list(n[1])
     if k == "pack_exp":
         # an expanded pack reads as its elements, as c++filt prints it
         return _str(n[1]) if n[1][0] == "pack" else _str(n[1]) + "..."
     if k == "enc":
         _, name, ret, params, suffix = n
-        s = "%s(%s)%s" % (_str(name), ", ".join(_str(p) for p in params), suffix)
+        s = "%s(%s)%s" % (_str(name), _list(params), suffix)
         return (_str(ret) + " " + s) if ret is not None else s
     if k == "local":
         enc = n[1]

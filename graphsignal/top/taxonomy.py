@@ -8,6 +8,13 @@ name, template arguments included (they often carry the operation: a
 overlaps: communication and attention first (their kernels contain GEMMs
 and reductions), then GEMM (its epilogues name activations and norms),
 then the narrower families, and plain elementwise last.
+
+ggml-cuda (llama.cpp) names its kernels tersely and reuses words: in
+`rope_norm` "norm" is the rope mode, `k_get_rows<..., dequantize_q4_0>`
+is a gather that dequantizes, `k_set_rows` is the KV-cache write, `cpy_*`
+copies, `mul_mat_vec_f`/`mul_mat_vec_q`/`mul_mat_q`/`mul_mat_f` are its
+GEMV/GEMM kernels (float and quantized weights) and `soft_max_f32` its
+softmax; its rules sit right after attention's so that these words win.
 """
 import re
 
@@ -42,6 +49,11 @@ _RULES = [
     (ATTENTION, r"flash_?(fwd|bwd|attn|attention|decod|mla)|" + _B + r"flash::|fmha|attention|" + _B + r"attn|" + _B + r"mha" + _E + r"|" + _B + r"mla" + _E
                 + r"|batch_?prefill|batch_?decode|single_?prefill|single_?decode|paged_?attention|xformers"
                 + r"|merge_?attn|merge_?state|" + _B + r"sdpa|" + _B + r"lean_?attn"),
+    # ggml-cuda (see the module doc)
+    (EMBEDDING, _B + r"rope_(norm|neox|multi|vision)" + _E),
+    (MEMORY, _B + r"k_(get|set)_rows|" + _B + r"cpy_|op_repeat|" + _B + r"k_repeat"),
+    (COMMUNICATION, _B + r"ggml_cuda_ar_"),
+    (GEMM, _B + r"mul_mat_(vec|q|f)"),
     (CONVOLUTION, r"convolution|convolve|" + _B + r"conv[123]?d|" + _B + r"conv_|implicit_?gemm|winograd"
                   + r"|" + _B + r"[dw]grad" + _E + r"|cudnn.*conv"),
     (GEMM, r"gemm|gemv|" + _B + r"b?mm" + _E + r"|addmm|matmul|" + _B + r"w?mma" + _E + r"|xmma|nvjet|cublas"
@@ -49,7 +61,7 @@ _RULES = [
     (QUANTIZATION, r"quant|" + _B + r"(fp8|fp4|nvfp4|mxfp\d|int8|int4|e4m3|e5m2)" + _E + r"|awq|gptq"),
     (SORT, r"sort|radix|" + _B + r"scan|cumsum|cumprod|" + _B + r"top_?[kp]|sampling|bitonic"),
     (NORMALIZATION, r"(layer|rms|group|batch|instance|l2|weight)_?norm|" + _B + r"norm_|" + _B + r"norm" + _E
-                    + r"|softmax|" + _B + r"rsqrt"),
+                    + r"|soft_?max|" + _B + r"rsqrt"),
     (ACTIVATION, r"silu|gelu|" + _B + r"relu|swiglu|geglu|sigmoid|" + _B + r"tanh|" + _B + r"elu" + _E
                  + r"|mish|swish|act_and_mul|" + _B + r"act_|activation|softplus|" + _B + r"glu" + _E),
     (EMBEDDING, r"embed|rotary|" + _B + r"rope" + _E + r"|index_?select"),
@@ -58,7 +70,7 @@ _RULES = [
     (MEMORY, r"memcpy|memset|copy|" + _B + r"fill|cat_?array|" + _B + r"cat" + _E + r"|concat|transpose|permute"
              + r"|contiguous|gather|scatter|_cache|" + _B + r"index|" + _B + r"clone" + _E),
     (ELEMENTWISE, r"elementwise|pointwise|triton_poi_|" + _B + r"unary|" + _B + r"binary|foreach|multi_tensor"
-                  + r"|" + _B + r"(add|mul|sub|div|where|clamp|exp|log|pow|neg|abs|sqrt|cast|to)" + _E),
+                  + r"|" + _B + r"(add|mul|sub|div|where|clamp|exp|log|pow|neg|abs|sqrt|cast|to|scale)" + _E),
 ]
 _COMPILED = [(cat, re.compile(rx)) for cat, rx in _RULES]
 
@@ -83,6 +95,14 @@ _SCALARS = {
 # wrappers whose own argument says more than they do
 _WRAPPERS = {"ReduceOp", "func_wrapper_t", "AccumulateType", "OpaqueType"}
 _LITERAL = re.compile(r"^-?\(?[\w: ]*\)?-?\d+[ul]*$|^(true|false)$")
+# ggml's weight types (enum ggml_type in ggml.h; the values are GGUF's type ids, so they
+# stay put): mul_mat_vec_q<(ggml_type)12, ...> is the Q4_K kernel
+_GGML_TYPE = re.compile(r"^\(ggml_type\)(\d+)$")
+_GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 9: "q8_1", 10: "q2_K",
+               11: "q3_K", 12: "q4_K", 13: "q5_K", 14: "q6_K", 15: "q8_K", 16: "iq2_xxs", 17: "iq2_xs",
+               18: "iq3_xxs", 19: "iq1_s", 20: "iq4_nl", 21: "iq3_s", 22: "iq2_s", 23: "iq4_xs", 24: "i8",
+               25: "i16", 26: "i32", 27: "i64", 28: "f64", 29: "iq1_m", 30: "bf16", 34: "tq1_0", 35: "tq2_0",
+               39: "mxfp4", 40: "nvfp4", 41: "q1_0", 42: "q2_0"}
 
 
 def _split_top(s, sep=","):
@@ -165,6 +185,9 @@ def _arg_name(arg, depth=0):
     """A template argument reduced to the word that says what it is, or
     None when it says nothing (a number, a bool, a container)."""
     arg = arg.strip()
+    m = _GGML_TYPE.match(arg)
+    if m:
+        return _GGML_TYPES.get(int(m.group(1)))
     if _LITERAL.match(arg):
         return None
     if arg.startswith("&(") or arg.startswith("&"):
