@@ -1,13 +1,11 @@
 """The engine summary's llama.cpp keys, derived from llama-server's own
 counters, on its real /metrics texts (tests/data/engines/llamacpp_*.txt;
 each file's first line says where it comes from)."""
-import json
 import os
 
 import pytest
 
 from graphsignal import engine_summary
-from graphsignal.payload import build_signals
 from graphsignal.sources import prometheus
 from graphsignal.store import MetricStore
 
