@@ -23,6 +23,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# the GPU tests keep their numbers, payload excerpts and logs here
+export GRAPHSIGNAL_TEST_ARTIFACTS=${GRAPHSIGNAL_TEST_ARTIFACTS:-$OUT/artifacts}
 # never let a test touch NVLink multicast on shared hosts
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 

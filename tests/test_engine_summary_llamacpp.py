@@ -2,6 +2,7 @@
 counters, on its real /metrics texts (tests/data/engines/llamacpp_*.txt;
 each file's first line says where it comes from)."""
 import os
+import re
 
 import pytest
 
@@ -60,3 +61,19 @@ def test_no_prompt_tokens_yet_is_null_not_a_division_by_zero():
     prometheus.apply(store, prometheus.parse_exposition(text))
     s = engine_summary.from_store(store)
     assert s["prompt_seconds_per_token"] is None and s["decode_tokens_per_second_per_request"] is None
+
+
+def test_skill_md_names_llama_servers_real_series_and_every_derived_key():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "SKILL.md"), encoding="utf-8") as f:
+        skill = f.read()
+    section = skill[skill.index("### Reading a llama.cpp server's payload"):]
+    section = section[:section.index("\n## ")]
+    store = load("llamacpp_2_live.txt")
+    live = {name for (name, _, _) in store.series}
+    named = set(re.findall(r"`(llamacpp:[a-z_]+)`", section))
+    assert len(named) >= 8 and sorted(named - live) == []
+    window = {"window." + k for k in engine_summary.WINDOW_DERIVED}
+    for key in engine_summary.DERIVED:
+        assert "`%s`" % key in section, key
+    assert any(("`%s`" % w) in section for w in window)
