@@ -357,6 +357,26 @@ def payload_facts(doc):
             "engine": engine.get("engine"), "engine_generation_tokens_total": engine.get("generation_tokens_total")}
 
 
+def wait_scraped(signals_url, timeout=60.0, after_ns=0):
+    """Seconds until graphsignal-run has scraped the engine successfully at
+    a time after `after_ns` (epoch ns; 0: any good scrape. Its backoff
+    while the model loaded may delay the first); None if that did not
+    happen within `timeout`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            with urllib.request.urlopen(signals_url, timeout=5) as r:
+                doc = json.loads(r.read())
+            stats = {m.get("name"): (m.get("stats") or {}).get("value") for m in doc.get("metrics") or ()
+                     if m.get("name") in ("prometheus_scrape_up", "prometheus_scrape_timestamp_ns")}
+            if stats.get("prometheus_scrape_up") == 1 and (stats.get("prometheus_scrape_timestamp_ns") or 0) > after_ns:
+                return round(time.monotonic() - t0, 3)
+        except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    return None
+
+
 # -- one point ----------------------------------------------------------------------
 
 def run_point(args, mode, clients, rep, out_dir):
@@ -376,6 +396,9 @@ def run_point(args, mode, clients, rep, out_dir):
         t_start = time.monotonic()
         server.wait_healthy(args.start_timeout)
         line["start_seconds"] = round(time.monotonic() - t_start, 3)
+        if server.signals_url:
+            # the payload should hold the engine's metrics over the whole measurement
+            line["scrape_wait_seconds"] = wait_scraped(server.signals_url, args.start_timeout)
         load = Load(port, clients, args.prompt, args.n_predict).start()
         time.sleep(args.warmup)
         if server.signals_url and args.signals_interval > 0:
@@ -404,6 +427,9 @@ def run_point(args, mode, clients, rep, out_dir):
             poller.stop()
         if load is not None:
             load.stop(timeout=args.n_predict * 0.5 + 30)
+            if server.signals_url and "error" not in line:
+                # one scrape after the load, so the kept payload's engine counters cover all of it
+                line["final_scrape_wait_seconds"] = wait_scraped(server.signals_url, 15.0, time.time_ns())
         line["exit_status"] = server.stop(args.stop_timeout)
     if not mode.bare:
         doc = None

@@ -47,6 +47,8 @@ def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
         assert p["signals_polls"] > 3 and p["signals_failures"] == 0
         assert 0 < p["signals_p50_ms"] <= p["signals_p99_ms"]
         assert p["payload"] and p["dropped_records"] == 0 and p["errors"] == []
+        # the load starts once the engine is scraped, and the server stops after one more scrape
+        assert p["scrape_wait_seconds"] is not None and p["final_scrape_wait_seconds"] is not None
         assert p["engine"] == "llamacpp" and p["engine_generation_tokens_total"] >= 16
         doc = json.loads(open(p["signals_file"]).read())
         assert os.path.basename(p["signals_file"]) == "signals_%s_c2.json" % p["mode"]
