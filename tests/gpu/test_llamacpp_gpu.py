@@ -203,6 +203,7 @@ def counts(doc, pid):
             for f in frames:
                 add("replays", f["samples"])
                 add("graph:" + f["name"], f["samples"])
+                add("time:graphs_ns", f["value"])
         elif name == "cuda_kernels_nanoseconds":
             for f in frames:
                 add("kernels", f["samples"])
@@ -265,7 +266,8 @@ def affine(deltas, lengths=LENGTHS, n=N):
 
 
 def report(run):
-    return {"affine": {k: v for k, v in run["affine"].items()}, "deltas": run["deltas"]}
+    return {"affine": {k: v for k, v in run["affine"].items() if not k.startswith("time:")},
+            "deltas": run["deltas"]}
 
 
 # -- fixtures: one server per mode for the exact counts ------------------------------
@@ -326,6 +328,8 @@ def test_graph_mode_one_replay_per_generated_token(graph_run):
     # the decode graph, under one frame name or more (a re-capture may get a new name)
     frames = [key for key in graph_run["affine"] if key.startswith("graph:")]
     assert frames
+    # and the decode time is there: every phase adds replay time
+    assert all(r.get("time:graphs_ns", 0) > 0 for r in graph_run["deltas"]), graph_run["deltas"]
     artifact("llamacpp_graph_replays.json", {"replays_per_token": s, "eager_passes_per_request": k,
                                              "frames": {f: graph_run["affine"][f] for f in frames}})
 
