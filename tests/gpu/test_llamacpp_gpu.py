@@ -356,12 +356,12 @@ def test_graph_mode_copies_and_syncs_per_token_are_exact(graph_run):
                                                       "n_vocab": graph_run["vocab"]})
     # One device-to-host copy per llama_decode: the logits of its one output
     # row (n_vocab floats) into llama.cpp's output buffer, pinned host memory.
-    assert copies["memcpy:device_to_host:pinned"] == (1, 0), copies
-    assert copies["memcpy_bytes:device_to_host:pinned"] == (4 * graph_run["vocab"], 0), copies
+    assert copies.get("memcpy:device_to_host:pinned") == (1, 0), copies
+    assert copies.get("memcpy_bytes:device_to_host:pinned") == (4 * graph_run["vocab"], 0), copies
     # the inputs of every step (positions, mask, KV indices, the embeddings the
     # CPU looked up) go up from pinned buffers, a fixed number per token; none pageable
-    s_h2d, _ = copies["memcpy:host_to_device:pinned"]
-    assert s_h2d >= 1
+    s_h2d, _ = copies.get("memcpy:host_to_device:pinned", (0, 0))
+    assert s_h2d >= 1, copies
     assert copies.get("memcpy:host_to_device:pageable", (0, 0))[0] == 0, copies
     # the host waits for each step's logits at least once
     assert sum(s for s, _ in syncs.values()) >= 1, syncs
