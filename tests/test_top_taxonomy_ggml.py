@@ -163,6 +163,16 @@ GGML = {
         "void ggml_cuda_ar_kernel<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat"
         "16*, __nv_bfloat16 const*, int, int*, int*, int)"),
 
+    "_Z9mul_mat_qIL9ggml_type2ELi104ELb0EL9ggml_prec30EEvPKcPKiS5_S5_PfS6_PKf5uint3iiiiiS9_S9_iiiS9_S9_iiiS9_": (
+        "gemm", "mul_mat_q<q4_0>",
+        "void mul_mat_q<(ggml_type)2, 104, false, (ggml_prec)30>(char const*, int const*, int const*, int const*,"
+        " float*, float*, float const*, uint3, int, int, int, int, int, uint3, uint3, int, int, int, uint3, uint3"
+        ", int, int, int, uint3)"),
+    "_Z24mul_mat_q_stream_k_fixupIL9ggml_type2ELi104ELb0EL9ggml_prec30EEvPKiS3_PfS4_5uint3iiiS5_iS5_iS5_": (
+        "gemm", "mul_mat_q_stream_k_fixup<q4_0>",
+        "void mul_mat_q_stream_k_fixup<(ggml_type)2, 104, false, (ggml_prec)30>(int const*, int const*, float*, f"
+        "loat*, uint3, int, int, int, uint3, int, uint3, int, uint3)"),
+
 }
 
 
@@ -188,7 +198,7 @@ def test_cxxfilt_prints_what_the_table_says():
 def test_a_decode_step_ranks_into_the_categories_an_engine_user_expects(tax_py):
     # one Llama decode step's kernels as ggml-cuda runs them (f16 weights, flash attention)
     cats = {GGML[s][1]: tax_py.describe(s)[0] for s in GGML}
-    assert cats["mul_mat_vec_f<__half>"] == cats["mul_mat_vec_q<q8_0>"] == "gemm"
+    assert cats["mul_mat_vec_f<__half>"] == cats["mul_mat_vec_q<q8_0>"] == cats["mul_mat_q<q4_0>"] == "gemm"
     assert cats["flash_attn_ext_f16"] == cats["flash_attn_tile"] == "attention"
     assert cats["rms_norm_f32"] == cats["soft_max_f32<__half>"] == "normalization"
     assert cats["rope_norm<__half>"] == cats["rope_neox<__half>"] == "embedding"  # "norm" is rope's mode there
