@@ -1,12 +1,14 @@
 """The engine summary's llama.cpp keys, derived from llama-server's own
 counters, on its real /metrics texts (tests/data/engines/llamacpp_*.txt;
 each file's first line says where it comes from)."""
+import json
 import os
 import re
 
 import pytest
 
 from graphsignal import engine_summary
+from graphsignal.payload import build_signals
 from graphsignal.sources import prometheus
 from graphsignal.store import MetricStore
 
@@ -77,3 +79,24 @@ def test_skill_md_names_llama_servers_real_series_and_every_derived_key():
     for key in engine_summary.DERIVED:
         assert "`%s`" % key in section, key
     assert any(("`%s`" % w) in section for w in window)
+
+
+def test_window_between_two_live_scrapes_under_4_clients():
+    # two scrapes of one llama-server 3.037 s apart, 4 clients busy on its 4 slots
+    def metrics(name):
+        return json.loads(build_signals(load(name)))["metrics"]
+
+    s = engine_summary.summarize(metrics("llamacpp_5_live_4clients_b.txt"),
+                                 metrics("llamacpp_5_live_4clients_a.txt"), seconds=3.037)
+    assert s["requests_running"] == 4 and s["busy_slots_per_decode"] == approx(3.9523)
+    w = s["window"]
+    assert w["seconds"] == 3.037
+    assert w["generation_tokens_per_second"] == approx((6912 - 3328) / 3.037)
+    assert w["decode_calls_per_second"] == approx((1761 - 893) / 3.037)
+    assert w["prompt_seconds_per_token"] == approx((0.242778 - 0.074221) / (160 - 104))
+    assert w["decode_tokens_per_second_per_request"] == approx((6912 - 3328) / (26.2481 - 13.7124))
+    # busy slots in the window from the since-start average at both ends:
+    # (3.9523 * 1761 - 3.95633 * 893) / (1761 - 893)
+    assert w["busy_slots_per_decode"] == approx((3.9523 * 1761 - 3.95633 * 893) / 868)
+    assert 3.9 < w["busy_slots_per_decode"] <= 4.0  # 4 slots, nearly always all busy
+    assert w["itl_seconds"]["mean"] == approx((26.2481 - 13.7124) / (6912 - 3328))
