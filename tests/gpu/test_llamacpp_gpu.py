@@ -425,7 +425,8 @@ def load_run(name, spec, seconds=10.0):
     try:
         load = Load(eng.port, 4, PROMPT, 128).start()
         time.sleep(2.0)
-        poller = SignalsPoller("http://127.0.0.1:%d/signals" % eng.listen, 0.25).start()
+        # 10 polls a second: about 100 samples, so that p99 is not simply the slowest one
+        poller = SignalsPoller("http://127.0.0.1:%d/signals" % eng.listen, 0.1).start()
         time.sleep(seconds / 2)
         mid = eng.signals()
         top = subprocess.run([sys.executable, "-m", "graphsignal.cli.top", "--once", "--port", str(eng.listen),
@@ -526,7 +527,7 @@ def test_top_once_ranks_llamacpp_kernels_by_category(node_load):
 def test_nothing_dropped_and_signals_p99_under_10ms_under_load(which, graph_load, node_load):
     run = graph_load if which == "graph" else node_load
     ms = run["signals_ms"]
-    assert len(ms) >= 20
+    assert len(ms) >= 50
     assert percentile(ms, 99) < 10.0, sorted(ms)[-5:]
     final = run["payload_at_exit"]
     dropped = [m for m in final["metrics"] if m["name"] == "graphsignal_dropped_records"]
