@@ -22,6 +22,36 @@ itl is per decode step (time between tokens); tpot is per request
 llama.cpp reports neither: its itl is the mean of
 tokens_predicted_seconds_total / tokens_predicted_total (no quantiles).
 
+What llama.cpp's counters allow to derive (null for the other engines,
+and for a llama-server too old to export the counter):
+
+  prompt_seconds_per_token             prompt_seconds_total /
+                                       prompt_tokens_total: prefill time
+                                       per processed prompt token (tokens
+                                       reused from its prompt cache are
+                                       prompt_tokens_cached_total, not in it)
+  decode_tokens_per_second_per_request tokens_predicted_total /
+                                       tokens_predicted_seconds_total: the
+                                       speed of one request's stream (the
+                                       seconds are summed over requests, so
+                                       this is not the server's throughput;
+                                       that is window's
+                                       generation_tokens_per_second)
+  decode_calls_total                   n_decode_total: llama_decode() calls
+                                       (one per batch step of the server)
+  busy_slots_per_decode                n_busy_slots_per_decode: requests in
+                                       an average batch step, since start
+  prompt_tokens_cached_total           prompt_tokens_cached_total
+
+and in `window`: prompt_seconds_per_token,
+decode_tokens_per_second_per_request, decode_calls_per_second and
+busy_slots_per_decode over the window (the latter is the average gauge
+times the decode count at both ends, differenced: llama-server prints the
+gauge to 6 significant digits, so late in a long run a short window's
+value is approximate). llama.cpp adds a request's generated tokens and
+generation time when the request finishes, so those move in steps of
+whole requests. It exports neither TTFT nor KV-cache usage: null.
+
 Engines split series by labels: vLLM by `engine` (DP rank), SGLang by
 `dp_rank`, `is_streaming` and (with per-rank metrics on) `tp_rank`, which
 see the same batch, so only tp_rank "0" is read. Everything else is summed.
@@ -100,6 +130,16 @@ NAMES = {
 }
 # llama.cpp's inter-token latency proxy: seconds spent generating / tokens generated.
 LLAMACPP_ITL = ("llamacpp:tokens_predicted_seconds_total", "llamacpp:tokens_predicted_total")
+# llama.cpp's other counters, for the derived keys (see the module doc)
+LLAMACPP_PROMPT = ("llamacpp:prompt_seconds_total", "llamacpp:prompt_tokens_total")
+LLAMACPP_DECODES = "llamacpp:n_decode_total"
+LLAMACPP_BUSY = "llamacpp:n_busy_slots_per_decode"
+LLAMACPP_CACHED = "llamacpp:prompt_tokens_cached_total"
+LLAMACPP_EXTRA = LLAMACPP_PROMPT + (LLAMACPP_DECODES, LLAMACPP_BUSY, LLAMACPP_CACHED)
+DERIVED = ("prompt_seconds_per_token", "decode_tokens_per_second_per_request", "decode_calls_total",
+           "busy_slots_per_decode", "prompt_tokens_cached_total")
+WINDOW_DERIVED = ("prompt_seconds_per_token", "decode_tokens_per_second_per_request", "decode_calls_per_second",
+                  "busy_slots_per_decode")
 # The scrape time of the engine's counters (see sources/prometheus.py).
 SCRAPE_TS = "prometheus_scrape_timestamp_ns"
 SCRAPE_UP = "prometheus_scrape_up"
@@ -109,7 +149,7 @@ COUNTERS = ("prompt_tokens", "generation_tokens")
 LATENCIES = ("ttft", "itl", "tpot", "e2e")
 
 ALL_NAMES = frozenset(n for per in NAMES.values() for names in per.values() for n in names) \
-    | frozenset(LLAMACPP_ITL) | {SCRAPE_TS, SCRAPE_UP}
+    | frozenset(LLAMACPP_ITL) | frozenset(LLAMACPP_EXTRA) | {SCRAPE_TS, SCRAPE_UP}
 
 
 # -- selection ----------------------------------------------------------------------
@@ -267,8 +307,57 @@ def _cumulative(idx, engine):
             sources["itl"] = "%s / %s" % LLAMACPP_ITL
             out["itl_seconds"] = {"count": toks, "mean": secs / toks if toks else None,
                                   "p50": None, "p95": None, "p99": None}
+    for key in DERIVED:
+        out[key] = None
+    if engine == LLAMACPP:
+        _llamacpp_derived(idx, out, sources)
     out["sources"] = sources
     return out, hists
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _llamacpp_raw(idx):
+    """The llama.cpp counters the derived keys come from (None: not exported)."""
+    c = {n: _sum(_counter_values(idx.get(n, ()))) for n in LLAMACPP_ITL + LLAMACPP_PROMPT
+         + (LLAMACPP_DECODES, LLAMACPP_CACHED)}
+    c[LLAMACPP_BUSY] = _sum(_gauge_values(idx.get(LLAMACPP_BUSY, ())))
+    return c
+
+
+def _llamacpp_derived(idx, out, sources):
+    c = _llamacpp_raw(idx)
+    out["prompt_seconds_per_token"] = _ratio(c[LLAMACPP_PROMPT[0]], c[LLAMACPP_PROMPT[1]])
+    out["decode_tokens_per_second_per_request"] = _ratio(c[LLAMACPP_ITL[1]], c[LLAMACPP_ITL[0]])
+    out["decode_calls_total"] = c[LLAMACPP_DECODES]
+    out["busy_slots_per_decode"] = c[LLAMACPP_BUSY]
+    out["prompt_tokens_cached_total"] = c[LLAMACPP_CACHED]
+    for key, names in (("prompt_seconds_per_token", "%s / %s" % LLAMACPP_PROMPT),
+                       ("decode_tokens_per_second_per_request", "%s / %s" % LLAMACPP_ITL[::-1]),
+                       ("decode_calls_total", LLAMACPP_DECODES), ("busy_slots_per_decode", LLAMACPP_BUSY),
+                       ("prompt_tokens_cached_total", LLAMACPP_CACHED)):
+        if out[key] is not None:
+            sources[key] = names
+
+
+def _llamacpp_window(idx, pidx, seconds, w):
+    c, p = _llamacpp_raw(idx), _llamacpp_raw(pidx)
+
+    def delta(name):
+        a, b = c[name], p[name]
+        return a - b if a is not None and b is not None and a >= b else None
+
+    w["prompt_seconds_per_token"] = _ratio(delta(LLAMACPP_PROMPT[0]), delta(LLAMACPP_PROMPT[1]))
+    w["decode_tokens_per_second_per_request"] = _ratio(delta(LLAMACPP_ITL[1]), delta(LLAMACPP_ITL[0]))
+    dd = delta(LLAMACPP_DECODES)
+    w["decode_calls_per_second"] = dd / seconds if dd is not None else None
+    busy = None
+    if dd and c[LLAMACPP_BUSY] is not None and p[LLAMACPP_BUSY] is not None:
+        # the gauge is busy slots / decodes since start: times the decode count, busy slots at each end
+        busy = max(0.0, (c[LLAMACPP_BUSY] * c[LLAMACPP_DECODES] - p[LLAMACPP_BUSY] * p[LLAMACPP_DECODES]) / dd)
+    w["busy_slots_per_decode"] = busy
 
 
 def _rate(cur, prev, seconds):
@@ -313,6 +402,10 @@ def _window(idx, pidx, engine, cur, hists, seconds):
             dsecs = c["mean"] * c["count"] - p["mean"] * p["count"]
             dtoks = c["count"] - p["count"]
             w["itl_seconds"] = {"count": dtoks, "mean": dsecs / dtoks, "p50": None, "p95": None, "p99": None}
+    for key in WINDOW_DERIVED:
+        w[key] = None
+    if engine == LLAMACPP:
+        _llamacpp_window(idx, pidx, seconds, w)
     return w
 
 

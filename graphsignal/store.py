@@ -300,7 +300,8 @@ class MetricStore:
     # -- errors and resources ------------------------------------------------
     def add_error(self, level, message, exception=None, tags=None, ts=None):
         """Keeps the latest MAX_ERRORS entries; a repeat of the latest entry
-        with the same text is counted instead of stored again."""
+        with the same text is counted instead of stored again (and is
+        current again if it had been resolved)."""
         ts = ts or self.clock()
         with self.lock:
             self.errors_total += 1
@@ -310,9 +311,24 @@ class MetricStore:
                         and e["tags"] == tags:
                     e["count"] += 1
                     e["last_ns"] = ts
+                    e["resolved_ns"] = None
                     return
             self.errors.append({"level": level, "message": message, "exception": exception, "tags": tags,
-                                "timestamp_ns": ts, "last_ns": ts, "count": 1})
+                                "timestamp_ns": ts, "last_ns": ts, "count": 1, "resolved_ns": None})
+
+    def resolve_errors(self, tags, ts=None):
+        """Marks the unresolved entries whose tags include `tags` as resolved
+        at `ts` (epoch ns): the condition they report has cleared (an
+        engine's endpoint answers again). Returns how many were marked."""
+        ts = ts or self.clock()
+        want = {str(k): str(v) for k, v in tags.items()}
+        n = 0
+        with self.lock:
+            for e in self.errors:
+                if e.get("resolved_ns") is None and all(e["tags"].get(k) == v for k, v in want.items()):
+                    e["resolved_ns"] = ts
+                    n += 1
+        return n
 
     def set_resource(self, kind, tags, attributes, ts=None):
         ts_s = int((ts or self.clock()) // 1_000_000_000)

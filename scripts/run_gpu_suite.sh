@@ -7,6 +7,15 @@
 #   bash scripts/run_gpu_suite.sh            # tests + benchmarks
 #   GS_SKIP_BENCH=1 bash scripts/run_gpu_suite.sh
 #
+# A real inference engine (llama.cpp's llama-server, tests/gpu/test_llamacpp_gpu.py
+# and scripts/engine_e2e.py), when given its paths; without them those are skipped:
+#   GS_LLAMA_SERVER=/path/llama-server  or  GS_LLAMA_SRC=/path/llama.cpp (built into
+#       GS_LLAMA_BUILD, default /tmp/gs-llama-build, with cmake)
+#   GS_GGUF=/path/model.gguf; when it is missing and GS_MAKE_MODEL_SCRIPT=/path/make_tiny_gguf.py
+#       is given, that script writes it (from GS_MAKE_MODEL_SRC, default GS_LLAMA_SRC;
+#       GS_MAKE_MODEL_ARGS adds arguments)
+#   GS_E2E_ARGS: more engine_e2e.py arguments, e.g. "--reps 3 --duration 12 --clients 1,4"
+#
 # Offline hosts: put cp3XX manylinux wheels of the missing Python packages
 # (e.g. cffi, pycparser, orjson) in .whl/; they are installed into /tmp/site.
 set -uo pipefail
@@ -14,6 +23,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# the GPU tests keep their numbers, payload excerpts and logs here
+export GRAPHSIGNAL_TEST_ARTIFACTS=${GRAPHSIGNAL_TEST_ARTIFACTS:-$OUT/artifacts}
 # never let a test touch NVLink multicast on shared hosts
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
@@ -36,6 +47,29 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   ls -la graphsignal/lib
 } 2>&1 | tee "$OUT/build.log"
 
+if [ -n "${GS_LLAMA_SERVER:-}${GS_LLAMA_SRC:-}" ] && [ -n "${GS_GGUF:-}" ]; then
+  prep=(--model "$GS_GGUF")
+  if [ -n "${GS_LLAMA_SERVER:-}" ]; then
+    prep+=(--llama-server "$GS_LLAMA_SERVER")
+  else
+    prep+=(--llama-src "$GS_LLAMA_SRC" --build-dir "${GS_LLAMA_BUILD:-/tmp/gs-llama-build}")
+  fi
+  if [ ! -e "$GS_GGUF" ] && [ -n "${GS_MAKE_MODEL_SCRIPT:-}" ]; then
+    prep+=(--make-model "${GS_MAKE_MODEL_SRC:-${GS_LLAMA_SRC:-}}" --make-model-script "$GS_MAKE_MODEL_SCRIPT"
+           --make-model-args "${GS_MAKE_MODEL_ARGS:-}")
+  fi
+  echo "== engine: llama-server and model (log: $OUT/engine_prepare.log)"
+  if paths=$(python3 scripts/engine_e2e.py "${prep[@]}" --prepare-only 2>"$OUT/engine_prepare.log" | tail -1) \
+      && [ -n "$paths" ]; then
+    GRAPHSIGNAL_TEST_LLAMA_SERVER=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["llama_server"])' "$paths")
+    GRAPHSIGNAL_TEST_GGUF=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["model"])' "$paths")
+    export GRAPHSIGNAL_TEST_LLAMA_SERVER GRAPHSIGNAL_TEST_GGUF
+    echo "$paths"
+  else
+    echo "engine preparation failed; the engine tests skip (see $OUT/engine_prepare.log)"
+  fi
+fi
+
 rc=0
 TIMEOUT_OPT=$(python3 -c 'import pytest_timeout' 2>/dev/null && echo "--timeout=${GS_TEST_TIMEOUT:-300}")
 python3 -m pytest -q -m gpu -p no:cacheprovider -rs $TIMEOUT_OPT tests/gpu ${GS_TESTS:-} 2>&1 | tee "$OUT/gpu_tests.log"
@@ -51,6 +85,11 @@ if [ -z "${GS_SKIP_BENCH:-}" ]; then
     python3 scripts/bench_sidecar.py
     python3 scripts/bench_overhead.py --reps "${GS_BENCH_REPS:-3}"
   } 2>"$OUT/bench.err" | tee "$OUT/bench.jsonl"
+  if [ -n "${GRAPHSIGNAL_TEST_LLAMA_SERVER:-}" ] && [ -n "${GRAPHSIGNAL_TEST_GGUF:-}" ]; then
+    # shellcheck disable=SC2086  # GS_E2E_ARGS is a list of words
+    python3 scripts/engine_e2e.py --llama-server "$GRAPHSIGNAL_TEST_LLAMA_SERVER" --model "$GRAPHSIGNAL_TEST_GGUF" \
+      --out "$OUT/engine-e2e" ${GS_E2E_ARGS:-} 2>"$OUT/engine_e2e.err" | tee "$OUT/engine_e2e.jsonl"
+  fi
 fi
 echo "gpu tests exit code: $rc"
 exit $rc

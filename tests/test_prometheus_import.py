@@ -70,6 +70,8 @@ def summary(store):
 EXPECTED_SERIES = {
     "llamacpp_1.txt": {"counter": 4},
     "llamacpp_2_live.txt": {"counter": 10, "gauge": 5},
+    "llamacpp_5_live_4clients_a.txt": {"counter": 10, "gauge": 5},
+    "llamacpp_5_live_4clients_b.txt": {"counter": 10, "gauge": 5},
     "sglang_1.txt": {"counter": 2, "gauge": 6, "histogram": 4},
     "sglang_2.txt": {"gauge": 4},
     # 3 typed gauges (gen_throughput's TYPE line is there, its sample is cut)

@@ -4,6 +4,7 @@ import copy
 import io
 import json
 import os
+import time
 
 import pytest
 
@@ -222,6 +223,26 @@ def test_engine_block_before_the_first_window(state):
     assert "tokens/s prompt - gen -" in text and "TTFT p50 50.00 ms p95 200.00 ms (since start)" in text
 
 
+def test_engine_block_of_llama_server(state):
+    # the summary engine_summary makes of llama-server's metrics (tests/test_engine_summary_llamacpp.py)
+    doc = engine_summary_doc()
+    doc.update(engine="llamacpp", kv_cache_usage_percent=None, ttft_seconds=None, e2e_seconds=None,
+               itl_seconds={"count": 112, "mean": 0.00093, "p50": None, "p95": None, "p99": None},
+               prompt_seconds_per_token=0.000181, busy_slots_per_decode=1.0, decode_calls_total=112,
+               decode_tokens_per_second_per_request=1079.2)
+    doc["window"].update(ttft_seconds=None, e2e_seconds=None, busy_slots_per_decode=3.5,
+                         itl_seconds={"count": 512, "mean": 0.0031, "p50": None, "p95": None, "p99": None},
+                         prompt_seconds_per_token=None, decode_tokens_per_second_per_request=322.6)
+    p = base_payload()
+    p["engine"] = doc
+    text = "\n".join(frame(state, p))
+    assert "ENGINE llamacpp" in text and "kv-cache -" in text
+    assert "TTFT p50 - p95 -" in text and "inter-token mean 3.10 ms" in text and "TPOT" not in text
+    # window values where the window has them, else since start
+    assert "prompt 181.0 us/token" in text
+    assert "busy slots/decode 3.50" in text and "decode 323 tokens/s per request" in text
+
+
 def test_engine_null_in_the_payload_means_no_engine(state):
     p = base_payload()
     p["engine"] = None
@@ -312,6 +333,21 @@ def test_probes_and_errors(state):
     assert "myengine_batch_duration_nanoseconds pid 9" in text and "p50 1.00 ms" in text
     assert "myengine_tokens pid 9" in text and "total 640" in text
     assert "ERRORS 3" in text and "CUDA error: out of memory (x3)" in text
+
+
+def test_resolved_errors_say_so(state):
+    p = base_payload()
+    t = int(NOW * 1e9)
+    p["errors"] = [{"level": "warning", "message": "scraping http://127.0.0.1:8080/metrics failed: HTTP 500",
+                    "exception": None, "tags": {"source": "prometheus"}, "timestamp_ns": t - 20 * 10 ** 9,
+                    "last_ns": t - 20 * 10 ** 9, "count": 1, "resolved_ns": t - 10 * 10 ** 9},
+                   {"level": "error", "message": "CUDA error: out of memory", "exception": None, "tags": {},
+                    "timestamp_ns": t, "last_ns": t, "count": 1, "resolved_ns": None}]
+    lines = [x for x in frame(state, p) if "failed: HTTP 500" in x or "out of memory" in x]
+    assert len(lines) == 2
+    resolved = time.strftime("%H:%M:%S", time.localtime(NOW - 10))
+    assert lines[1].endswith("HTTP 500 (resolved %s)" % resolved)
+    assert "resolved" not in lines[0]
 
 
 def test_no_window_endpoint_falls_back_to_totals(state):

@@ -19,10 +19,20 @@ vanish from a good scrape are removed, so a gauge never outlives its
 engine's report of it.
 
 While the engine starts (model loading can take minutes) connections are
-refused: we back off (1 s doubling to BACKOFF_MAX) without logging, and say
-one line only if it never answers within NEVER_UP_WARN seconds. After the
-engine has answered once, failures back off the same way and are logged
-once per distinct reason.
+refused, or its server is up but answers "not ready" (HTTP 503: llama-server
+while it loads the model): we back off (1 s doubling to BACKOFF_MAX) without
+logging, and say one line only if no metrics arrive within NEVER_UP_WARN
+seconds. After the engine has answered once, failures back off the same way
+and are reported (a log line, an `errors` entry) once per distinct reason;
+a 503 then is a failure like any other.
+
+An error entry reports a condition, not an event: when a later scrape
+succeeds, every entry this scraper made is marked resolved
+(`resolved_ns`, epoch ns; null while current), so an agent reading
+`errors` sees that the endpoint failed and that it answers again. The same
+failure coming back makes its entry current again (count + 1); its log
+line repeats at most once per LOG_REPEAT seconds, so a flapping endpoint
+cannot flood the log.
 
 Scrape health, for agents, tagged with the scraped `url` (and `engine`
 when the launcher recognized one): `prometheus_scrape_up` (gauge: 1 if the
@@ -46,6 +56,8 @@ CONNECT_TIMEOUT = 1.0  # seconds; the engine is on this host
 READ_TIMEOUT = 3.0  # seconds; a busy engine's event loop answers /metrics late
 BACKOFF_MAX = 8.0  # seconds between attempts while down
 NEVER_UP_WARN = 300.0  # seconds without any answer before we say so
+LOG_REPEAT = 60.0  # seconds before the same failure, recurring after a recovery, is logged again
+NOT_READY = (503,)  # HTTP statuses of a server that is up while its engine still loads
 MAX_BODY = 32 << 20  # bytes; an exposition larger than this is not read
 UP_METRIC = "prometheus_scrape_up"
 FAILURES_METRIC = "prometheus_scrape_failures_total"
@@ -58,7 +70,9 @@ _HINTS = {
 
 
 class ScrapeError(Exception):
-    pass
+    def __init__(self, message, status=None):
+        Exception.__init__(self, message)
+        self.status = status  # the HTTP status, when the endpoint answered with one
 
 
 def parse_exposition(text):
@@ -201,10 +215,12 @@ class PrometheusSource(Source):
         self._ever_up = False
         self._lost = False  # the last scrape after a good one failed to connect (see _failed)
         self._started = None
-        self._said = set()
+        self._said = {}  # message -> clock() when last logged
         self._keys = set()
         self.scrapes_ok = 0
         self.failures = 0
+        self._error_tags = {"source": self.name, "url": url}
+        self._unresolved = False  # an error entry of ours is current
 
     def setup(self):
         if self.session is None:
@@ -236,6 +252,9 @@ class PrometheusSource(Source):
         self.store.set_gauge(TIMESTAMP_METRIC, self.tags, self.store.clock())
         if not self._ever_up:
             logger.info("graphsignal: scraping %s (%d series)", self.url, len(keys))
+        if self._unresolved:
+            self.store.resolve_errors(self._error_tags)
+            self._unresolved = False
         self._ever_up = True
         self._backoff = 0.0
         self._next_try = 0.0
@@ -248,7 +267,8 @@ class PrometheusSource(Source):
         try:
             if resp.status_code != 200:
                 hint = _HINTS.get(resp.status_code)
-                raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""))
+                raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""),
+                                  status=resp.status_code)
             parts, size = [], 0
             for part in resp.iter_content(chunk_size=1 << 16):
                 size += len(part)
@@ -266,6 +286,7 @@ class PrometheusSource(Source):
         self._backoff = min(BACKOFF_MAX, max(self.interval, self._backoff * 2))
         self._next_try = now + self._backoff
         refused = isinstance(e, requests.ConnectionError)
+        not_ready = isinstance(e, ScrapeError) and e.status in NOT_READY
         if refused and self.alive is not None and not self.alive():
             return  # the engine has exited (the supervisor records how): nothing to say
         if refused and self._ever_up and not self._lost:
@@ -274,25 +295,34 @@ class PrometheusSource(Source):
             # attempt (after the backoff) tells a stopped engine from a stuck one.
             self._lost = True
             return
-        if refused and not self._ever_up:
+        if (refused or not_ready) and not self._ever_up:
             # Still starting: quiet, unless it never comes up at all.
             if now - self._started >= NEVER_UP_WARN:
-                self._say("warning", "no answer from %s for %d s; is the engine up, and is this its "
-                                     "metrics port? (set it with --metrics-port)" % (self.url, NEVER_UP_WARN))
+                if not_ready:
+                    self._say("warning", "%s has answered HTTP %d (not ready) for %d s; is the engine still "
+                                         "loading?" % (self.url, e.status, NEVER_UP_WARN), now)
+                else:
+                    self._say("warning", "no answer from %s for %d s; is the engine up, and is this its "
+                                         "metrics port? (set it with --metrics-port)" % (self.url, NEVER_UP_WARN),
+                              now)
             return
         if isinstance(e, ValueError) and not isinstance(e, (requests.RequestException, UnicodeError)):
             reason = "malformed exposition (%s); this scrape was skipped" % _one_line(e)
         else:
             reason = _one_line(e) if isinstance(e, ScrapeError) else type(e).__name__
-        self._say("warning", "scraping %s failed: %s" % (self.url, reason))
+        self._say("warning", "scraping %s failed: %s" % (self.url, reason), now)
 
-    def _say(self, level, message):
-        """One log line and one error entry per distinct message."""
-        if message in self._said:
-            return
-        self._said.add(message)
-        logger.warning("graphsignal: %s", message)
-        self.store.add_error(level, message, tags={"source": self.name})
+    def _say(self, level, message, now):
+        """One error entry per distinct message while it lasts; its log line
+        once, and again after a recovery only if LOG_REPEAT has passed."""
+        if self._unresolved and message in self._said:
+            return  # still the current failure: already said
+        last = self._said.get(message)
+        if last is None or now - last >= LOG_REPEAT:
+            self._said[message] = now
+            logger.warning("graphsignal: %s", message)
+        self.store.add_error(level, message, tags=self._error_tags)
+        self._unresolved = True
 
     def shutdown(self):
         if self.session is not None:

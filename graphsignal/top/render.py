@@ -265,11 +265,22 @@ def _engine_section(model, width, g):
     parts = []
     for concept, label in (("ttft", "TTFT"), ("itl", "inter-token"), ("tpot", "TPOT"), ("e2e", "end-to-end")):
         p50, p95, windowed = e.get(concept + "_p50"), e.get(concept + "_p95"), e.get(concept + "_windowed")
-        if concept == "tpot" and p50 is None and p95 is None and e.get("itl_p50") is not None:
+        if concept == "tpot" and p50 is None and p95 is None and \
+                (e.get("itl_p50") is not None or e.get("itl_mean") is not None):
             continue  # per-request TPOT adds little next to a measured inter-token latency
+        if concept == "itl" and p50 is None and p95 is None and e.get("itl_mean") is not None:
+            parts.append("%s mean %s" % (label, fmt_s(e["itl_mean"])))  # llama.cpp: no quantiles
+            continue
         parts.append("%s p50 %s p95 %s%s" % (label, fmt_s(p50), fmt_s(p95),
                                              " (since start)" if windowed is False else ""))
-    second = _line("   " + "   ".join(parts))
+    extra = []
+    if e.get("prompt_s_per_token") is not None:
+        extra.append("prompt %s/token" % fmt_s(e["prompt_s_per_token"]))
+    if e.get("busy_slots") is not None:
+        extra.append("busy slots/decode %s" % fmt_num(round(e["busy_slots"], 2), 2))
+    if e.get("decode_tps_request") is not None:
+        extra.append("decode %s tokens/s per request" % fmt_count(round(e["decode_tps_request"])))
+    second = _line("   " + "   ".join(parts + extra))
     return [first, second]
 
 
@@ -334,6 +345,13 @@ def _errors_section(model, once, now, g):
         level = e.get("level") or "?"
         cnt = e.get("count") or 1
         msg = (e.get("message") or "").replace("\n", " ")
+        resolved = e.get("resolved_ns")
+        if resolved:
+            # the condition has cleared (e.g. the engine's endpoint answers again): history, not news
+            lines.append(_line(("   %s %-7s %s%s (resolved %s)" % (
+                when, level, msg, " (x%d)" % cnt if cnt > 1 else "",
+                time.strftime("%H:%M:%S", time.localtime(resolved / 1e9))), "dim")))
+            continue
         lines.append(_line("   %s " % when, ("%-7s" % level, "bad" if level in ("error", "critical") else "warn"),
                            " " + msg + (" (x%d)" % cnt if cnt > 1 else "")))
     return lines

@@ -203,6 +203,16 @@ def engine_view(summary):
     for concept in ("ttft", "itl", "tpot", "e2e"):
         p50, p95, windowed = _latency(summary, window, concept)
         v[concept + "_p50"], v[concept + "_p95"], v[concept + "_windowed"] = p50, p95, windowed
+    # llama.cpp: a mean inter-token latency without quantiles, and what its counters derive
+    # (engine_summary's module doc); the window's value where there is one
+    for key, out in (("itl_seconds", "itl_mean"), ("prompt_seconds_per_token", "prompt_s_per_token"),
+                     ("busy_slots_per_decode", "busy_slots"),
+                     ("decode_tokens_per_second_per_request", "decode_tps_request")):
+        w, c = (window or {}).get(key), summary.get(key)
+        if key == "itl_seconds":
+            w = w.get("mean") if isinstance(w, dict) else None
+            c = c.get("mean") if isinstance(c, dict) else None
+        v[out] = _num(w) if _num(w) is not None else _num(c)
     return v
 
 

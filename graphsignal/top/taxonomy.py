@@ -9,6 +9,13 @@ name, template arguments included (they often carry the operation: a
 overlaps: communication and attention first (their kernels contain GEMMs
 and reductions), then GEMM (its epilogues name activations and norms),
 then the narrower families, and plain elementwise last.
+
+ggml-cuda (llama.cpp) names its kernels tersely and reuses words: in
+`rope_norm` "norm" is the rope mode, `k_get_rows<..., dequantize_q4_0>`
+is a gather that dequantizes, `k_set_rows` is the KV-cache write, `cpy_*`
+copies, `mul_mat_vec_f`/`mul_mat_vec_q`/`mul_mat_q`/`mul_mat_f` are its
+GEMV/GEMM kernels (float and quantized weights) and `soft_max_f32` its
+softmax; its rules sit right after attention's so that these words win.
 """
 import re
 
@@ -41,6 +48,11 @@ _RULES = [
     (ATTENTION, r"flash_?(fwd|bwd|attn|attention|decod|mla)|" + _B + r"flash::|fmha|attention|" + _B + r"attn|" + _B + r"mha" + _E + r"|" + _B + r"mla" + _E
                 + r"|batch_?prefill|batch_?decode|single_?prefill|single_?decode|paged_?attention|xformers"
                 + r"|merge_?attn|merge_?state|" + _B + r"sdpa|" + _B + r"lean_?attn"),
+    # ggml-cuda (see the module doc)
+    (EMBEDDING, _B + r"rope_(norm|neox|multi|vision)" + _E),
+    (MEMORY, _B + r"k_(get|set)_rows|" + _B + r"cpy_|op_repeat|" + _B + r"k_repeat"),
+    (COMMUNICATION, _B + r"ggml_cuda_ar_"),
+    (GEMM, _B + r"mul_mat_(vec|q|f)"),
     (CONVOLUTION, r"convolution|convolve|" + _B + r"conv[123]?d|" + _B + r"conv_|implicit_?gemm|winograd"
                   + r"|" + _B + r"[dw]grad" + _E + r"|cudnn.*conv"),
     (GEMM, r"gemm|gemv|" + _B + r"b?mm" + _E + r"|addmm|matmul|" + _B + r"w?mma" + _E + r"|xmma|nvjet|cublas"
@@ -48,7 +60,7 @@ _RULES = [
     (QUANTIZATION, r"quant|" + _B + r"(fp8|fp4|nvfp4|mxfp\d|int8|int4|e4m3|e5m2)" + _E + r"|awq|gptq"),
     (SORT, r"sort|radix|" + _B + r"scan|cumsum|cumprod|" + _B + r"top_?[kp]|sampling|bitonic"),
     (NORMALIZATION, r"(layer|rms|group|batch|instance|l2|weight)_?norm|" + _B + r"norm_|" + _B + r"norm" + _E
-                    + r"|softmax|" + _B + r"rsqrt"),
+                    + r"|soft_?max|" + _B + r"rsqrt"),
     (ACTIVATION, r"silu|gelu|" + _B + r"relu|swiglu|geglu|sigmoid|" + _B + r"tanh|" + _B + r"elu" + _E
                  + r"|mish|swish|act_and_mul|" + _B + r"act_|activation|softplus|" + _B + r"glu" + _E),
     (EMBEDDING, r"embed|rotary|" + _B + r"rope" + _E + r"|index_?select"),
@@ -57,7 +69,7 @@ _RULES = [
     (MEMORY, r"memcpy|memset|copy|" + _B + r"fill|cat_?array|" + _B + r"cat" + _E + r"|concat|transpose|permute"
              + r"|contiguous|gather|scatter|_cache|" + _B + r"index|" + _B + r"clone" + _E),
     (ELEMENTWISE, r"elementwise|pointwise|triton_poi_|" + _B + r"unary|" + _B + r"binary|foreach|multi_tensor"
-                  + r"|" + _B + r"(add|mul|sub|div|where|clamp|exp|log|pow|neg|abs|sqrt|cast|to)" + _E),
+                  + r"|" + _B + r"(add|mul|sub|div|where|clamp|exp|log|pow|neg|abs|sqrt|cast|to|scale)" + _E),
 ]
 _COMPILED = [(cat, re.compile(rx)) for cat, rx in _RULES]
 

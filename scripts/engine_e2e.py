@@ -1,0 +1,598 @@
+"""A real inference engine end to end: llama.cpp's llama-server, bare and
+under graphsignal-run in each mode, under a closed-loop load.
+
+For every repetition and every client count, each mode gets a fresh
+server (the order of the modes rotates each repetition, so no mode always
+runs first on a cold GPU): start it, wait for GET /health to answer 200,
+put `clients` concurrent clients on it, each POSTing /completion
+{"prompt", "n_predict", "ignore_eos": true} back to back (closed loop),
+warm up for --warmup seconds, then measure for --duration seconds, then
+stop the server (SIGTERM, then SIGKILL after --stop-timeout). Tokens are
+the server's own count (`timings.predicted_n`) of the requests that
+completed inside the measured window; tokens/s divides them by the
+window. The clients run through warm-up into the window without a pause,
+so requests in flight at either edge balance out.
+
+Under graphsignal-run the script also polls /signals while the load runs
+(its latency p50/p99, as a client sees it) and keeps the final payload
+(GRAPHSIGNAL_SIGNALS_FILE) of the last repetition of each (mode, clients)
+as OUT/signals_<mode>_c<clients>.json, with its dropped-record count,
+CUDA graph frames and replays, and errors in the JSON line.
+
+Output: one JSON line per point (mode, clients, repetition), with the
+ratio to bare of the same repetition and client count, then one summary
+line per (mode, clients) with medians; all lines also go to
+OUT/engine_e2e.jsonl.
+
+Modes (--modes, in order; --mode NAME=SPEC adds or redefines one). A spec
+is a list of words: `bare` (no graphsignal-run), `--option [value]`
+(graphsignal-run options) and `NAME=VALUE` (environment variables of the
+run):
+
+  bare    bare
+  graph   (graphsignal-run as it is)
+  node    --cuda-graph-trace node
+
+  e.g. --mode activity='GRAPHSIGNAL_CUPTI_COLLECTION=activity' --modes bare,graph,node,activity
+
+Inputs are paths, so any llama.cpp and any GGUF model works:
+
+  python scripts/engine_e2e.py --llama-server /path/to/llama-server --model tiny.gguf
+  python scripts/engine_e2e.py --llama-src /tmp/eng/llama.cpp --build-dir /tmp/eng/build \\
+      --model /tmp/eng/tiny.gguf --make-model /tmp/eng/llama.cpp \\
+      --make-model-script ../shared/engines/make_tiny_gguf.py
+
+--llama-src builds llama-server with cmake (the flags of
+shared/engines/README.md; --cpu-only for a CPU build). --make-model SRC
+writes --model with --make-model-script (shared/engines/make_tiny_gguf.py
+style: `script SRC OUT [args]`) and only when asked.
+"""
+import argparse
+import http.client
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BUILTIN_MODES = {"bare": "bare", "graph": "", "node": "--cuda-graph-trace node"}
+CMAKE_FLAGS = ["-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+               "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",
+               "-DCMAKE_BUILD_TYPE=Release"]
+DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
+def log(msg):
+    sys.stderr.write("engine_e2e: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def percentile(values, q):
+    """Nearest-rank percentile (q in 0-100) of a list; None when empty."""
+    v = sorted(values)
+    if not v:
+        return None
+    i = min(len(v) - 1, max(0, int(round(q / 100.0 * (len(v) - 1)))))
+    return v[i]
+
+
+def median(values):
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# -- modes ------------------------------------------------------------------------
+
+class Mode:
+    """How to run the server: bare, or under graphsignal-run with options
+    and environment variables."""
+
+    def __init__(self, name, spec):
+        self.name = name
+        self.spec = spec
+        words = shlex.split(spec)
+        self.bare = "bare" in words
+        self.options, self.env = [], {}
+        for w in words:
+            if w == "bare":
+                continue
+            if "=" in w and not w.startswith("-"):
+                k, v = w.split("=", 1)
+                self.env[k] = v
+            else:
+                self.options.append(w)
+        if self.bare and (self.options or self.env):
+            raise ValueError("mode %s: 'bare' takes no graphsignal-run options or variables" % name)
+
+    def describe(self):
+        return {"name": self.name, "bare": self.bare, "options": self.options, "env": self.env}
+
+
+def parse_modes(names, extra):
+    table = dict(BUILTIN_MODES)
+    for item in extra or ():
+        if "=" not in item:
+            raise ValueError("--mode wants NAME=SPEC, got %r" % item)
+        k, v = item.split("=", 1)
+        table[k.strip()] = v
+    modes = []
+    for n in names:
+        if n not in table:
+            raise ValueError("unknown mode %r (known: %s; add one with --mode NAME=SPEC)" % (n, ", ".join(table)))
+        modes.append(Mode(n, table[n]))
+    return modes
+
+
+# -- the server ---------------------------------------------------------------------
+
+class Server:
+    """One llama-server process, bare or under graphsignal-run."""
+
+    def __init__(self, server_bin, model, port, *, mode=None, listen_port=None, ngl=99, ctx=8192, parallel=4,
+                 server_args=(), gs_run=None, signals_file=None, env=None, log_path=None):
+        self.server_bin = server_bin
+        self.port = port
+        self.mode = mode or Mode("bare", "bare")
+        self.listen_port = listen_port
+        self.signals_file = signals_file
+        cmd = [server_bin, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-ngl", str(ngl),
+               "--metrics", "-c", str(ctx), "-np", str(parallel)] + list(server_args)
+        e = dict(os.environ if env is None else env)
+        bindir = os.path.dirname(os.path.abspath(server_bin))
+        # a build with its backends as loadable modules looks for them next to the binary
+        e["LD_LIBRARY_PATH"] = bindir + (os.pathsep + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
+        if not self.mode.bare:
+            gs = list(gs_run or [sys.executable, "-m", "graphsignal.cli.run"])
+            cmd = gs + ["--listen-port", str(listen_port)] + self.mode.options + cmd
+            e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+            e.setdefault("GRAPHSIGNAL_LOG_LEVEL", "warning")
+            if signals_file:
+                e["GRAPHSIGNAL_SIGNALS_FILE"] = signals_file
+            e.update(self.mode.env)
+        self.cmd = cmd
+        self.log_path = log_path
+        self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, env=e, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.returncode = None
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    @property
+    def signals_url(self):
+        return None if self.mode.bare else "http://127.0.0.1:%d/signals" % self.listen_port
+
+    def wait_healthy(self, timeout=300.0):
+        """Polls GET /health until it answers 200 (503 while the model
+        loads); raises RuntimeError if the process exits or time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("llama-server exited with %s before it was healthy (log: %s)"
+                                   % (self.proc.returncode, self.log_path))
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("llama-server not healthy after %d s (log: %s)" % (timeout, self.log_path))
+
+    def stop(self, timeout=20.0):
+        """SIGTERM (graphsignal-run forwards it; llama-server shuts down
+        cleanly), SIGKILL to the whole group after `timeout`; returns the
+        exit status."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log("%s did not stop in %d s; killing it" % (self.mode.name, timeout))
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+        # whatever the server started (nothing, normally) goes with it
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+        self.returncode = self.proc.returncode
+        return self.returncode
+
+
+# -- the load -----------------------------------------------------------------------
+
+def completion(conn, prompt, n_predict, extra=None):
+    """One POST /completion on a kept-alive connection: (tokens, seconds)."""
+    body = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True}
+    if extra:
+        body.update(extra)
+    data = json.dumps(body).encode()
+    t0 = time.monotonic()
+    conn.request("POST", "/completion", body=data, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    raw = resp.read()
+    dt = time.monotonic() - t0
+    if resp.status != 200:
+        raise RuntimeError("HTTP %d: %s" % (resp.status, raw[:200]))
+    doc = json.loads(raw)
+    timings = doc.get("timings") or {}
+    n = timings.get("predicted_n", doc.get("tokens_predicted"))
+    return int(n or 0), dt
+
+
+class Load:
+    """`clients` threads POSTing /completion back to back from start() until
+    stop(); each completed request is kept as (completed at, tokens,
+    seconds) in monotonic time."""
+
+    def __init__(self, port, clients, prompt=DEFAULT_PROMPT, n_predict=128, extra=None, timeout=300.0):
+        self.port, self.clients, self.prompt, self.n_predict = port, clients, prompt, n_predict
+        self.extra, self.timeout = extra, timeout
+        self.done = []
+        self.errors = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = []
+
+    def _client(self):
+        conn = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+                n, dt = completion(conn, self.prompt, self.n_predict, self.extra)
+                with self._lock:
+                    self.done.append((time.monotonic(), n, dt))
+            except (OSError, http.client.HTTPException, RuntimeError, ValueError) as e:
+                with self._lock:
+                    self.errors.append("%s: %s" % (type(e).__name__, str(e)[:200]))
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._stop.wait(0.05)
+        if conn is not None:
+            conn.close()
+
+    def start(self):
+        for _ in range(self.clients):
+            t = threading.Thread(target=self._client, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, timeout=None):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+
+    def window(self, t0, t1):
+        """Requests completed in [t0, t1]: (tokens, [latency seconds])."""
+        with self._lock:
+            inside = [(n, dt) for t, n, dt in self.done if t0 <= t <= t1]
+        return sum(n for n, _ in inside), [dt for _, dt in inside]
+
+
+class SignalsPoller:
+    """GETs /signals every `interval` seconds while the load runs: client-side
+    latency of the whole answer (status line to last byte)."""
+
+    def __init__(self, url, interval=0.5):
+        self.url, self.interval = url, interval
+        self.latencies = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as r:
+                    r.read()
+                self.latencies.append(time.perf_counter() - t0)
+            except (urllib.error.URLError, ConnectionError, OSError):
+                self.failures += 1
+            self._stop.wait(self.interval)
+
+    def start(self):
+        self._t.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(10)
+
+
+# -- reading a payload --------------------------------------------------------------
+
+def payload_facts(doc):
+    """What a point reports from a /signals payload."""
+    if not doc:
+        return {"payload": False}
+    dropped, frames, replays, kernels, ksamples, errors = 0, set(), 0, set(), 0, []
+    for m in doc.get("metrics") or ():
+        name, st = m.get("name"), m.get("stats") or {}
+        if name == "graphsignal_dropped_records":
+            dropped += st.get("total") or 0
+        elif name == "cuda_graphs_nanoseconds":
+            for f in st.get("frames") or ():
+                frames.add(f["name"])
+                replays += f.get("samples") or 0
+        elif name == "cuda_kernels_nanoseconds":
+            for f in st.get("frames") or ():
+                kernels.add(f["name"])
+                ksamples += f.get("samples") or 0
+    for e in doc.get("errors") or ():
+        if e.get("resolved_ns") is None and e.get("level") in ("error", "critical"):
+            errors.append(e.get("message"))
+    engine = doc.get("engine") or {}
+    return {"payload": True, "dropped_records": dropped, "graph_frames": len(frames), "graph_replays": replays,
+            "kernel_symbols": len(kernels), "kernel_launches": ksamples, "errors": errors[-5:],
+            "engine": engine.get("engine"), "engine_generation_tokens_total": engine.get("generation_tokens_total")}
+
+
+def wait_scraped(signals_url, timeout=60.0, after_ns=0):
+    """Seconds until graphsignal-run has scraped the engine successfully at
+    a time after `after_ns` (epoch ns; 0: any good scrape. Its backoff
+    while the model loaded may delay the first); None if that did not
+    happen within `timeout`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            with urllib.request.urlopen(signals_url, timeout=5) as r:
+                doc = json.loads(r.read())
+            stats = {m.get("name"): (m.get("stats") or {}).get("value") for m in doc.get("metrics") or ()
+                     if m.get("name") in ("prometheus_scrape_up", "prometheus_scrape_timestamp_ns")}
+            if stats.get("prometheus_scrape_up") == 1 and (stats.get("prometheus_scrape_timestamp_ns") or 0) > after_ns:
+                return round(time.monotonic() - t0, 3)
+        except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    return None
+
+
+# -- one point ----------------------------------------------------------------------
+
+def run_point(args, mode, clients, rep, out_dir):
+    port = args.port or free_port()
+    listen = args.listen_port or free_port()
+    fd, signals_file = tempfile.mkstemp(prefix="gs-e2e-", suffix=".json")
+    os.close(fd)
+    os.unlink(signals_file)
+    log_path = os.path.join(out_dir, "server_%s_c%d_r%d.log" % (mode.name, clients, rep))
+    line = {"mode": mode.name, "clients": clients, "rep": rep}
+    server = Server(args.llama_server, args.model, port, mode=mode, listen_port=listen, ngl=args.ngl,
+                    ctx=args.ctx, parallel=max(args.parallel, clients), server_args=args.server_arg,
+                    gs_run=shlex.split(args.graphsignal_run) if args.graphsignal_run else None,
+                    signals_file=signals_file, log_path=log_path)
+    load = poller = None
+    try:
+        t_start = time.monotonic()
+        server.wait_healthy(args.start_timeout)
+        line["start_seconds"] = round(time.monotonic() - t_start, 3)
+        if server.signals_url:
+            # the payload should hold the engine's metrics over the whole measurement
+            line["scrape_wait_seconds"] = wait_scraped(server.signals_url, args.start_timeout)
+        load = Load(port, clients, args.prompt, args.n_predict).start()
+        time.sleep(args.warmup)
+        if server.signals_url and args.signals_interval > 0:
+            poller = SignalsPoller(server.signals_url, args.signals_interval).start()
+        t0 = time.monotonic()
+        time.sleep(args.duration)
+        t1 = time.monotonic()
+        tokens, lat = load.window(t0, t1)
+        line.update(tokens=tokens, requests=len(lat), seconds=round(t1 - t0, 3),
+                    tokens_per_second=round(tokens / (t1 - t0), 2),
+                    latency_p50_s=_r(percentile(lat, 50), 6), latency_p90_s=_r(percentile(lat, 90), 6),
+                    load_errors=len(load.errors))
+        if load.errors:
+            line["load_error"] = load.errors[-1]
+        if poller is not None:
+            poller.stop()
+            ms = [x * 1e3 for x in poller.latencies]
+            line.update(signals_polls=len(ms), signals_p50_ms=_r(percentile(ms, 50)),
+                        signals_p99_ms=_r(percentile(ms, 99)), signals_max_ms=_r(max(ms) if ms else None),
+                        signals_failures=poller.failures)
+            poller = None
+    except RuntimeError as e:
+        line["error"] = str(e)
+    finally:
+        if poller is not None:
+            poller.stop()
+        if load is not None:
+            load.stop(timeout=args.n_predict * 0.5 + 30)
+            if server.signals_url and "error" not in line:
+                # one scrape after the load, so the kept payload's engine counters cover all of it
+                line["final_scrape_wait_seconds"] = wait_scraped(server.signals_url, 15.0, time.time_ns())
+        line["exit_status"] = server.stop(args.stop_timeout)
+    if not mode.bare:
+        doc = None
+        if os.path.exists(signals_file):
+            try:
+                with open(signals_file, "rb") as f:
+                    doc = json.load(f)
+            except ValueError:
+                doc = None
+            kept = os.path.join(out_dir, "signals_%s_c%d.json" % (mode.name, clients))
+            os.replace(signals_file, kept)
+            line["signals_file"] = kept
+        line.update(payload_facts(doc))
+    return line
+
+
+def _r(v, nd=3):
+    return None if v is None else round(v, nd)
+
+
+# -- build / model ------------------------------------------------------------------
+
+def build_server(src, build_dir, cpu_only=False, cuda_arch="90", jobs=None):
+    flags = ["-DGGML_CUDA=OFF"] if cpu_only else ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=%s" % cuda_arch]
+    subprocess.run(["cmake", "-S", src, "-B", build_dir] + flags + CMAKE_FLAGS, check=True,
+                   stdout=sys.stderr)
+    subprocess.run(["cmake", "--build", build_dir, "--target", "llama-server", "-j", str(jobs or os.cpu_count())],
+                   check=True, stdout=sys.stderr)
+    exe = os.path.join(build_dir, "bin", "llama-server")
+    if not os.access(exe, os.X_OK):
+        raise SystemExit("engine_e2e: the build made no %s" % exe)
+    return exe
+
+
+def make_model(script, src, out, extra):
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    subprocess.run([sys.executable, script, src, out] + shlex.split(extra or ""), check=True, stdout=sys.stderr)
+
+
+# -- main ---------------------------------------------------------------------------
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--llama-server", help="a built llama-server binary")
+    src.add_argument("--llama-src", help="a llama.cpp source tree to build llama-server from (cmake)")
+    p.add_argument("--build-dir", help="cmake build folder for --llama-src (default: SRC/build)")
+    p.add_argument("--cpu-only", action="store_true", help="build without CUDA (-DGGML_CUDA=OFF)")
+    p.add_argument("--cuda-arch", default="90", help="CMAKE_CUDA_ARCHITECTURES for the build (default: 90)")
+    p.add_argument("--jobs", type=int, help="build jobs (default: CPU count)")
+    p.add_argument("--model", required=True, help="the GGUF model (written by --make-model when given)")
+    p.add_argument("--make-model", metavar="SRC", help="write --model first: --make-model-script SRC MODEL ARGS")
+    p.add_argument("--make-model-script", help="make_tiny_gguf.py (shared/engines/ in this project)")
+    p.add_argument("--make-model-args", default="", help="extra arguments for the script, e.g. '--layers 2'")
+    p.add_argument("--modes", default="bare,graph,node", help="modes in order (default: %(default)s)")
+    p.add_argument("--mode", action="append", metavar="NAME=SPEC", help="add or redefine a mode (see above)")
+    p.add_argument("--clients", default="1,4", help="concurrent clients per point (default: %(default)s)")
+    p.add_argument("--reps", type=int, default=3, help="repetitions (default: %(default)s)")
+    p.add_argument("--duration", type=float, default=12.0, help="measured seconds per point (default: 12)")
+    p.add_argument("--warmup", type=float, default=3.0, help="load seconds before measuring (default: 3)")
+    p.add_argument("--n-predict", type=int, default=128, help="tokens per request (default: 128)")
+    p.add_argument("--prompt", default=DEFAULT_PROMPT)
+    p.add_argument("--ngl", type=int, default=99, help="llama-server -ngl (default: 99; 0 on a CPU)")
+    p.add_argument("--ctx", type=int, default=8192, help="llama-server -c (default: 8192)")
+    p.add_argument("--parallel", type=int, default=4, help="llama-server -np, at least --clients (default: 4)")
+    p.add_argument("--server-arg", action="append", default=[], help="one more llama-server argument (repeat)")
+    p.add_argument("--graphsignal-run", help="the graphsignal-run command (default: this checkout's, "
+                                             "python -m graphsignal.cli.run)")
+    p.add_argument("--port", type=int, help="llama-server port (default: a free one per point)")
+    p.add_argument("--listen-port", type=int, help="/signals port (default: a free one per point)")
+    p.add_argument("--signals-interval", type=float, default=0.5,
+                   help="seconds between /signals polls under load; 0: no polling (default: 0.5)")
+    p.add_argument("--start-timeout", type=float, default=300.0)
+    p.add_argument("--stop-timeout", type=float, default=20.0)
+    p.add_argument("--out", default="engine-e2e", help="output folder (default: ./engine-e2e)")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="build llama-server / write the model as asked, print their paths as JSON, and exit")
+    a = p.parse_args(argv)
+    a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    a.clients = [int(c) for c in a.clients.split(",") if c.strip()]
+    if a.make_model and not a.make_model_script:
+        p.error("--make-model needs --make-model-script (the path of make_tiny_gguf.py)")
+    if a.reps < 1 or a.duration <= 0 or not a.clients or min(a.clients) < 1:
+        p.error("--reps, --duration and --clients must be positive")
+    return a
+
+
+def summarize(lines, modes, clients_list):
+    out = []
+    for clients in clients_list:
+        for mode in modes:
+            pts = [x for x in lines if x["mode"] == mode.name and x["clients"] == clients and "error" not in x]
+            if not pts:
+                continue
+            s = {"summary": True, "mode": mode.name, "clients": clients, "reps": len(pts),
+                 "tokens_per_second": median([x.get("tokens_per_second") for x in pts]),
+                 "ratio_to_bare": median([x.get("ratio_to_bare") for x in pts]),
+                 "latency_p50_s": median([x.get("latency_p50_s") for x in pts]),
+                 "latency_p90_s": median([x.get("latency_p90_s") for x in pts])}
+            if not mode.bare:
+                s.update(signals_p50_ms=median([x.get("signals_p50_ms") for x in pts]),
+                         signals_p99_ms=max((x.get("signals_p99_ms") or 0) for x in pts),
+                         dropped_records=sum(x.get("dropped_records") or 0 for x in pts),
+                         graph_frames=median([x.get("graph_frames") for x in pts]))
+            if s["ratio_to_bare"] is not None:
+                s["overhead_percent"] = round(100.0 * (1.0 - s["ratio_to_bare"]), 2)
+            out.append(s)
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        modes = parse_modes(args.modes, args.mode)
+    except ValueError as e:
+        raise SystemExit("engine_e2e: %s" % e)
+    if args.llama_src:
+        args.llama_server = build_server(args.llama_src, args.build_dir or os.path.join(args.llama_src, "build"),
+                                         args.cpu_only, args.cuda_arch, args.jobs)
+    if args.make_model:
+        make_model(args.make_model_script, args.make_model, args.model, args.make_model_args)
+    for path, what in ((args.llama_server, "llama-server"), (args.model, "model")):
+        if not os.path.exists(path):
+            raise SystemExit("engine_e2e: %s not found: %s" % (what, path))
+    if args.prepare_only:
+        print(json.dumps({"llama_server": os.path.abspath(args.llama_server), "model": os.path.abspath(args.model)}))
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    jsonl = open(os.path.join(args.out, "engine_e2e.jsonl"), "w")
+
+    def emit(d):
+        s = json.dumps(d)
+        sys.stdout.write(s + "\n")
+        sys.stdout.flush()
+        jsonl.write(s + "\n")
+        jsonl.flush()
+
+    emit({"config": True, "llama_server": os.path.abspath(args.llama_server), "model": os.path.abspath(args.model),
+          "modes": [m.describe() for m in modes], "clients": args.clients, "reps": args.reps,
+          "duration_s": args.duration, "warmup_s": args.warmup, "n_predict": args.n_predict, "ngl": args.ngl,
+          "ctx": args.ctx, "parallel": args.parallel, "server_args": args.server_arg})
+    lines = []
+    for rep in range(args.reps):
+        for clients in args.clients:
+            k = rep % len(modes)
+            order = modes[k:] + modes[:k]  # rotate: no mode always runs first
+            group = {}
+            for mode in order:
+                log("rep %d, %d client(s), %s" % (rep, clients, mode.name))
+                group[mode.name] = run_point(args, mode, clients, rep, args.out)
+            bare = next((group[m.name] for m in modes if m.bare), None)
+            for mode in modes:  # printed in the --modes order, with the ratio of this very repetition
+                line = group[mode.name]
+                if bare and bare.get("tokens_per_second") and line.get("tokens_per_second") is not None:
+                    line["ratio_to_bare"] = round(line["tokens_per_second"] / bare["tokens_per_second"], 4)
+                emit(line)
+                lines.append(line)
+    for s in summarize(lines, modes, args.clients):
+        emit(s)
+    jsonl.close()
+    return 1 if any("error" in x for x in lines) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
