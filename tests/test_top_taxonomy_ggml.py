@@ -3,15 +3,14 @@ below is a kernel name registered in the object files of a ggml-cuda build
 (llama.cpp 0c1e570, the source in ../shared/engines, -DGGML_CUDA=ON
 -DCMAKE_CUDA_ARCHITECTURES=90; read from each .cu.o's .rodata strings,
 which hold the names __cudaRegisterFunction registers, i.e. the symbols
-CUPTI reports). The demangled text is what c++filt prints for it; the
-pure-Python demangler must print the same (hosts without binutils)."""
+CUPTI reports). The demangled text is what c++filt prints for it;
+graphsignal.kernel_names (libstdc++'s __cxa_demangle) must print the same."""
 import shutil
 import subprocess
 
 import pytest
 
-from graphsignal.top import demangle as dm
-from graphsignal.top.taxonomy import Taxonomy
+from graphsignal import kernel_names
 
 # symbol -> (category, short name, demangled as c++filt prints it)
 GGML = {
@@ -113,7 +112,7 @@ GGML = {
         "ong, long, long, long, long, long, long, long, long, uint3, uint3, uint3, uint3, uint3)"),
     "_Z16k_set_rows_quantIi10block_q4_0Li32EXadL_ZN42_INTERNAL_0ce66ef1_11_set_rows_cu_7ddb16fd23quantize_f32_q4_"
     "0_blockEPKfPS0_EEEvS3_PKT_PT0_llllllllllllll5uint3SA_SA_SA_SA_": (
-        "memory", "k_set_rows_quant<quantize_f32_q4_0_block>",
+        "memory", "k_set_rows_quant<block_q4_0>",
         "void k_set_rows_quant<int, block_q4_0, 32, &_INTERNAL_0ce66ef1_11_set_rows_cu_7ddb16fd::quantize_f32_q4_"
         "0_block>(float const*, int const*, block_q4_0*, long, long, long, long, long, long, long, long, long, lo"
         "ng, long, long, long, long, uint3, uint3, uint3, uint3, uint3)"),
@@ -178,7 +177,15 @@ GGML = {
 
 @pytest.fixture(scope="module")
 def tax_py():
-    return Taxonomy(dm.Demangler(cxxfilt=None))
+    names = kernel_names.Names(kernel_names.Demangler(cxxfilt=None))
+
+    class Describe:
+        @staticmethod
+        def describe(symbol):
+            n = names.describe(symbol)
+            return n.category, n.display_name, n.demangled
+
+    return Describe
 
 
 @pytest.mark.parametrize("symbol", sorted(GGML))
@@ -219,7 +226,7 @@ def test_a_decode_step_ranks_into_the_categories_an_engine_user_expects(tax_py):
     # an empty parameter pack prints as nothing
     ("_Z1hIiJEEvT_DpT0_", "void h<int>(int)"),
 ])
-def test_python_demangler_matches_cxxfilt_on_function_addresses_and_empty_packs(mangled, demangled):
-    assert dm.demangle_py(mangled) == demangled
+def test_demangler_matches_cxxfilt_on_function_addresses_and_empty_packs(mangled, demangled):
+    assert kernel_names.Demangler(cxxfilt=None).demangle(mangled) == demangled
     if shutil.which("c++filt"):
         assert subprocess.run(["c++filt", mangled], stdout=subprocess.PIPE).stdout.decode().strip() == demangled
