@@ -16,7 +16,7 @@ import numpy as np
 
 from graphsignal import cuda_names, histo
 from graphsignal.rings import layout as L
-from graphsignal.rings.reader import Ring, RingError, parse_ring_name
+from graphsignal.rings.reader import MAX_NAMES, Ring, RingError, parse_ring_name
 
 logger = logging.getLogger("graphsignal")
 
@@ -71,20 +71,24 @@ def pid_alive(pid, proc_root="/proc"):
 
 # -- vectorized grouping ------------------------------------------------------
 def _exact_bincount(idx, values, n):
-    """Per-bin sums of non-negative integer values as uint64 (exact while
-    a bin's sum stays below 2**64)."""
+    """Per-bin sums of non-negative integer values, exact: a uint64 array
+    while every sum provably fits in 53 bits (the common case), else an
+    object array of Python ints (sums beyond 2**64 do not wrap)."""
     v = values.astype(np.uint64, copy=False)
     if v.size == 0:
         return np.zeros(n, dtype=np.uint64)
     if int(v.max()) * v.size < _EXACT_F64:
         return np.bincount(idx, weights=v.astype(np.float64), minlength=n).astype(np.uint64)
-    out = np.zeros(n, dtype=np.uint64)
+    lo_t = np.zeros(n, dtype=np.uint64)
+    hi_t = np.zeros(n, dtype=np.uint64)
     step = 1 << 20  # chunk so each float64 partial stays exact (2**20 * 2**32 < 2**53)
     for s in range(0, v.size, step):
         vi, ii = v[s:s + step], idx[s:s + step]
-        lo = np.bincount(ii, weights=(vi & np.uint64(0xFFFFFFFF)).astype(np.float64), minlength=n)
-        hi = np.bincount(ii, weights=(vi >> np.uint64(32)).astype(np.float64), minlength=n)
-        out += (hi.astype(np.uint64) << np.uint64(32)) + lo.astype(np.uint64)
+        # each chunk's partials are below 2**52, so up to 4096 chunks add up in uint64 exactly
+        lo_t += np.bincount(ii, weights=(vi & np.uint64(0xFFFFFFFF)).astype(np.float64), minlength=n).astype(np.uint64)
+        hi_t += np.bincount(ii, weights=(vi >> np.uint64(32)).astype(np.float64), minlength=n).astype(np.uint64)
+    out = np.empty(n, dtype=object)
+    out[:] = [(h << 32) + lo for h, lo in zip(hi_t.tolist(), lo_t.tolist())]
     return out
 
 
@@ -139,6 +143,23 @@ class Batch:
 
 
 # -- per-ring state -------------------------------------------------------------
+# known-name codes (Ring.known): a plain name, or an instrument of one type
+PLAIN = 1
+INSTRUMENT_CODES = {"gauge": 2, "counter": 3, "histogram": 4, "profile": 5}
+UNNAMED = "(unnamed)"  # the frame of records whose name never arrived (one frame, not one per id)
+MAX_DEVICES = 128  # device ordinals per process (GPUs, MIG instances); a higher one is a bad record
+MAX_KIND = 64  # CUPTI copy/memory/sync kinds are small enums
+
+REJECT_REASONS = {
+    "unknown_name": "records naming an id that was never sent (counted in the %s frame)" % UNNAMED,
+    "unknown_instrument": "records for an instrument id that was never registered",
+    "bad_type": "records of a type this sidecar does not know",
+    "bad_field": "records with a field out of range",
+    "names_over_cap": "names beyond the per-ring caps, or pointing outside the string area",
+}
+REJECTED_METRIC = "graphsignal_rejected_records"
+
+
 class RingState:
     def __init__(self, ring, pid, kind_name, proc_root="/proc"):
         self.ring = ring
@@ -150,6 +171,9 @@ class RingState:
         self.instruments = {}  # name_id -> (type, name, tags)
         self.meta = {}
         self.gone_since = None
+        self.rejected = {}  # reason -> records (see REJECT_REASONS)
+        self.said = set()  # reasons logged for this ring (once each)
+        self.rate = 0.0  # records per second, last cycle (for the adaptive interval)
 
     def device_tags(self, ordinal):
         tags = dict(self.base_tags)
@@ -161,7 +185,7 @@ class RingState:
 
     def name(self, name_id):
         n = self.ring.names.get(name_id)
-        return n if n is not None else "<unnamed %d>" % name_id
+        return n if n is not None else UNNAMED
 
 
 def parse_instrument(text):
@@ -179,6 +203,7 @@ def parse_instrument(text):
 
 class Poller:
     BATCH = 1 << 20  # records per drain (the scratch buffer is reused)
+    MIN_INTERVAL = 0.002  # seconds: the shortest sleep while a ring fills fast
 
     def __init__(self, store, run_id, shm_dir="/dev/shm", interval=0.05, proc_root="/proc",
                  history_interval=1.0, gone_grace=1.0, on_error=None):
@@ -191,14 +216,17 @@ class Poller:
         self.gone_grace = gone_grace
         self.on_error = on_error
         self.rings = {}  # file name -> RingState
-        self.bad = set()  # file names refused (logged once)
+        self.bad = set()  # file names refused or dropped (logged once)
         self.records_total = 0
         self.cycles = 0
         self._halt = threading.Event()
         self._thread = None
         self._last_history = None
+        self._last_discover = None
+        self._last_cycle = None
         self._warned = set()
         self._scratch = None
+        self.next_sleep = interval
 
     # -- discovery -------------------------------------------------------------
     def discover(self):
@@ -233,31 +261,84 @@ class Poller:
 
     # -- one cycle -------------------------------------------------------------
     def poll_once(self, final=False):
-        self.discover()
+        now = time.monotonic()
+        if final or self._last_discover is None or now - self._last_discover >= self.interval:
+            self._last_discover = now
+            self.discover()
+        dt = (now - self._last_cycle) if self._last_cycle is not None else self.interval
+        self._last_cycle = now
+        sleep = self.interval
         for fname, st in list(self.rings.items()):
-            self._drain_ring(st)
-            self._publish_ring_counters(st)
-            self._maybe_retire(fname, st, final)
+            try:
+                n = self._drain_ring(st)
+                self._publish_ring_counters(st)
+                self._maybe_retire(fname, st, final)
+            except RingError as e:
+                self._drop(fname, st, str(e))
+                continue
+            st.rate = n / dt if dt > 0 else 0.0
+            if st.rate > 0:
+                # poll again well before the ring can be half full at this rate
+                sleep = min(sleep, 0.25 * st.ring.capacity / st.rate)
+        self.next_sleep = max(self.MIN_INTERVAL, sleep)
         self.cycles += 1
         self.store.prerender()
-        now = time.monotonic()
         if self._last_history is None or now - self._last_history >= self.history_interval:
             self._last_history = now
+            self._retire_exited()
             self.store.take_history()
 
+    def _retire_exited(self):
+        """Tells the store which processes with series (from any source)
+        have exited, so their series fold instead of crowding live ones."""
+        with_rings = {str(st.pid) for st in self.rings.values()}
+        for pid in self.store.pids():
+            if pid not in with_rings and pid.isdigit() and not pid_alive(int(pid), self.proc_root):
+                self.store.process_exited(pid)
+
+    def _drop(self, fname, st, why):
+        """Stops reading a ring that no longer makes sense (one line); what
+        it delivered so far stays. The file is left for cleanup_all."""
+        self.bad.add(fname)
+        self.rings.pop(fname, None)
+        self._warn_once(("dropped", fname), why)
+        try:
+            st.ring.close()
+        except Exception:
+            pass
+
     def _drain_ring(self, st):
-        # Drain in bounded batches so one busy ring cannot starve the rest
-        # and batch memory stays small.
+        """Drains in bounded batches so one busy ring cannot starve the rest
+        and batch memory stays small; returns the records drained."""
         if self._scratch is None:
             self._scratch = np.empty(self.BATCH * (L.RECORD_SIZE // 8), dtype=np.uint64)
+        total = 0
         for _ in range(64):
             recs = st.ring.drain(max_records=self.BATCH, scratch=self._scratch)
             if recs.size == 0:
-                return
+                break
+            total += int(recs.size)
             self.records_total += int(recs.size)
-            self.aggregate(st, recs)
+            try:
+                self.aggregate(st, recs)
+            except Exception as e:  # hostile records must cost this batch, not the ring or the poller
+                self._warn_once(("aggregate", st.ring.name), "ring %s: a batch of %d records could not be "
+                                "aggregated (%s: %s); it is lost" % (st.ring.name, recs.size, type(e).__name__, e))
             if recs.size < self.BATCH:
-                return
+                break
+        return total
+
+    def _reject(self, st, reason, n, example):
+        if n <= 0:
+            return
+        st.rejected[reason] = st.rejected.get(reason, 0) + int(n)
+        if reason not in st.said:
+            st.said.add(reason)
+            msg = "ring %s: %s (%s); counted in %s{reason=%s}, not logged again" % (
+                st.ring.name, example, REJECT_REASONS[reason], REJECTED_METRIC, reason)
+            logger.warning("graphsignal: %s", msg)
+            if self.on_error:
+                self.on_error(msg)
 
     def _publish_ring_counters(self, st):
         tags = dict(st.base_tags, writer=st.kind_name)
@@ -265,6 +346,11 @@ class Poller:
         if st.ring.strings_dropped or st.ring.skipped:
             self.store.set_counter("graphsignal_dropped_names", tags, st.ring.strings_dropped)
             self.store.set_counter("graphsignal_skipped_slots", tags, st.ring.skipped)
+        if st.ring.names_dropped:
+            self._reject(st, "names_over_cap", st.ring.names_dropped - st.rejected.get("names_over_cap", 0),
+                         "more than %d names or %d name bytes" % (MAX_NAMES, st.ring._strings_size))
+        for reason, n in st.rejected.items():
+            self.store.set_counter(REJECTED_METRIC, dict(tags, reason=reason), n)
 
     def _maybe_retire(self, fname, st, final):
         if pid_alive(st.pid, self.proc_root) and not final:
@@ -284,6 +370,8 @@ class Poller:
         st.ring.unlink()
         st.ring.close()
         del self.rings[fname]
+        if not any(other.pid == st.pid for other in self.rings.values()):
+            self.store.process_exited(st.pid)
 
     # -- aggregation -----------------------------------------------------------
     def aggregate(self, st, recs):
@@ -301,6 +389,41 @@ class Poller:
             handler = self._handlers.get(t)
             if handler is not None:
                 handler(self, st, g, ts)
+            elif t != L.REC_TEST:
+                self._reject(st, "bad_type", g.size, "record type %d" % t)
+
+    def _named(self, st, g, field="name_id"):
+        """g[field] with ids that were never named replaced by 0 (the
+        UNNAMED frame), counting them."""
+        ids = g[field]
+        codes = st.ring.known_codes(ids)
+        unknown = codes == 0
+        if unknown.any():
+            self._reject(st, "unknown_name", int(np.count_nonzero(unknown)),
+                         "name id %d" % int(ids[unknown][0]))
+            ids = np.where(unknown, 0, ids).astype(np.uint32)
+        return ids
+
+    def _in_range(self, st, g, limits):
+        """Boolean mask of records whose fields are below their limits
+        ({field: limit}), counting the others as bad_field; None: all good."""
+        bad = None
+        for field, limit in limits.items():
+            b = g[field] >= limit
+            bad = b if bad is None else (bad | b)
+        if bad is None or not bad.any():
+            return None
+        i = int(np.flatnonzero(bad)[0])
+        self._reject(st, "bad_field", int(np.count_nonzero(bad)),
+                     ", ".join("%s %d" % (f, int(g[f][i])) for f in limits))
+        return ~bad
+
+    def _filter(self, st, g, limits):
+        keep = self._in_range(st, g, limits)
+        if keep is None:
+            return g
+        recs = g.recs if g.mask is None else g.recs[g.mask]
+        return Batch(recs[keep])
 
     def _on_name(self, st, g, ts):
         for nid, sub, text in st.ring.learn_names(g.recs if g.mask is None else g.recs[g.mask]):
@@ -308,12 +431,16 @@ class Poller:
                 inst = parse_instrument(text)
                 if inst is not None:
                     st.instruments[nid] = inst
+                    st.ring.mark_instrument(nid, INSTRUMENT_CODES[inst[0]])
+                else:
+                    st.instruments.pop(nid, None)
 
     def _on_device(self, st, g, ts):
+        g = self._filter(st, g, {"device": MAX_DEVICES})
         for dev, nid in zip(g["device"].tolist(), g["name_id"].tolist()):
             st.devices[dev] = st.ring.names.get(nid)
             if st.ring.kind == L.KIND_CUPTI:
-                # the device is in use: its profiles are measured, even if empty
+                # the device in use: its profiles are measured, even if empty
                 for name in CUDA_PROFILES:
                     self.store.ensure_profile(name, st.device_tags(dev), ts)
 
@@ -324,7 +451,10 @@ class Poller:
                 self.store.set_gauge("cuda_graph_trace_mode", st.base_tags, int(value), ts)
 
     def _profile_by_name_device(self, metric, st, g, ts):
-        key, width = _compose(g["name_id"], g["device"])
+        g = self._filter(st, g, {"device": MAX_DEVICES})
+        if g.size == 0:
+            return
+        key, width = _compose(self._named(st, g), g["device"])
         uniq, counts, (sums,) = group_sums(key, g["value"])
         by_tags = {}
         for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
@@ -340,7 +470,19 @@ class Poller:
 
     def _on_memcpy(self, st, g, ts):
         # key: copy kind, memory kinds (src | dst << 8), device
-        k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
+        g = self._filter(st, g, {"device": MAX_DEVICES, "sub": MAX_KIND})
+        if g.size == 0:
+            return
+        mem = g["name_id"] & 0xFFFF
+        ok = ((mem & 0xFF) < MAX_KIND) & ((mem >> 8) < MAX_KIND)
+        if not ok.all():
+            self._reject(st, "bad_field", int(np.count_nonzero(~ok)), "memory kinds 0x%x" % int(mem[~ok][0]))
+            recs = g.recs if g.mask is None else g.recs[g.mask]
+            g = Batch(recs[ok])
+            mem = g["name_id"] & 0xFFFF
+            if g.size == 0:
+                return
+        k1, w1 = _compose(g["sub"], mem)
         key, w2 = _compose(k1, g["device"])
         uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
         for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
@@ -355,6 +497,9 @@ class Poller:
             self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
 
     def _on_memset(self, st, g, ts):
+        g = self._filter(st, g, {"device": MAX_DEVICES, "sub": MAX_KIND})
+        if g.size == 0:
+            return
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
         for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
@@ -365,6 +510,9 @@ class Poller:
             self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
 
     def _on_sync(self, st, g, ts):
+        g = self._filter(st, g, {"device": MAX_DEVICES, "sub": MAX_KIND})
+        if g.size == 0:
+            return
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns,) = group_sums(key, g["value"])
         by_tags = {}
@@ -374,33 +522,49 @@ class Poller:
         for dev, frames in by_tags.items():
             self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
 
-    def _instrument(self, st, nid, want):
-        inst = st.instruments.get(nid)
-        if inst is None or inst[0] != want:
-            self._warn_once(("inst", st.ring.name, nid), "ring %s: record for unknown %s instrument %d"
-                            % (st.ring.name, want, nid))
-            return None
+    def _instruments_only(self, st, g, want):
+        """g restricted to records of registered `want` instruments; the
+        others are counted (unknown_instrument) and logged once per ring."""
+        ids = g["name_id"]
+        ok = st.ring.known_codes(ids) == INSTRUMENT_CODES[want]
+        if ok.all():
+            return g
+        bad = ~ok
+        self._reject(st, "unknown_instrument", int(np.count_nonzero(bad)),
+                     "record for unknown %s instrument %d" % (want, int(ids[bad][0])))
+        recs = g.recs if g.mask is None else g.recs[g.mask]
+        return Batch(recs[ok])
+
+    def _instrument(self, st, nid):
+        inst = st.instruments[nid]
         return inst[1], dict(inst[2], **st.base_tags)
 
     def _on_gauge(self, st, g, ts):
+        g = self._instruments_only(st, g, "gauge")
+        if g.size == 0:
+            return
         ids = g["name_id"]
         # last record per instrument wins
         rev_ids = ids[::-1]
         uniq, first_rev = np.unique(rev_ids, return_index=True)
         vals = g["value"][::-1][first_rev].view(np.float64)
         for nid, v in zip(uniq.tolist(), vals.tolist()):
-            inst = self._instrument(st, nid, "gauge")
-            if inst:
-                self.store.set_gauge(inst[0], inst[1], v, ts)
+            name, tags = self._instrument(st, nid)
+            self.store.set_gauge(name, tags, v, ts)
 
     def _on_counter(self, st, g, ts):
+        g = self._instruments_only(st, g, "counter")
+        if g.size == 0:
+            return
         uniq, counts, (sums,) = group_sums(g["name_id"].astype(np.int64), g["value"])
         for nid, s in zip(uniq.tolist(), sums.tolist()):
-            inst = self._instrument(st, nid, "counter")
-            if inst:
-                self.store.add_counter(inst[0], inst[1], int(s), ts)
+            name, tags = self._instrument(st, nid)
+            self.store.add_counter(name, tags, int(s), ts)
 
     def _on_histogram(self, st, g, ts):
+        g = self._instruments_only(st, g, "histogram")
+        if g.size == 0:
+            return
         ids = g["name_id"].astype(np.int64)
         vals = g["value"]
         order = np.argsort(ids, kind="stable")
@@ -409,52 +573,68 @@ class Poller:
         uniq = ids_s[starts]
         mins = np.minimum.reduceat(vals_s, starts)
         maxs = np.maximum.reduceat(vals_s, starts)
-        inst_idx = np.repeat(np.arange(uniq.size), np.diff(np.append(starts, ids_s.size)))
-        sums = _exact_bincount(inst_idx, vals_s, uniq.size)
         counts = np.diff(np.append(starts, ids_s.size))
+        inst_idx = np.repeat(np.arange(uniq.size), counts)
+        sums = _exact_bincount(inst_idx, vals_s, uniq.size)
         bins = histo.bin_index(vals_s)
-        mat = np.bincount(inst_idx * histo.NBINS + bins, minlength=uniq.size * histo.NBINS)
-        mat = mat.reshape(uniq.size, histo.NBINS)
+        if uniq.size * histo.NBINS <= 1 << 20:
+            mat = np.bincount(inst_idx * histo.NBINS + bins, minlength=uniq.size * histo.NBINS)
+            per = [mat[i * histo.NBINS:(i + 1) * histo.NBINS] for i in range(uniq.size)]
+        else:
+            # many instruments in one batch: only the bins they hit, never a dense instruments x bins matrix
+            keys, kc = np.unique(inst_idx * histo.NBINS + bins, return_counts=True)
+            owner = keys // histo.NBINS
+            cut = np.searchsorted(owner, np.arange(uniq.size + 1))
+            per = [((keys[cut[i]:cut[i + 1]] % histo.NBINS), kc[cut[i]:cut[i + 1]]) for i in range(uniq.size)]
         for i, nid in enumerate(uniq.tolist()):
-            inst = self._instrument(st, nid, "histogram")
-            if inst:
-                self.store.add_histogram_agg(inst[0], inst[1], int(counts[i]), int(sums[i]), int(mins[i]),
-                                             int(maxs[i]), mat[i], ts)
+            name, tags = self._instrument(st, nid)
+            self.store.add_histogram_agg(name, tags, int(counts[i]), int(sums[i]), int(mins[i]), int(maxs[i]),
+                                         per[i], ts)
 
     def _on_histogram_agg(self, st, g, ts):
         """Pre-aggregated deltas from device probes (probe_cuda.h)."""
+        g = self._instruments_only(st, g, "histogram")
+        if g.size == 0:
+            return
+        sub, vals, extra = g["sub"], g["value"], g["extra"]
+        bad = (sub == L.AGG_BIN) & (extra >= histo.NBINS)
+        if bad.any():
+            self._reject(st, "bad_field", int(np.count_nonzero(bad)), "histogram bin %d" % int(extra[bad][0]))
         ids = g["name_id"].astype(np.int64)
-        sub = g["sub"]
-        vals, extra = g["value"], g["extra"]
-        for nid in np.unique(ids).tolist():
-            inst = self._instrument(st, nid, "histogram")
-            if not inst:
-                continue
-            mine = ids == nid
-            cs = mine & (sub == L.AGG_COUNT_SUM)
-            mm = mine & (sub == L.AGG_MIN_MAX)
-            bn = mine & (sub == L.AGG_BIN)
-            count = histo.exact_sum(vals[cs])
+        order = np.argsort(ids, kind="stable")
+        ids_s = ids[order]
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(ids_s)) + 1, [ids_s.size]))
+        sub_s, vals_s, extra_s, bad_s = sub[order], vals[order], extra[order], bad[order]
+        for j in range(starts.size - 1):
+            a, b = int(starts[j]), int(starts[j + 1])
+            nid = int(ids_s[a])
+            sb, v, x = sub_s[a:b], vals_s[a:b], extra_s[a:b]
+            cs = sb == L.AGG_COUNT_SUM
+            mm = sb == L.AGG_MIN_MAX
+            bn = (sb == L.AGG_BIN) & ~bad_s[a:b]
+            count = histo.exact_sum(v[cs])
             if count == 0 and not bn.any():
                 continue
-            total = histo.exact_sum(extra[cs])
-            vmin = int(vals[mm].min()) if mm.any() else None
-            vmax = int(extra[mm].max()) if mm.any() else None
-            bins = extra[bn].astype(np.int64)
-            ok = bins < histo.NBINS
-            counts = np.bincount(bins[ok], weights=vals[bn][ok].astype(np.float64), minlength=histo.NBINS)
-            self.store.add_histogram_agg(inst[0], inst[1], count, total, vmin, vmax, counts.astype(np.int64), ts)
+            total = histo.exact_sum(x[cs])
+            vmin = int(v[mm].min()) if mm.any() else None
+            vmax = int(x[mm].max()) if mm.any() else None
+            bins = x[bn].astype(np.int64)
+            counts = np.bincount(bins, weights=v[bn].astype(np.float64), minlength=histo.NBINS)
+            name, tags = self._instrument(st, nid)
+            self.store.add_histogram_agg(name, tags, count, total, vmin, vmax, counts.astype(np.int64), ts)
 
     def _on_profile(self, st, g, ts):
-        key, width = _compose(g["name_id"], g["extra"])
+        g = self._instruments_only(st, g, "profile")
+        if g.size == 0:
+            return
+        key, width = _compose(g["name_id"], self._named(st, g, "extra"))
         uniq, counts, (sums,) = group_sums(key, g["value"])
         frames = {}
         for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
             frames.setdefault(k // width, []).append((st.name(k % width), int(s), int(c)))
         for nid, fr in frames.items():
-            inst = self._instrument(st, nid, "profile")
-            if inst:
-                self.store.add_profile(inst[0], inst[1], fr, ts)
+            name, tags = self._instrument(st, nid)
+            self.store.add_profile(name, tags, fr, ts)
 
     _handlers = {
         L.REC_NAME: _on_name,
@@ -485,7 +665,7 @@ class Poller:
             except Exception as e:  # keep polling: one bad cycle must not end collection
                 self._warn_once(("cycle", type(e).__name__, str(e)),
                                 "poller cycle failed: %s: %s" % (type(e).__name__, e))
-            self._halt.wait(max(0.0, self.interval - (time.monotonic() - t0)))
+            self._halt.wait(max(0.0, self.next_sleep - (time.monotonic() - t0)))
 
     def stop(self, final=True):
         """Stops the thread; with final, drains everything once more and

@@ -6,10 +6,12 @@ import numpy as np
 import orjson
 import pytest
 
+from cbuild import compile_c
 from graphsignal import store as store_mod
 from graphsignal.payload import build_signals
 from graphsignal.store import DROPPED_SERIES_METRIC, EXITED, FOLDED_METRIC, MetricStore, SparseBins
 from graphsignal.windows import window_stats
+from gsrun import metrics, quiet_env, run_wrapped
 
 T0 = 1_700_000_000_000_000_000
 S = 1_000_000_000
@@ -151,6 +153,20 @@ def test_the_cap_folds_exited_processes_first_then_counts_and_reports():
     assert dropped == 60 - len(live) > 0
     assert sum("series cap of 50" in e["message"] for e in doc["errors"]) == 1
     assert metric(doc, "c_total", **{"process.pid": EXITED})["stats"]["total"] == 10
+
+
+def test_three_thousand_short_lived_processes_under_graphsignal_run():
+    exe = compile_c("fork_many.c")
+    # small rings: 3,000 processes each reserve their ring's memory while they live
+    proc, signals = run_wrapped([exe, "3000"], env=quiet_env(GRAPHSIGNAL_RING_CAPACITY=1024), timeout=300)
+    assert proc.returncode == 0 and proc.stdout == b"done 3000\n"
+    # before: their dead series filled the 5000-series cap and this probe never appeared
+    assert [m["stats"]["total"] for m in metrics(signals, "late_probe_total")] == [42]
+    events = metrics(signals, "child_events_total")
+    assert sum(m["stats"]["total"] for m in events) == 3000
+    assert len(events) <= store_mod.MAX_EXITED_KEPT + 1
+    assert len(signals["metrics"]) < 200
+    assert not metrics(signals, DROPPED_SERIES_METRIC)
 
 
 @pytest.mark.parametrize("value", [(1 << 64) + 1, -(1 << 70), 10 ** 400])
