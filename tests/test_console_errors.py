@@ -290,6 +290,56 @@ def test_flood_of_distinct_errors_keeps_the_latest_and_counts_the_rest():
     assert store.errors[-1]["message"] == "later"
 
 
+def _traceback(i):
+    return (b'Traceback (most recent call last):\n  File "/app/w.py", line %d, in step\n    run(%d)\n'
+            b"KeyError: 'request %d'\n" % (i, i, i))
+
+
+def test_back_to_back_tracebacks_are_each_an_entry():
+    # three traceback.print_exc() in a row: before, only the last of the three was recorded
+    store, cap = capture(Clock())
+    feed(cap, _traceback(1) + _traceback(2) + _traceback(3))
+    assert [e["message"] for e in entries(store)] == ["KeyError: 'request 1'", "KeyError: 'request 2'",
+                                                      "KeyError: 'request 3'"]
+    assert all(e["exception"].count("Traceback") == 1 for e in entries(store))
+
+
+def test_distinct_tracebacks_are_distinct_entries_and_bounded():
+    # before: 100,000 distinct tracebacks back to back were one entry with count 1
+    clock = Clock()
+    store, cap = capture(clock)
+    data = b"".join(_traceback(i) for i in range(100_000))
+    for i in range(0, len(data), 65536):
+        cap.feed("stderr", data[i:i + 65536])
+        clock.t += 0.001
+    cap.close_stream("stderr")
+    kept = entries(store)
+    assert len(kept) == len({e["message"] for e in kept}) == 100  # the latest distinct ones (MAX_ERRORS)
+    # every traceback is accounted for: an entry (while the rate allowed) or the dropped counter
+    assert store.errors_total + cap.dropped == 100_000
+
+
+def test_repeats_of_recent_entries_are_counted_not_rate_limited():
+    store, cap = capture(Clock())  # time stands still: only the burst is allowed for new entries
+    feed(cap, (_traceback(1) + _traceback(2)) * 5000, chunk=65536)
+    assert sorted(e["count"] for e in entries(store)) == [5000, 5000] and cap.dropped == 0
+
+
+def test_control_bytes_in_console_lines_are_escaped_in_entries():
+    store, cap = capture()
+    feed(cap, b"ERROR: \x1b]0;pwned\x07 rm \x00 -rf \x1b[2J done\n")
+    (e,) = entries(store)
+    assert not any(c in e["message"] for c in "\x00\x07\x1b"), e["message"]
+    assert "\\x07" in e["message"] and "done" in e["message"]
+
+
+def test_three_print_exc_under_graphsignal_run():
+    code = ("import traceback\nfor i in range(3):\n    try:\n        {}['k%d' % i]\n"
+            "    except KeyError:\n        traceback.print_exc()\n")
+    bare, signals = bare_and_wrapped([sys.executable, "-c", code])
+    assert [e["message"] for e in console_entries(signals)] == ["KeyError: 'k0'", "KeyError: 'k1'", "KeyError: 'k2'"]
+
+
 def test_progress_bars_redrawn_with_carriage_returns_do_not_hide_errors():
     bars = b"".join(b"\rLoading safetensors: %3d%%|####" % p for p in range(100)) * 50
     store, cap = capture()

@@ -42,6 +42,8 @@ import re
 import threading
 import time
 
+from graphsignal.textsafe import clean
+
 MAX_LINE = 2048  # bytes of a line that are kept; the rest is cut
 MAX_BLOCK_HEAD = 20  # first lines of a traceback kept...
 MAX_BLOCK_TAIL = 100  # ...and its last lines (the exception is at the end)
@@ -54,6 +56,8 @@ DROPPED_METRIC = "console_errors_dropped_total"
 CUT = b" [cut]"
 
 logger = logging.getLogger("graphsignal")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+RECENT = 100  # entries remembered as recent: their repeats are counted without taking a token
 
 # Cheap pre-filter over whole chunks: a line without any of these is never
 # looked at; everything the classifier below matches contains one. Kept to
@@ -175,7 +179,7 @@ class ConsoleCapture:
         self._streams = {}
         self._tokens = BURST
         self._refill_at = clock()
-        self._last_entry = None
+        self._recent = collections.OrderedDict()  # recent entries (their repeats cost no token)
         self._flusher = None
         self._warned = False
         self.dropped = 0
@@ -253,6 +257,8 @@ class ConsoleCapture:
         text = raw.decode("utf-8", "replace")
         if "\x1b" in text:
             text = ANSI.sub("", text)
+        if _CONTROL.search(text):
+            text = clean(text, multiline=True)  # entries reach terminals (graphsignal-top) and agents
         key, pid, level, body = self._split(text)
         now = self.clock()
         for k in list(st.blocks):
@@ -327,10 +333,12 @@ class ConsoleCapture:
             b.add(body)
             b.phase = "chain"
             return True
-        if TRACEBACK in body and b.phase in ("after", "chain"):
+        if TRACEBACK in body and b.phase == "chain":
             b.add(body)
             b.phase = "frames"
             return True
+        # anything else, a new traceback right after this one's exception
+        # line included, starts a new entry
         self._finish(st, key)
         return False
 
@@ -418,12 +426,17 @@ class ConsoleCapture:
         tags = {"stream": st.name, "error.kind": kind}
         if pid is not None:
             tags["process.pid"] = str(pid)
-        entry = (level, message, exception, tags)
-        if entry != self._last_entry and not self._take_token():
+        entry = (level, message, exception, tuple(sorted(tags.items())))
+        if entry in self._recent:
+            self._recent.move_to_end(entry)  # a repeat: the store counts it
+        elif not self._take_token():
             self.dropped += 1
             self.store.add_counter(DROPPED_METRIC, {"stream": st.name}, 1)
             return
-        self._last_entry = entry
+        else:
+            self._recent[entry] = True
+            if len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
         self.store.add_error(level, message, exception=exception, tags=tags, ts=ts)
 
     def _take_token(self):
