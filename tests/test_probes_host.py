@@ -161,6 +161,43 @@ def test_registering_100000_instruments_under_graphsignal_run():
     assert dropped >= 100000 - len(got)
 
 
+RING_INFO = r"""
+#include <graphsignal/probe.h>
+int main(void) {
+  graphsignal_probe_entry* e = graphsignal_probe_register("cap_total", GRAPHSIGNAL_COUNTER, NULL, NULL, 0);
+  graphsignal_add(e, 3);
+  printf("env %llu ring %llu\n", (unsigned long long)graphsignal_ring_env_capacity_value(),
+         (unsigned long long)(e && e->ring ? e->ring->capacity : 0));
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("value", [str(1 << 40), "lots", "-5", "1e6", "12\x1b[31m"])
+def test_a_bad_ring_capacity_is_one_line_and_the_default(value, tmp_path):
+    src = tmp_path / "ring_info.c"
+    src.write_text(RING_INFO)
+    exe = compile_c(str(src), out_name="ring_info_%d" % os.getpid())
+    # before: 2^40 made a 32 TiB sparse ring on a 24 GB tmpfs, silently
+    proc, signals = run_wrapped([exe], env=quiet_env(GRAPHSIGNAL_RING_CAPACITY=value, GRAPHSIGNAL_LOG_LEVEL="warning"))
+    assert proc.returncode == 0
+    lines = [x for x in proc.stderr.decode().splitlines() if "GRAPHSIGNAL_RING_CAPACITY" in x]
+    assert len(lines) == 1 and "using the default" in lines[0] and "\x1b" not in lines[0], lines
+    env_cap, ring_cap = proc.stdout.decode().split()[1::2]
+    assert env_cap == "0"  # the bad value never reached the workload
+    assert 1 << 16 <= int(ring_cap) <= 1 << 19  # the default for this /dev/shm
+    assert metrics(signals, "cap_total")[0]["stats"]["total"] == 3
+
+
+def test_a_good_ring_capacity_is_used_rounded_to_a_power_of_two(tmp_path):
+    src = tmp_path / "ring_info.c"
+    src.write_text(RING_INFO)
+    exe = compile_c(str(src), out_name="ring_info_%d" % os.getpid())
+    proc, _ = run_wrapped([exe], env=quiet_env(GRAPHSIGNAL_RING_CAPACITY="3000", GRAPHSIGNAL_LOG_LEVEL="warning"))
+    assert proc.stdout.decode().split() == ["env", "3000", "ring", "4096"]
+    assert b"GRAPHSIGNAL_RING_CAPACITY" not in proc.stderr
+
+
 PY_HUGE = textwrap.dedent("""\
     from graphsignal import probes
     big = (1 << 64) - 1000

@@ -17,13 +17,14 @@ import sys
 import threading
 import time
 
-from graphsignal import __version__, native
+from graphsignal import __version__, envcheck, native
 from graphsignal.launch import engines
 from graphsignal.payload import build_signals
 from graphsignal.poller import Poller
 from graphsignal.server import ServerThread, make_app
 from graphsignal.sources import SourceThread, console, registry
 from graphsignal.store import MetricStore
+from graphsignal.textsafe import SafeFormatter
 from graphsignal.windows import window_stats
 
 logger = logging.getLogger("graphsignal")
@@ -45,7 +46,7 @@ def setup_logging(environ):
     logger.setLevel(level)
     if not logger.handlers:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(message)s"))
+        h.setFormatter(SafeFormatter("%(message)s"))  # messages quote engines and workloads: no control bytes
         logger.addHandler(h)
     logger.propagate = False
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -163,6 +164,7 @@ class Supervisor:
     # -- environment ------------------------------------------------------------
     def child_env(self, command):
         env = dict(self.environ)
+        envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
         env[ENV_RUN_ID] = self.run_id
         env[ENV_GRAPH_TRACE] = resolve_choice(self.cfg.cuda_graph_trace, self.environ, ENV_GRAPH_TRACE,
                                               ("graph", "node"), "graph")
@@ -232,12 +234,9 @@ class Supervisor:
         path = self.environ.get(ENV_SIGNALS_FILE)
         if path:
             self._guard("writing " + path, self._write_signals, path)
-        linger = self.environ.get(ENV_LINGER)
+        linger = envcheck.value(self.environ, ENV_LINGER)  # a bad value was reported by child_env
         if linger:
-            try:
-                time.sleep(max(0.0, min(float(linger), 3600.0)))
-            except ValueError:
-                logger.warning("graphsignal: %s=%r is not a number of seconds", ENV_LINGER, linger)
+            time.sleep(linger)
         if self.server is not None:
             self._guard("server shutdown", self.server.stop)
         if self.poller is not None:
