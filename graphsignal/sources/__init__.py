@@ -21,6 +21,7 @@ class SourceUnavailable(Exception):
 class Source:
     name = "source"
     interval = 1.0
+    stop_wait = None  # seconds stop() waits for a poll in flight after interrupt() (None: stop's timeout)
 
     def setup(self):
         pass
@@ -98,7 +99,8 @@ class SourceThread(threading.Thread):
         except Exception as e:
             self._report("error", "%s interrupt failed: %s: %s" % (self.source.name, type(e).__name__, e))
         if self.is_alive():
-            self.join(timeout)
+            wait = self.source.stop_wait
+            self.join(timeout if wait is None else min(timeout, wait))
         if self.is_alive():
             logger.debug("graphsignal: %s still polling at shutdown; not waiting for it", self.source.name)
             return

@@ -89,17 +89,21 @@ class ParseReport:
         self.skipped, self.first_bad, self.cut_lines, self.cut_series = 0, None, 0, 0
 
 
-def parse_exposition(text, report=None, max_lines=None, max_series=None):
+def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up=None):
     """Parses Prometheus text into a list of (kind, name, tags, value) with
     kind "gauge" / "counter" (value: a number) or "histogram" (value:
     (count, sum, le list, cumulative list)). A malformed line is skipped
     (counted in `report`, a ParseReport); raises ValueError only when the
-    text has malformed lines and not one good sample (not an exposition)."""
+    text has malformed lines and not one good sample (not an exposition).
+    give_up: a callable checked between families; when it returns True the
+    parse stops there (the caller then drops the partial result)."""
     report = report if report is not None else ParseReport()
     max_lines = MAX_LINES if max_lines is None else max_lines
     max_series = MAX_SERIES if max_series is None else max_series
     out = []
     for block in _blocks(text, max_lines, report):
+        if give_up is not None and give_up():
+            break
         out.extend(_parse_block(block, report))
     if report.skipped and not out:
         raise ValueError("no line is a Prometheus sample (first: %s)" % _quote(report.first_bad))
@@ -109,11 +113,16 @@ def parse_exposition(text, report=None, max_lines=None, max_series=None):
     return out
 
 
+CHUNK = 1000  # sample lines per parser call for families whose samples stand alone
+
+
 def _blocks(text, max_lines, report):
     """The text as blocks of lines, one metric family each (a block starts
-    at each # HELP / # TYPE of a new name), at most max_lines sample lines
-    in all (the rest is counted in report.cut_lines)."""
-    blocks, cur, family, samples = [], [], None, 0
+    at each # HELP / # TYPE of a new name; a gauge or counter family is cut
+    into blocks of CHUNK samples, each with the family's # lines, so that a
+    deadline is checked often), at most max_lines sample lines in all (the
+    rest is counted in report.cut_lines)."""
+    blocks, cur, head, family, kind, n, samples = [], [], [], None, None, 0, 0
     lines = text.split("\n")
     for i, line in enumerate(lines):
         s = line.strip()
@@ -124,13 +133,20 @@ def _blocks(text, max_lines, report):
             if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] != family:
                 if cur:
                     blocks.append(cur)
-                cur, family = [], parts[2]
+                cur, head, family, kind, n = [], [], parts[2], None, 0
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                kind = parts[3].strip()
             cur.append(line)
+            head.append(line)
             continue
         if samples >= max_lines:
             report.cut_lines = sum(1 for x in lines[i:] if x.strip() and not x.lstrip().startswith("#"))
             break
+        if n >= CHUNK and kind in (None, "gauge", "counter", "untyped", "unknown"):
+            blocks.append(cur)
+            cur, n = list(head), 0
         samples += 1
+        n += 1
         cur.append(line)
     if cur:
         blocks.append(cur)
@@ -285,6 +301,7 @@ def _finite(v):
 class PrometheusSource(Source):
     name = "prometheus"
     interval = 1.0
+    stop_wait = 0.25  # seconds SourceThread.stop waits for an interrupted scrape before leaving it
 
     def __init__(self, store, url, engine=None, clock=time.monotonic, session=None, alive=None):
         """alive: callable -> bool, whether the engine's process still runs
@@ -308,6 +325,7 @@ class PrometheusSource(Source):
         self.scrapes_ok = 0
         self.failures = 0
         self._halting = False  # shutdown has begun: the next scrape is the last, with FINAL_DEADLINE
+        self._interrupted = threading.Event()  # set by interrupt(): the scrape in flight gives up
         self._inflight = None  # the response being read (interrupt() cuts its socket)
         self._conn = None  # the connection of the request in flight (_session sets it)
         self._inflight_lock = threading.Lock()
@@ -327,9 +345,19 @@ class PrometheusSource(Source):
         if now < self._next_try:
             return
         report = ParseReport()
+        if self._halting:
+            self._interrupted.clear()  # the last scrape: FINAL_DEADLINE is its bound
+        budget = FINAL_DEADLINE if self._halting else SCRAPE_DEADLINE
+        t_end = time.monotonic() + budget
+
+        def give_up():
+            return self._interrupted.is_set() or time.monotonic() >= t_end
+
         try:
-            text = self._fetch()
-            samples = parse_exposition(text, report)
+            text = self._fetch(budget)
+            samples = parse_exposition(text, report, give_up=give_up)
+            if give_up():  # parsing ran past the deadline (or shutdown came): a partial scrape is no scrape
+                raise ScrapeError("no complete answer within %.1f s" % budget)
         except (requests.RequestException, ScrapeError, ValueError, UnicodeError) as e:
             self._failed(now, e)
             return
@@ -350,11 +378,10 @@ class PrometheusSource(Source):
         self._lost = False
         self.scrapes_ok += 1
 
-    def _fetch(self):
-        """The body, read within the scrape's deadline: a watchdog cuts the
-        connection when it passes (a read timeout alone is per read, and an
+    def _fetch(self, budget):
+        """The body, read within `budget` seconds: a watchdog cuts the
+        connection when they pass (a read timeout alone is per read, and an
         engine that trickles a byte a second would hold us forever)."""
-        budget = FINAL_DEADLINE if self._halting else SCRAPE_DEADLINE
         t_end = time.monotonic() + budget
         expired = threading.Event()
         timer = threading.Timer(budget, self._deadline, (expired,))
@@ -418,6 +445,7 @@ class PrometheusSource(Source):
         (SourceThread.stop's final poll) gets FINAL_DEADLINE."""
         self._halting = True
         self._next_try = 0.0
+        self._interrupted.set()
         self._cut()
 
     def _report_parse(self, report):
