@@ -7,8 +7,10 @@ store. No Python code runs per record; Python loops run per distinct
 (name, device) in a batch. Once a second it appends a cumulative snapshot
 to the store's history, so windows are differences of two snapshots.
 """
+import ctypes
 import logging
 import os
+import select
 import threading
 import time
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from graphsignal import cuda_names, histo
 from graphsignal.rings import layout as L
-from graphsignal.rings.reader import MAX_NAMES, Ring, RingError, parse_ring_name
+from graphsignal.rings.reader import MAX_NAME_ID, MAX_NAMES, Ring, RingError, parse_ring_name
 
 logger = logging.getLogger("graphsignal")
 
@@ -143,9 +145,6 @@ class Batch:
 
 
 # -- per-ring state -------------------------------------------------------------
-# known-name codes (Ring.known): a plain name, or an instrument of one type
-PLAIN = 1
-INSTRUMENT_CODES = {"gauge": 2, "counter": 3, "histogram": 4, "profile": 5}
 UNNAMED = "(unnamed)"  # the frame of records whose name never arrived (one frame, not one per id)
 MAX_DEVICES = 128  # device ordinals per process (GPUs, MIG instances); a higher one is a bad record
 MAX_KIND = 64  # CUPTI copy/memory/sync kinds are small enums
@@ -173,7 +172,10 @@ class RingState:
         self.gone_since = None
         self.rejected = {}  # reason -> records (see REJECT_REASONS)
         self.said = set()  # reasons logged for this ring (once each)
-        self.rate = 0.0  # records per second, last cycle (for the adaptive interval)
+        # records per second (for the adaptive interval); a new ring is taken
+        # to be fast until it shows otherwise: a writer that starts at full
+        # speed fills a small ring within a default interval
+        self.rate = ring.capacity / (4 * 0.005)
 
     def device_tags(self, ordinal):
         tags = dict(self.base_tags)
@@ -222,7 +224,6 @@ class Poller:
         self._halt = threading.Event()
         self._thread = None
         self._last_history = None
-        self._last_discover = None
         self._last_cycle = None
         self._warned = set()
         self._scratch = None
@@ -262,9 +263,7 @@ class Poller:
     # -- one cycle -------------------------------------------------------------
     def poll_once(self, final=False):
         now = time.monotonic()
-        if final or self._last_discover is None or now - self._last_discover >= self.interval:
-            self._last_discover = now
-            self.discover()
+        self.discover()
         dt = (now - self._last_cycle) if self._last_cycle is not None else self.interval
         self._last_cycle = now
         sleep = self.interval
@@ -276,7 +275,10 @@ class Poller:
             except RingError as e:
                 self._drop(fname, st, str(e))
                 continue
-            st.rate = n / dt if dt > 0 else 0.0
+            # records per second, remembered with a half-life of 0.25 s: one
+            # cycle that finds nothing (the writer was descheduled) must not
+            # put the poller back to sleep for a whole interval
+            st.rate = max(n / dt if dt > 0 else 0.0, st.rate * 0.5 ** min(dt / 0.25, 240.0))
             if st.rate > 0:
                 # poll again well before the ring can be half full at this rate
                 sleep = min(sleep, 0.25 * st.ring.capacity / st.rate)
@@ -392,38 +394,32 @@ class Poller:
             elif t != L.REC_TEST:
                 self._reject(st, "bad_type", g.size, "record type %d" % t)
 
-    def _named(self, st, g, field="name_id"):
-        """g[field] with ids that were never named replaced by 0 (the
-        UNNAMED frame), counting them."""
-        ids = g[field]
-        codes = st.ring.known_codes(ids)
-        unknown = codes == 0
-        if unknown.any():
-            self._reject(st, "unknown_name", int(np.count_nonzero(unknown)),
-                         "name id %d" % int(ids[unknown][0]))
-            ids = np.where(unknown, 0, ids).astype(np.uint32)
-        return ids
+    # Records are checked per distinct key after grouping, never per record:
+    # a hostile ring costs what its distinct keys cost, a normal one nothing.
 
-    def _in_range(self, st, g, limits):
-        """Boolean mask of records whose fields are below their limits
-        ({field: limit}), counting the others as bad_field; None: all good."""
-        bad = None
-        for field, limit in limits.items():
-            b = g[field] >= limit
-            bad = b if bad is None else (bad | b)
-        if bad is None or not bad.any():
+    def _frame_name(self, st, nid, n, bad):
+        """The name of id nid for n records, or UNNAMED (counted) when it
+        was never sent."""
+        name = st.ring.names.get(nid)
+        if name is None:
+            self._count(bad, "unknown_name", n, "name id %d" % nid)
+            return UNNAMED
+        return name
+
+    def _instrument(self, st, nid, want):
+        """(name, tags) of instrument nid if it is a `want`, else None."""
+        inst = st.instruments.get(nid)
+        if inst is None or inst[0] != want:
             return None
-        i = int(np.flatnonzero(bad)[0])
-        self._reject(st, "bad_field", int(np.count_nonzero(bad)),
-                     ", ".join("%s %d" % (f, int(g[f][i])) for f in limits))
-        return ~bad
+        return inst[1], dict(inst[2], **st.base_tags)
 
-    def _filter(self, st, g, limits):
-        keep = self._in_range(st, g, limits)
-        if keep is None:
-            return g
-        recs = g.recs if g.mask is None else g.recs[g.mask]
-        return Batch(recs[keep])
+    def _count(self, bad, reason, n, example):
+        c, ex = bad.get(reason, (0, example))
+        bad[reason] = (c + n, ex)
+
+    def _flush_bad(self, st, bad):
+        for reason, (n, example) in bad.items():
+            self._reject(st, reason, n, example)
 
     def _on_name(self, st, g, ts):
         for nid, sub, text in st.ring.learn_names(g.recs if g.mask is None else g.recs[g.mask]):
@@ -431,18 +427,23 @@ class Poller:
                 inst = parse_instrument(text)
                 if inst is not None:
                     st.instruments[nid] = inst
-                    st.ring.mark_instrument(nid, INSTRUMENT_CODES[inst[0]])
                 else:
                     st.instruments.pop(nid, None)
+            else:
+                st.instruments.pop(nid, None)
 
     def _on_device(self, st, g, ts):
-        g = self._filter(st, g, {"device": MAX_DEVICES})
+        bad = {}
         for dev, nid in zip(g["device"].tolist(), g["name_id"].tolist()):
+            if dev >= MAX_DEVICES:
+                self._count(bad, "bad_field", 1, "device %d" % dev)
+                continue
             st.devices[dev] = st.ring.names.get(nid)
             if st.ring.kind == L.KIND_CUPTI:
                 # the device in use: its profiles are measured, even if empty
                 for name in CUDA_PROFILES:
                     self.store.ensure_profile(name, st.device_tags(dev), ts)
+        self._flush_bad(st, bad)
 
     def _on_meta(self, st, g, ts):
         for sub, value in zip(g["sub"].tolist(), g["value"].tolist()):
@@ -451,16 +452,19 @@ class Poller:
                 self.store.set_gauge("cuda_graph_trace_mode", st.base_tags, int(value), ts)
 
     def _profile_by_name_device(self, metric, st, g, ts):
-        g = self._filter(st, g, {"device": MAX_DEVICES})
-        if g.size == 0:
-            return
-        key, width = _compose(self._named(st, g), g["device"])
+        key, width = _compose(g["name_id"], g["device"])
         uniq, counts, (sums,) = group_sums(key, g["value"])
         by_tags = {}
+        bad = {}
         for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
-            by_tags.setdefault(k % width, []).append((st.name(k // width), int(s), int(c)))
+            nid, dev = divmod(k, width)
+            if dev >= MAX_DEVICES:
+                self._count(bad, "bad_field", c, "device %d" % dev)
+                continue
+            by_tags.setdefault(dev, []).append((self._frame_name(st, nid, c, bad), int(s), int(c)))
         for dev, frames in by_tags.items():
             self.store.add_profile(metric, st.device_tags(dev), frames, ts)
+        self._flush_bad(st, bad)
 
     def _on_kernel(self, st, g, ts):
         self._profile_by_name_device("cuda_kernels_nanoseconds", st, g, ts)
@@ -470,24 +474,16 @@ class Poller:
 
     def _on_memcpy(self, st, g, ts):
         # key: copy kind, memory kinds (src | dst << 8), device
-        g = self._filter(st, g, {"device": MAX_DEVICES, "sub": MAX_KIND})
-        if g.size == 0:
-            return
-        mem = g["name_id"] & 0xFFFF
-        ok = ((mem & 0xFF) < MAX_KIND) & ((mem >> 8) < MAX_KIND)
-        if not ok.all():
-            self._reject(st, "bad_field", int(np.count_nonzero(~ok)), "memory kinds 0x%x" % int(mem[~ok][0]))
-            recs = g.recs if g.mask is None else g.recs[g.mask]
-            g = Batch(recs[ok])
-            mem = g["name_id"] & 0xFFFF
-            if g.size == 0:
-                return
-        k1, w1 = _compose(g["sub"], mem)
+        k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
         key, w2 = _compose(k1, g["device"])
         uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
+        bad = {}
         for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
             dev = k % w2
             copy_kind, mem = divmod(k // w2, w1)
+            if dev >= MAX_DEVICES or copy_kind >= MAX_KIND or (mem & 0xFF) >= MAX_KIND or (mem >> 8) >= MAX_KIND:
+                self._count(bad, "bad_field", c, "memcpy kind %d, memory kinds 0x%x, device %d" % (copy_kind, mem, dev))
+                continue
             kind = cuda_names.memcpy_kind(copy_kind)
             tags = st.device_tags(dev)
             host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
@@ -495,85 +491,92 @@ class Poller:
                 tags["host_memory"] = host_mem
             self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
+        self._flush_bad(st, bad)
 
     def _on_memset(self, st, g, ts):
-        g = self._filter(st, g, {"device": MAX_DEVICES, "sub": MAX_KIND})
-        if g.size == 0:
-            return
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
+        bad = {}
         for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
             mem, dev = divmod(k, width)
+            if dev >= MAX_DEVICES or mem >= MAX_KIND:
+                self._count(bad, "bad_field", c, "memory kind %d, device %d" % (mem, dev))
+                continue
             kind = cuda_names.memory_kind(mem)
             tags = st.device_tags(dev)
             self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
             self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+        self._flush_bad(st, bad)
 
     def _on_sync(self, st, g, ts):
-        g = self._filter(st, g, {"device": MAX_DEVICES, "sub": MAX_KIND})
-        if g.size == 0:
-            return
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, (ns,) = group_sums(key, g["value"])
         by_tags = {}
+        bad = {}
         for k, c, t in zip(uniq.tolist(), counts.tolist(), ns.tolist()):
             kind, dev = divmod(k, width)
+            if dev >= MAX_DEVICES or kind >= MAX_KIND:
+                self._count(bad, "bad_field", c, "sync kind %d, device %d" % (kind, dev))
+                continue
             by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
         for dev, frames in by_tags.items():
             self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
+        self._flush_bad(st, bad)
 
-    def _instruments_only(self, st, g, want):
-        """g restricted to records of registered `want` instruments; the
-        others are counted (unknown_instrument) and logged once per ring."""
-        ids = g["name_id"]
-        ok = st.ring.known_codes(ids) == INSTRUMENT_CODES[want]
-        if ok.all():
-            return g
-        bad = ~ok
-        self._reject(st, "unknown_instrument", int(np.count_nonzero(bad)),
-                     "record for unknown %s instrument %d" % (want, int(ids[bad][0])))
-        recs = g.recs if g.mask is None else g.recs[g.mask]
-        return Batch(recs[ok])
-
-    def _instrument(self, st, nid):
-        inst = st.instruments[nid]
-        return inst[1], dict(inst[2], **st.base_tags)
+    def _unknown_instrument(self, bad, want, nid, n):
+        self._count(bad, "unknown_instrument", n, "record for unknown %s instrument %d" % (want, nid))
 
     def _on_gauge(self, st, g, ts):
-        g = self._instruments_only(st, g, "gauge")
-        if g.size == 0:
-            return
         ids = g["name_id"]
         # last record per instrument wins
         rev_ids = ids[::-1]
-        uniq, first_rev = np.unique(rev_ids, return_index=True)
+        uniq, first_rev, counts = np.unique(rev_ids, return_index=True, return_counts=True)
         vals = g["value"][::-1][first_rev].view(np.float64)
-        for nid, v in zip(uniq.tolist(), vals.tolist()):
-            name, tags = self._instrument(st, nid)
-            self.store.set_gauge(name, tags, v, ts)
+        bad = {}
+        for nid, v, c in zip(uniq.tolist(), vals.tolist(), counts.tolist()):
+            inst = self._instrument(st, nid, "gauge")
+            if inst is None:
+                self._unknown_instrument(bad, "gauge", nid, c)
+                continue
+            self.store.set_gauge(inst[0], inst[1], v, ts)
+        self._flush_bad(st, bad)
 
     def _on_counter(self, st, g, ts):
-        g = self._instruments_only(st, g, "counter")
-        if g.size == 0:
-            return
         uniq, counts, (sums,) = group_sums(g["name_id"].astype(np.int64), g["value"])
-        for nid, s in zip(uniq.tolist(), sums.tolist()):
-            name, tags = self._instrument(st, nid)
-            self.store.add_counter(name, tags, int(s), ts)
+        bad = {}
+        for nid, s, c in zip(uniq.tolist(), sums.tolist(), counts.tolist()):
+            inst = self._instrument(st, nid, "counter")
+            if inst is None:
+                self._unknown_instrument(bad, "counter", nid, c)
+                continue
+            self.store.add_counter(inst[0], inst[1], int(s), ts)
+        self._flush_bad(st, bad)
 
     def _on_histogram(self, st, g, ts):
-        g = self._instruments_only(st, g, "histogram")
-        if g.size == 0:
-            return
         ids = g["name_id"].astype(np.int64)
         vals = g["value"]
         order = np.argsort(ids, kind="stable")
         ids_s, vals_s = ids[order], vals[order]
         starts = np.concatenate(([0], np.flatnonzero(np.diff(ids_s)) + 1))
         uniq = ids_s[starts]
+        counts = np.diff(np.append(starts, ids_s.size))
+        insts = [self._instrument(st, nid, "histogram") for nid in uniq.tolist()]
+        if None in insts:  # records of unknown instruments: counted, then left out before any bins
+            bad = {}
+            known = np.array([i is not None for i in insts])
+            for nid, c, i in zip(uniq.tolist(), counts.tolist(), insts):
+                if i is None:
+                    self._unknown_instrument(bad, "histogram", nid, c)
+            self._flush_bad(st, bad)
+            keep = np.repeat(known, counts)
+            ids_s, vals_s = ids_s[keep], vals_s[keep]
+            if ids_s.size == 0:
+                return
+            uniq, counts = uniq[known], counts[known]
+            insts = [i for i in insts if i is not None]
+            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         mins = np.minimum.reduceat(vals_s, starts)
         maxs = np.maximum.reduceat(vals_s, starts)
-        counts = np.diff(np.append(starts, ids_s.size))
         inst_idx = np.repeat(np.arange(uniq.size), counts)
         sums = _exact_bincount(inst_idx, vals_s, uniq.size)
         bins = histo.bin_index(vals_s)
@@ -586,32 +589,35 @@ class Poller:
             owner = keys // histo.NBINS
             cut = np.searchsorted(owner, np.arange(uniq.size + 1))
             per = [((keys[cut[i]:cut[i + 1]] % histo.NBINS), kc[cut[i]:cut[i + 1]]) for i in range(uniq.size)]
-        for i, nid in enumerate(uniq.tolist()):
-            name, tags = self._instrument(st, nid)
-            self.store.add_histogram_agg(name, tags, int(counts[i]), int(sums[i]), int(mins[i]), int(maxs[i]),
+        for i, inst in enumerate(insts):
+            self.store.add_histogram_agg(inst[0], inst[1], int(counts[i]), int(sums[i]), int(mins[i]), int(maxs[i]),
                                          per[i], ts)
 
     def _on_histogram_agg(self, st, g, ts):
         """Pre-aggregated deltas from device probes (probe_cuda.h)."""
-        g = self._instruments_only(st, g, "histogram")
-        if g.size == 0:
-            return
         sub, vals, extra = g["sub"], g["value"], g["extra"]
-        bad = (sub == L.AGG_BIN) & (extra >= histo.NBINS)
-        if bad.any():
-            self._reject(st, "bad_field", int(np.count_nonzero(bad)), "histogram bin %d" % int(extra[bad][0]))
         ids = g["name_id"].astype(np.int64)
         order = np.argsort(ids, kind="stable")
         ids_s = ids[order]
         starts = np.concatenate(([0], np.flatnonzero(np.diff(ids_s)) + 1, [ids_s.size]))
-        sub_s, vals_s, extra_s, bad_s = sub[order], vals[order], extra[order], bad[order]
+        sub_s, vals_s, extra_s = sub[order], vals[order], extra[order]
+        bad = {}
         for j in range(starts.size - 1):
             a, b = int(starts[j]), int(starts[j + 1])
             nid = int(ids_s[a])
+            inst = self._instrument(st, nid, "histogram")
+            if inst is None:
+                self._unknown_instrument(bad, "histogram", nid, b - a)
+                continue
             sb, v, x = sub_s[a:b], vals_s[a:b], extra_s[a:b]
             cs = sb == L.AGG_COUNT_SUM
             mm = sb == L.AGG_MIN_MAX
-            bn = (sb == L.AGG_BIN) & ~bad_s[a:b]
+            bn = sb == L.AGG_BIN
+            out_of_range = bn & (x >= histo.NBINS)
+            if out_of_range.any():
+                self._count(bad, "bad_field", int(np.count_nonzero(out_of_range)),
+                            "histogram bin %d" % int(x[out_of_range][0]))
+                bn &= ~out_of_range
             count = histo.exact_sum(v[cs])
             if count == 0 and not bn.any():
                 continue
@@ -620,21 +626,27 @@ class Poller:
             vmax = int(x[mm].max()) if mm.any() else None
             bins = x[bn].astype(np.int64)
             counts = np.bincount(bins, weights=v[bn].astype(np.float64), minlength=histo.NBINS)
-            name, tags = self._instrument(st, nid)
-            self.store.add_histogram_agg(name, tags, count, total, vmin, vmax, counts.astype(np.int64), ts)
+            self.store.add_histogram_agg(inst[0], inst[1], count, total, vmin, vmax, counts.astype(np.int64), ts)
+        self._flush_bad(st, bad)
 
     def _on_profile(self, st, g, ts):
-        g = self._instruments_only(st, g, "profile")
-        if g.size == 0:
-            return
-        key, width = _compose(g["name_id"], self._named(st, g, "extra"))
+        frame_ids = g["extra"]
+        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
+            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
+        key, width = _compose(g["name_id"], frame_ids)
         uniq, counts, (sums,) = group_sums(key, g["value"])
         frames = {}
+        bad = {}
         for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
-            frames.setdefault(k // width, []).append((st.name(k % width), int(s), int(c)))
+            nid, fid = divmod(k, width)
+            frames.setdefault(nid, []).append((self._frame_name(st, fid, c, bad), int(s), int(c)))
         for nid, fr in frames.items():
-            name, tags = self._instrument(st, nid)
-            self.store.add_profile(name, tags, fr, ts)
+            inst = self._instrument(st, nid, "profile")
+            if inst is None:
+                self._unknown_instrument(bad, "profile", nid, sum(f[2] for f in fr))
+                continue
+            self.store.add_profile(inst[0], inst[1], fr, ts)
+        self._flush_bad(st, bad)
 
     _handlers = {
         L.REC_NAME: _on_name,
@@ -658,14 +670,23 @@ class Poller:
         self._thread.start()
 
     def _run(self):
-        while not self._halt.is_set():
-            t0 = time.monotonic()
-            try:
-                self.poll_once()
-            except Exception as e:  # keep polling: one bad cycle must not end collection
-                self._warn_once(("cycle", type(e).__name__, str(e)),
-                                "poller cycle failed: %s: %s" % (type(e).__name__, e))
-            self._halt.wait(max(0.0, self.next_sleep - (time.monotonic() - t0)))
+        watch = _DirWatch.open(self.shm_dir)
+        try:
+            while not self._halt.is_set():
+                t0 = time.monotonic()
+                try:
+                    self.poll_once()
+                except Exception as e:  # keep polling: one bad cycle must not end collection
+                    self._warn_once(("cycle", type(e).__name__, str(e)),
+                                    "poller cycle failed: %s: %s" % (type(e).__name__, e))
+                delay = max(0.0, self.next_sleep - (time.monotonic() - t0))
+                # a ring that appears is drained at once: a new writer at full speed
+                # fills a small ring in less than an interval
+                if watch is None or not watch.wait(delay):
+                    self._halt.wait(0.0 if watch is not None else delay)
+        finally:
+            if watch is not None:
+                watch.close()
 
     def stop(self, final=True):
         """Stops the thread; with final, drains everything once more and
@@ -694,5 +715,49 @@ class Poller:
                         os.unlink(os.path.join(self.shm_dir, fname))
                     except OSError:
                         pass
+        except OSError:
+            pass
+
+
+class _DirWatch:
+    """inotify on the ring directory: wait() returns early when a file is
+    created or moved in. None where inotify is not available (then the
+    poller just sleeps)."""
+
+    IN_MOVED_TO, IN_CREATE = 0x80, 0x100
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    @classmethod
+    def open(cls, path):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return None
+            if libc.inotify_add_watch(fd, os.fsencode(path), cls.IN_CREATE | cls.IN_MOVED_TO) < 0:
+                os.close(fd)
+                return None
+            return cls(fd)
+        except (OSError, AttributeError):
+            return None
+
+    def wait(self, timeout):
+        """True when something appeared within timeout seconds."""
+        try:
+            ready = select.select([self.fd], [], [], timeout)[0]
+            if ready:
+                while os.read(self.fd, 65536):
+                    pass
+        except BlockingIOError:
+            pass
+        except OSError:
+            return False
+        return bool(ready)
+
+    def close(self):
+        try:
+            os.close(self.fd)
         except OSError:
             pass

@@ -1,11 +1,14 @@
 """Compiles the tests' C/C++ programs with only -I include, once per session."""
+import hashlib
 import os
 import subprocess
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "include")
-_BUILD = os.path.join(tempfile.gettempdir(), "graphsignal-test-bin-%d" % os.getuid())
+# one cache per checkout: a binary built from another checkout's header must never pass for current
+_BUILD = os.path.join(tempfile.gettempdir(), "graphsignal-test-bin-%d-%s" % (
+    os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
 
 
 def compile_c(src, out_name=None, cxx=False, extra=(), std=None):

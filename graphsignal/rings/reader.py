@@ -130,8 +130,6 @@ class Ring:
         self.names = {}
         self.name_bytes = 0
         self.names_dropped = 0  # NAME records refused: over the caps, or pointing outside the string area
-        # known[id]: 1 for a learned plain name, 2 + type for an instrument (see poller)
-        self.known = np.zeros(1024, dtype=np.uint8)
         self.skipped = 0
         self._stall_index = None
         self._stall_since = 0.0
@@ -274,31 +272,8 @@ class Ring:
                 self.name_bytes -= len(self.names[rid])
             self.names[rid] = s
             self.name_bytes += len(s)
-            self._mark(rid, 1)
             learned.append((rid, sub, s))
         return learned
-
-    def _mark(self, rid, value):
-        if rid >= self.known.size:
-            size = self.known.size
-            while size <= rid:
-                size *= 2
-            grown = np.zeros(size, dtype=np.uint8)
-            grown[:self.known.size] = self.known
-            self.known = grown
-        self.known[rid] = value
-
-    def mark_instrument(self, rid, code):
-        """known[rid] := code (>= 2) for a name that defines an instrument."""
-        self._mark(rid, code)
-
-    def known_codes(self, ids):
-        """known[id] per id (numpy uint32 array); 0 for ids never named."""
-        ids = ids.astype(np.int64, copy=False)
-        out = np.zeros(ids.size, dtype=np.uint8)
-        ok = ids < self.known.size
-        out[ok] = self.known[ids[ok]]
-        return out
 
     def close(self):
         self._hdr = self._slots = self._words = None
