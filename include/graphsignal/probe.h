@@ -577,11 +577,12 @@ typedef struct graphsignal_probe_state_ {
   graphsignal_probe_entry** table;
   size_t table_size;
   size_t table_used;
+  int ring_tried; /* this epoch's ring was attempted (a failure is not retried per registration) */
 } graphsignal_probe_state_;
 
 static inline graphsignal_probe_state_* graphsignal_probe_state_get_(void) {
   static graphsignal_probe_state_ s = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0,
-                                       {NULL, 0, NULL, 0, NULL, 0, NULL, NULL, 0}, NULL, 0, 0};
+                                       {NULL, 0, NULL, 0, NULL, 0, NULL, NULL, 0}, NULL, 0, 0, 0};
   return &s;
 }
 
@@ -606,8 +607,10 @@ static void graphsignal_probe_atfork_child_(void) {
 static inline graphsignal_ring_header* graphsignal_probe_ring_locked_(graphsignal_probe_state_* st) {
   char name[256];
   size_t size = 0;
-  if (st->ring && st->ring_epoch == st->epoch) return st->ring;
+  if (st->ring_epoch == st->epoch && (st->ring || st->ring_tried)) return st->ring;
   st->ring = NULL;
+  st->ring_tried = 1;
+  st->ring_epoch = st->epoch;
   if (!graphsignal_ring_name(name, sizeof name, "probe")) return NULL;
   st->ring = graphsignal_ring_open(name, GRAPHSIGNAL_KIND_PROBE, graphsignal_ring_env_capacity(),
                                    GRAPHSIGNAL_RING_DEFAULT_STRINGS, &size);
