@@ -682,8 +682,11 @@ class Poller:
                 delay = max(0.0, self.next_sleep - (time.monotonic() - t0))
                 # a ring that appears is drained at once: a new writer at full speed
                 # fills a small ring in less than an interval
-                if watch is None or not watch.wait(delay):
-                    self._halt.wait(0.0 if watch is not None else delay)
+                if watch is None:
+                    self._halt.wait(delay)
+                elif watch.wait(delay):
+                    # at most one cycle per MIN_INTERVAL, however busy the directory is
+                    self._halt.wait(max(0.0, self.MIN_INTERVAL - (time.monotonic() - t0)))
         finally:
             if watch is not None:
                 watch.close()
