@@ -407,9 +407,10 @@ def case_tracebacks(args):
              "        traceback.print_exc()\n")
     proc, signals, _ = wrapped([sys.executable, "-c", three])
     got3 = [x for x in (signals or {}).get("errors", []) if x["tags"].get("error.kind") == "exception"]
-    many = ("import sys\nw = sys.stderr.write\nfor i in range(100000):\n"
+    many = ("import sys, time\nt0 = time.monotonic()\nw = sys.stderr.write\nfor i in range(100000):\n"
             "    w('Traceback (most recent call last):\\n  File \"/app/w.py\", line %d, in step\\n    run()\\n'"
-            " \"KeyError: 'request %d'\\n\" % (i, i))\n")
+            " \"KeyError: 'request %d'\\n\" % (i, i))\nsys.stderr.flush()\n"
+            "print(time.monotonic() - t0)\n")
     t0 = time.monotonic()
     bare = subprocess.run([sys.executable, "-c", many], capture_output=True)
     bare_wall = time.monotonic() - t0
@@ -418,9 +419,11 @@ def case_tracebacks(args):
     dropped = metrics(signals, "console_errors_dropped_total")
     emit(case="tracebacks", back_to_back_3_entries=len(got3), distinct_100k_entries=len(got),
          distinct_100k_messages=len({x["message"] for x in got}),
-         counted_as_dropped=sum(m["stats"]["total"] for m in dropped), wall_s=round(wall, 2),
-         bare_wall_s=round(bare_wall, 2),
-         stderr_identical=proc.stderr == bare.stderr)
+         counted_as_dropped=sum(m["stats"]["total"] for m in dropped),
+         unscanned_bytes=sum(m["stats"]["total"] for m in metrics(signals, "console_unscanned_bytes_total")),
+         workload_s_under_graphsignal_run=round(float(proc.stdout.split()[-1]), 2),
+         workload_s_bare=round(float(bare.stdout.split()[-1]), 2), wall_s=round(wall, 2),
+         bare_wall_s=round(bare_wall, 2), stderr_identical=proc.stderr == bare.stderr)
 
 
 CASES = ["register", "endpoint_exit", "scrape_200k", "name_flood", "unknown_ids", "vandal", "foreign_ring",

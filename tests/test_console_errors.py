@@ -249,7 +249,7 @@ def test_ten_megabyte_line_is_cut_and_never_buffered():
     store, cap = capture()
     big = b"ERROR 10-09 12:00:00 [x.py:1] " + b"y" * (10 << 20) + b"\nERROR 10-09 12:00:00 [x.py:1] next\n"
     for i in range(0, len(big), 65536):
-        cap.feed("stdout", big[i:i + 65536])
+        cap._scan_chunk("stdout", big[i:i + 65536], False)  # the scanner, as its thread calls it
         assert len(cap._streams["stdout"].pending) <= console.MAX_LINE
     cap.close_stream("stdout")
     first, second = entries(store)
@@ -307,16 +307,31 @@ def test_back_to_back_tracebacks_are_each_an_entry():
 def test_distinct_tracebacks_are_distinct_entries_and_bounded():
     # before: 100,000 distinct tracebacks back to back were one entry with count 1
     clock = Clock()
-    store, cap = capture(clock)
+    store = MetricStore()
+    cap = ConsoleCapture(store, lambda: ROOT_PID, clock=clock, max_queued=1 << 30)  # scan every byte
     data = b"".join(_traceback(i) for i in range(100_000))
     for i in range(0, len(data), 65536):
         cap.feed("stderr", data[i:i + 65536])
         clock.t += 0.001
-    cap.close_stream("stderr")
+    cap.close_stream("stderr", timeout=300)
     kept = entries(store)
     assert len(kept) == len({e["message"] for e in kept}) == 100  # the latest distinct ones (MAX_ERRORS)
     # every traceback is accounted for: an entry (while the rate allowed) or the dropped counter
     assert store.errors_total + cap.dropped == 100_000
+
+
+def test_a_flood_the_scanner_cannot_keep_up_with_is_passed_over_and_counted():
+    store = MetricStore()
+    cap = ConsoleCapture(store, lambda: ROOT_PID, max_queued=256 << 10)
+    data = b"".join(_traceback(i) for i in range(100_000))  # 13 MB, fed as fast as a pipe can deliver
+    for i in range(0, len(data), 65536):
+        cap.feed("stderr", data[i:i + 65536])  # never waits for the scanner
+        assert cap._queued <= cap.max_queued
+    cap.feed("stderr", b"ERROR: the last line\n")
+    cap.close_stream("stderr", timeout=60)
+    assert cap.unscanned > 0
+    assert store.lookup(console.UNSCANNED_METRIC)[0].total == cap.unscanned
+    assert all(e["exception"] is None or e["exception"].count("Traceback") == 1 for e in entries(store))
 
 
 def test_repeats_of_recent_entries_are_counted_not_rate_limited():
