@@ -21,7 +21,7 @@ from graphsignal.rings import reader
 from graphsignal.rings.reader import Ring, RingError, Writer
 from graphsignal.server import make_app
 from graphsignal.store import MetricStore
-from gsrun import metrics, run_wrapped
+from gsrun import metrics, quiet_env, run_wrapped
 
 SHM = "/dev/shm"
 NOBODY = 65534
@@ -67,10 +67,12 @@ def warnings(caplog):
 # -- the header after attach ----------------------------------------------------------
 def test_header_rewritten_after_attach_drops_the_ring_with_one_line(run, caplog):
     run_id, store, poller = run
-    w = writer(run_id)
+    w = writer(run_id, capacity=64, strings_size=4096)
     c = instrument(w, "counter", "hostile_total")
-    w.write(L.REC_COUNTER, name_id=c, value=7)
-    poller.poll_once()
+    for _ in range(300):  # the read index goes round the ring: beyond the map once masked by a bogus capacity
+        for _ in range(50):
+            w.write(L.REC_COUNTER, name_id=c, value=1)
+        poller.poll_once()
     path = ring_path(run_id)
     # what the issue reproduced: capacity 2^40, indices 2^34 (the sidecar died of SIGSEGV)
     poke(path, "capacity", "<Q", 1 << 40)
@@ -82,7 +84,7 @@ def test_header_rewritten_after_attach_drops_the_ring_with_one_line(run, caplog)
     assert poller.rings == {}
     lines = warnings(caplog)
     assert len(lines) == 1 and "no longer makes sense" in lines[0]
-    assert find(store, "hostile_total")[0]["stats"]["total"] == 7  # what it delivered before stays
+    assert find(store, "hostile_total")[0]["stats"]["total"] == 15000  # what it delivered before stays
     assert os.path.exists(path)  # never unlinked by the poller while it runs; cleanup_all does at exit
 
 
@@ -118,11 +120,14 @@ def test_a_ring_cut_short_under_the_reader_is_dropped(run, caplog):
 
 def test_header_rewritten_by_the_workload_under_graphsignal_run():
     exe = compile_c("ring_vandal.c")
-    proc, signals = run_wrapped([exe])
+    # a small ring, so that the read index has gone round it before the header is rewritten
+    proc, signals = run_wrapped([exe], env=quiet_env(GRAPHSIGNAL_RING_CAPACITY=256))
     # before: the sidecar died of SIGSEGV (rc 139) and took the workload's stdout with it
     assert proc.returncode == 0
     assert proc.stdout.decode().count("after the vandalism\n") == 2000
-    assert metrics(signals, "vandal_events_total")[0]["stats"]["total"] == 5
+    total = metrics(signals, "vandal_events_total")[0]["stats"]["total"]
+    dropped = metrics(signals, "graphsignal_dropped_records")[0]["stats"]["total"]
+    assert total + dropped == 500
     assert sum("no longer makes sense" in e["message"] for e in signals["errors"]) == 1
 
 

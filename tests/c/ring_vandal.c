@@ -1,17 +1,21 @@
-/* ring_vandal: counts 5 into a probe counter, lets the sidecar read it, then
- * rewrites its own probe ring's header as buggy workload code (or another
- * process) could: capacity 2^40, write index 2^34. Then it keeps working
- * (printing to stdout) and never records again: its own writer would use
- * the bogus capacity too. */
+/* ring_vandal: counts 500 into a probe counter in rounds the sidecar reads
+ * (run it with a small GRAPHSIGNAL_RING_CAPACITY: the read index then has
+ * gone round the ring), then rewrites its own probe ring's header as buggy
+ * workload code (or another process) could: capacity 2^40, write index
+ * 2^34. Then it keeps working (printing to stdout) and never records
+ * again: its own writer would use the bogus capacity too. */
 #include <graphsignal/probe.h>
 
 int main(void) {
   char name[256], path[300];
-  int fd, i;
-  struct timespec nap = {0, 600000000L};
+  int fd, i, j;
+  struct timespec nap = {0, 600000000L}, round_nap = {0, 100000000L};
   graphsignal_ring_header* h;
   graphsignal_probe_entry* e = graphsignal_probe_register("vandal_events_total", GRAPHSIGNAL_COUNTER, NULL, NULL, 0);
-  graphsignal_add(e, 5);
+  for (i = 0; i < 10; i++) {
+    for (j = 0; j < 50; j++) graphsignal_add(e, 1);
+    nanosleep(&round_nap, NULL);
+  }
   nanosleep(&nap, NULL);
   if (!graphsignal_ring_name(name, sizeof name, "probe")) return 2;
   snprintf(path, sizeof path, "/dev/shm/%s", name);
