@@ -104,7 +104,11 @@ class Series:
         raise NotImplementedError
 
     def stats_json(self):
-        return dumps(self.stats())
+        st = self.stats()
+        try:
+            return orjson.dumps(st, option=_JSON_OPT)
+        except orjson.JSONEncodeError:
+            return dumps(st)
 
     def to_json(self):
         if self._json is None:
@@ -128,7 +132,10 @@ class Gauge(Series):
         return {"value": self.value}
 
     def stats_json(self):
-        return b'{"value":' + dumps(self.value) + b"}"
+        try:
+            return b'{"value":' + orjson.dumps(self.value, option=_JSON_OPT) + b"}"
+        except orjson.JSONEncodeError:
+            return b'{"value":' + dumps(self.value) + b"}"
 
     def state(self):
         return self.value
@@ -145,7 +152,10 @@ class Counter(Series):
         return {"total": self.total}
 
     def stats_json(self):
-        return b'{"total":' + dumps(self.total) + b"}"
+        try:
+            return b'{"total":' + orjson.dumps(self.total, option=_JSON_OPT) + b"}"
+        except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
+            return b'{"total":' + dumps(self.total) + b"}"
 
     def state(self):
         return self.total
@@ -658,6 +668,10 @@ class MetricStore:
             if self._order is None:
                 keys = sorted(self.series, key=lambda k: (k[0], k[2], k[1]))
                 self._order = [self.series[k] for k in keys]
+            try:
+                return [s.to_json() for s in self._order]
+            except Exception:
+                pass
             out = []
             for s in self._order:
                 try:
