@@ -166,7 +166,7 @@ class Histogram(Series):
     exact count/sum/min/max), or explicit cumulative `le` buckets set from
     a scrape (engines: min/max are not measured and stay null)."""
 
-    __slots__ = ("count", "sum", "min", "max", "bin_counts", "le", "le_counts")
+    __slots__ = ("count", "sum", "min", "max", "bin_counts", "le", "le_counts", "_added", "_hist_bins")
 
     def __init__(self, name, tags):
         Series.__init__(self, name, HISTOGRAM, tags)
@@ -177,6 +177,23 @@ class Histogram(Series):
         self.bin_counts = None  # np.int64[histo.NBINS] for log-linear
         self.le = None  # explicit bucket upper bounds (ascending, may end in inf)
         self.le_counts = None  # per-bucket (non-cumulative) counts
+        self._added = []  # (bin indices, counts) added since the last history snapshot
+        self._hist_bins = None  # the bins of the last history snapshot (SparseBins / DeltaBins)
+
+    def add_bins(self, bins):
+        """Adds per-bin counts: a dense array over histo's bins, or
+        (bin indices, counts) of the bins hit."""
+        if self.bin_counts is None:
+            self.bin_counts = np.zeros(histo.NBINS, dtype=np.int64)
+        if isinstance(bins, tuple):
+            idx, counts = bins
+            np.add.at(self.bin_counts, idx, counts)
+        else:
+            self.bin_counts += bins
+            idx = np.flatnonzero(bins)
+            counts = bins[idx]
+        if idx.size:
+            self._added.append((np.asarray(idx, dtype=np.int64), np.asarray(counts, dtype=np.int64)))
 
     def stats(self):
         count = self.count
@@ -199,15 +216,34 @@ class Histogram(Series):
 
     def state(self):
         if self.bin_counts is not None:
-            return (self.count, self.sum, SparseBins.of(self.bin_counts))
+            prev, added, self._added = self._hist_bins, self._added, []
+            if prev is None or prev.depth >= CHECKPOINT_EVERY:
+                bins = SparseBins.of(self.bin_counts)
+            else:
+                # only the bins hit since the previous snapshot (a busy histogram hits a few a
+                # second; its cumulative non-empty bins can be hundreds)
+                idx = np.concatenate([a for a, _ in added]) if added else np.zeros(0, dtype=np.int64)
+                cnt = np.concatenate([c for _, c in added]) if added else np.zeros(0, dtype=np.int64)
+                uniq, inv = np.unique(idx, return_inverse=True)
+                bins = DeltaBins(prev, uniq.astype(np.uint16), np.bincount(inv.reshape(-1), weights=cnt,
+                                                                           minlength=uniq.size).astype(np.int64))
+            self._hist_bins = bins
+            return (self.count, self.sum, bins)
         return (self.count, self.sum, None if self.le_counts is None else (tuple(self.le), tuple(self.le_counts)))
+
+
+CHECKPOINT_EVERY = 64  # history states of a histogram between two full copies of its bins
 
 
 class SparseBins:
     """A histogram's cumulative log-linear bin counts as kept in the
-    history: only the bins that are not empty (a few dozen of 1920)."""
+    history: only the bins that are not empty (of 1920). Every
+    CHECKPOINT_EVERY-th state of a histogram is one of these; the states in
+    between are DeltaBins."""
 
     __slots__ = ("idx", "counts")
+    depth = 0
+    base = None
 
     def __init__(self, idx, counts):
         self.idx, self.counts = idx, counts
@@ -221,6 +257,50 @@ class SparseBins:
         out = np.zeros(histo.NBINS, dtype=np.int64)
         out[self.idx] = self.counts
         return out
+
+
+class DeltaBins:
+    """Cumulative bins as the previous state's plus the bins hit since
+    (packed in one bytes object: uint16 bin indices, then int64 counts)."""
+
+    __slots__ = ("base", "_packed", "depth")
+
+    def __init__(self, base, idx, counts):
+        self.base = base
+        self._packed = idx.astype("<u2").tobytes() + counts.astype("<i8").tobytes()
+        self.depth = base.depth + 1
+
+    @property
+    def idx(self):
+        return np.frombuffer(self._packed, dtype="<u2", count=len(self._packed) // 10)
+
+    @property
+    def counts(self):
+        n = len(self._packed) // 10
+        return np.frombuffer(self._packed, dtype="<i8", count=n, offset=2 * n)
+
+    def dense(self):
+        out = self.base.dense()
+        np.add.at(out, self.idx, self.counts)
+        return out
+
+
+def bins_diff(cur, prev):
+    """Dense bins(cur) - bins(prev) for two states of one histogram (prev
+    may be None: since start)."""
+    # the common case, a short window: prev is an ancestor of cur, so the
+    # difference is the deltas in between
+    out = np.zeros(histo.NBINS, dtype=np.int64)
+    b = cur
+    while b is not None and b is not prev and isinstance(b, DeltaBins):
+        np.add.at(out, b.idx, b.counts)
+        b = b.base
+    if b is prev:
+        return out
+    out += b.dense()  # b: a checkpoint (prev is older or unrelated)
+    if prev is not None:
+        out -= prev.dense()
+    return out
 
 
 class Profile(Series):
@@ -567,18 +647,13 @@ class MetricStore:
             s = self.get(name, HISTOGRAM, tags)
             if s is None:
                 return
-            if s.bin_counts is None:
-                s.bin_counts = np.zeros(histo.NBINS, dtype=np.int64)
             s.count += count
             s.sum += total
             if vmin is not None:
                 s.min = vmin if s.min is None else min(s.min, vmin)
             if vmax is not None:
                 s.max = vmax if s.max is None else max(s.max, vmax)
-            if isinstance(bin_counts, tuple):
-                np.add.at(s.bin_counts, bin_counts[0], bin_counts[1])
-            else:
-                s.bin_counts += bin_counts
+            s.add_bins(bin_counts)
             s.touch(ts or self.clock())
 
     def set_histogram_buckets(self, name, tags, count, total, le, cumulative, ts=None):
@@ -714,9 +789,7 @@ def _merge(dst, src):
         if src.max is not None:
             dst.max = src.max if dst.max is None else max(dst.max, src.max)
         if src.bin_counts is not None:
-            if dst.bin_counts is None:
-                dst.bin_counts = np.zeros(histo.NBINS, dtype=np.int64)
-            dst.bin_counts += src.bin_counts
+            dst.add_bins(src.bin_counts)
         elif src.le is not None and (dst.le is None or list(dst.le) == list(src.le)):
             dst.le = list(src.le)
             dst.le_counts = [a + b for a, b in zip(dst.le_counts or [0] * len(src.le), src.le_counts)]

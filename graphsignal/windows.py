@@ -40,7 +40,8 @@ import bisect
 import numpy as np
 
 from graphsignal import histo
-from graphsignal.store import COUNTER, GAUGE, HISTOGRAM, PROFILE, MAX_FRAMES, Snapshot, SparseBins
+from graphsignal.store import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, DeltaBins, Snapshot, SparseBins,
+                               bins_diff)
 
 NS = 1_000_000_000
 
@@ -174,11 +175,9 @@ def _histogram(prev, cur, covered, vmin=None, vmax=None):
     if reset:
         p_count, p_total, p_bins = 0, 0, None
     d_count, d_sum = count - p_count, total - p_total
-    if isinstance(bins, SparseBins):
+    if isinstance(bins, (SparseBins, DeltaBins)):
         if bins is not p_bins and d_count:  # the same object: nothing changed in the window
-            diff = bins.dense()
-            if isinstance(p_bins, SparseBins):
-                diff[p_bins.idx] -= p_bins.counts
+            diff = bins_diff(bins, p_bins if isinstance(p_bins, (SparseBins, DeltaBins)) else None)
             nz = np.flatnonzero(diff > 0)
             if nz.size:
                 q = histo.quantiles_loglinear(nz, diff[nz], (0.5, 0.95, 0.99), vmin, vmax)

@@ -196,3 +196,29 @@ def test_a_window_with_numbers_beyond_64_bits_still_serializes():
     assert r.status_code == 200
     w = orjson.loads(r.data)["window"]
     assert metric(w, "big_total")["stats"]["delta"] == float(1 << 70)
+
+
+def test_busy_histogram_windows_read_the_same_bins_through_deltas_and_checkpoints():
+    # a busy histogram keeps only the bins hit each second (and a full copy every 16 snapshots):
+    # every window must still see exactly the bins recorded inside it
+    from graphsignal import histo
+
+    clock = Clock(T0)
+    store = MetricStore(clock=clock)
+    rng = np.random.default_rng(7)
+    dense = [np.zeros(histo.NBINS, dtype=np.int64)]
+    for t in range(150):  # more than two checkpoints
+        values = rng.integers(1, 1 << 40, 25)
+        store.add_histogram_values("busy_nanoseconds", {}, values)
+        dense.append(dense[-1] + np.bincount(histo.bin_index(values), minlength=histo.NBINS))
+        clock.t = T0 + t * S
+        store.take_history(clock.t)
+    states = [s for s in store.history._states[("busy_nanoseconds", "histogram", ())]]
+    every = store_mod.CHECKPOINT_EVERY
+    assert sum(type(b[2]).__name__ == "SparseBins" for b in states) == (len(states) + every - 1) // every
+    for seconds in (1, 5, 17, 64, 65, 100, 149):
+        h = metric(window_stats(store, seconds), "busy_nanoseconds")["stats"]
+        diff = dense[150] - dense[150 - seconds]
+        nz = np.flatnonzero(diff)
+        expect = histo.quantiles_loglinear(nz, diff[nz], (0.5, 0.95, 0.99))
+        assert h["count"] == 25 * seconds and [h["p50"], h["p95"], h["p99"]] == pytest.approx(expect)
