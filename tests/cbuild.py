@@ -6,9 +6,16 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "include")
-# one cache per checkout: a binary built from another checkout's header must never pass for current
-_BUILD = os.path.join(tempfile.gettempdir(), "graphsignal-test-bin-%d-%s" % (
-    os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
+
+
+def cache_dir(name):
+    """A build cache of this checkout: a binary built from another
+    checkout's headers (same machine, same uid) must never pass for current."""
+    return os.path.join(tempfile.gettempdir(), "graphsignal-test-%s-%d-%s" % (
+        name, os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
+
+
+_BUILD = cache_dir("bin")
 
 
 def compile_c(src, out_name=None, cxx=False, extra=(), std=None):

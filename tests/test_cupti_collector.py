@@ -11,11 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 import uuid
 
 import pytest
+
+from cbuild import cache_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
@@ -35,7 +36,7 @@ def libs():
     hs = cupti_build.pick(sets, 13, need_lib=False) or cupti_build.pick(sets, 12, need_lib=False)
     if not cxx or hs is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
-    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-fake-cupti-%d" % os.getuid())
+    out = cache_dir("fake-cupti")
     os.makedirs(out, exist_ok=True)
     fake = os.path.join(out, "libcupti.so.%d" % hs.major)
     subprocess.run(cxx + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
