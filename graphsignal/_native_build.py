@@ -18,7 +18,8 @@ INCLUDE_CANDIDATES = [
 CONSTANTS = """
 GRAPHSIGNAL_RING_MAGIC GRAPHSIGNAL_RING_VERSION GRAPHSIGNAL_RING_HEADER_SIZE
 GRAPHSIGNAL_RECORD_SIZE GRAPHSIGNAL_RING_DEFAULT_CAPACITY GRAPHSIGNAL_RING_DEFAULT_STRINGS
-GRAPHSIGNAL_RING_FLAG_CLOSED
+GRAPHSIGNAL_RING_FLAG_CLOSED GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY GRAPHSIGNAL_RING_MIN_CAPACITY
+GRAPHSIGNAL_RING_MAX_CAPACITY GRAPHSIGNAL_RING_MAX_STRINGS
 GRAPHSIGNAL_KIND_TEST GRAPHSIGNAL_KIND_CUPTI GRAPHSIGNAL_KIND_PROBE GRAPHSIGNAL_KIND_ROCM
 GRAPHSIGNAL_REC_NAME GRAPHSIGNAL_REC_KERNEL GRAPHSIGNAL_REC_GRAPH GRAPHSIGNAL_REC_MEMCPY
 GRAPHSIGNAL_REC_MEMSET GRAPHSIGNAL_REC_SYNC GRAPHSIGNAL_REC_GAUGE GRAPHSIGNAL_REC_COUNTER
@@ -34,8 +35,12 @@ int gs_layout(uint64_t* out, int n);
 /* acquire load / release store for the reader's indices */
 uint64_t gs_load_acquire(void* p);
 void gs_store_release(void* p, uint64_t v);
-/* number of consecutive committed slots from index start, below end */
-uint64_t gs_committed(void* header, uint64_t start, uint64_t end);
+/* number of consecutive committed slots from index start, below end; slots
+   and mask are the reader's own (validated at attach), never the header's */
+uint64_t gs_committed(void* slots, uint64_t mask, uint64_t start, uint64_t end);
+/* the writers' default ring capacity for this /dev/shm, and its string area */
+uint64_t graphsignal_ring_default_capacity(void);
+uint64_t graphsignal_ring_strings_for(uint64_t capacity);
 /* writer side, for tests and benchmarks (the same code C writers run) */
 void* gs_ring_open(const char* name, uint32_t kind, uint64_t capacity, uint64_t strings_size, size_t* out_size);
 int gs_ring_write(void* h, uint8_t type, uint8_t sub, uint16_t device, uint32_t name_id, uint64_t value,
@@ -105,10 +110,8 @@ static int gs_layout(uint64_t* out, int n) {
 static uint64_t gs_load_acquire(void* p) { return __atomic_load_n((uint64_t*)p, __ATOMIC_ACQUIRE); }
 static void gs_store_release(void* p, uint64_t v) { __atomic_store_n((uint64_t*)p, v, __ATOMIC_RELEASE); }
 
-static uint64_t gs_committed(void* header, uint64_t start, uint64_t end) {
-  graphsignal_ring_header* h = (graphsignal_ring_header*)header;
-  graphsignal_ring_record* slots = graphsignal_ring_slots(h);
-  const uint64_t mask = h->capacity - 1;
+static uint64_t gs_committed(void* slots_, uint64_t mask, uint64_t start, uint64_t end) {
+  graphsignal_ring_record* slots = (graphsignal_ring_record*)slots_;
   uint64_t i = start;
   while (i < end && __atomic_load_n(&slots[i & mask].seq, __ATOMIC_ACQUIRE) == i + 1) i++;
   return i - start;

@@ -458,16 +458,27 @@ def from_store(store, window_seconds=WINDOW_SECONDS):
     prev, seconds = None, None
     now = store.clock()
     chosen = None
-    for ts, snap in reversed(list(store.history)):
+    for ts, snap in reversed(store.history):
         if now - ts < 1e9:
             continue
-        if not any(k[0] == SCRAPE_TS for k in snap):
+        if not _has_name(snap, SCRAPE_TS):
             break  # this snapshot and older ones predate the first scrape
         chosen = (ts, snap)
         if now - ts >= window_seconds * 1e9:
             break
     if chosen is not None:
         ts, snap = chosen
-        prev = [d for d in (_state_dict(k, v) for k, v in snap.items() if k[0] in ALL_NAMES) if d is not None]
+        prev = [d for d in (_state_dict(k, v) for k, v in _items_named(snap, ALL_NAMES)) if d is not None]
         seconds = (now - ts) / 1e9
     return summarize(metrics, prev, seconds)
+
+
+def _has_name(snap, name):
+    # a store.Snapshot looks it up by name; a plain dict (tests) is scanned
+    has = getattr(snap, "has_name", None)
+    return has(name) if has else any(k[0] == name for k in snap)
+
+
+def _items_named(snap, names):
+    items = getattr(snap, "items_named", None)
+    return items(names) if items else [(k, v) for k, v in snap.items() if k[0] in names]

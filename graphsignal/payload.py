@@ -7,9 +7,8 @@ framed from pre-serialized pieces.
 """
 import logging
 
-import orjson
-
 from graphsignal import __version__
+from graphsignal.store import dumps
 
 logger = logging.getLogger("graphsignal")
 _summary_failed = []
@@ -29,11 +28,13 @@ def build_signals(store, extra=None):
         }
         errors = list(store.errors)
         resources = sorted(store.resources.values(), key=lambda r: (r["kind"], sorted(r["tags"].items())))
-        tail = orjson.dumps({"errors": errors, "resources": resources})
-    parts = [orjson.dumps(head)[:-1], b',"metrics":[', b",".join(metrics), b"],", tail[1:-1],
-             b',"engine":', orjson.dumps(engine)]
+        tail = dumps({"errors": errors, "resources": resources})
+    # dumps never fails on a number (integers beyond 64 bits become floats): data
+    # cannot make /signals fail or the signals file go unwritten
+    parts = [dumps(head)[:-1], b',"metrics":[', b",".join(metrics), b"],", tail[1:-1],
+             b',"engine":', dumps(engine)]
     if extra:
-        parts.append(b"," + orjson.dumps(extra, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1])
+        parts.append(b"," + dumps(extra)[1:-1])
     parts.append(b"}")
     return b"".join(parts)
 

@@ -40,7 +40,8 @@ import bisect
 import numpy as np
 
 from graphsignal import histo, kernel_names
-from graphsignal.store import COUNTER, GAUGE, HISTOGRAM, PROFILE, MAX_FRAMES
+from graphsignal.store import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, DeltaBins, Snapshot, SparseBins,
+                               bins_diff)
 
 NS = 1_000_000_000
 
@@ -110,7 +111,7 @@ def window_stats(store, seconds):
         if type_ == COUNTER:
             stats = _counter(prev, cur, covered)
         elif type_ == GAUGE:
-            stats = _gauge(key, inside)
+            stats = _gauge(key, inside, start, end)
         elif type_ == HISTOGRAM:
             stats = _histogram(prev, cur, covered, vmin, vmax)
         elif type_ == PROFILE:
@@ -140,13 +141,27 @@ def _counter(prev, cur, covered):
     return {"delta": delta, "rate": _rate(delta, covered), "total": cur, "reset": reset}
 
 
-def _gauge(key, inside):
+def _gauge(key, inside, start, end):
+    latest = end.get(key)
+    if isinstance(start, Snapshot) and isinstance(end, Snapshot) and start.history is end.history:
+        # the history keeps changes only: weigh each value by the snapshots it held for
+        runs = []  # (value, snapshots)
+        seq, v = start.seq, start.get(key)
+        for cseq, cv in start.history.changes(key, start.seq, end.seq):
+            runs.append((v, cseq - seq))
+            seq, v = cseq, cv
+        runs.append((v, end.seq - seq + 1))
+        runs = [(x, n) for x, n in runs if x is not None and n > 0]
+        if not runs:
+            return {"value": latest, "min": None, "max": None, "mean": None, "samples": 0}
+        samples = sum(n for _, n in runs)
+        return {"value": latest, "min": min(x for x, _ in runs), "max": max(x for x, _ in runs),
+                "mean": sum(x * n for x, n in runs) / samples, "samples": samples}
     vals = []
     for _, snap in inside:
         v = snap.get(key)
         if v is not None:
             vals.append(v)
-    latest = inside[-1][1].get(key)
     if not vals:
         return {"value": latest, "min": None, "max": None, "mean": None, "samples": 0}
     return {"value": latest, "min": min(vals), "max": max(vals), "mean": sum(vals) / len(vals),
@@ -161,7 +176,13 @@ def _histogram(prev, cur, covered, vmin=None, vmax=None):
     if reset:
         p_count, p_total, p_bins = 0, 0, None
     d_count, d_sum = count - p_count, total - p_total
-    if isinstance(bins, np.ndarray):
+    if isinstance(bins, (SparseBins, DeltaBins)):
+        if bins is not p_bins and d_count:  # the same object: nothing changed in the window
+            diff = bins_diff(bins, p_bins if isinstance(p_bins, (SparseBins, DeltaBins)) else None)
+            nz = np.flatnonzero(diff > 0)
+            if nz.size:
+                q = histo.quantiles_loglinear(nz, diff[nz], (0.5, 0.95, 0.99), vmin, vmax)
+    elif isinstance(bins, np.ndarray):
         diff = bins if p_bins is None or not isinstance(p_bins, np.ndarray) else bins - p_bins
         nz = np.flatnonzero(diff > 0)
         if nz.size:

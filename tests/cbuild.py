@@ -1,11 +1,21 @@
 """Compiles the tests' C/C++ programs with only -I include, once per session."""
+import hashlib
 import os
 import subprocess
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "include")
-_BUILD = os.path.join(tempfile.gettempdir(), "graphsignal-test-bin-%d" % os.getuid())
+
+
+def cache_dir(name):
+    """A build cache of this checkout: a binary built from another
+    checkout's headers (same machine, same uid) must never pass for current."""
+    return os.path.join(tempfile.gettempdir(), "graphsignal-test-%s-%d-%s" % (
+        name, os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
+
+
+_BUILD = cache_dir("bin")
 
 
 def compile_c(src, out_name=None, cxx=False, extra=(), std=None):

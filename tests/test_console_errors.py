@@ -249,7 +249,7 @@ def test_ten_megabyte_line_is_cut_and_never_buffered():
     store, cap = capture()
     big = b"ERROR 10-09 12:00:00 [x.py:1] " + b"y" * (10 << 20) + b"\nERROR 10-09 12:00:00 [x.py:1] next\n"
     for i in range(0, len(big), 65536):
-        cap.feed("stdout", big[i:i + 65536])
+        cap._scan_chunk("stdout", big[i:i + 65536], False)  # the scanner, as its thread calls it
         assert len(cap._streams["stdout"].pending) <= console.MAX_LINE
     cap.close_stream("stdout")
     first, second = entries(store)
@@ -288,6 +288,71 @@ def test_flood_of_distinct_errors_keeps_the_latest_and_counts_the_rest():
     clock.t += 10  # the bucket refills with time
     feed(cap, b"ERROR 10-09 12:00:00 [x.py:1] later\n", stream="stdout")
     assert store.errors[-1]["message"] == "later"
+
+
+def _traceback(i):
+    return (b'Traceback (most recent call last):\n  File "/app/w.py", line %d, in step\n    run(%d)\n'
+            b"KeyError: 'request %d'\n" % (i, i, i))
+
+
+def test_back_to_back_tracebacks_are_each_an_entry():
+    # three traceback.print_exc() in a row: before, only the last of the three was recorded
+    store, cap = capture(Clock())
+    feed(cap, _traceback(1) + _traceback(2) + _traceback(3))
+    assert [e["message"] for e in entries(store)] == ["KeyError: 'request 1'", "KeyError: 'request 2'",
+                                                      "KeyError: 'request 3'"]
+    assert all(e["exception"].count("Traceback") == 1 for e in entries(store))
+
+
+def test_distinct_tracebacks_are_distinct_entries_and_bounded():
+    # before: 100,000 distinct tracebacks back to back were one entry with count 1
+    clock = Clock()
+    store = MetricStore()
+    cap = ConsoleCapture(store, lambda: ROOT_PID, clock=clock, max_queued=1 << 30)  # scan every byte
+    data = b"".join(_traceback(i) for i in range(100_000))
+    for i in range(0, len(data), 65536):
+        cap.feed("stderr", data[i:i + 65536])
+        clock.t += 0.001
+    cap.close_stream("stderr", timeout=300)
+    kept = entries(store)
+    assert len(kept) == len({e["message"] for e in kept}) == 100  # the latest distinct ones (MAX_ERRORS)
+    # every traceback is accounted for: an entry (while the rate allowed) or the dropped counter
+    assert store.errors_total + cap.dropped == 100_000
+
+
+def test_a_flood_the_scanner_cannot_keep_up_with_is_passed_over_and_counted():
+    store = MetricStore()
+    cap = ConsoleCapture(store, lambda: ROOT_PID, max_queued=256 << 10)
+    data = b"".join(_traceback(i) for i in range(100_000))  # 13 MB, fed as fast as a pipe can deliver
+    for i in range(0, len(data), 65536):
+        cap.feed("stderr", data[i:i + 65536])  # never waits for the scanner
+        assert cap._queued <= cap.max_queued
+    cap.feed("stderr", b"ERROR: the last line\n")
+    cap.close_stream("stderr", timeout=60)
+    assert cap.unscanned > 0
+    assert store.lookup(console.UNSCANNED_METRIC)[0].total == cap.unscanned
+    assert all(e["exception"] is None or e["exception"].count("Traceback") == 1 for e in entries(store))
+
+
+def test_repeats_of_recent_entries_are_counted_not_rate_limited():
+    store, cap = capture(Clock())  # time stands still: only the burst is allowed for new entries
+    feed(cap, (_traceback(1) + _traceback(2)) * 5000, chunk=65536)
+    assert sorted(e["count"] for e in entries(store)) == [5000, 5000] and cap.dropped == 0
+
+
+def test_control_bytes_in_console_lines_are_escaped_in_entries():
+    store, cap = capture()
+    feed(cap, b"ERROR: \x1b]0;pwned\x07 rm \x00 -rf \x1b[2J done\n")
+    (e,) = entries(store)
+    assert not any(c in e["message"] for c in "\x00\x07\x1b"), e["message"]
+    assert "\\x07" in e["message"] and "done" in e["message"]
+
+
+def test_three_print_exc_under_graphsignal_run():
+    code = ("import traceback\nfor i in range(3):\n    try:\n        {}['k%d' % i]\n"
+            "    except KeyError:\n        traceback.print_exc()\n")
+    bare, signals = bare_and_wrapped([sys.executable, "-c", code])
+    assert [e["message"] for e in console_entries(signals)] == ["KeyError: 'k0'", "KeyError: 'k1'", "KeyError: 'k2'"]
 
 
 def test_progress_bars_redrawn_with_carriage_returns_do_not_hide_errors():

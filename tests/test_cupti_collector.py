@@ -7,21 +7,19 @@ collector's thread, the periodic flush, the exit flush, CUPTI's drop
 count, the context callback, the trace mode switch.
 
 Skips where no C++ compiler or CUPTI/CUDA headers are found."""
-import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import textwrap
 import uuid
 
 import pytest
 
+from cbuild import cache_dir
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Build folders per checkout: two checkouts testing at once must not load each other's builds.
-CHECKOUT = hashlib.sha1(ROOT.encode()).hexdigest()[:10]
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
 import cupti_build  # noqa: E402
 
@@ -39,7 +37,7 @@ def libs():
     hs = cupti_build.pick(sets, 13, need_lib=False) or cupti_build.pick(sets, 12, need_lib=False)
     if not cxx or hs is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
-    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-fake-cupti-%d-%s" % (os.getuid(), CHECKOUT))
+    out = cache_dir("fake-cupti")
     os.makedirs(out, exist_ok=True)
     fake = os.path.join(out, "libcupti.so.%d" % hs.major)
     subprocess.run(cxx + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,

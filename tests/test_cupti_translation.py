@@ -7,19 +7,17 @@ read. Also: what the built library exports.
 Skips where no C++ compiler or CUPTI/CUDA headers are found."""
 import collections
 import ctypes
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 
 import pytest
 
+from cbuild import cache_dir
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Build folders per checkout: two checkouts testing at once must not load each other's builds.
-CHECKOUT = hashlib.sha1(ROOT.encode()).hexdigest()[:10]
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
 import cupti_build  # noqa: E402
 
@@ -41,7 +39,7 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsiz
 
 @pytest.fixture(scope="module")
 def shim():
-    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d-%s" % (os.getuid(), CHECKOUT))
+    out = cache_dir("cupti")
     path = cupti_build.build_test_shim(out, log=lambda m: sys.stderr.write(m + "\n"))
     if path is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
@@ -433,7 +431,7 @@ def injection_lib():
         p = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
         if os.path.exists(p):
             return p
-    out = os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d-%s" % (os.getuid(), CHECKOUT))
+    out = cache_dir("cupti")
     built = cupti_build.build_cupti_variants(out, log=lambda m: None)
     if not built:
         pytest.skip("no CUPTI headers with libcupti here to build the library")

@@ -152,7 +152,7 @@ def test_records_of_an_unknown_instrument_are_reported_once(run, caplog):
 def test_bad_ring_is_skipped_with_one_log_line_and_others_go_on(run, caplog):
     run_id, store, poller = run
     bad = "/dev/shm/gs-%s-%d-probe" % (run_id, os.getpid())
-    with open(bad, "wb") as f:
+    with open(os.open(bad, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
         f.write(b"\x01" * 4096)
     w = writer(run_id)
     k = w.name("k")

@@ -480,36 +480,45 @@ def test_scraper_picks_up_the_engine_once_it_answers():
     assert store.lookup(prometheus.FAILURES_METRIC)[0].total == 3
 
 
-def test_malformed_exposition_costs_that_scrape_only_with_one_log_line(caplog):
+def test_malformed_line_costs_that_line_only_with_one_log_line(caplog):
     good1 = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 4\n"
     bad = good1.replace(" 4\n", " 5\nvllm:num_requests_running{engine=\"0\" 7\n")
     good2 = good1.replace(" 4\n", " 6\n")
     src, store, clock = make_source([good1, bad, bad, good2])
+    skipped = lambda: store.lookup(prometheus.SKIPPED_METRIC)[0].value  # noqa: E731
     with caplog.at_level(logging.INFO, logger="graphsignal"):
         src.poll()
-        assert value(store, "vllm:num_requests_running", "gauge") == 4
+        assert value(store, "vllm:num_requests_running", "gauge") == 4 and skipped() == 0
         caplog.clear()
-        for tick in (1, 2, 10):  # the bad scrape backs off to 2 s, then 4 s
+        for tick in (1, 2):
             clock[0] = float(tick)
             src.poll()
-            if tick < 10:
-                # nothing of the bad scrape is applied, not even its valid first line
-                assert value(store, "vllm:num_requests_running", "gauge") == 4
-                assert scrape_up(store) == 0
-    assert value(store, "vllm:num_requests_running", "gauge") == 6
-    assert scrape_up(store) == 1
+            # the valid line of the bad scrape is imported; the malformed one costs itself only
+            assert value(store, "vllm:num_requests_running", "gauge") == 5
+            assert scrape_up(store) == 1 and skipped() == 1
+        clock[0] = 3.0
+        src.poll()
+    assert value(store, "vllm:num_requests_running", "gauge") == 6 and skipped() == 0
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "malformed" in lines[0] and "\n" not in lines[0]
+    assert len(lines) == 1 and "1 malformed line skipped" in lines[0] and "\n" not in lines[0]
+    assert sum("malformed" in e["message"] for e in store.errors) == 1
 
 
-def test_elided_vllm_doc_is_one_failed_scrape():
+def test_elided_vllm_doc_imports_everything_but_the_elisions():
     with open(os.path.join(DATA, "vllm_1.txt"), encoding="utf-8") as f:
         raw = f.read()
     src, store, _ = make_source([raw])
     src.poll()
-    assert scrape_up(store) == 0
-    assert not store.lookup("vllm:num_requests_running")
-    assert "malformed" in store.errors[-1]["message"]
+    assert scrape_up(store) == 1
+    bare = load("vllm_1.txt")  # the same text with its "..." lines stripped
+    assert sorted(k for k in store.series if k[0].startswith("vllm:")) == sorted(bare.series)
+    assert "3 malformed lines skipped (first: '...')" in store.errors[-1]["message"]
+
+
+def test_a_body_without_one_sample_line_is_a_failed_scrape():
+    src, store, _ = make_source(["<html><body>\nnot metrics\n</body></html>\n"])
+    src.poll()
+    assert scrape_up(store) == 0 and "malformed" in store.errors[-1]["message"]
 
 
 def test_series_that_vanish_from_a_good_scrape_are_removed():

@@ -180,7 +180,8 @@ def _corrupt(path, offset, fmt, value):
     ("record_size", "<I", 64, "header/record size"),
     ("header_size", "<I", 128, "header/record size"),
     ("capacity", "<Q", 12, "not a power of two"),
-    ("capacity", "<Q", 1 << 30, "too small"),
+    ("capacity", "<Q", 1 << 20, "too small"),
+    ("capacity", "<Q", 1 << 40, "not a power of two up to"),
 ])
 def test_bad_headers_are_refused_with_a_precise_reason(ring_name, field, fmt, value, needle):
     w = Writer(ring_name, capacity=16)
@@ -193,7 +194,7 @@ def test_bad_headers_are_refused_with_a_precise_reason(ring_name, field, fmt, va
 
 def test_truncated_segment_is_refused(ring_name):
     path = "/dev/shm/" + ring_name
-    with open(path, "wb") as f:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
         f.write(b"\0" * 100)
     with pytest.raises(RingError, match="smaller than a ring header"):
         Ring(path)

@@ -61,9 +61,13 @@ def test_series_cap_drops_new_series_and_logs_once(caplog):
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
         for i in range(5010):
             s.set_gauge("g", {"i": str(i)}, i)
-    assert len(doc(s)["metrics"]) == 5000
+    d = doc(s)
+    assert len([m for m in d["metrics"] if m["name"] == "g"]) == 5000
     assert s.series_dropped == 10
     assert sum("series cap" in r.message for r in caplog.records) == 1
+    # the cap is visible in the payload: a counter beyond the cap, and one error entry
+    assert [m["stats"]["total"] for m in d["metrics"] if m["name"] == "graphsignal_dropped_series"] == [10]
+    assert sum("series cap of 5000" in e["message"] for e in d["errors"]) == 1
     s.set_gauge("g", {"i": "0"}, -1)  # existing series still update
     assert s.lookup("g", tags={"i": "0"})[0].value == -1
 

@@ -43,7 +43,7 @@ import threading
 import time
 
 import graphsignal
-from graphsignal import native
+from graphsignal import envcheck, native
 from graphsignal.launch import engines
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
 from graphsignal.rings import stale
@@ -138,6 +138,7 @@ class Supervisor:
     # -- environment ------------------------------------------------------------
     def child_env(self, command):
         env = dict(self.environ)
+        envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
         env[ENV_RUN_ID] = self.run_id
         env[ENV_GRAPH_TRACE] = resolve_choice(self.cfg.cuda_graph_trace, self.environ, ENV_GRAPH_TRACE,
                                               ("graph", "node"), "graph")
@@ -341,7 +342,7 @@ class Supervisor:
             "listen_port": self.cfg.listen_port,
             "environ": self.environ,
             "signals_file": os.path.abspath(signals_file) if signals_file else None,
-            "linger": self.environ.get(ENV_LINGER) or None,
+            "linger": _seconds(self.environ.get(ENV_LINGER)) or None,
             "notes": self.notes,
         }
         cfg_fd = None
@@ -603,12 +604,9 @@ def _reserve_std_fds():
 
 
 def _seconds(raw):
-    if not raw:
-        return 0.0
-    try:
-        return max(0.0, min(float(raw), 3600.0))
-    except ValueError:
-        return 0.0
+    """GRAPHSIGNAL_LINGER's seconds; a bad value (reported once by
+    envcheck.sanitize in child_env) counts as 0."""
+    return envcheck.value({ENV_LINGER: raw}, ENV_LINGER) or 0.0 if raw else 0.0
 
 
 def run(cfg):

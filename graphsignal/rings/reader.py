@@ -5,8 +5,10 @@ the acquire load of write_index, the per-slot commit check and the release
 store of read_index go through the cffi helper (Python cannot fence), and
 numpy copies the committed slots in between.
 """
+import errno
 import mmap
 import os
+import stat
 import time
 
 import numpy as np
@@ -20,7 +22,15 @@ _WPR = L.RECORD_SIZE // 8  # 64-bit words per record
 
 
 class RingError(Exception):
-    """A segment that is not a ring this sidecar can read."""
+    """A segment that is not a ring this sidecar can read, or a ring that
+    stopped making sense (then it is dropped)."""
+
+
+# Bounds on what one ring can make the reader keep (a writer is untrusted:
+# a bug or another process can send anything).
+MAX_NAMES = 1 << 18  # names kept per ring; more are dropped and counted
+MAX_NAME_ID = 1 << 24  # a name id above this is not one a writer hands out (ids count up from 1)
+MAX_NAME_BYTES = 64 << 10  # longest name kept (kernel symbols are long, not this long)
 
 
 def parse_ring_name(name, prefix):
@@ -34,29 +44,68 @@ def parse_ring_name(name, prefix):
     return int(pid), kind
 
 
+def _open_checked(path):
+    """Opens a ring file for reading and writing its read index: never
+    through a symlink, only a regular file of our own uid with mode 0600
+    whose pages are all reserved (a sparse segment can fault its reader).
+    Returns (fd, size)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise RingError("%s: a symlink, not a ring; not followed" % os.path.basename(path))
+        raise
+    try:
+        st = os.fstat(fd)
+        name = os.path.basename(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise RingError("%s: not a regular file" % name)
+        if st.st_uid != os.geteuid():
+            raise RingError("%s: owned by uid %d, not by this sidecar's uid %d" % (name, st.st_uid, os.geteuid()))
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            raise RingError("%s: mode %o, a ring is 0600" % (name, stat.S_IMODE(st.st_mode)))
+        if st.st_size < L.HEADER_SIZE:
+            raise RingError("%s: %d bytes, smaller than a ring header" % (name, st.st_size))
+        # Writers reserve every page (posix_fallocate). SEEK_HOLE cannot tell
+        # (tmpfs reports reserved, never written pages as holes); the blocks
+        # the file holds can.
+        if st.st_blocks * 512 < st.st_size:
+            raise RingError("%s: not reserved (%d of %d bytes backed); its pages could fault" % (
+                name, st.st_blocks * 512, st.st_size))
+        return fd, st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class Ring:
     """A mapped ring. stall_timeout: seconds an uncommitted slot may block
     the reader while later slots are committed before it is skipped (a
-    writer thread that died between reserve and commit)."""
+    writer thread that died between reserve and commit).
+
+    The header is validated once, here; afterwards only this object's own
+    copies of capacity, sizes and offsets are used, and the one index read
+    from shared memory (write_index) is checked against them on every
+    drain: a ring that stops making sense raises RingError."""
 
     def __init__(self, path, stall_timeout=5.0, clock=time.monotonic):
         self.path = path
         self.name = os.path.basename(path)
         self._clock = clock
         self.stall_timeout = stall_timeout
-        fd = os.open(path, os.O_RDWR)
+        fd, size = _open_checked(path)
         try:
-            size = os.fstat(fd).st_size
-            if size < L.HEADER_SIZE:
-                raise RingError("%s: %d bytes, smaller than a ring header" % (self.name, size))
             self._mm = mmap.mmap(fd, size)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd  # kept: each drain checks that the file was not cut short under the map
         self.size = size
         hdr = np.frombuffer(self._mm, dtype=L.HEADER_DTYPE, count=1).copy()[0]  # a copy: no view pins the map
         problem = self._validate(hdr, size)
         if problem:
             self._mm.close()
+            os.close(fd)
             raise RingError("%s: %s" % (self.name, problem))
         self.capacity = int(hdr["capacity"])
         self.kind = int(hdr["kind"])
@@ -70,9 +119,17 @@ class Ring:
         # several times faster than copying the structured records
         self._words = np.frombuffer(self._mm, dtype=np.uint64, count=self.capacity * _WPR, offset=L.HEADER_SIZE)
         self._cbuf = L.ffi.from_buffer("char[]", self._mm)
+        self._cslots = self._cbuf + L.HEADER_SIZE
         self._mask = self.capacity - 1
         self.read_index = int(hdr["read_index"])
+        w = int(hdr["write_index"])
+        if not 0 <= w - self.read_index <= self.capacity:
+            self.close()
+            raise RingError("%s: write index %d and read index %d are %d apart, capacity %d" % (
+                self.name, w, self.read_index, w - self.read_index, self.capacity))
         self.names = {}
+        self.name_bytes = 0
+        self.names_dropped = 0  # NAME records refused: over the caps, or pointing outside the string area
         self.skipped = 0
         self._stall_index = None
         self._stall_since = 0.0
@@ -87,9 +144,11 @@ class Ring:
             return "header/record size %d/%d, expected %d/%d" % (
                 int(hdr["header_size"]), int(hdr["record_size"]), L.HEADER_SIZE, L.RECORD_SIZE)
         cap = int(hdr["capacity"])
-        if cap == 0 or cap & (cap - 1):
-            return "capacity %d is not a power of two" % cap
+        if cap == 0 or cap & (cap - 1) or cap > L.MAX_CAPACITY:
+            return "capacity %d is not a power of two up to %d" % (cap, L.MAX_CAPACITY)
         need = L.HEADER_SIZE + cap * L.RECORD_SIZE
+        if int(hdr["strings_size"]) > L.MAX_STRINGS:
+            return "string area of %d bytes, more than %d" % (int(hdr["strings_size"]), L.MAX_STRINGS)
         if int(hdr["strings_offset"]) != need or need + int(hdr["strings_size"]) > size:
             return "segment of %d bytes too small for capacity %d and %d string bytes" % (
                 size, cap, int(hdr["strings_size"]))
@@ -116,7 +175,25 @@ class Ring:
         return int(L.lib.gs_load_acquire(self._cbuf + _W))
 
     def pending(self):
-        return self.write_index - self.read_index
+        """Records written and not read yet (0 when the index makes no sense)."""
+        n = self.write_index - self.read_index
+        return n if 0 <= n <= self.capacity else 0
+
+    def _check(self):
+        """The write index (acquire), checked against our own read index and
+        capacity, and the file still as large as our map."""
+        w = int(L.lib.gs_load_acquire(self._cbuf + _W))
+        if not 0 <= w - self.read_index <= self.capacity:
+            raise RingError("%s: write index %d is %d records from the read index %d, capacity %d; "
+                            "the ring no longer makes sense and is dropped" % (
+                                self.name, w, w - self.read_index, self.read_index, self.capacity))
+        try:
+            size = os.fstat(self._fd).st_size
+        except OSError:
+            size = -1
+        if size < self.size:
+            raise RingError("%s: cut from %d to %d bytes under the reader; dropped" % (self.name, self.size, size))
+        return w
 
     # -- draining ------------------------------------------------------------
     def drain(self, max_records=None, scratch=None):
@@ -127,12 +204,12 @@ class Ring:
         drains to avoid fresh pages); the result is then a view of it,
         valid until the next drain into the same scratch."""
         r = self.read_index
-        w = int(L.lib.gs_load_acquire(self._cbuf + _W))
+        w = self._check()
         if w == r:
             self._stall_index = None
             return _EMPTY
         end = w if max_records is None else min(w, r + max_records)
-        n = int(L.lib.gs_committed(self._cbuf, r, end))
+        n = int(L.lib.gs_committed(self._cslots, self._mask, r, end))
         if n == 0:
             self._on_stall(r, w)
             return _EMPTY
@@ -173,23 +250,44 @@ class Ring:
 
     def learn_names(self, recs):
         """Records NAME records' strings in self.names; returns the names
-        learned as [(id, sub, str)]."""
+        learned as [(id, sub, str)]. Names beyond MAX_NAMES (or longer than
+        MAX_NAME_BYTES, or with an id no writer hands out, or outside the
+        string area) are counted in names_dropped, not kept. A NAME record
+        of id 0 is a writer's placeholder for a name that did not fit."""
         learned = []
         for rid, sub, off, ln in zip(recs["name_id"].tolist(), recs["sub"].tolist(),
                                      recs["value"].tolist(), recs["extra"].tolist()):
+            if rid == 0:
+                continue
+            known = rid in self.names
+            if rid > MAX_NAME_ID or ln > MAX_NAME_BYTES or (
+                    not known and (len(self.names) >= MAX_NAMES or self.name_bytes + ln > self._strings_size)):
+                self.names_dropped += 1
+                continue
             s = self.string_at(off, ln)
-            if s is not None:
-                self.names[rid] = s
-                learned.append((rid, sub, s))
+            if s is None:
+                self.names_dropped += 1
+                continue
+            if known:
+                self.name_bytes -= len(self.names[rid])
+            self.names[rid] = s
+            self.name_bytes += len(s)
+            learned.append((rid, sub, s))
         return learned
 
     def close(self):
         self._hdr = self._slots = self._words = None
-        self._cbuf = None
+        self._cbuf = self._cslots = None
         try:
             self._mm.close()
         except BufferError:
             pass  # a caller still holds a view; the mapping goes with it
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
 
     def unlink(self):
         try:

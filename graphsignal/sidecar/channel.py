@@ -231,7 +231,10 @@ def setup_logging(environ):
     logger.setLevel(level)
     if not logger.handlers:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(message)s"))
+        # messages quote engines and workloads: no control bytes reach the terminal
+        from graphsignal.textsafe import SafeFormatter
+
+        h.setFormatter(SafeFormatter("%(message)s"))
         logger.addHandler(h)
     logger.propagate = False
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

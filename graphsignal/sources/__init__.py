@@ -21,6 +21,7 @@ class SourceUnavailable(Exception):
 class Source:
     name = "source"
     interval = 1.0
+    stop_wait = None  # seconds stop() waits for a poll in flight after interrupt() (None: stop's timeout)
 
     def setup(self):
         pass
@@ -30,6 +31,10 @@ class Source:
 
     def shutdown(self):
         pass
+
+    def interrupt(self):
+        """Called from another thread when shutdown begins: a poll blocked
+        on something outside (an engine's endpoint) should return now."""
 
 
 class SourceThread(threading.Thread):
@@ -84,10 +89,21 @@ class SourceThread(threading.Thread):
 
     def stop(self, timeout=5.0, final_poll=False):
         """Stops the thread; with final_poll, polls once more first (so a
-        short run's last second is not lost)."""
+        short run's last second is not lost). A poll still in flight after
+        `timeout` is left to finish on its own (the thread is a daemon):
+        shutdown never waits longer for a source, and then there is no
+        final poll."""
         self._halt.set()
+        try:
+            self.source.interrupt()
+        except Exception as e:
+            self._report("error", "%s interrupt failed: %s: %s" % (self.source.name, type(e).__name__, e))
         if self.is_alive():
-            self.join(timeout)
+            wait = self.source.stop_wait
+            self.join(timeout if wait is None else min(timeout, wait))
+        if self.is_alive():
+            logger.debug("graphsignal: %s still polling at shutdown; not waiting for it", self.source.name)
+            return
         if final_poll and self.available:
             try:
                 self.source.poll()

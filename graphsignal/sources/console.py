@@ -35,12 +35,19 @@ memchr scans). Only matched lines are ever decoded or kept: arbitrary output
 (prompts, completions) is never recorded. Entries are rate-limited (token
 bucket); repeats are counted by the store; entries dropped by the limit are
 counted in the `console_errors_dropped_total` counter.
+
+feed() only queues the chunk for a scanner thread, so the pump goes back to
+the workload's pipe at once: a flood of tracebacks costs the sidecar CPU,
+never the workload's time. Output that arrives while MAX_QUEUED bytes are
+still waiting is not scanned (`console_unscanned_bytes_total`).
 """
 import collections
 import logging
 import re
 import threading
 import time
+
+from graphsignal.textsafe import clean
 
 MAX_LINE = 2048  # bytes of a line that are kept; the rest is cut
 MAX_BLOCK_HEAD = 20  # first lines of a traceback kept...
@@ -51,9 +58,14 @@ FLUSH_AFTER = 0.5  # seconds of quiet after which an open traceback is recorded
 RATE = 20.0  # entries per second, sustained...
 BURST = 100.0  # ...after a burst of this many
 DROPPED_METRIC = "console_errors_dropped_total"
+UNSCANNED_METRIC = "console_unscanned_bytes_total"
+MAX_QUEUED = 4 << 20  # bytes waiting for the scanner; beyond, output is passed through unscanned
+CLOSE_WAIT = 2.0  # seconds close_stream waits for the scanner to reach the end of the stream
 CUT = b" [cut]"
 
 logger = logging.getLogger("graphsignal")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+RECENT = 100  # entries remembered as recent: their repeats are counted without taking a token
 
 # Cheap pre-filter over whole chunks: a line without any of these is never
 # looked at; everything the classifier below matches contains one. Kept to
@@ -167,27 +179,95 @@ class ConsoleCapture:
     """Turns console bytes into error entries. feed() and close_stream()
     never raise for any input; they are called from the pump threads."""
 
-    def __init__(self, store, pid_fn, clock=time.monotonic):
+    def __init__(self, store, pid_fn, clock=time.monotonic, max_queued=MAX_QUEUED):
         self.store = store
         self.pid_fn = pid_fn
         self.clock = clock
+        self.max_queued = max_queued
+        # feed() only queues: the pump that calls it goes back to the workload's
+        # pipe at once, and a flood the scanner cannot keep up with is skipped
+        # (counted), never waited for
+        self._queue = collections.deque()  # (stream, bytes or None for "closed", done event)
+        self._queued = 0
+        self._qlock = threading.Condition(threading.Lock())
+        self._worker = None
+        self._resync = set()  # streams with skipped bytes since their last queued chunk
+        self.unscanned = 0  # bytes skipped
         self._lock = threading.Lock()
         self._streams = {}
         self._tokens = BURST
         self._refill_at = clock()
-        self._last_entry = None
+        self._recent = collections.OrderedDict()  # recent entries (their repeats cost no token)
         self._flusher = None
         self._warned = False
         self.dropped = 0
 
     # -- input ------------------------------------------------------------------
     def feed(self, stream, data):
-        """Scans a chunk (bytes) of `stream` ("stdout"/"stderr")."""
+        """Queues a chunk (bytes) of `stream` ("stdout"/"stderr") for the
+        scanner thread; never waits for it. Beyond max_queued bytes waiting,
+        the chunk is not scanned (counted in UNSCANNED_METRIC)."""
+        with self._qlock:
+            if self._queued + len(data) > self.max_queued:
+                self.unscanned += len(data)
+                self._resync.add(stream)
+                skipped = len(data)
+            else:
+                resync = stream in self._resync
+                self._resync.discard(stream)
+                self._queue.append((stream, data, resync, None))
+                self._queued += len(data)
+                skipped = 0
+                self._start_worker()
+                self._qlock.notify()
+        if skipped:
+            self.store.add_counter(UNSCANNED_METRIC, {"stream": stream}, skipped)
+
+    def close_stream(self, stream, timeout=CLOSE_WAIT):
+        """At EOF: the unfinished last line and every open block are
+        recorded, once what was queued before is scanned (waits at most
+        `timeout` seconds for that)."""
+        done = threading.Event()
+        with self._qlock:
+            self._queue.append((stream, None, False, done))
+            self._start_worker()
+            self._qlock.notify()
+        done.wait(timeout)
+
+    def _start_worker(self):
+        if self._worker is None:  # with _qlock held
+            self._worker = threading.Thread(target=self._work, name="graphsignal-console", daemon=True)
+            self._worker.start()
+
+    def _work(self):
+        while True:
+            with self._qlock:
+                while not self._queue:
+                    self._qlock.wait()
+                stream, data, resync, done = self._queue.popleft()
+                if data is not None:
+                    self._queued -= len(data)
+            try:
+                if data is None:
+                    self._close(stream)
+                else:
+                    self._scan_chunk(stream, data, resync)
+            finally:
+                if done is not None:
+                    done.set()
+
+    def _scan_chunk(self, stream, data, resync):
         with self._lock:
             st = self._streams.get(stream)
             if st is None:
                 st = self._streams[stream] = _Stream(stream)
             try:
+                if resync:
+                    # bytes before this chunk were not scanned: the line under way is
+                    # cut, and open blocks are recorded as they are
+                    for key in list(st.blocks):
+                        self._finish(st, key)
+                    st.skipping = True
                 self._feed(st, data)
             except Exception as e:  # a bug here must cost this chunk's entries only
                 self._streams[stream] = _Stream(stream)
@@ -195,8 +275,7 @@ class ConsoleCapture:
                     self._warned = True
                     logger.warning("graphsignal: console error capture: %s: %s", type(e).__name__, e)
 
-    def close_stream(self, stream):
-        """At EOF: the unfinished last line and every open block are recorded."""
+    def _close(self, stream):
         with self._lock:
             st = self._streams.get(stream)
             if st is None:
@@ -253,6 +332,8 @@ class ConsoleCapture:
         text = raw.decode("utf-8", "replace")
         if "\x1b" in text:
             text = ANSI.sub("", text)
+        if _CONTROL.search(text):
+            text = clean(text, multiline=True)  # entries reach terminals (graphsignal-top) and agents
         key, pid, level, body = self._split(text)
         now = self.clock()
         for k in list(st.blocks):
@@ -327,10 +408,12 @@ class ConsoleCapture:
             b.add(body)
             b.phase = "chain"
             return True
-        if TRACEBACK in body and b.phase in ("after", "chain"):
+        if TRACEBACK in body and b.phase == "chain":
             b.add(body)
             b.phase = "frames"
             return True
+        # anything else, a new traceback right after this one's exception
+        # line included, starts a new entry
         self._finish(st, key)
         return False
 
@@ -418,12 +501,17 @@ class ConsoleCapture:
         tags = {"stream": st.name, "error.kind": kind}
         if pid is not None:
             tags["process.pid"] = str(pid)
-        entry = (level, message, exception, tags)
-        if entry != self._last_entry and not self._take_token():
+        entry = (level, message, exception, tuple(sorted(tags.items())))
+        if entry in self._recent:
+            self._recent.move_to_end(entry)  # a repeat: the store counts it
+        elif not self._take_token():
             self.dropped += 1
             self.store.add_counter(DROPPED_METRIC, {"stream": st.name}, 1)
             return
-        self._last_entry = entry
+        else:
+            self._recent[entry] = True
+            if len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
         self.store.add_error(level, message, exception=exception, tags=tags, ts=ts)
 
     def _take_token(self):

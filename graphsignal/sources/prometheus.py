@@ -12,11 +12,19 @@ timeout and parse the text with prometheus_client's parser:
   untyped            gauges, like Prometheus itself treats them
 
 `*_created` samples (prometheus_client's creation timestamps, epoch
-seconds) are dropped: they are not measurements. A scrape is applied as a
-whole: a malformed or partial exposition costs that scrape only, with one
-log line, and the store keeps the previous scrape's values. Series that
-vanish from a good scrape are removed, so a gauge never outlives its
-engine's report of it.
+seconds) are dropped: they are not measurements. A malformed line costs
+that line (a family that still makes no sense without it costs that
+family): the rest is imported and one error says how many lines were
+skipped (`prometheus_scrape_skipped_lines` has the count of the last
+scrape). A body in which no line is an exposition is a failed scrape, and
+the store keeps the previous scrape's values. Series that vanish from a
+good scrape are removed, so a gauge never outlives its engine's report of it.
+
+Bounds, because an endpoint can answer anything: a scrape has a total
+deadline (SCRAPE_DEADLINE seconds, however the bytes trickle in; shutdown
+interrupts it and gives the last scrape FINAL_DEADLINE), a size cap
+(MAX_BODY bytes), and caps on what is parsed (MAX_LINES sample lines) and
+imported (MAX_SERIES series); what is cut is said once, as an error.
 
 While the engine starts (model loading can take minutes) connections are
 refused, or its server is up but answers "not ready" (HTTP 503: llama-server
@@ -43,12 +51,16 @@ engine's counters were actually read).
 """
 import logging
 import math
+import socket
+import threading
 import time
 
 import requests
+import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
 from graphsignal.sources import Source
+from graphsignal.textsafe import clean
 
 logger = logging.getLogger("graphsignal")
 
@@ -59,6 +71,11 @@ NEVER_UP_WARN = 300.0  # seconds without any answer before we say so
 LOG_REPEAT = 60.0  # seconds before the same failure, recurring after a recovery, is logged again
 NOT_READY = (503,)  # HTTP statuses of a server that is up while its engine still loads
 MAX_BODY = 32 << 20  # bytes; an exposition larger than this is not read
+SCRAPE_DEADLINE = 3.0  # seconds for a whole scrape, connect to last byte
+FINAL_DEADLINE = 0.5  # seconds for the last scrape at shutdown
+MAX_LINES = 10000  # sample lines parsed per scrape (a real engine has a few thousand at most)
+MAX_SERIES = 2000  # series imported per scrape (the store holds 5000 of everything)
+SKIPPED_METRIC = "prometheus_scrape_skipped_lines"
 UP_METRIC = "prometheus_scrape_up"
 FAILURES_METRIC = "prometheus_scrape_failures_total"
 TIMESTAMP_METRIC = "prometheus_scrape_timestamp_ns"
@@ -75,20 +92,113 @@ class ScrapeError(Exception):
         self.status = status  # the HTTP status, when the endpoint answered with one
 
 
-def parse_exposition(text):
+class ParseReport:
+    """What parse_exposition left out: malformed lines (skipped, with the
+    first as an example), lines beyond MAX_LINES and series beyond
+    MAX_SERIES (cut)."""
+
+    __slots__ = ("skipped", "first_bad", "cut_lines", "cut_series")
+
+    def __init__(self):
+        self.skipped, self.first_bad, self.cut_lines, self.cut_series = 0, None, 0, 0
+
+
+def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up=None):
     """Parses Prometheus text into a list of (kind, name, tags, value) with
-    kind "gauge" / "counter" (value: float) or "histogram" (value: (count,
-    sum, le list, cumulative list)). Raises ValueError on a malformed text,
-    so that a bad scrape is dropped whole."""
+    kind "gauge" / "counter" (value: a number) or "histogram" (value:
+    (count, sum, le list, cumulative list)). A malformed line is skipped
+    (counted in `report`, a ParseReport); raises ValueError only when the
+    text has malformed lines and not one good sample (not an exposition).
+    give_up: a callable checked between families; when it returns True the
+    parse stops there (the caller then drops the partial result)."""
+    report = report if report is not None else ParseReport()
+    max_lines = MAX_LINES if max_lines is None else max_lines
+    max_series = MAX_SERIES if max_series is None else max_series
+    out = []
+    for block in _blocks(text, max_lines, report):
+        if give_up is not None and give_up():
+            break
+        out.extend(_parse_block(block, report))
+    if report.skipped and not out:
+        raise ValueError("no line is a Prometheus sample (first: %s)" % _quote(report.first_bad))
+    if len(out) > max_series:
+        report.cut_series = len(out) - max_series
+        del out[max_series:]
+    return out
+
+
+CHUNK = 1000  # sample lines per parser call for families whose samples stand alone
+
+
+def _blocks(text, max_lines, report):
+    """The text as blocks of lines, one metric family each (a block starts
+    at each # HELP / # TYPE of a new name; a gauge or counter family is cut
+    into blocks of CHUNK samples, each with the family's # lines, so that a
+    deadline is checked often), at most max_lines sample lines in all (the
+    rest is counted in report.cut_lines)."""
+    blocks, cur, head, family, kind, n, samples = [], [], [], None, None, 0, 0
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            parts = s.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] != family:
+                if cur:
+                    blocks.append(cur)
+                cur, head, family, kind, n = [], [], parts[2], None, 0
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                kind = parts[3].strip()
+            cur.append(line)
+            head.append(line)
+            continue
+        if samples >= max_lines:
+            report.cut_lines = sum(1 for x in lines[i:] if x.strip() and not x.lstrip().startswith("#"))
+            break
+        if n >= CHUNK and kind in (None, "gauge", "counter", "untyped", "unknown"):
+            blocks.append(cur)
+            cur, n = list(head), 0
+        samples += 1
+        n += 1
+        cur.append(line)
+    if cur:
+        blocks.append(cur)
+    return blocks
+
+
+def _parse_block(lines, report):
     try:
-        return _parse(text)
-    except ValueError:
-        raise
-    except Exception as e:  # the parser's other complaints (IndexError, ...) mean the same
-        raise ValueError("%s: %s" % (type(e).__name__, e))
+        return _convert("\n".join(lines) + "\n")
+    except Exception:
+        pass
+    # Something in this family is malformed: keep the lines that parse on
+    # their own (with the family's # lines), then parse those together.
+    head = [x for x in lines if x.lstrip().startswith("#")]
+    good = []
+    for x in lines:
+        if x.lstrip().startswith("#"):
+            continue
+        try:
+            list(text_string_to_metric_families("\n".join(head + [x]) + "\n"))
+        except Exception:
+            report.skipped += 1
+            if report.first_bad is None:
+                report.first_bad = x
+            continue
+        good.append(x)
+    if not good:
+        return []
+    try:
+        return _convert("\n".join(head + good) + "\n")
+    except Exception:
+        report.skipped += len(good)
+        if report.first_bad is None:
+            report.first_bad = good[0]
+        return []
 
 
-def _parse(text):
+def _convert(text):
     out = []
     for fam in text_string_to_metric_families(text):
         if fam.type in ("histogram", "gaugehistogram"):
@@ -106,6 +216,14 @@ def _parse(text):
                     continue
                 out.append(("gauge", s.name, dict(s.labels), s.value))
     return out
+
+
+def _quote(line):
+    """A line of the exposition, safe and short enough for a log line."""
+    if line is None:
+        return "none"
+    text = clean(line.strip())
+    return repr(text[:120] + ("..." if len(text) > 120 else ""))
 
 
 def _group(fam, drop_label):
@@ -197,6 +315,7 @@ def _finite(v):
 class PrometheusSource(Source):
     name = "prometheus"
     interval = 1.0
+    stop_wait = 0.25  # seconds SourceThread.stop waits for an interrupted scrape before leaving it
 
     def __init__(self, store, url, engine=None, clock=time.monotonic, session=None, alive=None):
         """alive: callable -> bool, whether the engine's process still runs
@@ -221,12 +340,16 @@ class PrometheusSource(Source):
         self.failures = 0
         self._error_tags = {"source": self.name, "url": url}
         self._unresolved = False  # an error entry of ours is current
+        self._halting = False  # shutdown has begun: the next scrape is the last, with FINAL_DEADLINE
+        self._interrupted = threading.Event()  # set by interrupt(): the scrape in flight gives up
+        self._inflight = None  # the response being read (interrupt() cuts its socket)
+        self._conn = None  # the connection of the request in flight (_session sets it)
+        self._inflight_lock = threading.Lock()
+        self._parse_said = set()
 
     def setup(self):
         if self.session is None:
-            self.session = requests.Session()
-            # The engine is local: a proxy from the environment must not see it.
-            self.session.trust_env = False
+            self.session = _session(self)
         self._started = self.clock()
         self.store.set_gauge(UP_METRIC, self.tags, 0)
         self.store.set_counter(FAILURES_METRIC, self.tags, 0)
@@ -237,13 +360,26 @@ class PrometheusSource(Source):
             self._started = now
         if now < self._next_try:
             return
+        report = ParseReport()
+        if self._halting:
+            self._interrupted.clear()  # the last scrape: FINAL_DEADLINE is its bound
+        budget = FINAL_DEADLINE if self._halting else SCRAPE_DEADLINE
+        t_end = time.monotonic() + budget
+
+        def give_up():
+            return self._interrupted.is_set() or time.monotonic() >= t_end
+
         try:
-            text = self._fetch()
-            samples = parse_exposition(text)
+            text = self._fetch(budget)
+            samples = parse_exposition(text, report, give_up=give_up)
+            if give_up():  # parsing ran past the deadline (or shutdown came): a partial scrape is no scrape
+                raise ScrapeError("no complete answer within %.1f s" % budget)
         except (requests.RequestException, ScrapeError, ValueError, UnicodeError) as e:
             self._failed(now, e)
             return
         keys = apply(self.store, samples)
+        self.store.set_gauge(SKIPPED_METRIC, self.tags, report.skipped)
+        self._report_parse(report)
         with self.store.lock:
             for name, kind, tags in self._keys - keys:
                 self.store.remove(name, kind, dict(tags))
@@ -261,23 +397,95 @@ class PrometheusSource(Source):
         self._lost = False
         self.scrapes_ok += 1
 
-    def _fetch(self):
-        resp = self.session.get(self.url, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), stream=True,
-                                headers={"Accept": "text/plain;version=0.0.4"})
+    def _fetch(self, budget):
+        """The body, read within `budget` seconds: a watchdog cuts the
+        connection when they pass (a read timeout alone is per read, and an
+        engine that trickles a byte a second would hold us forever)."""
+        t_end = time.monotonic() + budget
+        expired = threading.Event()
+        timer = threading.Timer(budget, self._deadline, (expired,))
+        timer.daemon = True
+        timer.start()
         try:
-            if resp.status_code != 200:
-                hint = _HINTS.get(resp.status_code)
-                raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""),
-                                  status=resp.status_code)
-            parts, size = [], 0
-            for part in resp.iter_content(chunk_size=1 << 16):
-                size += len(part)
-                if size > MAX_BODY:
-                    raise ScrapeError("exposition larger than %d MiB; not read" % (MAX_BODY >> 20))
-                parts.append(part)
+            resp = self.session.get(self.url, timeout=(min(CONNECT_TIMEOUT, budget), min(READ_TIMEOUT, budget)),
+                                    stream=True, headers={"Accept": "text/plain;version=0.0.4"})
+            try:
+                with self._inflight_lock:
+                    self._inflight = resp
+                if expired.is_set() or time.monotonic() >= t_end:
+                    raise ScrapeError("no complete answer within %.1f s" % budget)
+                if resp.status_code != 200:
+                    hint = _HINTS.get(resp.status_code)
+                    raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""),
+                                      status=resp.status_code)
+                parts, size = [], 0
+                for part in resp.iter_content(chunk_size=1 << 16):
+                    size += len(part)
+                    if size > MAX_BODY:
+                        raise ScrapeError("exposition larger than %d MiB; not read" % (MAX_BODY >> 20))
+                    if expired.is_set() or time.monotonic() >= t_end:
+                        raise ScrapeError("no complete answer within %.1f s" % budget)
+                    parts.append(part)
+                if expired.is_set():
+                    raise ScrapeError("no complete answer within %.1f s" % budget)
+            except requests.RequestException:
+                if expired.is_set():  # our watchdog cut it
+                    raise ScrapeError("no complete answer within %.1f s" % budget)
+                raise
+            finally:
+                with self._inflight_lock:
+                    self._inflight = None
+                resp.close()
+        except requests.RequestException:
+            if expired.is_set():
+                raise ScrapeError("no complete answer within %.1f s" % budget)
+            raise
         finally:
-            resp.close()
+            timer.cancel()
         return b"".join(parts).decode("utf-8", errors="replace")
+
+    def _deadline(self, expired):
+        expired.set()
+        self._cut()
+
+    def _cut(self):
+        """Shuts down the socket of the response being read, if any: the
+        blocked read returns at once."""
+        with self._inflight_lock:
+            resp = self._inflight
+        sock = _socket_of(resp) or getattr(self._conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def interrupt(self):
+        """Shutdown has begun: cut the scrape in flight; the last scrape
+        (SourceThread.stop's final poll) gets FINAL_DEADLINE."""
+        self._halting = True
+        self._next_try = 0.0
+        self._interrupted.set()
+        self._cut()
+
+    def _report_parse(self, report):
+        """One error per kind of cut (and per first bad line), not per scrape."""
+        if report.skipped:
+            key = ("skipped", report.first_bad)
+            if key not in self._parse_said:
+                self._parse_said.add(key)
+                self._say("warning", "scraping %s: %d malformed line%s skipped (first: %s); the rest of the "
+                                     "exposition is imported" % (self.url, report.skipped,
+                                                                 "" if report.skipped == 1 else "s",
+                                                                 _quote(report.first_bad)))
+        if report.cut_lines and "lines" not in self._parse_said:
+            self._parse_said.add("lines")
+            self._say("warning", "scraping %s: the exposition has more than %d sample lines; %d were not read"
+                      % (self.url, MAX_LINES, report.cut_lines))
+        if report.cut_series and "series" not in self._parse_said:
+            self._parse_said.add("series")
+            self._say("warning", "scraping %s: more than %d series; %d were not imported"
+                      % (self.url, MAX_SERIES, report.cut_series))
 
     def _failed(self, now, e):
         self.failures += 1
@@ -330,8 +538,43 @@ class PrometheusSource(Source):
 
 
 def _one_line(e):
-    text = " ".join(str(e).split())
+    text = clean(" ".join(str(e).split()))
     return text[:300] + "..." if len(text) > 300 else text
+
+
+def _session(source):
+    """A requests session that tells `source` which connection each request
+    uses (source._conn), so a scrape stuck even before its headers can be
+    cut (see PrometheusSource._cut)."""
+    session = requests.Session()
+    # The engine is local: a proxy from the environment must not see it.
+    session.trust_env = False
+
+    class _Pool(urllib3.HTTPConnectionPool):
+        def _get_conn(self, timeout=None):
+            conn = urllib3.HTTPConnectionPool._get_conn(self, timeout)
+            source._conn = conn
+            return conn
+
+    adapter = requests.adapters.HTTPAdapter()
+    classes = dict(adapter.poolmanager.pool_classes_by_scheme)
+    classes["http"] = _Pool
+    adapter.poolmanager.pool_classes_by_scheme = classes
+    session.mount("http://", adapter)
+    return session
+
+
+def _socket_of(resp):
+    """The socket under a requests response (urllib3 1.26 and 2.x), or None."""
+    raw = getattr(resp, "raw", None)
+    for conn in (getattr(raw, "connection", None), getattr(raw, "_connection", None)):
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            return sock
+    try:
+        return raw._fp.fp.raw._sock
+    except AttributeError:
+        return None
 
 
 def make_source(sup):

@@ -67,6 +67,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,8 +80,20 @@ extern "C" {
 #define GRAPHSIGNAL_RING_VERSION 1u
 #define GRAPHSIGNAL_RING_HEADER_SIZE 256u
 #define GRAPHSIGNAL_RECORD_SIZE 32u
-#define GRAPHSIGNAL_RING_DEFAULT_CAPACITY (1u << 20) /* records: 32 MiB */
-#define GRAPHSIGNAL_RING_DEFAULT_STRINGS (8u << 20)  /* bytes */
+/* Ring sizes. The whole segment is reserved (posix_fallocate) when it is
+ * created, so a writer never faults on a page /dev/shm cannot back; the
+ * default capacity is therefore sized from the free space of /dev/shm
+ * (graphsignal_ring_env_capacity): the largest power of two whose segment
+ * takes at most 1/16 of it, between MIN_DEFAULT and DEFAULT records. With
+ * Docker's 64 MiB /dev/shm that is 65536 records (2 MiB + 1 MiB strings), so
+ * 8 ranks with a CUPTI ring and a probe ring each fit in 48 MiB. */
+#define GRAPHSIGNAL_RING_DEFAULT_CAPACITY (1u << 19)     /* records: the largest default, 16 MiB */
+#define GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY (1u << 16) /* records: the smallest default, 2 MiB */
+#define GRAPHSIGNAL_RING_MIN_CAPACITY 64u                /* GRAPHSIGNAL_RING_CAPACITY's bounds */
+#define GRAPHSIGNAL_RING_MAX_CAPACITY (1u << 26)         /* records: 2 GiB */
+#define GRAPHSIGNAL_RING_DEFAULT_STRINGS 0u /* 0: string area sized from the capacity (ring_strings_for) */
+#define GRAPHSIGNAL_RING_MAX_STRINGS (64u << 20) /* bytes */
+#define GRAPHSIGNAL_SHM_DIR "/dev/shm"
 #define GRAPHSIGNAL_RING_PREFIX "gs-"
 #define GRAPHSIGNAL_RUN_ID_ENV "GRAPHSIGNAL_RUN_ID"
 #define GRAPHSIGNAL_RING_CAPACITY_ENV "GRAPHSIGNAL_RING_CAPACITY"
@@ -211,18 +224,30 @@ static inline size_t graphsignal_ring_total_size(uint64_t capacity, uint64_t str
   return (size_t)(GRAPHSIGNAL_RING_HEADER_SIZE + capacity * GRAPHSIGNAL_RECORD_SIZE + strings_size);
 }
 
+/* The string area that goes with `capacity` records: half the record area,
+ * 512 KiB to 4 MiB. */
+static inline uint64_t graphsignal_ring_strings_for(uint64_t capacity) {
+  uint64_t s = capacity * GRAPHSIGNAL_RECORD_SIZE / 2;
+  return s < (512u << 10) ? (512u << 10) : s > (4u << 20) ? (4u << 20) : s;
+}
+
 /* Non-zero when h is a ring this header version can write into. */
 static inline int graphsignal_ring_valid(const graphsignal_ring_header* h, size_t mapped) {
   return h && __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == GRAPHSIGNAL_RING_MAGIC &&
          h->version == GRAPHSIGNAL_RING_VERSION && h->header_size == GRAPHSIGNAL_RING_HEADER_SIZE &&
          h->record_size == GRAPHSIGNAL_RECORD_SIZE && h->capacity && !(h->capacity & (h->capacity - 1)) &&
+         h->capacity <= GRAPHSIGNAL_RING_MAX_CAPACITY && h->strings_size <= GRAPHSIGNAL_RING_MAX_STRINGS &&
+         h->strings_offset == GRAPHSIGNAL_RING_HEADER_SIZE + h->capacity * GRAPHSIGNAL_RECORD_SIZE &&
          graphsignal_ring_total_size(h->capacity, h->strings_size) <= mapped;
 }
 
+/* Maps an opened ring file, which must be a regular file of ours. */
 static inline graphsignal_ring_header* graphsignal_ring_map_fd(int fd, size_t* out_size) {
   struct stat st;
   void* p;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)GRAPHSIGNAL_RING_HEADER_SIZE) return NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      st.st_size < (off_t)GRAPHSIGNAL_RING_HEADER_SIZE)
+    return NULL;
   p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return NULL;
   if (out_size) *out_size = (size_t)st.st_size;
@@ -234,19 +259,26 @@ static inline graphsignal_ring_header* graphsignal_ring_map_fd(int fd, size_t* o
  * Creation is atomic: the segment is built under a temporary name and
  * linked into place, so a concurrent opener (another thread, or another
  * translation unit with its own copy of this header) sees either no ring or
- * a complete one. Returns NULL (and never aborts) on any failure.
- * capacity is rounded up to a power of two.
+ * a complete one. Its memory is reserved up front (posix_fallocate): when
+ * /dev/shm is full there is no ring (NULL, errno ENOSPC), never a ring whose
+ * pages fault later. Returns NULL (and never aborts) on any failure, with
+ * errno set. capacity is rounded up to a power of two (at most
+ * GRAPHSIGNAL_RING_MAX_CAPACITY); strings_size 0 takes
+ * graphsignal_ring_strings_for(capacity).
  */
 static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, uint32_t kind, uint64_t capacity,
                                                              uint64_t strings_size, size_t* out_size) {
   char path[256], tmp[300];
-  int fd;
+  int fd, err;
   size_t size = 0;
   uint64_t cap = 1;
   graphsignal_ring_header* h;
-  if (!name || strlen(name) > 200) return NULL;
-  snprintf(path, sizeof path, "/dev/shm/%s", name);
-  fd = open(path, O_RDWR | O_CLOEXEC);
+  if (!name || strlen(name) > 200 || strchr(name, '/')) {
+    errno = EINVAL;
+    return NULL;
+  }
+  snprintf(path, sizeof path, GRAPHSIGNAL_SHM_DIR "/%s", name);
+  fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd >= 0) {
     h = graphsignal_ring_map_fd(fd, &size);
     close(fd);
@@ -255,22 +287,32 @@ static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, u
       return h;
     }
     if (h) munmap(h, size);
+    errno = EINVAL;
     return NULL;
   }
-  while (cap < capacity && cap < (1ull << 40)) cap <<= 1;
+  while (cap < capacity && cap < GRAPHSIGNAL_RING_MAX_CAPACITY) cap <<= 1;
+  if (strings_size == 0) strings_size = graphsignal_ring_strings_for(cap);
+  if (strings_size > GRAPHSIGNAL_RING_MAX_STRINGS) strings_size = GRAPHSIGNAL_RING_MAX_STRINGS;
   size = graphsignal_ring_total_size(cap, strings_size);
-  snprintf(tmp, sizeof tmp, "/dev/shm/.%s.tmp%ld.%p", name, (long)getpid(), (void*)&fd);
-  fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  snprintf(tmp, sizeof tmp, GRAPHSIGNAL_SHM_DIR "/.%s.tmp%ld.%p", name, (long)getpid(), (void*)&fd);
+  fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
-  if (ftruncate(fd, (off_t)size) != 0) {
+  /* exactly 0600 whatever the umask: the sidecar accepts nothing else */
+  err = fchmod(fd, 0600) != 0 ? errno : 0;
+  if (!err && ftruncate(fd, (off_t)size) != 0) err = errno;
+  if (!err) err = posix_fallocate(fd, 0, (off_t)size);
+  if (err) {
     close(fd);
     unlink(tmp);
+    errno = err;
     return NULL;
   }
   h = (graphsignal_ring_header*)mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  err = errno;
   close(fd);
   if ((void*)h == MAP_FAILED) {
     unlink(tmp);
+    errno = err;
     return NULL;
   }
   h->version = GRAPHSIGNAL_RING_VERSION;
@@ -285,9 +327,12 @@ static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, u
   __atomic_store_n(&h->magic, GRAPHSIGNAL_RING_MAGIC, __ATOMIC_RELEASE);
   if (link(tmp, path) != 0) {
     /* Someone else created it first: use theirs. */
+    err = errno;
     unlink(tmp);
     munmap(h, size);
-    return errno == EEXIST ? graphsignal_ring_open(name, kind, capacity, strings_size, out_size) : NULL;
+    if (err == EEXIST) return graphsignal_ring_open(name, kind, capacity, strings_size, out_size);
+    errno = err;
+    return NULL;
   }
   unlink(tmp);
   if (out_size) *out_size = size;
@@ -352,18 +397,54 @@ static inline uint32_t graphsignal_ring_new_name_id(graphsignal_ring_header* h) 
 
 /*
  * Sends (id -> bytes) to the reader: bytes go to the string area, then a
- * NAME record points at them. Returns 0 when the string area or the ring is
- * full (counted); the caller may try again later.
+ * NAME record points at them. With *id == 0 a fresh id is taken once the
+ * slot is reserved (so failed attempts use up no ids) and stored in *id.
+ * Returns 0 when the ring is full (counted in `dropped`; nothing is used
+ * up, so the caller may try again later) or when the string area is full
+ * (counted in `strings_dropped`; that will not change).
  */
-static inline int graphsignal_ring_send_name(graphsignal_ring_header* h, uint32_t id, uint8_t name_kind,
-                                             const char* bytes, size_t len) {
-  uint64_t off = __atomic_fetch_add(&h->strings_used, (uint64_t)len, __ATOMIC_RELAXED);
-  if (off + len > h->strings_size) {
+static inline int graphsignal_ring_put_name(graphsignal_ring_header* h, uint32_t* id, uint8_t name_kind,
+                                            const char* bytes, size_t len) {
+  uint64_t index, off;
+  graphsignal_ring_record* s;
+  if ((uint64_t)len > h->strings_size) {
     __atomic_fetch_add(&h->strings_dropped, 1, __ATOMIC_RELAXED);
     return 0;
   }
+  /* the slot first: a full ring must not use up string bytes */
+  s = graphsignal_ring_reserve(h, &index);
+  if (GRAPHSIGNAL_UNLIKELY(!s)) return 0;
+  off = __atomic_fetch_add(&h->strings_used, (uint64_t)len, __ATOMIC_RELAXED);
+  s->type = GRAPHSIGNAL_REC_NAME;
+  s->sub = name_kind;
+  s->device = 0;
+  if (off + len > h->strings_size) {
+    /* the reserved slot must still be committed: a name of id 0 is nothing */
+    __atomic_fetch_add(&h->strings_dropped, 1, __ATOMIC_RELAXED);
+    s->name_id = 0;
+    s->value = 0;
+    s->extra = 0;
+    graphsignal_ring_commit(s, index);
+    return 0;
+  }
   memcpy((char*)h + h->strings_offset + off, bytes, len);
-  return graphsignal_ring_write(h, GRAPHSIGNAL_REC_NAME, name_kind, 0, id, off, (uint64_t)len);
+  if (!*id) *id = graphsignal_ring_new_name_id(h);
+  s->name_id = *id;
+  s->value = off;
+  s->extra = (uint64_t)len;
+  graphsignal_ring_commit(s, index);
+  return 1;
+}
+
+/* graphsignal_ring_put_name with a given id; returns 0 when it was not sent. */
+static inline int graphsignal_ring_send_name(graphsignal_ring_header* h, uint32_t id, uint8_t name_kind,
+                                             const char* bytes, size_t len) {
+  return id ? graphsignal_ring_put_name(h, &id, name_kind, bytes, len) : 0;
+}
+
+/* Non-zero while the string area has room for len more bytes. */
+static inline int graphsignal_ring_strings_room(const graphsignal_ring_header* h, size_t len) {
+  return __atomic_load_n(&h->strings_used, __ATOMIC_RELAXED) + (uint64_t)len <= h->strings_size;
 }
 
 /* Marks the ring closed: the writer will not write again (clean exit). */
@@ -371,11 +452,37 @@ static inline void graphsignal_ring_close(graphsignal_ring_header* h) {
   __atomic_fetch_or(&h->flags, (uint64_t)GRAPHSIGNAL_RING_FLAG_CLOSED, __ATOMIC_RELEASE);
 }
 
-/* Ring capacity from the environment (set by graphsignal-run), or the default. */
-static inline uint64_t graphsignal_ring_env_capacity(void) {
+/* The default capacity for the free space of /dev/shm (see
+ * GRAPHSIGNAL_RING_DEFAULT_CAPACITY): rings of every process of a run fit. */
+static inline uint64_t graphsignal_ring_default_capacity(void) {
+  struct statvfs vfs;
+  uint64_t free_bytes, cap = GRAPHSIGNAL_RING_DEFAULT_CAPACITY;
+  if (statvfs(GRAPHSIGNAL_SHM_DIR, &vfs) != 0) return GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY;
+  free_bytes = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+  while (cap > GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY &&
+         (uint64_t)graphsignal_ring_total_size(cap, graphsignal_ring_strings_for(cap)) * 16 > free_bytes)
+    cap >>= 1;
+  return cap;
+}
+
+/* GRAPHSIGNAL_RING_CAPACITY (records, GRAPHSIGNAL_RING_MIN_CAPACITY to
+ * GRAPHSIGNAL_RING_MAX_CAPACITY) or 0 when it is unset or not such a
+ * number; graphsignal-run checks it (one line) before the workload starts. */
+static inline uint64_t graphsignal_ring_env_capacity_value(void) {
   const char* s = getenv(GRAPHSIGNAL_RING_CAPACITY_ENV);
-  uint64_t v = s ? (uint64_t)strtoull(s, NULL, 10) : 0;
-  return v >= 64 ? v : GRAPHSIGNAL_RING_DEFAULT_CAPACITY;
+  uint64_t v = 0;
+  if (!s || !*s) return 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9' || v > GRAPHSIGNAL_RING_MAX_CAPACITY) return 0;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  return v >= GRAPHSIGNAL_RING_MIN_CAPACITY && v <= GRAPHSIGNAL_RING_MAX_CAPACITY ? v : 0;
+}
+
+/* Ring capacity from the environment, or the default for this /dev/shm. */
+static inline uint64_t graphsignal_ring_env_capacity(void) {
+  uint64_t v = graphsignal_ring_env_capacity_value();
+  return v ? v : graphsignal_ring_default_capacity();
 }
 
 /*
@@ -445,7 +552,13 @@ typedef struct graphsignal_probe_entry {
   size_t def_len;
   struct graphsignal_probe_entry* next;
   void* device_data; /* used by probe_cuda.h / probe_rocm.h */
+  uint64_t def_hash;
 } graphsignal_probe_entry;
+
+/* id_epoch's epoch while an entry has no id in the current ring yet (its
+ * name did not fit into a full ring): the next record retries. No fork
+ * epoch takes this value. */
+#define GRAPHSIGNAL_PROBE_UNBOUND_ 0xFFFFFFFFu
 
 typedef struct graphsignal_probe_frame_slot_ {
   uint64_t hash;     /* 0: empty; published last */
@@ -465,11 +578,17 @@ typedef struct graphsignal_probe_state_ {
   uint32_t other_frame_id;
   uint32_t other_frame_epoch;
   graphsignal_probe_entry inert;
+  /* entries by definition (open addressing, at most half full), so that
+   * registering n instruments costs O(n), not O(n^2) */
+  graphsignal_probe_entry** table;
+  size_t table_size;
+  size_t table_used;
+  int ring_tried; /* this epoch's ring was attempted (a failure is not retried per registration) */
 } graphsignal_probe_state_;
 
 static inline graphsignal_probe_state_* graphsignal_probe_state_get_(void) {
   static graphsignal_probe_state_ s = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0,
-                                       {NULL, 0, NULL, 0, NULL, 0, NULL, NULL}};
+                                       {NULL, 0, NULL, 0, NULL, 0, NULL, NULL, 0}, NULL, 0, 0, 0};
   return &s;
 }
 
@@ -486,6 +605,7 @@ static void graphsignal_probe_atfork_child_(void) {
    * own ring, lazily, on its first record. */
   pthread_mutex_init(&st->lock, NULL);
   st->epoch++;
+  if (st->epoch == GRAPHSIGNAL_PROBE_UNBOUND_) st->epoch = 0;
   st->ring = NULL;
 }
 
@@ -493,8 +613,10 @@ static void graphsignal_probe_atfork_child_(void) {
 static inline graphsignal_ring_header* graphsignal_probe_ring_locked_(graphsignal_probe_state_* st) {
   char name[256];
   size_t size = 0;
-  if (st->ring && st->ring_epoch == st->epoch) return st->ring;
+  if (st->ring_epoch == st->epoch && (st->ring || st->ring_tried)) return st->ring;
   st->ring = NULL;
+  st->ring_tried = 1;
+  st->ring_epoch = st->epoch;
   if (!graphsignal_ring_name(name, sizeof name, "probe")) return NULL;
   st->ring = graphsignal_ring_open(name, GRAPHSIGNAL_KIND_PROBE, graphsignal_ring_env_capacity(),
                                    GRAPHSIGNAL_RING_DEFAULT_STRINGS, &size);
@@ -502,31 +624,94 @@ static inline graphsignal_ring_header* graphsignal_probe_ring_locked_(graphsigna
   return st->ring;
 }
 
-/* Gives e an id in the current ring (after registration or a fork). */
+/* Gives e an id in the current ring (after registration or a fork). Returns
+ * 0 without a ring. When the ring is full the entry stays unbound and its
+ * next record tries again; when the string area is full the entry goes
+ * inert (the sidecar counts the names that did not fit). */
 static inline int graphsignal_probe_bind_locked_(graphsignal_probe_state_* st, graphsignal_probe_entry* e) {
   graphsignal_ring_header* h = graphsignal_probe_ring_locked_(st);
   uint32_t id;
   if (!h) return 0;
-  id = graphsignal_ring_new_name_id(h);
-  graphsignal_ring_send_name(h, id, GRAPHSIGNAL_NAME_INSTRUMENT, e->def, e->def_len);
   e->ring = h;
+  if (!graphsignal_ring_strings_room(h, e->def_len)) {
+    __atomic_fetch_add(&h->strings_dropped, 1, __ATOMIC_RELAXED);
+    e->ring = NULL;
+    return 1;
+  }
+  id = 0;
+  if (!graphsignal_ring_put_name(h, &id, GRAPHSIGNAL_NAME_INSTRUMENT, e->def, e->def_len)) {
+    if (!graphsignal_ring_strings_room(h, e->def_len)) e->ring = NULL;
+    __atomic_store_n(&e->id_epoch, (uint64_t)GRAPHSIGNAL_PROBE_UNBOUND_ << 32, __ATOMIC_RELEASE);
+    return 1;
+  }
   __atomic_store_n(&e->id_epoch, ((uint64_t)st->epoch << 32) | id, __ATOMIC_RELEASE);
   return 1;
 }
 
+/* Binds e in the current ring; non-zero when it has an id there. A retry
+ * after a full ring never waits for the lock (the record is dropped). */
 static inline int graphsignal_probe_refresh_(graphsignal_probe_entry* e) {
   graphsignal_probe_state_* st = e->state;
-  int ok = 1;
-  pthread_mutex_lock(&st->lock);
+  uint64_t ie = __atomic_load_n(&e->id_epoch, __ATOMIC_ACQUIRE);
+  if ((uint32_t)(ie >> 32) == GRAPHSIGNAL_PROBE_UNBOUND_) {
+    if (pthread_mutex_trylock(&st->lock) != 0) return 0;
+  } else {
+    pthread_mutex_lock(&st->lock);
+  }
   if ((uint32_t)(__atomic_load_n(&e->id_epoch, __ATOMIC_ACQUIRE) >> 32) != st->epoch)
-    ok = graphsignal_probe_bind_locked_(st, e);
+    graphsignal_probe_bind_locked_(st, e);
+  ie = __atomic_load_n(&e->id_epoch, __ATOMIC_ACQUIRE);
   pthread_mutex_unlock(&st->lock);
-  return ok;
+  return e->ring != NULL && (uint32_t)(ie >> 32) == st->epoch;
 }
 
 static inline void graphsignal_probe_def_append_(char* buf, size_t* n, size_t cap, const char* s) {
   for (; s && *s && *n + 1 < cap; s++)
     if (*s != '\x1f' && *s != '\x1e') buf[(*n)++] = *s; /* separators cannot appear inside a field */
+}
+
+static inline uint64_t graphsignal_probe_hash_bytes_(const char* s, size_t n) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The registered entry with this definition, or NULL; with the lock held. */
+static inline graphsignal_probe_entry* graphsignal_probe_find_locked_(graphsignal_probe_state_* st, const char* def,
+                                                                      size_t n, uint64_t h) {
+  size_t i;
+  if (!st->table) return NULL;
+  for (i = (size_t)h & (st->table_size - 1); st->table[i]; i = (i + 1) & (st->table_size - 1)) {
+    graphsignal_probe_entry* e = st->table[i];
+    if (e->def_hash == h && e->def_len == n && memcmp(e->def, def, n) == 0) return e;
+  }
+  return NULL;
+}
+
+/* Adds e to the table (growing it); 0 when out of memory. */
+static inline int graphsignal_probe_insert_locked_(graphsignal_probe_state_* st, graphsignal_probe_entry* e) {
+  size_t i;
+  if ((st->table_used + 1) * 2 > st->table_size) {
+    size_t size = st->table_size ? st->table_size * 2 : 256, j;
+    graphsignal_probe_entry** t = (graphsignal_probe_entry**)calloc(size, sizeof *t);
+    if (!t) return 0;
+    for (j = 0; j < st->table_size; j++) {
+      graphsignal_probe_entry* x = st->table[j];
+      if (!x) continue;
+      for (i = (size_t)x->def_hash & (size - 1); t[i]; i = (i + 1) & (size - 1)) {
+      }
+      t[i] = x;
+    }
+    free(st->table);
+    st->table = t;
+    st->table_size = size;
+  }
+  for (i = (size_t)e->def_hash & (st->table_size - 1); st->table[i]; i = (i + 1) & (st->table_size - 1)) {
+  }
+  st->table[i] = e;
+  st->table_used++;
+  return 1;
 }
 
 /*
@@ -545,6 +730,7 @@ static inline graphsignal_probe_entry* graphsignal_probe_register(const char* na
   graphsignal_probe_entry* e;
   char def[4096];
   size_t n = 0, i;
+  uint64_t hash;
   if (!name || !*name || (int)type < GRAPHSIGNAL_GAUGE || (int)type > GRAPHSIGNAL_PROFILE ||
       ntags > GRAPHSIGNAL_PROBE_MAX_TAGS || (ntags && (!tag_keys || !tag_values)))
     return NULL;
@@ -572,22 +758,23 @@ static inline graphsignal_probe_entry* graphsignal_probe_register(const char* na
     def[n++] = '\x1e';
     graphsignal_probe_def_append_(def, &n, sizeof def, tag_values[i]);
   }
-  for (e = st->entries; e; e = e->next)
-    if (e->def_len == n && memcmp(e->def, def, n) == 0) break;
+  hash = graphsignal_probe_hash_bytes_(def, n);
+  e = graphsignal_probe_find_locked_(st, def, n, hash);
   if (!e) {
     e = (graphsignal_probe_entry*)calloc(1, sizeof *e);
     if (e) e->def = (char*)malloc(n);
     if (!e || !e->def) {
-      free(e);
+      if (e) free(e);
       pthread_mutex_unlock(&st->lock);
       return &st->inert;
     }
     memcpy(e->def, def, n);
     e->def_len = n;
+    e->def_hash = hash;
     e->type = (int)type;
     e->state = st;
-    e->id_epoch = (uint64_t)(st->epoch + 1u) << 32; /* unbound until bind */
-    if (graphsignal_probe_bind_locked_(st, e)) {
+    e->id_epoch = (uint64_t)GRAPHSIGNAL_PROBE_UNBOUND_ << 32; /* unbound until bind */
+    if (graphsignal_probe_bind_locked_(st, e) && graphsignal_probe_insert_locked_(st, e)) {
       e->next = st->entries;
       st->entries = e;
     } else {
@@ -595,7 +782,8 @@ static inline graphsignal_probe_entry* graphsignal_probe_register(const char* na
       static int warned;
       if (!warned) {
         warned = 1;
-        fprintf(stderr, "graphsignal: probes inactive: cannot create the probe ring in /dev/shm\n");
+        fprintf(stderr, "graphsignal: probes inactive: cannot create the probe ring in " GRAPHSIGNAL_SHM_DIR
+                        ": %s\n", strerror(errno));
       }
       free(e->def);
       free(e);
@@ -641,12 +829,14 @@ static inline uint64_t graphsignal_probe_hash_(const char* s) {
   return h | 1; /* never 0: 0 marks an empty slot */
 }
 
-/* Interns a frame name for the current ring (slow path, under the lock). */
+/* Interns a frame name for the current ring (slow path, under the lock).
+ * Returns 0 when the name could not be sent (a full ring: the record is
+ * dropped and the next use tries again). */
 static inline uint32_t graphsignal_probe_frame_locked_(graphsignal_probe_state_* st, const char* name, uint64_t h) {
   graphsignal_ring_header* ring = graphsignal_probe_ring_locked_(st);
   const uint64_t mask = GRAPHSIGNAL_PROBE_FRAME_SLOTS - 1;
   uint64_t i = h & mask, k;
-  uint32_t id;
+  uint32_t id = 0;
   if (!ring) return 0;
   if (!st->frames) {
     st->frames = (graphsignal_probe_frame_slot_*)calloc(GRAPHSIGNAL_PROBE_FRAME_SLOTS, sizeof *st->frames);
@@ -655,20 +845,19 @@ static inline uint32_t graphsignal_probe_frame_locked_(graphsignal_probe_state_*
   for (k = 0; k < 64; k++, i = (i + 1) & mask) {
     graphsignal_probe_frame_slot_* slot = &st->frames[i];
     if (slot->hash == h && strcmp(slot->name, name) == 0) {
-      if ((uint32_t)(slot->id_epoch >> 32) != st->epoch) { /* forked: this ring has not seen it */
-        id = graphsignal_ring_new_name_id(ring);
-        graphsignal_ring_send_name(ring, id, GRAPHSIGNAL_NAME_PLAIN, name, strlen(name));
+      if ((uint32_t)(slot->id_epoch >> 32) != st->epoch) { /* forked, or not sent yet: this ring has not seen it */
+        if (!graphsignal_ring_put_name(ring, &id, GRAPHSIGNAL_NAME_PLAIN, name, strlen(name))) return 0;
         __atomic_store_n(&slot->id_epoch, ((uint64_t)st->epoch << 32) | id, __ATOMIC_RELEASE);
       }
       return (uint32_t)slot->id_epoch;
     }
     if (slot->hash == 0) {
       size_t len = strlen(name);
-      char* copy = (char*)malloc(len + 1);
+      char* copy;
+      if (!graphsignal_ring_put_name(ring, &id, GRAPHSIGNAL_NAME_PLAIN, name, len)) return 0;
+      copy = (char*)malloc(len + 1);
       if (!copy) return 0;
       memcpy(copy, name, len + 1);
-      id = graphsignal_ring_new_name_id(ring);
-      graphsignal_ring_send_name(ring, id, GRAPHSIGNAL_NAME_PLAIN, name, len);
       slot->name = copy;
       slot->id_epoch = ((uint64_t)st->epoch << 32) | id;
       __atomic_store_n(&slot->hash, h, __ATOMIC_RELEASE); /* publish */
@@ -677,9 +866,9 @@ static inline uint32_t graphsignal_probe_frame_locked_(graphsignal_probe_state_*
   }
   /* table full around this hash: fold into one "(other)" frame */
   if (!st->other_frame_id || st->other_frame_epoch != st->epoch) {
-    st->other_frame_id = graphsignal_ring_new_name_id(ring);
+    if (!graphsignal_ring_put_name(ring, &id, GRAPHSIGNAL_NAME_PLAIN, "(other)", 7)) return 0;
+    st->other_frame_id = id;
     st->other_frame_epoch = st->epoch;
-    graphsignal_ring_send_name(ring, st->other_frame_id, GRAPHSIGNAL_NAME_PLAIN, "(other)", 7);
   }
   return st->other_frame_id;
 }

@@ -1,0 +1,77 @@
+"""Numeric environment variables, checked once by graphsignal-run.
+
+A value that is not a number in its range gets one clear line and its
+default, and is not passed on to the workload: the writers inside it (the
+probe header, the CUPTI library) then use their defaults and stay quiet,
+instead of each process reading a bad value on its own.
+"""
+import logging
+import math
+
+logger = logging.getLogger("graphsignal")
+
+# name: (kind, lowest, highest, unit, default as users read it)
+NUMERIC = {
+    "GRAPHSIGNAL_RING_CAPACITY": (int, 64, 1 << 26, "records per ring",
+                                  "sized from the free space of /dev/shm"),
+    "GRAPHSIGNAL_LINGER": (float, 0, 3600, "seconds", "0"),
+    "GRAPHSIGNAL_PROBE_CUDA_INTERVAL_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
+    "GRAPHSIGNAL_CUPTI_FLUSH_MS": (int, 10, 60000, "milliseconds", "the library's"),
+    "GRAPHSIGNAL_CUPTI_MAX_BUFFERS": (int, 2, 4096, "buffers", "the library's"),
+    "GRAPHSIGNAL_CUPTI_CALLBACKS": (int, 0, 1, "0 or 1", "1"),
+    "GRAPHSIGNAL_CUPTI_HANDOFF": (int, 0, 1, "0 or 1", "1"),
+    "GRAPHSIGNAL_CUPTI_SAMPLE_MS": (int, 0, 60000, "milliseconds", "20"),
+    "GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
+}
+
+
+def parse(name, raw):
+    """(value, None) for a valid value of `name`, else (None, the line
+    that says why)."""
+    kind, lo, hi, unit, default = NUMERIC[name]
+    text = raw.strip()
+    value = None
+    try:
+        if kind is int:
+            if text.isascii() and text.isdigit():
+                value = int(text)
+        else:
+            v = float(text)
+            if math.isfinite(v):
+                value = v
+    except ValueError:
+        value = None
+    if value is not None and lo <= value <= hi:
+        return value, None
+    what = "a whole number" if kind is int else "a number"
+    return None, "%s=%s is not %s from %s to %s (%s); using the default (%s)" % (
+        name, _printable(raw), what, lo, hi, unit, default)
+
+
+def value(environ, name):
+    """The valid value of `name` in environ, or None (unset or bad)."""
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return None
+    return parse(name, raw)[0]
+
+
+def sanitize(environ, log=None):
+    """Checks every numeric variable in environ (a dict, changed in
+    place): a bad value is removed, with one line each. Returns the lines."""
+    lines = []
+    for name in NUMERIC:
+        raw = environ.get(name)
+        if raw is None or raw == "":
+            continue
+        v, why = parse(name, raw)
+        if why:
+            del environ[name]
+            lines.append(why)
+            (log or logger).warning("graphsignal: %s", why)
+    return lines
+
+
+def _printable(raw):
+    # repr escapes control characters: the line is safe to print to a terminal
+    return repr(raw[:60]) + ("..." if len(raw) > 60 else "")

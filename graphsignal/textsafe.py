@@ -1,0 +1,28 @@
+"""Text from untrusted sources (a workload's console, an engine's
+/metrics, ring names) made safe to print on a terminal and to keep in the
+payload: control characters (ESC, BEL, NUL, ...) are shown as \\xNN
+instead of reaching the terminal as commands."""
+import logging
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all C0/C1 controls but \t and \n
+_CONTROL_NL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # the same, \t and \n included
+
+
+def _esc(m):
+    return "\\x%02x" % ord(m.group(0))
+
+
+def clean(text, multiline=False):
+    """text with control characters escaped; multiline keeps \\n and \\t."""
+    if not isinstance(text, str):
+        text = str(text)
+    return (_CONTROL if multiline else _CONTROL_NL).sub(_esc, text)
+
+
+class SafeFormatter(logging.Formatter):
+    """A Formatter whose lines carry no control characters (one line per
+    record: a newline inside a message is shown as \\x0a)."""
+
+    def format(self, record):
+        return clean(logging.Formatter.format(self, record))
