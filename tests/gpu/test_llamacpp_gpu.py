@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine_e2e import Load, Mode, Server, SignalsPoller, completion, free_port, percentile  # noqa: E402
 from graphsignal.sources.prometheus import parse_exposition  # noqa: E402
-from graphsignal.top.taxonomy import Taxonomy  # noqa: E402
+from graphsignal import kernel_names  # noqa: E402
 
 SERVER = os.environ.get("GRAPHSIGNAL_TEST_LLAMA_SERVER")
 GGUF = os.environ.get("GRAPHSIGNAL_TEST_GGUF")
@@ -385,8 +385,9 @@ def test_node_mode_names_the_decode_graphs_kernels(node_run):
     assert all(m["stats"]["frames"] == [] for m in graphs), graphs  # empty: measured zero
     per_token = {k[len("kernel:"):]: fit(node_run, k)[0] for k in aff if k.startswith("kernel:")}
     per_token = {sym: s for sym, s in per_token.items() if s > 0}
-    tax = Taxonomy()
-    named = {sym: tax.describe(sym) for sym in per_token}
+    # (category, display name, demangled), as the payload and graphsignal-top name them
+    named = {sym: (n.category, n.display_name, n.demangled)
+             for sym, n in zip(per_token, kernel_names.NAMES.describe_all(list(per_token)))}
     artifact("llamacpp_node_kernels_per_token.json",
              {d[1]: {"per_token": per_token[sym], "category": d[0], "symbol": sym} for sym, d in named.items()})
     families = {
