@@ -698,15 +698,17 @@ class MetricStore:
                                 "timestamp_ns": ts, "last_ns": ts, "count": 1, "resolved_ns": None})
 
     def resolve_errors(self, tags, ts=None):
-        """Marks the unresolved entries whose tags include `tags` as resolved
-        at `ts` (epoch ns): the condition they report has cleared (an
-        engine's endpoint answers again). Returns how many were marked."""
+        """Marks the unresolved entries whose tags are exactly `tags` as
+        resolved at `ts` (epoch ns): the condition they report has cleared
+        (an engine's endpoint answers again). Exactly: a source's other
+        reports, told apart by one more tag, keep their state. Returns how
+        many were marked."""
         ts = ts or self.clock()
         want = {str(k): str(v) for k, v in tags.items()}
         n = 0
         with self.lock:
             for e in self.errors:
-                if e.get("resolved_ns") is None and all(e["tags"].get(k) == v for k, v in want.items()):
+                if e.get("resolved_ns") is None and e["tags"] == want:
                     e["resolved_ns"] = ts
                     n += 1
         return n

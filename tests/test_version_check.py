@@ -38,7 +38,9 @@ def run(env, seconds=2.0, timeout=120):
 def baseline():
     """What graphsignal-run says at the default log level on this machine
     with the check off (e.g. that there is no NVIDIA driver)."""
-    proc = run(env_for("http://127.0.0.1:9", GRAPHSIGNAL_DISABLE_VERSION_CHECK="1"), seconds=0.5)
+    # as long as the runs it is compared with: the sidecar starts after the
+    # workload, and what it says about this machine needs it to be up
+    proc = run(env_for("http://127.0.0.1:9", GRAPHSIGNAL_DISABLE_VERSION_CHECK="1"), seconds=1.5)
     return sorted(proc.stderr.decode().splitlines())
 
 
@@ -85,7 +87,7 @@ def test_failures_and_non_answers_are_silent(reply, baseline):
 
 
 def test_an_unreachable_server_is_silent(baseline):
-    proc = run(env_for("http://127.0.0.1:%d" % free_port()), seconds=1.0)
+    proc = run(env_for("http://127.0.0.1:%d" % free_port()), seconds=1.5)
     assert proc.returncode == 0 and proc.stdout == b"hello\n"
     assert sorted(proc.stderr.decode().splitlines()) == baseline
 

@@ -6,7 +6,7 @@ latest upload, so `covered_seconds` says what was actually spanned and
 `resolution_seconds` how far apart the snapshots are."""
 import numpy as np
 
-from graphsignal import histo
+from graphsignal import histo, kernel_names
 from graphsignal import windows as W
 from graphsignal.fleet.db import HOUR_NS, MINUTE_ROWS_NS, NS, series_key, state_of
 
@@ -67,13 +67,14 @@ def window(db, owner, iid, snap, seconds):
         if type_ == "counter":
             stats = W._counter(prev, cur, covered)
         elif type_ == "gauge":
-            stats = W._gauge(k, inside)
+            stats = W._gauge(k, inside, start, history[ei][1])
         elif type_ == "histogram":
             if cur is None:
                 continue
             stats = W._histogram(prev, cur, covered, vmin, vmax)
         else:
             stats = W._profile(prev or {}, cur or {}, covered)
+            kernel_names.annotate(name, stats["frames"])
         out.append({"name": name, "type": type_, "tags": tags, "new_in_window": k not in start, "stats": stats})
     partial = si == 0 and covered < seconds
     doc = {"seconds": seconds, "start_ns": start_ns, "end_ns": end_ns, "covered_seconds": round(covered, 6),

@@ -469,23 +469,29 @@ class PrometheusSource(Source):
         self._cut()
 
     def _report_parse(self, report):
-        """One error per kind of cut (and per first bad line), not per scrape."""
+        """One error per kind of cut (and per first bad line), not per scrape.
+        These describe the exposition, not a failed scrape: tagged
+        problem=exposition, so a recovery of the endpoint leaves them be."""
         if report.skipped:
             key = ("skipped", report.first_bad)
             if key not in self._parse_said:
                 self._parse_said.add(key)
-                self._say("warning", "scraping %s: %d malformed line%s skipped (first: %s); the rest of the "
+                self._say_exposition("scraping %s: %d malformed line%s skipped (first: %s); the rest of the "
                                      "exposition is imported" % (self.url, report.skipped,
                                                                  "" if report.skipped == 1 else "s",
                                                                  _quote(report.first_bad)))
         if report.cut_lines and "lines" not in self._parse_said:
             self._parse_said.add("lines")
-            self._say("warning", "scraping %s: the exposition has more than %d sample lines; %d were not read"
-                      % (self.url, MAX_LINES, report.cut_lines))
+            self._say_exposition("scraping %s: the exposition has more than %d sample lines; %d were not read"
+                                 % (self.url, MAX_LINES, report.cut_lines))
         if report.cut_series and "series" not in self._parse_said:
             self._parse_said.add("series")
-            self._say("warning", "scraping %s: more than %d series; %d were not imported"
-                      % (self.url, MAX_SERIES, report.cut_series))
+            self._say_exposition("scraping %s: more than %d series; %d were not imported"
+                                 % (self.url, MAX_SERIES, report.cut_series))
+
+    def _say_exposition(self, message):
+        logger.warning("graphsignal: %s", message)
+        self.store.add_error("warning", message, tags=dict(self._error_tags, problem="exposition"))
 
     def _failed(self, now, e):
         self.failures += 1
