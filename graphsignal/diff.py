@@ -444,9 +444,10 @@ def _varying(changes):
     return out
 
 
-def headline(doc):
+def headline(doc, width=None):
     """One line: the largest change of time (or, without profiles, the
-    first change), naming what changed."""
+    first change), naming what changed. With `width`, a long name is cut
+    (not the numbers or the category after it) so the line fits."""
     changes = doc["changes"]
     times = [c for c in changes if c["kind"] == "profile" and c["unit"].startswith("nanoseconds")]
     c = max(times, key=lambda c: abs(c["delta"] or 0)) if times else (changes[0] if changes else None)
@@ -456,17 +457,20 @@ def headline(doc):
         return "no change: every compared value is the same on both sides"
     what, name = _name(c, set())
     unit = c["unit"]
-    line = "largest change: %s %s: %s -> %s (%s, %s)" % (what, name, _fmt(c["before"], unit), _fmt(c["after"], unit),
-                                                          _fmt_delta(c, unit), _ratio(c))
+    rest = ": %s -> %s (%s, %s)" % (_fmt(c["before"], unit), _fmt(c["after"], unit), _fmt_delta(c, unit), _ratio(c))
     if c["kind"] == "profile" and c.get("category"):
-        line += " [%s]" % c["category"]
-    return line
+        rest += " [%s]" % c["category"]
+    head = "largest change: %s " % what
+    if width is not None and len(head) + len(name) + len(rest) > width:
+        keep = max(16, width - len(head) - len(rest) - 1)
+        name = name[:keep] + "\u2026"
+    return head + name + rest
 
 
 def to_text(doc, width=160):
     """The comparison for people: a headline, what each side covers, the
     warnings, then a table per kind sorted by absolute change."""
-    lines = [headline(doc)]
+    lines = [headline(doc, width)]
     for side in ("before", "after"):
         d = doc[side]
         lines.append("  %-6s %s: %s, %.2f s covered, cuda graph trace %s" % (

@@ -349,7 +349,14 @@ def test_graph_mode_kernel_profile_holds_the_eager_kernels_only(graph_run):
 @cuda
 def test_graph_mode_copies_and_syncs_per_token_are_exact(graph_run):
     aff = graph_run["affine"]
-    copies = {k: fit(graph_run, k) for k in aff if k.startswith(("memcpy:", "memcpy_bytes:"))}
+    # Pageable device-to-host copies are llama-server's prompt cache: when a
+    # slot is reused it saves the previous request's KV state to host memory
+    # (16 copies, one per layer's K and V), sized by that slot's context, not
+    # by this request's tokens (seen on the H200: 16 copies a request, bytes
+    # 327680 / 753664 / 688128 a request across the three phases). Their
+    # count is exact per request; their bytes are no function of the tokens.
+    not_per_token = "memcpy_bytes:device_to_host:pageable"
+    copies = {k: fit(graph_run, k) for k in aff if k.startswith(("memcpy:", "memcpy_bytes:")) and k != not_per_token}
     syncs = {k: fit(graph_run, k) for k in aff if k.startswith("sync:")}
     memsets = {k: fit(graph_run, k) for k in aff if k.startswith("memset:")}
     artifact("llamacpp_copies_syncs_per_token.json", {"copies": copies, "syncs": syncs, "memsets": memsets,
@@ -363,6 +370,7 @@ def test_graph_mode_copies_and_syncs_per_token_are_exact(graph_run):
     s_h2d, _ = copies.get("memcpy:host_to_device:pinned", (0, 0))
     assert s_h2d >= 1, copies
     assert copies.get("memcpy:host_to_device:pageable", (0, 0))[0] == 0, copies
+    assert copies.get("memcpy:device_to_host:pageable", (0, 0))[0] == 0, copies  # per request only (above)
     # the host waits for each step's logits at least once
     assert sum(s for s, _ in syncs.values()) >= 1, syncs
     assert fit(graph_run, "dropped") == (0, 0)
@@ -378,7 +386,8 @@ def test_graph_mode_records_nothing_dropped(graph_run):
 @cuda
 def test_node_mode_names_the_decode_graphs_kernels(node_run):
     aff = node_run["affine"]
-    assert not [k for k in aff if k.startswith("graph:")] and fit(node_run, "replays") == (0, 0)
+    # no replay at all: the key is absent from every delta (nothing was measured as a graph)
+    assert not [k for k in aff if k.startswith("graph:")] and not any(d.get("replays") for d in node_run["deltas"])
     doc = node_run["snapshots"][-1][0]
     assert [m["stats"]["value"] for m in doc["metrics"] if m["name"] == "cuda_graph_trace_mode"] == [1]
     graphs = [m for m in doc["metrics"] if m["name"] == "cuda_graphs_nanoseconds"]
