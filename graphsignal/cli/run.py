@@ -31,6 +31,9 @@ options (before the command):
   --rocm-kernel-trace {none,all}
                              per-kernel tracing on ROCm (default: none; env
                              GRAPHSIGNAL_ROCM_KERNEL_TRACE; the flag wins)
+  --output FILE              write the final /signals payload to FILE when the
+                             workload exits, also after SIGINT/SIGTERM (env
+                             GRAPHSIGNAL_SIGNALS_FILE; the flag wins)
 """
 
 DEFAULT_LISTEN_HOST = "127.0.0.1"
@@ -49,6 +52,7 @@ class RunConfig:
     listen_port: int = DEFAULT_LISTEN_PORT
     cuda_graph_trace: Optional[str] = None  # None: not given on the command line
     rocm_kernel_trace: Optional[str] = None
+    output: Optional[str] = None  # the final payload's file (None: GRAPHSIGNAL_SIGNALS_FILE, if set)
     show_help: bool = False
     show_version: bool = False
     check: bool = False
@@ -60,6 +64,7 @@ _VALUED = {
     "--listen-port": "listen_port",
     "--cuda-graph-trace": "cuda_graph_trace",
     "--rocm-kernel-trace": "rocm_kernel_trace",
+    "--output": "output",
 }
 _CHOICES = {"cuda_graph_trace": ("graph", "node"), "rocm_kernel_trace": ("none", "all")}
 

@@ -329,7 +329,7 @@ class Supervisor:
             pidfd = os.pidfd_open(self.child.pid)
         except (AttributeError, OSError):
             pass
-        signals_file = self.environ.get(ENV_SIGNALS_FILE) or None
+        signals_file = self._signals_file()
         cfg = {
             "run_id": self.run_id,
             "supervisor_pid": os.getpid(),
@@ -420,11 +420,15 @@ class Supervisor:
                 self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT)
         self.sender.close()
 
+    def _signals_file(self):
+        """Where the final payload goes: --output, else GRAPHSIGNAL_SIGNALS_FILE."""
+        return getattr(self.cfg, "output", None) or self.environ.get(ENV_SIGNALS_FILE) or None
+
     def _wants_final(self):
         """The sidecar has work after the workload exits: the final payload
         to write (GRAPHSIGNAL_SIGNALS_FILE), to keep serving (LINGER) or to
         upload (GRAPHSIGNAL_API_KEY: the last upload has its own 2 s)."""
-        return bool(self.environ.get(ENV_SIGNALS_FILE) or _seconds(self.environ.get(ENV_LINGER))
+        return bool(self._signals_file() or _seconds(self.environ.get(ENV_LINGER))
                     or (self.environ.get(ENV_API_KEY) or "").strip())
 
     def _wait_final(self, sc, linger):
