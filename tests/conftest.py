@@ -1,4 +1,5 @@
 import ctypes
+import logging
 import os
 import sys
 
@@ -45,3 +46,16 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def python_exe():
     return sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _graphsignal_logger_as_found():
+    """A test that sets up logging the way the CLI does (propagate off, a
+    stderr handler, a level) must not hide the next tests' records from caplog:
+    the "graphsignal" logger is put back as it was after every test."""
+    logger = logging.getLogger("graphsignal")
+    state = (logger.propagate, logger.level, list(logger.handlers), logger.disabled)
+    yield
+    logger.propagate, level, handlers, logger.disabled = state
+    logger.setLevel(level)
+    logger.handlers[:] = handlers

@@ -117,6 +117,7 @@ def test_an_idle_connection_is_closed(served):
 
 def test_the_bound_url_is_logged_once(served, caplog):
     logger = logging.getLogger("graphsignal")
+    was = logger.propagate
     logger.propagate = True
     try:
         with caplog.at_level(logging.INFO, logger="graphsignal"):
@@ -125,7 +126,7 @@ def test_the_bound_url_is_logged_once(served, caplog):
             while not caplog.records and time.monotonic() < deadline:
                 time.sleep(0.01)
     finally:
-        logger.propagate = False
+        logger.propagate = was
     lines = [r for r in caplog.records if "serving" in r.getMessage()]
     assert [r.getMessage() for r in lines] == ["graphsignal: serving http://127.0.0.1:%d/signals" % t.port]
     assert lines[0].levelno == logging.WARNING  # port 0 was asked for: shown at the default level
