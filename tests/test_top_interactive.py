@@ -72,7 +72,7 @@ def shell_command(args, pidfile):
     top = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "graphsignal.cli.top"] + args)
     script = ("echo $$ > %s; env LANG=C.UTF-8 TERM=xterm-256color %s; rc=$?; "
               "echo; echo EXITED rc=$rc; stty -a | tr ' ' '\\n' | grep -xE -- '-?(echo|icanon)' | tr '\\n' ' '; "
-              "echo; sleep 60") % (shlex.quote(pidfile), top)
+              "echo; echo MODES-END; sleep 60") % (shlex.quote(pidfile), top)
     return "sh -c %s" % shlex.quote(script)
 
 
@@ -132,7 +132,7 @@ def test_keys_tables_details_resize_and_quit(sidecar, tmux, tmp_path):
     tmux.wait("top", lambda s: "PROBES" in s and "[k]ernels" in s)
 
     tmux.keys("top", "q")
-    s = tmux.wait("top", lambda s: "EXITED rc=" in s)
+    s = tmux.wait("top", lambda s: "MODES-END" in s)
     assert "EXITED rc=0" in s
     modes = s[s.index("EXITED"):]
     assert "-echo" not in modes and "-icanon" not in modes and "echo" in modes and "icanon" in modes
@@ -144,7 +144,7 @@ def test_unreachable_endpoint_is_shown_and_retried(tmux, tmp_path):
     s = tmux.wait("down", lambda s: "unreachable" in s and "retrying" in s)
     assert "127.0.0.1:%d" % port in s and "waiting for data" in s
     tmux.keys("down", "q")
-    assert "EXITED rc=0" in tmux.wait("down", lambda s: "EXITED rc=" in s)
+    assert "EXITED rc=0" in tmux.wait("down", lambda s: "MODES-END" in s)
 
 
 def test_sigterm_restores_the_terminal(tmux, tmp_path):
@@ -156,7 +156,7 @@ def test_sigterm_restores_the_terminal(tmux, tmp_path):
     top_pid = wait_for(lambda: child_running(shell_pid, b"graphsignal.cli.top"), 10.0)
     assert top_pid, "graphsignal-top not found under pid %d" % shell_pid
     os.kill(top_pid, 15)
-    s = tmux.wait("term", lambda s: "EXITED rc=" in s)
+    s = tmux.wait("term", lambda s: "MODES-END" in s)
     assert "EXITED rc=143" in s
     modes = s[s.index("EXITED"):]
     assert "-echo" not in modes and "-icanon" not in modes and "icanon" in modes
