@@ -732,6 +732,11 @@ class Poller:
                     self._warn_once(("cycle", type(e).__name__, str(e)),
                                     "poller cycle failed: %s: %s" % (type(e).__name__, e))
                 delay = max(0.0, self.next_sleep - (time.monotonic() - t0))
+                if watch is not None and not self.rings:
+                    # nothing to drain, and inotify wakes us when a ring appears:
+                    # sleep until the next history tick (an idle sidecar's CPU is
+                    # mostly these wakeups, 20 a second)
+                    delay = max(delay, self.history_interval - (time.monotonic() - (self._last_history or t0)))
                 # a ring that appears is drained at once: a new writer at full speed
                 # fills a small ring in less than an interval
                 if watch is None:
