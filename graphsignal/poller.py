@@ -231,6 +231,7 @@ class Poller:
         self.records_total = 0
         self.cycles = 0
         self._halt = threading.Event()
+        self._wake = None  # (r, w) pipe: stop() ends the thread's inotify wait at once
         self._thread = None
         self._last_history = None
         self._last_cycle = None
@@ -718,11 +719,15 @@ class Poller:
 
     # -- thread ----------------------------------------------------------------
     def start(self):
+        try:
+            self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            self._wake = None
         self._thread = threading.Thread(target=self._run, name="graphsignal-poller", daemon=True)
         self._thread.start()
 
     def _run(self):
-        watch = _DirWatch.open(self.shm_dir)
+        watch = _DirWatch.open(self.shm_dir, self._wake[0] if self._wake is not None else None)
         try:
             while not self._halt.is_set():
                 t0 = time.monotonic()
@@ -752,8 +757,20 @@ class Poller:
         """Stops the thread; with final, drains everything once more and
         retires the rings of writers that are gone."""
         self._halt.set()
+        if self._wake is not None:
+            try:
+                os.write(self._wake[1], b"x")  # out of a long inotify wait now
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(5)
+        if self._wake is not None and (self._thread is None or not self._thread.is_alive()):
+            for fd in self._wake:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._wake = None
         if final:
             try:
                 self.poll_once(final=True)
@@ -786,11 +803,12 @@ class _DirWatch:
 
     IN_MOVED_TO, IN_CREATE = 0x80, 0x100
 
-    def __init__(self, fd):
+    def __init__(self, fd, wake_fd=None):
         self.fd = fd
+        self.wake_fd = wake_fd  # readable: the poller is stopping
 
     @classmethod
-    def open(cls, path):
+    def open(cls, path, wake_fd=None):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -799,15 +817,16 @@ class _DirWatch:
             if libc.inotify_add_watch(fd, os.fsencode(path), cls.IN_CREATE | cls.IN_MOVED_TO) < 0:
                 os.close(fd)
                 return None
-            return cls(fd)
+            return cls(fd, wake_fd)
         except (OSError, AttributeError):
             return None
 
     def wait(self, timeout):
         """True when something appeared within timeout seconds."""
         try:
-            ready = select.select([self.fd], [], [], timeout)[0]
-            if ready:
+            fds = [self.fd] if self.wake_fd is None else [self.fd, self.wake_fd]
+            ready = select.select(fds, [], [], timeout)[0]
+            if self.fd in ready:
                 while os.read(self.fd, 65536):
                     pass
         except BlockingIOError:

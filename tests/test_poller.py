@@ -250,8 +250,12 @@ def test_with_no_ring_the_thread_sleeps_until_one_appears():
         while time.monotonic() < deadline and "woke_counter" not in build_signals(store).decode():
             time.sleep(0.01)
         assert "woke_counter" in build_signals(store).decode()
+        poller.cleanup_all()
+        time.sleep(0.3)  # the ring is gone: back to the long idle wait
     finally:
         poller.stop()
         poller.cleanup_all()
     # 20 a second at interval=0.05 without the idle rule
     assert idle_cycles <= 3, idle_cycles
+    # stop() cut the 60 s idle wait short (join gives up after 5 s otherwise)
+    assert not poller._thread.is_alive()
