@@ -1,7 +1,14 @@
-"""Builds the CUPTI injection library, once per CUDA major whose headers
-can be found (called by csrc/build_native.py from setup.py; also by tests).
+"""Builds graphsignal's native libraries (called by setup.py, by tests, or
+by hand: python csrc/cupti_build.py OUT_DIR):
 
-Output: <out_dir>/libgraphsignal_cupti_cu<major>.so for major 12 and 13.
+- libgraphsignal_probes.so: probe.h's functions as plain C exports, for
+  graphsignal.probes under a Python that cannot load the cffi helper
+  (csrc/probe_lib.c; needs only a C compiler);
+- libgraphsignal_cupti_cu<major>.so: the CUPTI injection library, once per
+  CUDA major (12 and 13) whose headers can be found;
+- build-report.json: what became of each, which graphsignal-run --check
+  and its hints read.
+
 Each variant is compiled against the oldest minor of its major that is
 found, so it runs with every libcupti of that major (CUPTI only appends
 fields to its records within a major; csrc/cupti/records.h pins the offsets
@@ -30,7 +37,11 @@ builds it. No rpath, and no path of the build machine in the binary
 (-ffile-prefix-map).
 
 A missing compiler, header set or libcupti skips that variant with one
-line; it never fails the install.
+line; it never fails the install, with one exception: the project's own
+builds set GRAPHSIGNAL_WERROR=1 (.ci/run), and then every warning is an
+error and a library that does not compile fails the build (strict()).
+Users' builds never do: a warning that a newer compiler adds must not cost
+an install its CUPTI library.
 """
 import glob
 import json
@@ -77,7 +88,29 @@ COMPAT_FLAGS = ["-include", GLIBC_COMPAT, "-D_GLIBCXX_USE_CXX11_ABI=0", "-fno-si
 COMPAT_SOURCES = [os.path.join(COMPAT_DIR, "libstdcxx_compat.cpp")]
 RUNTIME = ["-static-libgcc", "-Wl,--exclude-libs,ALL"]
 
+WERROR_ENV = "GRAPHSIGNAL_WERROR"
+
+
+class BuildError(RuntimeError):
+    """A native library did not compile in a strict build."""
+
+
+def strict(environ=None):
+    """Whether this is one of the project's own builds (GRAPHSIGNAL_WERROR=1):
+    warnings are errors, the compat-less retry is not taken (the floor is
+    part of what is tested), and a failed compile raises BuildError."""
+    environ = os.environ if environ is None else environ
+    return environ.get(WERROR_ENV, "") not in ("", "0")
+
+
 HeaderSet = namedtuple("HeaderSet", "major minor cupti_include cuda_include libcupti origin source")
+
+
+PROBE_LIB = "libgraphsignal_probes.so"
+PROBE_SOURCE = os.path.join(HERE, "probe_lib.c")
+CFLAGS = ["-std=gnu99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra",
+          "-ffile-prefix-map=%s=." % ROOT]
+REPORT = "build-report.json"
 
 
 def library_name(major):
@@ -248,12 +281,23 @@ def pick(sets, major, need_lib=True):
 
 
 # -- compiling -----------------------------------------------------------------
-def compiler(environ=None):
-    environ = os.environ if environ is None else environ
-    for c in (environ.get("CXX"), "g++", "c++", "clang++"):
+def _first_tool(names):
+    for c in names:
         if c and shutil.which(c.split()[0]):
             return c.split()
     return None
+
+
+def compiler(environ=None):
+    """The C++ compiler: $CXX, else the first of g++, c++, clang++ on PATH."""
+    environ = os.environ if environ is None else environ
+    return _first_tool((environ.get("CXX"), "g++", "c++", "clang++"))
+
+
+def c_compiler(environ=None):
+    """The C compiler: $CC, else the first of gcc, cc, clang on PATH."""
+    environ = os.environ if environ is None else environ
+    return _first_tool((environ.get("CC"), "gcc", "cc", "clang"))
 
 
 def _prefix_maps(hs):
@@ -280,24 +324,23 @@ def _compat_link(cxx):
     return ["-Wl,--push-state,--no-as-needed"] + libs + ["-Wl,--pop-state"] if libs else []
 
 
-def _compile(cxx, sources, hs, out, extra_link, log):
-    base = cxx + CXXFLAGS + _prefix_maps(hs) + ["-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include,
-                                                "-I", hs.cuda_include, "-idirafter", COMPAT]
-    srcs = [os.path.join(SRC, s) for s in sources]
-    attempts = [COMPAT_FLAGS + srcs + COMPAT_SOURCES + extra_link + _compat_link(cxx), srcs + extra_link]
-    work = tempfile.mkdtemp(prefix="graphsignal-cupti-build-")
+def _link(attempts, out, log, timeout):
+    """Runs each command of attempts (argv without -o) until one builds
+    out; a later one is the fallback of a toolchain that refuses the
+    earlier one's compat flags, none in a strict build. Returns whether
+    out was built."""
+    werror = strict()
+    work = tempfile.mkdtemp(prefix="graphsignal-native-build-")
     tmp = os.path.join(work, os.path.basename(out))
     errors = ""
     try:
-        for args in attempts:  # a toolchain that refuses the compat flags gets the plain build
+        for argv in attempts[:1] if werror else attempts:
             try:
-                p = subprocess.run(base + args + RUNTIME + ["-ldl", "-pthread", "-o", tmp], capture_output=True,
-                                   text=True, timeout=300, cwd=work)
+                p = subprocess.run(argv + ["-o", tmp], capture_output=True, text=True, timeout=timeout, cwd=work)
             except (OSError, subprocess.TimeoutExpired) as e:
                 errors = str(e)
                 break
             if p.returncode == 0:
-                os.chmod(tmp, 0o755)
                 # atomic: a running workload may have the previous build mapped
                 staged = os.path.join(os.path.dirname(out), ".tmp-%d-%s" % (os.getpid(), os.path.basename(out)))
                 shutil.copyfile(tmp, staged)
@@ -307,9 +350,39 @@ def _compile(cxx, sources, hs, out, extra_link, log):
             errors = p.stderr
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    tail = "\n".join(errors.strip().splitlines()[-8:])
-    log("compiling %s failed:\n%s" % (os.path.basename(out), tail))
+    if werror:  # the first diagnostics: the warning that became an error, not gcc's summary
+        raise BuildError("compiling %s failed (%s=1):\n%s" % (os.path.basename(out), WERROR_ENV,
+                                                               "\n".join(errors.strip().splitlines()[:30])))
+    log("compiling %s failed:\n%s" % (os.path.basename(out), "\n".join(errors.strip().splitlines()[-8:])))
     return False
+
+
+def _werror():
+    return ["-Werror"] if strict() else []
+
+
+def _compile(cxx, sources, hs, out, extra_link, log):
+    base = cxx + CXXFLAGS + _werror() + _prefix_maps(hs) + [
+        "-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include, "-I", hs.cuda_include, "-idirafter", COMPAT]
+    srcs = [os.path.join(SRC, s) for s in sources]
+    tail = RUNTIME + ["-ldl", "-pthread"]
+    return _link([base + COMPAT_FLAGS + srcs + COMPAT_SOURCES + extra_link + _compat_link(cxx) + tail,
+                  base + srcs + extra_link + tail], out, log, timeout=300)
+
+
+def build_probe_lib(out_dir, log=print):
+    """libgraphsignal_probes.so into out_dir; returns its path, or None
+    (said through log)."""
+    cc = c_compiler()
+    if not cc:
+        log("probe library for Python without cffi: skipped (no C compiler; set CC or install gcc)")
+        return None
+    out = os.path.join(out_dir, PROBE_LIB)
+    rest = CFLAGS + _werror() + ["-I", INCLUDE, PROBE_SOURCE, "-pthread"]
+    if _link([cc + ["-include", GLIBC_COMPAT] + rest, cc + rest], out, log, timeout=120):
+        return out
+    log("probe library for Python without cffi: build failed (see above)")
+    return None
 
 
 def _sources_mtime(sources):
@@ -418,6 +491,19 @@ def build_test_shim(out_dir, log=print):
     return out
 
 
+def build_all(out_dir, log=print):
+    """Builds every library it can into out_dir, and out_dir/build-report.json.
+    Returns the paths built."""
+    os.makedirs(out_dir, exist_ok=True)
+    probe_lib = build_probe_lib(out_dir, log)
+    status = {}
+    built = ([probe_lib] if probe_lib else []) + build_cupti_variants(out_dir, log, status)
+    with open(os.path.join(out_dir, REPORT), "w") as f:
+        json.dump({"probes": "built" if probe_lib else "skipped", "cupti": {str(k): v for k, v in status.items()}},
+                  f, indent=1, sort_keys=True)
+    return built
+
+
 if __name__ == "__main__":
-    for p in build_cupti_variants(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "graphsignal", "lib")):
+    for p in build_all(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "graphsignal", "lib")):
         print(p)

@@ -336,7 +336,7 @@ def cupti_wheel(major):
 
 def build_report(lib_dir=LIB_DIR):
     """{major: what the build said about it} from lib/build-report.json
-    (written by csrc/build_native.py), or {}."""
+    (written by csrc/cupti_build.py), or {}."""
     try:
         with open(os.path.join(lib_dir, "build-report.json")) as f:
             data = json.load(f)
