@@ -31,7 +31,8 @@ FLOOR = {"GLIBC": (2, 17), "GLIBCXX": (3, 4, 19), "CXXABI": (1, 3, 7)}
 SDIST_NEEDS = ["README.md", "SKILL.md", "LICENSE", "pyproject.toml", "setup.py", "MANIFEST.in",
                "include/graphsignal/probe.h", "include/graphsignal/probe_cuda.h", "csrc/cupti_build.py",
                "csrc/probe_lib.c", "csrc/compat/glibc_compat.h", "csrc/cupti/injection.cpp",
-               "csrc/cupti/exports.map", "graphsignal/_native_build.py", "tests/conftest.py", "scripts/nocuda.py"]
+               "csrc/cupti/exports.map", "graphsignal/_native_build.py", "graphsignal/launch/cuda_discovery.py",
+               "tests/conftest.py", "tests/cupti/test_shim.cpp", "scripts/nocuda.py"]
 
 
 def _run(cmd, **kw):
