@@ -70,6 +70,7 @@ def _load_discovery():
 
 discovery = _load_discovery()
 SUPPORTED_MAJORS = discovery.SUPPORTED_MAJORS
+HeaderSet = discovery.HeaderSet  # scripts/bench_percall.py builds a baseline tree's library with its own
 find_header_sets = discovery.find_header_sets
 pick = discovery.pick
 header_wheels = discovery.header_wheels
@@ -162,11 +163,11 @@ def _compat_link(cxx):
     return ["-Wl,--push-state,--no-as-needed"] + libs + ["-Wl,--pop-state"] if libs else []
 
 
-def _link(attempts, out, log, timeout):
-    """Runs each command of attempts (argv without -o) until one builds
-    out; a later one is the fallback of a toolchain that refuses the
-    earlier one's compat flags, none in a strict build. Returns whether
-    out was built."""
+def _build_first(attempts, out, log, timeout):
+    """Runs the compiler commands of attempts (argv without -o) in turn
+    until one builds out; a later one is the fallback of a toolchain that
+    refuses the earlier one's compat flags (none in a strict build).
+    Returns whether out was built; timeout is in seconds per command."""
     werror = strict()
     work = tempfile.mkdtemp(prefix="graphsignal-native-build-")
     tmp = os.path.join(work, os.path.basename(out))
@@ -204,8 +205,8 @@ def _compile(cxx, sources, hs, out, extra_link, log):
         "-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include, "-I", hs.cuda_include, "-idirafter", COMPAT]
     srcs = [os.path.join(SRC, s) for s in sources]
     tail = RUNTIME + ["-ldl", "-pthread"]
-    return _link([base + COMPAT_FLAGS + srcs + COMPAT_SOURCES + extra_link + _compat_link(cxx) + tail,
-                  base + srcs + extra_link + tail], out, log, timeout=300)
+    return _build_first([base + COMPAT_FLAGS + srcs + COMPAT_SOURCES + extra_link + _compat_link(cxx) + tail,
+                         base + srcs + extra_link + tail], out, log, timeout=300)
 
 
 def build_probe_lib(out_dir, log=print):
@@ -217,7 +218,7 @@ def build_probe_lib(out_dir, log=print):
         return None
     out = os.path.join(out_dir, PROBE_LIB)
     rest = CFLAGS + _werror() + ["-I", INCLUDE, PROBE_SOURCE, "-pthread"]
-    if _link([cc + ["-include", GLIBC_COMPAT] + rest, cc + rest], out, log, timeout=120):
+    if _build_first([cc + ["-include", GLIBC_COMPAT] + rest, cc + rest], out, log, timeout=120):
         return out
     log("probe library for Python without cffi: build failed (see above)")
     return None
