@@ -1,8 +1,9 @@
 """Build: the cffi helper (graphsignal._gsnative, from include/graphsignal/
 probe.h), a copy of the probe headers inside the package, the probe library
 for Pythons without cffi, and the CUPTI injection library for every CUDA
-major whose headers can be found (csrc/build_native.py; a missing toolchain
-skips that part with a message).
+major whose headers can be found (csrc/cupti_build.py; a missing toolchain
+skips that part with a message; GRAPHSIGNAL_WERROR=1, the project's own
+builds, makes every warning an error).
 
 The result depends only on the sources and the headers found, never on what
 an earlier build left: setuptools works in a fresh temporary build folder
@@ -11,6 +12,7 @@ built in a temporary folder and replace the package's lib/ as a whole.
 pyproject.toml brings CUDA 12 and 13 headers as build requirements.
 """
 import atexit
+import importlib.util
 import os
 import re
 import shutil
@@ -29,6 +31,7 @@ except ImportError:  # setuptools < 62.4 (a --no-build-isolation build on an old
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLIBC_COMPAT = os.path.join(HERE, "csrc", "compat", "glibc_compat.h")
+NATIVE_BUILD = os.path.join(HERE, "csrc", "cupti_build.py")
 NATIVE_OUTPUTS = re.compile(r"^(libgraphsignal_.*\.so(\.build-info)?|build-report\.json|\.tmp-.*)$")
 
 
@@ -37,6 +40,14 @@ def _version():
     with open(os.path.join(HERE, "graphsignal", "__init__.py")) as f:
         exec(f.read(), ns)
     return ns["__version__"]
+
+
+def _native_build():
+    """csrc/cupti_build.py, loaded by its path (csrc/ is no package)."""
+    spec = importlib.util.spec_from_file_location("graphsignal_cupti_build", NATIVE_BUILD)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _abi3():
@@ -75,14 +86,9 @@ def _build_native(package_dir):
     for name in os.listdir(inc_src):
         if name.endswith(".h"):
             shutil.copy2(os.path.join(inc_src, name), os.path.join(inc_dst, name))
-    sys.path.insert(0, os.path.join(HERE, "csrc"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
     work = tempfile.mkdtemp(prefix="graphsignal-native-")
     try:
-        build_native.build_all(work, log=lambda m: print("graphsignal: " + m))
+        _native_build().build_all(work, log=lambda m: print("graphsignal: " + m))
         _replace_native(work, os.path.join(package_dir, "lib"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -107,8 +113,10 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.runtime_library_dirs = []
             # Python's CFLAGS may carry -g: debug info names the build folder and this Python's headers
-            flags = ["-g0", "-ffile-prefix-map=%s=." % HERE,
+            flags = ["-g0", "-Wall", "-Wextra", "-ffile-prefix-map=%s=." % HERE,
                      "-ffile-prefix-map=%s=." % os.path.abspath(self.build_temp)]
+            if _native_build().strict():
+                flags.append("-Werror")
             if os.path.exists(GLIBC_COMPAT):
                 flags = ["-include", GLIBC_COMPAT] + flags
             ext.extra_compile_args = list(ext.extra_compile_args or []) + flags

@@ -1,6 +1,6 @@
 """graphsignal.probes through ctypes, for a Python that cannot load the cffi
 helper: graphsignal-run exposes its own graphsignal package to the
-workload's Python (graphsignal.native.expose_package), which may be another
+workload's Python (graphsignal.launch.injection.expose_package), which may be another
 version than the one graphsignal was installed for (`uv tool install`) and
 may lack cffi. The C code is probe.h's, compiled into
 lib/libgraphsignal_probes.so (csrc/probe_lib.c) with no Python in it.

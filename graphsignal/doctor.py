@@ -4,16 +4,17 @@ what is missing, and the command that fixes each missing part.
 It reads what the build left (lib/*.build-info, lib/build-report.json),
 asks the driver for its CUDA version (cuDriverGetVersion, through
 ctypes), and takes the decision graphsignal-run would take for a Python
-workload started here (graphsignal.native.plan_injection with
+workload started here (graphsignal.launch.injection.plan_injection with
 `python3`), so what it prints is what a run would do. Nothing is imported
-into this process but the standard library and graphsignal.native.
+into this process but the standard library and graphsignal.launch.
 """
 import json
 import os
 import subprocess
 import sys
 
-from graphsignal import __version__, native
+from graphsignal import __version__
+from graphsignal.launch import injection
 
 _PROBES_CHECK = "from graphsignal import probes; print(probes.BACKEND)"
 
@@ -40,7 +41,7 @@ def _probe_backend(python, env):
     return p.stdout.strip(), None
 
 
-def check(environ=None, lib_dir=native.LIB_DIR, driver_major=native._PROBE, out=sys.stdout):
+def check(environ=None, lib_dir=injection.LIB_DIR, driver_major=injection._PROBE, out=sys.stdout):
     """Writes the report to out; returns the number of missing parts."""
     environ = dict(os.environ if environ is None else environ)
     missing = []
@@ -53,22 +54,22 @@ def check(environ=None, lib_dir=native.LIB_DIR, driver_major=native._PROBE, out=
         line("  MISSING: " + text)
         line("    fix: " + fix)
 
-    line("graphsignal %s at %s (Python %s, %s)" % (__version__, native.PACKAGE_DIR, sys.version.split()[0],
+    line("graphsignal %s at %s (Python %s, %s)" % (__version__, injection.PACKAGE_DIR, sys.version.split()[0],
                                                    sys.executable))
 
     line("CUPTI injection libraries (GPU activity profiles):")
-    libs = native.built_libraries(lib_dir)
-    report = native.build_report(lib_dir)
-    for major in native.SUPPORTED_MAJORS:
+    libs = injection.built_libraries(lib_dir)
+    report = injection.build_report(lib_dir)
+    for major in injection.SUPPORTED_MAJORS:
         if major in libs:
             info = _build_info(libs[major])
             line("  cu%d: %s, built with the headers of %s" % (major, libs[major], info.get("headers", "(unknown)")))
         else:
             why = report.get(major, "no build report")
             lack("cu%d: no library (at install time: %s)" % (major, why),
-                 "with a C++ compiler (g++), rebuild: %s" % native.rebuild_command(major))
+                 "with a C++ compiler (g++), rebuild: %s" % injection.rebuild_command(major))
 
-    drv = native.driver_cuda_major() if driver_major is native._PROBE else driver_major
+    drv = injection.driver_cuda_major() if driver_major is injection._PROBE else driver_major
     if drv is None:
         line("NVIDIA driver:")
         lack("no NVIDIA driver (libcuda.so.1 does not load): CUDA activity cannot be profiled on this host",
@@ -79,11 +80,11 @@ def check(environ=None, lib_dir=native.LIB_DIR, driver_major=native._PROBE, out=
         line("NVIDIA driver: supports CUDA %d (cuDriverGetVersion)" % drv)
 
     command = ["python3"]
-    pythons = native.workload_pythons(command, environ)
+    pythons = injection.workload_pythons(command, environ)
     python = pythons[0] if pythons else sys.executable
     line("A Python workload here (%s):" % python)
     # without a driver, what it would get once one is there
-    plan = native.plan_injection(dict(environ), command, lib_dir, drv if drv else 0)
+    plan = injection.plan_injection(dict(environ), command, lib_dir, drv if drv else 0)
     if plan.major:
         line("  CUDA %d (from %s)" % (plan.major, plan.source))
     if plan.problem and plan.fix:
@@ -92,13 +93,13 @@ def check(environ=None, lib_dir=native.LIB_DIR, driver_major=native._PROBE, out=
         line("  would load %s" % plan.lib)
         line("  with %s" % os.path.realpath(plan.libcupti))
     env = dict(environ)
-    native.expose_package(env, command)
+    injection.expose_package(env, command)
     backend, why = _probe_backend(python, env)
     if backend:
         line("  from graphsignal import probes: works (%s)" % backend)
     else:
         lack("from graphsignal import probes fails in %s: %s" % (python, why),
-             "rebuild graphsignal with a C compiler: %s" % native.rebuild_command())
+             "rebuild graphsignal with a C compiler: %s" % injection.rebuild_command())
 
     line()
     if missing:

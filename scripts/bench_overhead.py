@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
 from benchutil import emit  # noqa: E402
-from graphsignal import native  # noqa: E402
+from graphsignal.launch import injection as planner  # noqa: E402
 
 BENCH = os.path.join(ROOT, "scripts", "workloads", "bench.py")
 ALL = ("tiny", "graph64", "gemm", "copies", "decode", "probe")
@@ -185,14 +185,14 @@ def main():
             return
 
     env = dict(os.environ)
-    sites = native.workload_site_dirs([sys.executable, BENCH], env)
-    major, source = native.workload_cuda_major(sites, env)
+    sites = planner.workload_site_dirs([sys.executable, BENCH], env)
+    major, source = planner.workload_cuda_major(sites, env)
     if major is None:
         raise SystemExit("cannot tell the workload's CUDA major")
-    libcupti = native.find_libcupti(major, sites, env)
+    libcupti = planner.find_libcupti(major, sites, env)
     if libcupti is None:
         raise SystemExit("no libcupti.so.%d" % major)
-    injection = (build_minimal(major), native.loadable_dir(libcupti, major))
+    injection = (build_minimal(major), planner.loadable_dir(libcupti, major))
     emit(bench="cupti_overhead", event="setup", cuda_major=major, cuda_from=source, libcupti=libcupti,
          minimal_injection=injection[0])
 

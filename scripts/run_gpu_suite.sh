@@ -43,7 +43,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   echo "== build (the project's own build: native helper, headers, CUPTI library per CUDA major)"
   python3 -m pip install -q --no-build-isolation --no-index --no-deps -e . 2>&1 | grep -v "WARNING: Running pip" \
     || python3 graphsignal/_native_build.py
-  python3 csrc/build_native.py graphsignal/lib
+  python3 csrc/cupti_build.py graphsignal/lib
   ls -la graphsignal/lib
 } 2>&1 | tee "$OUT/build.log"
 

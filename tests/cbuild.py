@@ -1,11 +1,18 @@
-"""Compiles the tests' C/C++ programs with only -I include, once per session."""
+"""Compiles the tests' C/C++ programs with only -I include, once per session,
+and the CUPTI test drivers with the product's own build (csrc/cupti_build.py)."""
 import hashlib
 import os
 import subprocess
+import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "include")
+# The translator with what it needs and no CUPTI call, plus the test driver
+# that feeds it hand-built records (tests/cupti/test_shim.cpp).
+SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
+                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
+                os.path.join(ROOT, "tests", "cupti", "test_shim.cpp")]
 
 
 def cache_dir(name):
@@ -37,3 +44,29 @@ def compile_c(src, out_name=None, cxx=False, extra=(), std=None):
 def _newest_header():
     d = os.path.join(INCLUDE, "graphsignal")
     return max(os.path.getmtime(os.path.join(d, f)) for f in os.listdir(d))
+
+
+def cupti_build():
+    """csrc/cupti_build.py, the product's build of the CUPTI library."""
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    try:
+        import cupti_build as module
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def build_cupti_shim(out_dir, log=print):
+    """The translator test driver (no libcupti needed), compiled as the
+    library is, against the newest major's headers found. Returns its
+    path, or None when no compiler or headers are here."""
+    cb = cupti_build()
+    if not cb.compiler():
+        return None
+    sets = cb.find_header_sets()
+    hs = cb.pick(sets, 13, need_lib=False) or cb.pick(sets, 12, need_lib=False)
+    if hs is None:
+        return None
+    os.makedirs(out_dir, exist_ok=True)
+    return cb.build_library(SHIM_SOURCES, hs, os.path.join(out_dir, "libgraphsignal_cupti_test_cu%d.so" % hs.major),
+                            log=log)

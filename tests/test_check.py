@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from graphsignal import __version__, doctor, native
+from graphsignal import __version__, doctor
+from graphsignal.launch import cuda_discovery, injection
 from graphsignal.cli.run import parse_args
 
 
@@ -46,14 +47,14 @@ def test_check_parses_alone_and_v_is_not_taken_from_the_command():
 
 
 def test_check_names_each_variant_its_headers_and_what_is_missing(lib_dir, monkeypatch):
-    monkeypatch.setattr(native, "_SYSTEM_LIB_DIRS", ())
+    monkeypatch.setattr(cuda_discovery, "SYSTEM_LIB_DIRS", ())
     out = io.StringIO()
     n = doctor.check(environ={"PATH": os.environ["PATH"]}, lib_dir=lib_dir, driver_major=13, out=out)
     text = out.getvalue()
     assert "cu13: %s, built with the headers of nvidia-cuda-cupti 13.0.85, nvidia-cuda-runtime 13.0.96" % (
         os.path.join(lib_dir, "libgraphsignal_cupti_cu13.so")) in text
     assert "MISSING: cu12: no library (at install time: skipped: no CUDA 12 CUPTI headers" in text
-    assert "fix: with a C++ compiler (g++), rebuild: %s" % native.rebuild_command(12) in text
+    assert "fix: with a C++ compiler (g++), rebuild: %s" % injection.rebuild_command(12) in text
     assert "NVIDIA driver: supports CUDA 13" in text
     assert "from graphsignal import probes: works" in text
     assert n >= 1 and text.rstrip().splitlines()[-1].startswith("missing: cu12")
@@ -71,24 +72,24 @@ def test_check_cli_exit_status_follows_what_is_missing():
     p = subprocess.run([sys.executable, "-m", "graphsignal.cli.run", "--check"], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == (1 if "MISSING:" in p.stdout else 0), p.stdout + p.stderr
-    for major in native.SUPPORTED_MAJORS:
+    for major in injection.SUPPORTED_MAJORS:
         assert ("  cu%d: " % major) in p.stdout or ("MISSING: cu%d: " % major) in p.stdout
 
 
 def test_rebuild_command_follows_the_install(tmp_path, monkeypatch):
-    monkeypatch.setattr(native, "_installed_from", lambda: (None, False))
-    assert native.rebuild_command(12, prefix=str(tmp_path), executable="/v/bin/python") == \
+    monkeypatch.setattr(injection, "_installed_from", lambda: (None, False))
+    assert injection.rebuild_command(12, prefix=str(tmp_path), executable="/v/bin/python") == \
         "/v/bin/python -m pip install --force-reinstall --no-deps --no-cache-dir 'graphsignal[cu12]'"
-    monkeypatch.setattr(native, "_installed_from", lambda: ("file:///src/graphsignal", True))
-    assert native.rebuild_command(13, prefix=str(tmp_path), executable="/v/bin/python") == \
+    monkeypatch.setattr(injection, "_installed_from", lambda: ("file:///src/graphsignal", True))
+    assert injection.rebuild_command(13, prefix=str(tmp_path), executable="/v/bin/python") == \
         "/v/bin/python -m pip install --force-reinstall --no-deps --no-cache-dir -e '/src/graphsignal'"
     write(str(tmp_path / "uv-receipt.toml"))
-    monkeypatch.setattr(native, "_installed_from", lambda: (None, False))
-    assert native.rebuild_command(12, prefix=str(tmp_path)) == \
+    monkeypatch.setattr(injection, "_installed_from", lambda: (None, False))
+    assert injection.rebuild_command(12, prefix=str(tmp_path)) == \
         "uv tool install --reinstall --no-cache 'graphsignal[cu12]'"
 
 
 def test_missing_libcupti_hint_names_the_workloads_python():
-    hint = native.missing_libcupti_hint(12, "/venv/bin/python3")
+    hint = injection.missing_libcupti_hint(12, "/venv/bin/python3")
     assert hint.startswith("/venv/bin/python3 -m pip install 'nvidia-cuda-cupti-cu12==12.*'")
-    assert "'nvidia-cuda-cupti==13.*'" in native.missing_libcupti_hint(13)
+    assert "'nvidia-cuda-cupti==13.*'" in injection.missing_libcupti_hint(13)

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from cbuild import cache_dir
+from cbuild import build_cupti_shim, cache_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
@@ -40,7 +40,7 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsiz
 @pytest.fixture(scope="module")
 def shim():
     out = cache_dir("cupti")
-    path = cupti_build.build_test_shim(out, log=lambda m: sys.stderr.write(m + "\n"))
+    path = build_cupti_shim(out, log=lambda m: sys.stderr.write(m + "\n"))
     if path is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
     lib = ctypes.CDLL(path)
@@ -465,6 +465,9 @@ def test_library_exports_only_its_two_entry_points(injection_lib):
     symbols = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
     # InitializeInjection for CUDA; graphsignal_cupti_ignore_stream for probe_cuda.h's reader
     assert symbols == {"InitializeInjection", "graphsignal_cupti_ignore_stream"}
+    # nor does it hold the test driver's code (tests/cupti/test_shim.cpp), not even as local symbols
+    every = subprocess.run([nm, injection_lib], capture_output=True, text=True, check=True).stdout
+    assert "InitializeInjection" in every and "gs_test_" not in every
 
 
 def test_library_links_libcupti_by_soname_without_rpath(injection_lib):

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.slow
 FLOOR = {"GLIBC": (2, 17), "GLIBCXX": (3, 4, 19), "CXXABI": (1, 3, 7)}
 SDIST_NEEDS = ["README.md", "SKILL.md", "LICENSE", "pyproject.toml", "setup.py", "MANIFEST.in",
                "include/graphsignal/probe.h", "include/graphsignal/probe_cuda.h", "csrc/cupti_build.py",
-               "csrc/build_native.py", "csrc/probe_lib.c", "csrc/compat/glibc_compat.h", "csrc/cupti/injection.cpp",
-               "csrc/cupti/exports.map", "graphsignal/_native_build.py", "tests/conftest.py", "scripts/nocuda.py"]
+               "csrc/probe_lib.c", "csrc/compat/glibc_compat.h", "csrc/cupti/injection.cpp",
+               "csrc/cupti/exports.map", "graphsignal/_native_build.py", "graphsignal/launch/cuda_discovery.py",
+               "tests/conftest.py", "tests/cupti/test_shim.cpp", "scripts/nocuda.py"]
 
 
 def _run(cmd, **kw):
@@ -79,7 +80,8 @@ def wheel(sdist, tmp_path_factory):
         with open(os.path.join(src, rel), "w") as f:
             f.write(text)
     cmd, env = nocuda.wrap([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", out, src])
-    p = _run(cmd, env=env, timeout=900)
+    # the project's own build: every native part compiles without a warning (-Wall -Wextra -Werror) or fails it
+    p = _run(cmd, env=dict(env, GRAPHSIGNAL_WERROR="1"), timeout=900)
     (path,) = glob.glob(os.path.join(out, "graphsignal-*.whl"))
     unpacked = os.path.join(out, "unpacked")
     with zipfile.ZipFile(path) as z:
@@ -216,11 +218,7 @@ def test_abi3_helper_and_probes_import_on_every_python_here(wheel, tmp_path):
 def test_a_toolkit_build_is_byte_identical_to_the_header_wheels_build(wheel, tmp_path):
     """With the 13.0 toolkit here, building from it gives the wheel's very
     library: the result does not depend on which headers were found."""
-    sys.path.insert(0, os.path.join(ROOT, "csrc"))
-    try:
-        import cupti_build
-    finally:
-        sys.path.pop(0)
+    cupti_build = _cupti_build()
     toolkit = [hs for hs in cupti_build.find_header_sets() if hs.source.startswith("CUDA 13.0 toolkit")]
     if not toolkit or not toolkit[0].libcupti or not cupti_build.compiler():
         pytest.skip("no CUDA 13.0 toolkit with libcupti and no C++ compiler here")
@@ -228,3 +226,32 @@ def test_a_toolkit_build_is_byte_identical_to_the_header_wheels_build(wheel, tmp
     with open(built, "rb") as a, open(os.path.join(wheel["dir"], "graphsignal", "lib", os.path.basename(built)),
                                       "rb") as b:
         assert a.read() == b.read()
+
+
+def _cupti_build():
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    try:
+        import cupti_build
+    finally:
+        sys.path.pop(0)
+    return cupti_build
+
+
+def test_a_warning_fails_only_the_projects_own_builds(tmp_path, monkeypatch):
+    """GRAPHSIGNAL_WERROR=1 (.ci/run, the wheel above) makes a warning an
+    error that fails the build; a user's build reports it and goes on."""
+    cupti_build = _cupti_build()
+    if not cupti_build.c_compiler():
+        pytest.skip("no C compiler here")
+    src = tmp_path / "warns.c"
+    src.write_text('#include "%s"\nstatic int unused_here;\n' % cupti_build.PROBE_SOURCE)
+    monkeypatch.setattr(cupti_build, "PROBE_SOURCE", str(src))
+    monkeypatch.setenv("GRAPHSIGNAL_WERROR", "1")
+    with pytest.raises(cupti_build.BuildError) as e:
+        cupti_build.build_probe_lib(str(tmp_path))
+    assert "unused_here" in str(e.value) and "-Werror" in str(e.value)
+    assert not (tmp_path / cupti_build.PROBE_LIB).exists()
+    monkeypatch.setenv("GRAPHSIGNAL_WERROR", "0")
+    said = []
+    assert cupti_build.build_probe_lib(str(tmp_path), said.append) == str(tmp_path / cupti_build.PROBE_LIB)
+    assert said == []

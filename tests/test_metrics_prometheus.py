@@ -14,11 +14,10 @@ import urllib.request
 
 import pytest
 
+from cbuild import build_cupti_shim
 from gsrun import GS_RUN, free_port, quiet_env, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "csrc"))
-import cupti_build  # noqa: E402
 
 CHILD = os.path.join(ROOT, "tests", "data", "shim_probe_child.py")
 sys.path.insert(0, os.path.dirname(CHILD))
@@ -29,8 +28,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def shim():
-    path = cupti_build.build_test_shim(os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d" % os.getuid()),
-                                       log=lambda m: sys.stderr.write(m + "\n"))
+    path = build_cupti_shim(os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d" % os.getuid()),
+                            log=lambda m: sys.stderr.write(m + "\n"))
     if path is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here (the CUPTI test shim cannot be built)")
     return path

@@ -1,4 +1,4 @@
-"""graphsignal.native: which injection library and which libcupti a
+"""graphsignal.launch.injection: which injection library and which libcupti a
 workload gets, decided from fixture trees (a venv, wheels, toolkits) and
 a given driver version, so no GPU is needed."""
 import logging
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from graphsignal import native
+from graphsignal.launch import cuda_discovery, injection
 
 
 def touch(path, text=""):
@@ -42,9 +42,9 @@ def tree(tmp_path):
 
 
 def test_console_script_python_torch_major_and_its_wheel_libcupti(tree, monkeypatch):
-    monkeypatch.setattr(native, "_SYSTEM_LIB_DIRS", ())
+    monkeypatch.setattr(cuda_discovery, "SYSTEM_LIB_DIRS", ())
     env = dict(tree["env"])
-    lib = native.prepare_injection(env, ["serve", "--port", "8000"], lib_dir=tree["libs"], driver_major=13)
+    lib = injection.prepare_injection(env, ["serve", "--port", "8000"], lib_dir=tree["libs"], driver_major=13)
     assert lib == os.path.join(tree["libs"], "libgraphsignal_cupti_cu13.so")
     assert env["CUDA_INJECTION64_PATH"] == lib
     d = env["LD_LIBRARY_PATH"].split(":")[-1]
@@ -56,16 +56,16 @@ def test_console_script_python_torch_major_and_its_wheel_libcupti(tree, monkeypa
 
 def test_existing_ld_library_path_is_kept_first(tree):
     env = dict(tree["env"], LD_LIBRARY_PATH="/opt/mine")
-    native.prepare_injection(env, ["python3", "x.py"], lib_dir=tree["libs"], driver_major=13)
+    injection.prepare_injection(env, ["python3", "x.py"], lib_dir=tree["libs"], driver_major=13)
     assert env["LD_LIBRARY_PATH"].split(":")[0] == "/opt/mine"
 
 
 def test_cuda12_torch_gets_the_cu12_library(tree, monkeypatch):
-    monkeypatch.setattr(native, "_SYSTEM_LIB_DIRS", ())
+    monkeypatch.setattr(cuda_discovery, "SYSTEM_LIB_DIRS", ())
     touch(str(tree["sp"] / "torch" / "version.py"), "cuda = '12.8'\n")
     touch(str(tree["sp"] / "nvidia" / "cuda_cupti" / "lib" / "libcupti.so.12"))
     env = dict(tree["env"])
-    lib = native.prepare_injection(env, ["python3", "-m", "vllm"], lib_dir=tree["libs"], driver_major=13)
+    lib = injection.prepare_injection(env, ["python3", "-m", "vllm"], lib_dir=tree["libs"], driver_major=13)
     assert lib.endswith("libgraphsignal_cupti_cu12.so")
     d = env["LD_LIBRARY_PATH"].split(":")[-1]
     assert os.listdir(d) == ["libcupti.so.12"]
@@ -73,7 +73,7 @@ def test_cuda12_torch_gets_the_cu12_library(tree, monkeypatch):
 
 def test_user_injection_path_is_left_alone(tree):
     env = dict(tree["env"], CUDA_INJECTION64_PATH="/opt/tool/inject.so")
-    assert native.prepare_injection(env, ["serve"], lib_dir=tree["libs"], driver_major=13) is None
+    assert injection.prepare_injection(env, ["serve"], lib_dir=tree["libs"], driver_major=13) is None
     assert env["CUDA_INJECTION64_PATH"] == "/opt/tool/inject.so"
     assert "LD_LIBRARY_PATH" not in env
 
@@ -82,7 +82,7 @@ def test_no_driver_runs_unprofiled_and_says_so_once(tree, caplog):
     said = []
     env = dict(tree["env"])
     with caplog.at_level(logging.INFO, logger="graphsignal"):
-        assert native.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=None) is None
+        assert injection.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=None) is None
     assert len(said) == 1 and "no NVIDIA driver" in said[0]
     assert len([r for r in caplog.records if "no NVIDIA driver" in r.getMessage()]) == 1
     assert "CUDA_INJECTION64_PATH" not in env
@@ -94,21 +94,21 @@ def test_missing_library_for_the_major_says_which_and_why(tree):
           '{"cupti": {"12": "built with ...", "13": "skipped: no CUDA 13 CUPTI headers"}}')
     said = []
     env = dict(tree["env"])
-    assert native.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=13) is None
+    assert injection.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=13) is None
     assert len(said) == 1 and "CUDA 13" in said[0] and "skipped: no CUDA 13 CUPTI headers" in said[0]
-    assert native.rebuild_command(13) in said[0]
+    assert injection.rebuild_command(13) in said[0]
     assert "CUDA_INJECTION64_PATH" not in env
 
 
 def test_missing_libcupti_runs_unprofiled(tree, monkeypatch):
-    monkeypatch.setattr(native, "_SYSTEM_LIB_DIRS", ())
-    monkeypatch.setattr(native, "_toolkit_roots", lambda env, major=None: [])
+    monkeypatch.setattr(cuda_discovery, "SYSTEM_LIB_DIRS", ())
+    monkeypatch.setattr(cuda_discovery, "toolkit_roots", lambda environ, versions=None, extra=(): [])
     # only the fixture venv: the interpreter running the tests may have the wheels
-    monkeypatch.setattr(native, "workload_pythons", lambda command, env: [str(tree["venv"] / "bin" / "python3")])
+    monkeypatch.setattr(injection, "workload_pythons", lambda command, env: [str(tree["venv"] / "bin" / "python3")])
     os.unlink(str(tree["sp"] / "nvidia" / "cu13" / "lib" / "libcupti.so.13"))
     said = []
     env = dict(tree["env"])
-    assert native.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=13) is None
+    assert injection.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=13) is None
     assert len(said) == 1 and "libcupti.so.13" in said[0]
 
 
@@ -116,20 +116,20 @@ def test_no_built_library_says_how_to_get_one(tree):
     said = []
     empty = str(tree["tmp"] / "empty")
     os.makedirs(empty)
-    assert native.prepare_injection(dict(tree["env"]), ["serve"], said.append, lib_dir=empty,
+    assert injection.prepare_injection(dict(tree["env"]), ["serve"], said.append, lib_dir=empty,
                                     driver_major=13) is None
     # a rebuild, as this install was made; not "install graphsignal[cu12]", which is what was done
-    assert len(said) == 1 and native.rebuild_command(13) in said[0]
+    assert len(said) == 1 and injection.rebuild_command(13) in said[0]
 
 
 def test_without_python_hints_the_driver_picks_the_newest_supported(tree, monkeypatch):
-    monkeypatch.setattr(native, "workload_cuda_major", lambda sites, env: (None, None))
-    monkeypatch.setattr(native, "find_libcupti", lambda major, sites, env, lib=None: "/x/libcupti.so.%d" % major)
-    monkeypatch.setattr(native, "loadable_dir", lambda p, m: "/tmp/gs-cupti")
+    monkeypatch.setattr(injection, "workload_cuda_major", lambda sites, env: (None, None))
+    monkeypatch.setattr(injection, "find_libcupti", lambda major, sites, env: "/x/libcupti.so.%d" % major)
+    monkeypatch.setattr(injection, "loadable_dir", lambda p, m: "/tmp/gs-cupti")
     env = dict(tree["env"])
-    assert native.prepare_injection(env, ["./app"], lib_dir=tree["libs"], driver_major=12).endswith("_cu12.so")
+    assert injection.prepare_injection(env, ["./app"], lib_dir=tree["libs"], driver_major=12).endswith("_cu12.so")
     env = dict(tree["env"])
-    assert native.prepare_injection(env, ["./app"], lib_dir=tree["libs"], driver_major=13).endswith("_cu13.so")
+    assert injection.prepare_injection(env, ["./app"], lib_dir=tree["libs"], driver_major=13).endswith("_cu13.so")
 
 
 def test_torch_version_forms():
@@ -137,11 +137,11 @@ def test_torch_version_forms():
     with tempfile.TemporaryDirectory() as d:
         for text, want in (("cuda = '12.4'\n", 12), ("cuda: Optional[str] = '13.0'\n", 13), ("cuda = None\n", None)):
             touch(os.path.join(d, "torch", "version.py"), text)
-            assert native.torch_cuda_major(d) == want
+            assert cuda_discovery.torch_cuda_major(d) == want
 
 
 def test_env_shebang_is_followed(tree):
     script = executable(str(tree["tmp"] / "bin2" / "tool"), "#!/usr/bin/env python3\nprint(1)\n")
     env = dict(tree["env"])
     env["PATH"] = os.path.dirname(script) + ":" + env["PATH"]
-    assert native.workload_pythons(["tool"], env)[0] == str(tree["venv"] / "bin" / "python3")
+    assert injection.workload_pythons(["tool"], env)[0] == str(tree["venv"] / "bin" / "python3")

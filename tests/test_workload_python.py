@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from graphsignal import native
+from graphsignal.launch import injection
 from gsrun import quiet_env, run_wrapped
 
 WORKLOAD = textwrap.dedent(r"""
@@ -64,7 +64,7 @@ def test_second_venv_imports_probes_and_only_graphsignal_is_added(second_venv, t
     assert out["backend"] == "ctypes" and out["active"] is True
     # one directory more on sys.path, holding graphsignal and nothing else
     assert len(out["extra"]) == 1 and list(out["listing"].values()) == [["graphsignal"]]
-    assert os.path.realpath(os.path.join(out["extra"][0], "graphsignal")) == os.path.realpath(native.PACKAGE_DIR)
+    assert os.path.realpath(os.path.join(out["extra"][0], "graphsignal")) == os.path.realpath(injection.PACKAGE_DIR)
     series = [m for m in signals["metrics"] if m["name"] == "second_venv_ns"]
     assert len(series) == 1
     st = series[0]["stats"]
@@ -91,15 +91,15 @@ def test_a_workload_python_with_its_own_graphsignal_keeps_it(tmp_path):
     (venv / "bin" / "python3").write_text("")
     os.chmod(str(venv / "bin" / "python3"), 0o755)
     env = {"PATH": str(venv / "bin")}
-    assert native.own_graphsignal(["python3", "app.py"], env) == str(own)
-    assert native.expose_package(env, ["python3", "app.py"], tmp_root=str(tmp_path / "t")) is None
+    assert injection.own_graphsignal(["python3", "app.py"], env) == str(own)
+    assert injection.expose_package(env, ["python3", "app.py"], tmp_root=str(tmp_path / "t")) is None
     assert "PYTHONPATH" not in env
 
 
 def test_expose_package_is_idempotent_and_private(tmp_path):
     env = {"PYTHONPATH": "/opt/x"}
-    d = native.expose_package(env, tmp_root=str(tmp_path))
-    assert native.expose_package(env, tmp_root=str(tmp_path)) == d
+    d = injection.expose_package(env, tmp_root=str(tmp_path))
+    assert injection.expose_package(env, tmp_root=str(tmp_path)) == d
     assert env["PYTHONPATH"] == "/opt/x:" + d
     assert os.listdir(d) == ["graphsignal"]
     assert oct(os.stat(d).st_mode & 0o777) == "0o700"

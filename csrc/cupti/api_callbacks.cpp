@@ -27,10 +27,6 @@ constexpr uint16_t kDirHtod = 1 << 4, kDirDtoh = 2 << 4, kDirDtod = 3 << 4, kDir
 constexpr uint16_t kElem1 = 1 << 8, kElem2 = 2 << 8, kElem4 = 4 << 8;
 constexpr uint16_t kPtsz = 1 << 12;  // the per-thread default stream variant (_ptsz / _ptds)
 
-// Special stream handles, as both APIs define them.
-const CUstream kLegacyStream = reinterpret_cast<CUstream>(0x1);
-const CUstream kPerThreadStream = reinterpret_cast<CUstream>(0x2);
-
 // The runtime's cudaMemcpyKind.
 constexpr int kRtHostToHost = 0, kRtHostToDevice = 1, kRtDeviceToHost = 2, kRtDeviceToDevice = 3;
 
@@ -565,7 +561,7 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
 }
 
 bool ApiCallbacks::skip_stream(CUstream stream, bool ptsz) {
-  if (!stream && ptsz) stream = kPerThreadStream;
+  if (!stream && ptsz) stream = CU_STREAM_PER_THREAD;  // a _ptsz call's null stream
   int n = n_ignored_.load(std::memory_order_acquire);
   for (int i = 0; i < n; i++)
     if (ignored_[i].load(std::memory_order_acquire) == stream) return true;

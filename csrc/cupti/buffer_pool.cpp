@@ -37,11 +37,6 @@ void BufferPool::release(uint8_t* buffer) {
   free_.push_back(buffer);
 }
 
-size_t BufferPool::in_use() {
-  std::lock_guard<std::mutex> g(mu_);
-  return out_;
-}
-
 uint64_t BufferPool::refused() {
   std::lock_guard<std::mutex> g(mu_);
   return refused_;

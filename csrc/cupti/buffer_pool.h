@@ -27,7 +27,6 @@ class BufferPool {
 
   void release(uint8_t* buffer);
 
-  size_t in_use();
   uint64_t refused();
 
  private:

@@ -26,7 +26,6 @@ class NameTable {
   uint32_t id(const char* bytes, size_t len);
   uint32_t id(std::string_view s) { return id(s.data(), s.size()); }
 
-  size_t size() const { return map_.size(); }
   uint64_t send_failures() const { return send_failures_; }
 
  private:

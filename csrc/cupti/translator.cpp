@@ -44,10 +44,10 @@ void Translator::translate(const CUpti_Activity* record) {
       on_kernel(reinterpret_cast<const KernelRecord*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_MEMCPY:
-      on_memcpy(reinterpret_cast<const MemcpyRecord*>(record));
+      on_copy(reinterpret_cast<const MemcpyRecord*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_MEMCPY2:
-      on_peer_copy(reinterpret_cast<const PeerCopyRecord*>(record));
+      on_copy(reinterpret_cast<const PeerCopyRecord*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_MEMSET:
       on_memset(reinterpret_cast<const MemsetRecord*>(record));
@@ -113,23 +113,12 @@ void Translator::sample_copy(uint8_t kind, uint8_t src, uint8_t dst, uint64_t by
   estimator_->sample(kind, CopyEstimator::memory_of(kind, src, dst), bytes, ns);
 }
 
-void Translator::on_memcpy(const MemcpyRecord* r) {
+template <typename CopyRecord>
+void Translator::on_copy(const CopyRecord* r) {
   if (skip_stream(r->streamId)) return;
   if (copies_elsewhere_) {
     // Graph nodes' copies are inside their replay's time (graph mode), so
     // every record here is an eager copy some callback counted already.
-    sample_copy(r->copyKind, r->srcKind, r->dstKind, r->bytes, duration(r->start, r->end));
-    return;
-  }
-  stats_.memcpys++;
-  uint16_t dev = device(r->deviceId);
-  uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
-  sink_->write(GRAPHSIGNAL_REC_MEMCPY, r->copyKind, dev, kinds, duration(r->start, r->end), r->bytes);
-}
-
-void Translator::on_peer_copy(const PeerCopyRecord* r) {
-  if (skip_stream(r->streamId)) return;
-  if (copies_elsewhere_) {
     sample_copy(r->copyKind, r->srcKind, r->dstKind, r->bytes, duration(r->start, r->end));
     return;
   }

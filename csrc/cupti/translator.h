@@ -90,8 +90,10 @@ class Translator {
 
  private:
   void on_kernel(const KernelRecord* r);
-  void on_memcpy(const MemcpyRecord* r);
-  void on_peer_copy(const PeerCopyRecord* r);
+  // MEMCPY and MEMCPY2 (peer) records: the fields read sit at the same
+  // offsets in both (records.h pins them).
+  template <typename CopyRecord>
+  void on_copy(const CopyRecord* r);
   void on_memset(const MemsetRecord* r);
   void on_sync(const SyncRecord* r);
   void on_graph(const GraphRecord* r);

@@ -43,8 +43,8 @@ import threading
 import time
 
 import graphsignal
-from graphsignal import envcheck, native
-from graphsignal.launch import engines
+from graphsignal import envcheck
+from graphsignal.launch import engines, injection
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
@@ -144,7 +144,7 @@ class Supervisor:
                                               ("graph", "node"), "graph")
         env[ENV_ROCM_TRACE] = resolve_choice(self.cfg.rocm_kernel_trace, self.environ, ENV_ROCM_TRACE,
                                              ("none", "all"), "none")
-        self._guard("CUDA injection setup", native.prepare_injection, env, command, self._note)
+        self._guard("CUDA injection setup", injection.prepare_injection, env, command, self._note)
         return env
 
     def prepare_command(self):

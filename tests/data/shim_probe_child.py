@@ -1,6 +1,6 @@
 """A workload for the /metrics and upload tests: CUPTI kernel activity
 through the injection library's own translator (the CUPTI test shim,
-csrc/cupti/test_shim.cpp, path in GS_SHIM) into a ring of the run, plus a
+tests/cupti/test_shim.cpp, path in GS_SHIM) into a ring of the run, plus a
 probe counter from graphsignal.probes. Every 0.1 s: KERNELS_PER_TICK
 kernels of KERNEL_NS each and COUNTER_PER_TICK on the counter, until
 GS_CHILD_SECONDS pass. Prints "ready" after the first tick."""

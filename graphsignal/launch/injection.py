@@ -1,4 +1,6 @@
-"""Finding the CUPTI injection library and libcupti for a workload.
+"""Which CUPTI injection library and libcupti a workload gets, and the
+environment that makes CUDA load them (the CUDA facts themselves come from
+graphsignal.launch.cuda_discovery, shared with the build).
 
 graphsignal-run calls prepare_injection() on the child's environment
 before it starts the workload. CUDA then loads the injection library
@@ -23,7 +25,7 @@ torchrun), else python3 on the workload's PATH, else this interpreter.
 libcupti.so.<major>, first found: that Python's nvidia wheels (the file
 PyTorch itself loads), then graphsignal's own environment (its [cu12] /
 [cu13] extra), the workload's LD_LIBRARY_PATH, the toolkits ($CUDA_HOME,
-/usr/local/cuda-<major>*, /usr/local/cuda; lib64 and extras/CUPTI/lib64)
+/usr/local/cuda-<major>*, /usr/local/cuda; lib64, lib, extras/CUPTI/lib64)
 and the system library directories. It is made loadable through a private
 directory holding one symlink, libcupti.so.<major>, appended to
 LD_LIBRARY_PATH, so no other library of a toolkit directory changes what
@@ -35,7 +37,6 @@ way (a private directory holding only a link to it), so that
 the one graphsignal was installed for (uv tool install, another venv),
 and writes the ring layout of the sidecar reading it.
 """
-import ctypes
 import glob
 import hashlib
 import json
@@ -47,14 +48,15 @@ import sys
 import tempfile
 from collections import namedtuple
 
+from graphsignal.launch.cuda_discovery import (SUPPORTED_MAJORS, driver_cuda_major, find_libcupti, header_wheels,
+                                               ld_library_path, unique_dirs, workload_cuda_major)
+
 logger = logging.getLogger("graphsignal")
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB_DIR = os.path.join(PACKAGE_DIR, "lib")
-SUPPORTED_MAJORS = (12, 13)  # csrc/cupti_build.py builds these
 ENV_INJECTION = "CUDA_INJECTION64_PATH"
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
-_SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64")
 
 
 def built_libraries(lib_dir=LIB_DIR):
@@ -142,121 +144,13 @@ def python_site_dirs(python):
     return dirs
 
 
-def _unique_dirs(dirs):
-    seen, out = set(), []
-    for d in dirs:
-        if d and os.path.isdir(d):
-            r = os.path.realpath(d)
-            if r not in seen:
-                seen.add(r)
-                out.append(d)
-    return out
-
-
 def workload_site_dirs(command, env):
     dirs = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     for py in workload_pythons(command, env):
         if py == sys.executable:
             dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
         dirs += python_site_dirs(py)
-    return _unique_dirs(dirs)
-
-
-# -- the workload's CUDA major -------------------------------------------------------
-def torch_cuda_major(site_dir):
-    text = ""
-    try:
-        with open(os.path.join(site_dir, "torch", "version.py"), errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return None
-    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"](\d+)\.", text, re.M)
-    return int(m.group(1)) if m else None
-
-
-def _lib_major(pattern_dirs, stem):
-    for d in pattern_dirs:
-        for p in sorted(glob.glob(os.path.join(d, stem + ".so.*"))):
-            m = re.search(r"\.so\.(\d+)$", p)
-            if m:
-                return int(m.group(1)), p
-    return None, None
-
-
-def _ld_library_path(env):
-    return [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
-
-
-def _toolkit_roots(env, major=None):
-    roots = [env.get(k) for k in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
-    if major is not None:
-        roots += sorted(glob.glob("/usr/local/cuda-%d*" % major))
-    roots += ["/usr/local/cuda", "/opt/cuda"]
-    return [r for r in _unique_dirs(roots)]
-
-
-def _toolkit_major(root):
-    for inc in ("include", "targets/x86_64-linux/include"):
-        try:
-            with open(os.path.join(root, inc, "cuda.h"), errors="replace") as f:
-                m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", f.read())
-        except OSError:
-            continue
-        if m:
-            return int(m.group(1)) // 1000
-    return None
-
-
-def driver_cuda_major():
-    """The newest CUDA major the driver supports; None without a driver."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    v = ctypes.c_int(0)
-    try:
-        if lib.cuDriverGetVersion(ctypes.byref(v)) != 0:
-            return 0
-    except AttributeError:
-        return 0
-    return v.value // 1000
-
-
-def workload_cuda_major(sites, env):
-    """(major, how it was found) from what the workload would load, or
-    (None, None)."""
-    for d in sites:
-        major = torch_cuda_major(d)
-        if major:
-            return major, "PyTorch in %s" % d
-    major, p = _lib_major([os.path.join(d, "nvidia", "*", "lib") for d in sites], "libcudart")
-    if major:
-        return major, p
-    major, p = _lib_major(_ld_library_path(env), "libcudart")
-    if major:
-        return major, p
-    for root in _toolkit_roots(env):
-        major = _toolkit_major(root)
-        if major:
-            return major, "the toolkit at %s" % root
-    return None, None
-
-
-# -- libcupti ------------------------------------------------------------------------
-def find_libcupti(major, sites, env, lib_path=None):
-    """The first libcupti.so.<major> in the search order of the module
-    docstring, or None. lib_path: unused, kept for callers."""
-    name = "libcupti.so.%d" % major
-    dirs = [os.path.join(d, "nvidia", "*", "lib") for d in sites]
-    dirs += _ld_library_path(env)
-    for root in _toolkit_roots(env, major):
-        dirs += [os.path.join(root, sub) for sub in ("lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib")]
-    dirs += list(_SYSTEM_LIB_DIRS)
-    for d in dirs:
-        for p in sorted(glob.glob(os.path.join(d, name + "*"))):
-            if os.path.basename(p) == name or re.match(re.escape(name) + r"(\.\d+)*$", os.path.basename(p)):
-                return p
-    return None
+    return unique_dirs(dirs)
 
 
 def _private_dir(kind, target, tmp_root=None):
@@ -330,13 +224,9 @@ def expose_package(env, command=None, package_dir=PACKAGE_DIR, tmp_root=None):
 
 
 # -- what is missing, and the command that fixes it -----------------------------------
-def cupti_wheel(major):
-    return "nvidia-cuda-cupti" if major >= 13 else "nvidia-cuda-cupti-cu%d" % major
-
-
 def build_report(lib_dir=LIB_DIR):
     """{major: what the build said about it} from lib/build-report.json
-    (written by csrc/build_native.py), or {}."""
+    (written by csrc/cupti_build.py), or {}."""
     try:
         with open(os.path.join(lib_dir, "build-report.json")) as f:
             data = json.load(f)
@@ -396,7 +286,7 @@ def missing_library_hint(major, lib_dir=LIB_DIR):
 
 def missing_libcupti_hint(major, python=None):
     """The command that brings libcupti.so.<major> where the workload finds it."""
-    wheel = cupti_wheel(major)
+    wheel = header_wheels(major)[0]
     into = "%s -m pip install '%s==%d.*'" % (python, wheel, major) if python else "pip install '%s==%d.*'" % (
         wheel, major)
     return "%s (the workload's environment), or install graphsignal with its [cu%d] extra" % (into, major)
@@ -470,7 +360,7 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
              plan.level)
         return None
     d = loadable_dir(plan.libcupti, plan.major)
-    paths = _ld_library_path(env)
+    paths = ld_library_path(env)
     if d not in paths:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(paths + [d])
     env[ENV_INJECTION] = plan.lib
