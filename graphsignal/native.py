@@ -47,6 +47,8 @@ import sys
 import tempfile
 from collections import namedtuple
 
+from graphsignal.report import Reporter
+
 logger = logging.getLogger("graphsignal")
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -448,9 +450,8 @@ def plan_injection(env, command, lib_dir=LIB_DIR, driver_major=_PROBE):
 
 # -- the entry point -------------------------------------------------------------------
 def _say(report, msg, level=logging.WARNING):
-    logger.log(level, "graphsignal: %s", msg)
-    if report is not None:
-        report(msg)
+    """One line for the user and, through report(msg), one entry."""
+    Reporter(on_error=report).say(msg, entry=report is not None, log_level=level)
 
 
 def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_PROBE):

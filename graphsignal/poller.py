@@ -4,8 +4,9 @@ Each cycle takes the committed range of every ring of the run as numpy
 records, splits it by record type and aggregates with vectorized numpy
 (bincount over dense keys, reduceat over sorted keys) into the metric
 store. No Python code runs per record; Python loops run per distinct
-(name, device) in a batch. Once a second it appends a cumulative snapshot
-to the store's history, so windows are differences of two snapshots.
+(name, device) in a batch. Once a second it tells the store which
+processes with series have exited. The store's history and prerendering
+are the sidecar clock's (graphsignal.sidecar.clock), not the poller's.
 """
 import ctypes
 import logging
@@ -17,6 +18,7 @@ import time
 import numpy as np
 
 from graphsignal import cuda_names, histo
+from graphsignal.report import Reporter
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAME_ID, MAX_NAMES, Ring, RingError, parse_ring_name
 
@@ -217,13 +219,13 @@ class Poller:
     MIN_INTERVAL = 0.002  # seconds: the shortest sleep while a ring fills fast
 
     def __init__(self, store, run_id, shm_dir="/dev/shm", interval=0.05, proc_root="/proc",
-                 history_interval=1.0, gone_grace=1.0, on_error=None):
+                 retire_interval=1.0, gone_grace=1.0, on_error=None):
         self.store = store
         self.prefix = "gs-%s-" % run_id
         self.shm_dir = shm_dir
         self.interval = interval
         self.proc_root = proc_root
-        self.history_interval = history_interval
+        self.retire_interval = retire_interval
         self.gone_grace = gone_grace
         self.on_error = on_error
         self.rings = {}  # file name -> RingState
@@ -232,9 +234,9 @@ class Poller:
         self.cycles = 0
         self._halt = threading.Event()
         self._thread = None
-        self._last_history = None
+        self._last_retire = None
         self._last_cycle = None
-        self._warned = set()
+        self.reporter = Reporter(on_error=on_error)
         self._scratch = None
         self.next_sleep = interval
 
@@ -262,12 +264,7 @@ class Poller:
             self.rings[fname] = RingState(ring, pid, kind_name, self.proc_root)
 
     def _warn_once(self, key, msg):
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        logger.warning("graphsignal: %s", msg)
-        if self.on_error:
-            self.on_error(msg)
+        self.reporter.once(key, msg)
 
     # -- one cycle -------------------------------------------------------------
     def poll_once(self, final=False):
@@ -293,11 +290,9 @@ class Poller:
                 sleep = min(sleep, 0.25 * st.ring.capacity / st.rate)
         self.next_sleep = max(self.MIN_INTERVAL, sleep)
         self.cycles += 1
-        self.store.prerender()
-        if self._last_history is None or now - self._last_history >= self.history_interval:
-            self._last_history = now
+        if self._last_retire is None or now - self._last_retire >= self.retire_interval:
+            self._last_retire = now
             self._retire_exited()
-            self.store.take_history()
 
     def _retire_exited(self):
         """Tells the store which processes with series (from any source)
@@ -345,11 +340,8 @@ class Poller:
         st.rejected[reason] = st.rejected.get(reason, 0) + int(n)
         if reason not in st.said:
             st.said.add(reason)
-            msg = "ring %s: %s (%s); counted in %s{reason=%s}, not logged again" % (
-                st.ring.name, example, REJECT_REASONS[reason], REJECTED_METRIC, reason)
-            logger.warning("graphsignal: %s", msg)
-            if self.on_error:
-                self.on_error(msg)
+            self.reporter.say("ring %s: %s (%s); counted in %s{reason=%s}, not logged again" % (
+                st.ring.name, example, REJECT_REASONS[reason], REJECTED_METRIC, reason))
 
     def _publish_ring_counters(self, st):
         tags = dict(st.base_tags, writer=st.kind_name)

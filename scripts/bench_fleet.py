@@ -81,7 +81,7 @@ class Instance:
     def __init__(self, i, clock, engine):
         self.rng = random.Random(i)
         self.store = MetricStore(clock=clock)
-        self.store.context.update({"instance.id": "bench-%04d" % i, "host.name": "gpu-%04d" % i})
+        self.store.set_context(**{"instance.id": "bench-%04d" % i, "host.name": "gpu-%04d" % i})
         self.engine = engine
         self.pids = [str(1000 + p) for p in range(GPUS)]
         s = self.store

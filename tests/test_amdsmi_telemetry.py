@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from graphsignal.sources import SourceUnavailable, amdsmi as amd
-from graphsignal.sources.gpu import GpuTelemetry, make_source
+from graphsignal.sources.gpu import GpuTelemetry
+from graphsignal.sources.registry import gpu_source as make_source
 from graphsignal.sources.nvml import Nvml, NvmlBackend
 from graphsignal.store import COUNTER, GAUGE, MetricStore
 from fakes.fake_amdsmi import FUNCTIONS, FakeAmdGpu, FakeAmdSmi, amdsmi_wrapper

@@ -13,6 +13,7 @@ from graphsignal.payload import build_signals
 from graphsignal.poller import Poller, group_sums, parse_instrument, rank_tags
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer
+from graphsignal.sidecar.clock import StoreClock
 from graphsignal.store import MetricStore
 
 DEAD_PID = 4_000_000  # above pid_max: never alive
@@ -198,10 +199,11 @@ def test_rings_of_other_runs_are_ignored(run):
 
 
 def test_history_snapshot_is_taken_once_a_second():
+    # the sidecar's clock takes the history (not the poller)
     store = MetricStore()
-    poller = Poller(store, "nohistory", history_interval=3600)
-    poller.poll_once()
-    poller.poll_once()
+    clock = StoreClock(store, history_interval=3600)
+    clock.tick()
+    clock.tick()
     assert len(store.history) == 1
 
 

@@ -43,7 +43,7 @@ import threading
 import time
 
 import graphsignal
-from graphsignal import envcheck, native
+from graphsignal import envcheck, native, report
 from graphsignal.launch import engines
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
 from graphsignal.rings import stale
@@ -106,6 +106,7 @@ class Supervisor:
         self.out_fds = (("stdout", stdout_fd), ("stderr", stderr_fd))
         self.run_id = os.urandom(6).hex()
         self.notes = []  # (level, message) for the sidecar's error list
+        self.reporter = report.Reporter(sink=lambda level, msg: self.notes.append((level, msg)))
         self.metrics_url = None
         self.engine = None  # engines.Prepared when the command is a known engine
         self.child = None
@@ -124,13 +125,7 @@ class Supervisor:
 
     # -- guarded helpers ---------------------------------------------------------
     def _guard(self, what, fn, *args):
-        try:
-            return fn(*args)
-        except Exception as e:
-            msg = "%s failed: %s: %s (the workload runs on)" % (what, type(e).__name__, e)
-            logger.warning("graphsignal: %s", msg)
-            self.notes.append(("error", msg))
-            return None
+        return self.reporter.guard(what, fn, *args)
 
     def _note(self, msg):
         self.notes.append(("warning", msg))

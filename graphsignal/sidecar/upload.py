@@ -44,6 +44,7 @@ import orjson
 import requests
 
 from graphsignal import __version__
+from graphsignal.report import Reporter
 from graphsignal.sidecar import api
 from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
 
@@ -275,6 +276,7 @@ class UploaderThread(threading.Thread):
         self.interval = interval
         self._halt = threading.Event()
         self._deadline = None
+        self._reporter = Reporter()
 
     def run(self):
         while not self._halt.wait(self.interval):
@@ -287,9 +289,7 @@ class UploaderThread(threading.Thread):
         try:
             self.uploader.step(**kw)
         except Exception as e:  # a bug here must not take the sidecar down: say it once, go on
-            if not getattr(self, "_said", False):
-                self._said = True
-                logger.warning("graphsignal: upload failed: %s: %s", type(e).__name__, e)
+            self._reporter.once("step", "upload failed: %s: %s" % (type(e).__name__, e), entry=False)
 
     def stop(self, deadline=FINAL_DEADLINE):
         """Asks for the final upload and waits for it at most `deadline`

@@ -10,6 +10,8 @@ import logging
 import threading
 import time
 
+from graphsignal.report import Reporter
+
 logger = logging.getLogger("graphsignal")
 
 
@@ -44,16 +46,11 @@ class SourceThread(threading.Thread):
         self.store = store
         self.report_errors = report_errors
         self._halt = threading.Event()
-        self._seen = set()
+        self.reporter = Reporter(store if report_errors else None, {"source": source.name})
         self.available = None
 
     def _report(self, level, message):
-        if message in self._seen:
-            return
-        self._seen.add(message)
-        logger.log(logging.WARNING if level == "warning" else logging.ERROR, "graphsignal: %s", message)
-        if self.store is not None and self.report_errors:
-            self.store.add_error(level, message, tags={"source": self.source.name})
+        self.reporter.once(message, message, level)
 
     def run(self):
         try:

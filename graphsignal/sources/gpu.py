@@ -439,24 +439,3 @@ class GpuTelemetry(Source):
             self._closed = True
             for b, _ in self.active:
                 b.close()
-
-
-def make_source(sup):
-    """The GPU telemetry Source for a Supervisor: NVML always (it reports
-    one line when there is no NVIDIA driver), AMD SMI when its package
-    imports."""
-    from graphsignal.sources import amdsmi as amd_backend
-    from graphsignal.sources import nvml as nvml_backend
-
-    backends = [nvml_backend.NvmlBackend(nvml_backend.Nvml(on_error=_error_reporter(sup.store, "nvml")))]
-    mod = amd_backend.load_module()
-    if mod is not None:
-        backends.append(amd_backend.AmdSmiBackend(amd_backend.AmdSmi(mod, on_error=_error_reporter(sup.store,
-                                                                                                   "amdsmi"))))
-    return GpuTelemetry(sup.store, backends, sup.environ)
-
-
-def _error_reporter(store, source):
-    def report(message):
-        store.add_error("warning", message, tags={"source": source})
-    return report
