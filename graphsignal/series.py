@@ -94,7 +94,7 @@ class SeriesView:
         self.state = state
         self.kind = type(series)
         self._head = series._head
-        self._max_frames = getattr(series, "max_frames", MAX_FRAMES)
+        self._max_frames = series.max_frames  # a plain read: getattr's default would cost a raised AttributeError
         self._json = None
 
     @property
@@ -121,6 +121,7 @@ class Series:
 
     __slots__ = ("name", "tags", "updated_ns", "created", "_view", "_head", "_changed", "_stale")
     type = None
+    max_frames = MAX_FRAMES  # frames rendered (Profile's own slot overrides it)
 
     def __init__(self, name, tags):
         self.name = name

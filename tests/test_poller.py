@@ -10,7 +10,8 @@ import pytest
 
 from graphsignal import histo
 from graphsignal.payload import build_signals
-from graphsignal.poller import Poller, group_sums, parse_instrument, rank_tags
+from graphsignal.aggregate import group_sums, parse_instrument
+from graphsignal.poller import Poller, rank_tags
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer
 from graphsignal.sidecar.clock import StoreClock
@@ -185,6 +186,25 @@ def test_ring_of_a_dead_writer_is_drained_then_removed(run):
     assert not os.path.exists(path)
     assert find(store, "cuda_kernels_nanoseconds", **{"process.pid": str(DEAD_PID)})[0]["stats"]["frames"][0][
         "value"] == 9
+
+
+def test_a_ring_its_live_writer_closed_is_drained_then_removed(run):
+    # FLAG_CLOSED: the writer will not write again; its process runs on
+    run_id, store, poller = run
+    w = writer(run_id)
+    k = w.name("last")
+    w.write(L.REC_KERNEL, name_id=k, value=11)
+    path = "/dev/shm/gs-%s-%d-cupti" % (run_id, os.getpid())
+    poller.poll_once()
+    assert os.path.exists(path) and len(poller.rings) == 1  # open: kept while its writer lives
+    w.write(L.REC_KERNEL, name_id=k, value=4)
+    w.close()
+    poller.poll_once()
+    assert not os.path.exists(path) and poller.rings == {}
+    assert find(store, "cuda_kernels_nanoseconds", **{"process.pid": str(os.getpid())})[0]["stats"]["frames"][0][
+        "value"] == 15
+    assert str(os.getpid()) in store.pids()  # the process has not exited: its series are not folded
+    w.unmap()
 
 
 def test_rings_of_other_runs_are_ignored(run):

@@ -16,8 +16,10 @@ import fcntl
 import os
 import time
 
-SHM_DIR = "/dev/shm"
-PREFIX = "gs-"
+from graphsignal import config
+
+SHM_DIR = config.SHM_DIR
+PREFIX = config.RING_PREFIX
 LOCK_SUFFIX = ".run"
 UNLOCKED_AGE = 60.0  # seconds since a ring of a run without a lock file last changed
 

@@ -55,12 +55,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from graphsignal import config
 from graphsignal.sidecar.snapshot import metrics_snapshot, metrics_snapshot_encoded, series_content
 
 logger = logging.getLogger("graphsignal")
 
-ENV_TOP_FRAMES = "GRAPHSIGNAL_METRICS_TOP_FRAMES"
-ENV_ENGINE = "GRAPHSIGNAL_METRICS_ENGINE"
+ENV_TOP_FRAMES = config.METRICS_TOP_FRAMES_ENV
+ENV_ENGINE = config.METRICS_ENGINE_ENV
 DEFAULT_TOP_FRAMES = 50
 MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
 PREFIX = "graphsignal_"

@@ -23,7 +23,6 @@ import socket
 import sys
 import threading
 import time
-import types
 
 from graphsignal import __version__
 from graphsignal.report import Reporter
@@ -209,8 +208,6 @@ class Sidecar:
         self.run_id = cfg["run_id"]
         self.child = feed.child
         self.metrics_url = cfg.get("metrics_url")
-        # what the Prometheus source reads of the launcher's engines.Prepared
-        self.engine = types.SimpleNamespace(engine=cfg.get("engine"), metrics_url=self.metrics_url)
         self.store = MetricStore()
         self.store.set_context(**{"instance.id": self.run_id, "host.name": os.uname().nodename})
         self.reporter = Reporter(self.store, {"source": "sidecar"})
@@ -269,9 +266,13 @@ class Sidecar:
         self.poller.start()
 
     def _start_sources(self):
-        from graphsignal.sources import SourceThread, registry
+        from graphsignal.sources import SourceContext, SourceThread, registry
 
-        for src in registry.make_sources(self):
+        child = self.child
+        ctx = SourceContext(store=self.store, environ=self.environ, root_pid=lambda: child.pid,
+                            alive=lambda: child.poll() is None, metrics_url=self.metrics_url,
+                            engine=self.cfg.get("engine"))
+        for src in registry.make_sources(ctx):
             t = SourceThread(src, self.store)
             t.start()
             self.sources.append(t)

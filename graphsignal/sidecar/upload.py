@@ -43,14 +43,14 @@ import time
 import orjson
 import requests
 
-from graphsignal import __version__
+from graphsignal import __version__, config
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api
 from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
 
 logger = logging.getLogger("graphsignal")
 
-ENV_API_KEY = "GRAPHSIGNAL_API_KEY"
+ENV_API_KEY = config.API_KEY_ENV
 INGEST_PATH = "/api/v1/ingest"
 SCHEMA = 1
 INTERVAL = 1.0  # seconds between uploads

@@ -9,6 +9,8 @@ workload.
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional
 
 from graphsignal.report import Reporter
 
@@ -18,6 +20,29 @@ logger = logging.getLogger("graphsignal")
 class SourceUnavailable(Exception):
     """Raised by setup() when the source cannot run here (no driver, no
     library, nothing to scrape). The message is the one line users see."""
+
+
+def _no_pid() -> Optional[int]:
+    return None
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a source is given of its run, and all it may know of the
+    sidecar: the store it writes, the workload's environment, its root
+    process (root_pid() -> pid or None; alive() -> whether it still runs),
+    and the engine's metrics URL and engine name (None without an engine)."""
+
+    store: Any
+    environ: Dict[str, str] = field(default_factory=dict)
+    root_pid: Callable[[], Optional[int]] = _no_pid
+    alive: Callable[[], bool] = _always
+    metrics_url: Optional[str] = None
+    engine: Optional[str] = None
 
 
 class Source:

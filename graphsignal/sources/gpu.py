@@ -53,11 +53,12 @@ PCI_BUS_ID. GRAPHSIGNAL_ALL_GPUS=1 watches every GPU on the host.
 import logging
 import time
 
+from graphsignal import config
 from graphsignal.sources import Source, SourceUnavailable
 
 logger = logging.getLogger("graphsignal")
 
-ENV_ALL_GPUS = "GRAPHSIGNAL_ALL_GPUS"
+ENV_ALL_GPUS = config.ALL_GPUS_ENV
 MAX_EVENTS_PER_POLL = 64  # an XID storm must not stall the telemetry thread
 
 # Counters whose per-poll delta also makes a rate gauge: KiB/s from bytes.

@@ -577,16 +577,10 @@ def _socket_of(resp):
         return None
 
 
-def make_source(sup):
-    """A PrometheusSource for the Supervisor `sup`, or None when there is
-    nothing to scrape (no engine recognized and no --metrics-port)."""
-    url = getattr(sup, "metrics_url", None)
-    if not url:
+def make_source(ctx):
+    """A PrometheusSource for a run (a graphsignal.sources.SourceContext),
+    or None when there is nothing to scrape (no engine recognized and no
+    --metrics-port)."""
+    if not ctx.metrics_url:
         return None
-    prepared = getattr(sup, "engine", None)
-
-    def alive():
-        child = getattr(sup, "child", None)
-        return child is None or child.poll() is None
-
-    return PrometheusSource(sup.store, url, getattr(prepared, "engine", None), alive=alive)
+    return PrometheusSource(ctx.store, ctx.metrics_url, ctx.engine, alive=ctx.alive)
