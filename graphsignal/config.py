@@ -15,7 +15,7 @@ starts.
 import logging
 import os
 from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple
+from typing import Mapping, Optional, Protocol, Sequence, Tuple
 
 logger = logging.getLogger("graphsignal")
 
@@ -47,12 +47,13 @@ GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
 
 
-def ring_prefix(run_id):
+def ring_prefix(run_id: str) -> str:
     """The start of every ring name of a run: gs-<run id>-."""
     return "%s%s-" % (RING_PREFIX, run_id)
 
 
-def resolve_choice(flag_value, environ, env_name, choices, default):
+def resolve_choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
+                  default: str) -> str:
     """The flag wins; an env value outside `choices` warns and falls back."""
     if flag_value is not None:
         return flag_value
@@ -64,6 +65,25 @@ def resolve_choice(flag_value, environ, env_name, choices, default):
         logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, "|".join(choices), default)
         return default
     return val
+
+
+class Flags(Protocol):
+    """What resolve() reads of graphsignal.cli.run.RunConfig."""
+
+    @property
+    def command(self) -> Sequence[str]: ...
+    @property
+    def metrics_port(self) -> Optional[int]: ...
+    @property
+    def listen_host(self) -> str: ...
+    @property
+    def listen_port(self) -> int: ...
+    @property
+    def cuda_graph_trace(self) -> Optional[str]: ...
+    @property
+    def rocm_kernel_trace(self) -> Optional[str]: ...
+    @property
+    def output(self) -> Optional[str]: ...
 
 
 @dataclass(frozen=True)
@@ -87,21 +107,21 @@ class Settings:
     uploads: bool
 
     @property
-    def wants_final(self):
+    def wants_final(self) -> bool:
         """The sidecar has work after the workload exits: the final payload
         to write, to keep serving, or to upload."""
         return bool(self.signals_file or self.linger or self.uploads)
 
 
-def linger_seconds(raw):
+def linger_seconds(raw: Optional[str]) -> float:
     """GRAPHSIGNAL_LINGER's seconds; a bad value (reported once by
     envcheck.sanitize) counts as 0."""
     from graphsignal import envcheck
 
-    return envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0 if raw else 0.0
+    return float(envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0) if raw else 0.0
 
 
-def resolve(cfg, environ: Mapping[str, str]) -> Settings:
+def resolve(cfg: "Flags", environ: Mapping[str, str]) -> Settings:
     """Settings from a RunConfig and an environment (a bad environment
     value gets one line and its default)."""
     return Settings(
@@ -113,13 +133,13 @@ def resolve(cfg, environ: Mapping[str, str]) -> Settings:
                                         "graph"),
         rocm_kernel_trace=resolve_choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV, ROCM_TRACE_CHOICES,
                                          "none"),
-        signals_file=getattr(cfg, "output", None) or environ.get(SIGNALS_FILE_ENV) or None,
+        signals_file=cfg.output or environ.get(SIGNALS_FILE_ENV) or None,
         linger=linger_seconds(environ.get(LINGER_ENV)),
         uploads=bool((environ.get(API_KEY_ENV) or "").strip()),
     )
 
 
-def rocm_tracing_library(lib_dir):
+def rocm_tracing_library(lib_dir: str) -> Optional[str]:
     """The ROCm kernel-tracing library of this build in lib_dir, or None
     (this build has none: ROCm GPUs get AMD SMI telemetry and probe_rocm.h
     probes)."""

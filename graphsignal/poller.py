@@ -22,6 +22,7 @@ from graphsignal.aggregate import REJECTED_METRIC, UNNAMED, Aggregator
 from graphsignal.report import Reporter
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAMES, Ring, RingError, parse_ring_name
+from graphsignal.rings.stale import pid_alive
 
 logger = logging.getLogger("graphsignal")
 
@@ -54,18 +55,6 @@ def process_environ(pid, proc_root="/proc"):
         if sep:
             env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
     return env
-
-
-def pid_alive(pid, proc_root="/proc"):
-    """False for a pid that is gone or a zombie (exited, not yet reaped)."""
-    try:
-        with open(os.path.join(proc_root, str(pid), "stat"), "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # state follows the ")" that ends the command name
-    i = stat.rfind(b")")
-    return not (i >= 0 and stat[i + 2:i + 3] in (b"Z", b"X"))
 
 
 # -- per-ring state -------------------------------------------------------------

@@ -8,8 +8,19 @@ in `errors` where an agent reads it.
 """
 import logging
 import threading
+from typing import Any, Callable, Dict, Hashable, Mapping, Optional, Protocol, Set, TypeVar
+
+T = TypeVar("T")
 
 logger = logging.getLogger("graphsignal")
+
+class ErrorSink(Protocol):
+    """Where error entries go: graphsignal.store.MetricStore, or anything
+    with its add_error."""
+
+    def add_error(self, level: str, message: str, exception: Optional[str] = None,
+                  tags: Optional[Mapping[str, str]] = None, ts: Optional[int] = None) -> None: ...
+
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 MAX_KEYS = 10000  # keys remembered per reporter; beyond, further new problems are not said
@@ -24,16 +35,18 @@ class Reporter:
     store (a part that reports through its owner); sink: callable(level,
     message), the same with the entry's level (the supervisor's notes)."""
 
-    def __init__(self, store=None, tags=None, on_error=None, sink=None, max_keys=MAX_KEYS):
+    def __init__(self, store: Optional[ErrorSink] = None, tags: Optional[Mapping[str, str]] = None,
+                 on_error: Optional[Callable[[str], None]] = None,
+                 sink: Optional[Callable[[str, str], None]] = None, max_keys: int = MAX_KEYS) -> None:
         self.max_keys = max_keys  # keys remembered; beyond, new problems are not said
         self.store = store
-        self.tags = dict(tags or {})
+        self.tags: Dict[str, str] = dict(tags or {})
         self.on_error = on_error
         self.sink = sink
-        self._said = set()
+        self._said: Set[Hashable] = set()
         self._lock = threading.Lock()
 
-    def first(self, key):
+    def first(self, key: Hashable) -> bool:
         """True the first time key is seen (and remembers it)."""
         with self._lock:
             if key in self._said or len(self._said) >= self.max_keys:
@@ -41,16 +54,17 @@ class Reporter:
             self._said.add(key)
             return True
 
-    def said(self, key):
+    def said(self, key: Hashable) -> bool:
         return key in self._said
 
-    def forget(self, key):
+    def forget(self, key: Hashable) -> None:
         """key may be said again (its condition cleared)."""
         with self._lock:
             self._said.discard(key)
 
-    def once(self, key, message, level="warning", entry=True, log_level=None, tags=None, exception=None,
-             entry_message=None):
+    def once(self, key: Hashable, message: str, level: str = "warning", entry: bool = True,
+             log_level: Optional[int] = None, tags: Optional[Mapping[str, str]] = None,
+             exception: Optional[str] = None, entry_message: Optional[str] = None) -> bool:
         """Logs "graphsignal: <message>" (at log_level, default the level's)
         and, with entry, adds an error entry of `level` (its text
         entry_message, default the message), the first time key is seen.
@@ -60,15 +74,17 @@ class Reporter:
         self.say(message, level, entry, log_level, tags, exception, entry_message)
         return True
 
-    def say(self, message, level="warning", entry=True, log_level=None, tags=None, exception=None,
-            entry_message=None):
+    def say(self, message: str, level: str = "warning", entry: bool = True, log_level: Optional[int] = None,
+            tags: Optional[Mapping[str, str]] = None, exception: Optional[str] = None,
+            entry_message: Optional[str] = None) -> None:
         """The same, unconditionally (a caller with its own rule for when)."""
         logger.log(_LEVELS.get(level, logging.WARNING) if log_level is None else log_level, "graphsignal: %s",
                    message)
         if entry:
             self.entry(message if entry_message is None else entry_message, level, tags, exception)
 
-    def entry(self, message, level="warning", tags=None, exception=None):
+    def entry(self, message: str, level: str = "warning", tags: Optional[Mapping[str, str]] = None,
+              exception: Optional[str] = None) -> None:
         """Only the error entry (the caller logged already, or logs otherwise)."""
         if self.sink is not None:
             self.sink(level, message)
@@ -78,7 +94,7 @@ class Reporter:
             self.store.add_error(level, message, exception=exception,
                                  tags=dict(self.tags, **tags) if tags else self.tags)
 
-    def guard(self, what, fn, *args):
+    def guard(self, what: str, fn: Callable[..., T], *args: Any) -> Optional[T]:
         """fn(*args), or None when it raises: then one warning line and one
         error entry say that `what` failed and the workload runs on (a
         part's failure must stop nothing else)."""
@@ -96,6 +112,6 @@ class Reporter:
 _module = Reporter()
 
 
-def once(key, message, level="warning", log_level=None):
+def once(key: Hashable, message: str, level: str = "warning", log_level: Optional[int] = None) -> bool:
     """Reporter.once for module-level code that has no store (a log line only)."""
     return _module.once(key, message, level, entry=False, log_level=log_level)

@@ -27,6 +27,8 @@ States (immutable; units are the series' own, in its name):
   BucketHistogram  (count, sum, (le tuple, per-bucket counts tuple) | None)
   Profile          {frame: (value, samples)}
 """
+from typing import Optional
+
 import numpy as np
 import orjson
 
@@ -120,7 +122,7 @@ class Series:
     view() (a SeriesView, cached until the series changes)."""
 
     __slots__ = ("name", "tags", "updated_ns", "created", "_view", "_head", "_changed", "_stale")
-    type = None
+    type: Optional[str] = None  # the payload's "type" (each subclass's)
     max_frames = MAX_FRAMES  # frames rendered (Profile's own slot overrides it)
 
     def __init__(self, name, tags):

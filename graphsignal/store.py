@@ -740,7 +740,8 @@ class MetricStore:
             if meta is None:
                 meta = self._meta = _Meta(self._errors, self._resources)
             return StoreSnapshot(
-                taken_ns=self.clock(), start_ns=self.start_ns, context=types.MappingProxyType(dict(self._context)), errors=meta.errors,
+                taken_ns=self.clock(), start_ns=self.start_ns, context=types.MappingProxyType(dict(self._context)),
+                errors=meta.errors,
                 errors_total=self._errors_total, resources=meta.resources, series=tuple(self._views),
                 encoded=(tuple(self._encoded) if not self._left else tuple(e for e in self._encoded if e))
                 if encode else None, history=self._history.view())

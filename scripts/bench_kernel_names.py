@@ -45,7 +45,8 @@ def main():
         t_new.append((time.perf_counter() - t0) / len(syms) * 1e6)
     emit(bench="kernel_names_describe_new", symbols=len(syms), us_per_symbol=round(statistics.median(t_new), 1))
     store = MetricStore()
-    store.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [(s, i + 1, 1) for i, s in enumerate(syms[:250])])
+    store.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"},
+                      [(s, i + 1, 1) for i, s in enumerate(syms[:250])])
     store.add_profile("probe_ops_nanoseconds", {"process.pid": "1"}, [(s, i + 1, 1) for i, s in enumerate(syms[:250])])
     (named,) = store.lookup("cuda_kernels_nanoseconds")
     (plain,) = store.lookup("probe_ops_nanoseconds")  # the same frames, not a kernel profile: no names

@@ -19,7 +19,7 @@ from graphsignal.aggregate import REJECTED_METRIC
 from graphsignal.poller import Poller
 from graphsignal.rings import layout as L
 from graphsignal.rings import reader
-from graphsignal.rings.reader import Ring, RingError, Writer
+from graphsignal.rings.reader import Writer
 from graphsignal.server import make_app
 from graphsignal.store import MetricStore
 from gsrun import metrics, quiet_env, run_wrapped

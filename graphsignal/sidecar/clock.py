@@ -9,12 +9,16 @@ poller never starts, or a source hangs, windows still advance.
 import logging
 import threading
 import time
+from typing import Any, Callable, Optional
+
+from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
 
 
 class StoreClock:
-    def __init__(self, store, interval=0.05, history_interval=1.0, monotonic=time.monotonic, reporter=None):
+    def __init__(self, store: Any, interval: float = 0.05, history_interval: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic, reporter: Optional[Reporter] = None) -> None:
         """interval, history_interval: seconds. reporter: a
         graphsignal.report.Reporter for a failing tick (said once)."""
         self.store = store
@@ -22,11 +26,11 @@ class StoreClock:
         self.history_interval = history_interval
         self.monotonic = monotonic
         self.reporter = reporter
-        self._last_history = None
+        self._last_history: Optional[float] = None
         self._halt = threading.Event()
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
 
-    def tick(self):
+    def tick(self) -> None:
         """One cycle: prerender, and the history snapshot when one is due."""
         now = self.monotonic()
         self.store.prerender()
@@ -34,12 +38,12 @@ class StoreClock:
             self._last_history = now
             self.store.take_history()
 
-    def start(self):
+    def start(self) -> "StoreClock":
         self._thread = threading.Thread(target=self._run, name="graphsignal-clock", daemon=True)
         self._thread.start()
         return self
 
-    def _run(self):
+    def _run(self) -> None:
         while not self._halt.is_set():
             t0 = self.monotonic()
             try:
@@ -52,7 +56,7 @@ class StoreClock:
                     logger.warning("graphsignal: %s", msg)
             self._halt.wait(max(0.0, self.interval - (self.monotonic() - t0)))
 
-    def stop(self):
+    def stop(self) -> None:
         self._halt.set()
         if self._thread is not None:
             self._thread.join(5)

@@ -47,6 +47,7 @@ one prometheus_client call over everything writes (tests compare the two).
 """
 import logging
 import threading
+from typing import Dict, Tuple
 
 import numpy as np
 import orjson
@@ -80,7 +81,7 @@ def _sanitize(text):
                    for ch in text)
 
 
-_name_cache = {}
+_name_cache: Dict[Tuple[str, str], Tuple[str, int]] = {}
 
 
 def family_name(name, type_):
@@ -105,7 +106,7 @@ def family_name(name, type_):
     return base, div
 
 
-_label_cache = {}
+_label_cache: Dict[str, str] = {}
 
 
 def label_name(key):

@@ -52,6 +52,7 @@ PCI_BUS_ID. GRAPHSIGNAL_ALL_GPUS=1 watches every GPU on the host.
 """
 import logging
 import time
+from typing import Tuple
 
 from graphsignal import config
 from graphsignal.sources import Source, SourceUnavailable
@@ -144,7 +145,7 @@ class Backend:
     """The interface a vendor backend implements (see nvml.py, amdsmi.py)."""
 
     vendor = "unknown"
-    visible_env = ("CUDA_VISIBLE_DEVICES",)
+    visible_env: Tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
 
     def open(self):
         """Every GPU on the host as a list of Device; raises BackendUnavailable."""
