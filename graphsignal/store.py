@@ -702,17 +702,24 @@ class MetricStore:
             self._todo = list(range(len(self._order)))
             self._stale.clear()
         elif self._stale:
-            pos, views, enc = self._pos, self._views, self._encoded
-            for s in self._stale:
-                i = pos.get(id(s))
-                if i is not None:
-                    views[i] = s.view()
-                    if enc[i] is False:
+            order, views, enc, stale = self._order, self._views, self._encoded, self._stale
+            if 4 * len(stale) >= len(order):
+                # most changed (telemetry re-sets everything each second): one pass in
+                # payload order walks memory in order, and the JSON below follows it
+                changed = [i for i, s in enumerate(order) if s in stale]
+            else:
+                pos = self._pos
+                changed = sorted(pos[id(s)] for s in stale if id(s) in pos)
+            stale.clear()
+            todo = self._todo
+            for i in changed:
+                views[i] = order[i].view()
+                e = enc[i]
+                if e is not None:  # None: not serialized yet, already to do
+                    if e is False:
                         self._left -= 1
-                    if enc[i] is not None:
-                        enc[i] = None
-                        self._todo.append(i)
-            self._stale.clear()
+                    enc[i] = None
+                    todo.append(i)
         if not encode or not self._todo:
             return 0
         enc, views = self._encoded, self._views
