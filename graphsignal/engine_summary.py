@@ -58,8 +58,8 @@ see the same batch, so only tp_rank "0" is read. Everything else is summed.
 
 The functions work on the payload's `metrics` list (dicts with name, type,
 tags, stats), so graphsignal-top can call summarize() on two /signals
-payloads; from_store() builds the same input from a live MetricStore and
-its per-second history.
+payloads; from_snapshot() builds the same input from a store snapshot
+(graphsignal.store) and its per-second history.
 """
 import math
 
@@ -409,76 +409,45 @@ def _window(idx, pidx, engine, cur, hists, seconds):
     return w
 
 
-# -- from a live store --------------------------------------------------------------
+# -- from a store snapshot -----------------------------------------------------------
 
-def _series_dict(s):
-    """The payload dict of a store series, without computing quantiles."""
-    if s.type == "gauge":
-        stats = {"value": s.value}
-    elif s.type == "counter":
-        stats = {"total": s.total}
-    elif s.type == "histogram":
-        le = s.le or []
-        stats = {"count": s.count, "sum": s.sum, "bins": [None if b == math.inf else b for b in le],
-                 "counts": list(s.le_counts or [])}
-    else:
-        return None
-    return {"name": s.name, "type": s.type, "tags": s.tags, "stats": stats}
-
-
-def _state_dict(key, state):
-    """The payload dict of a history state (see store.Series.state)."""
-    name, type_, tags = key
-    if type_ == "gauge":
-        stats = {"value": state}
-    elif type_ == "counter":
-        stats = {"total": state}
-    elif type_ == "histogram":
-        count, total, extra = state
-        if extra is not None and not isinstance(extra, tuple):
-            return None  # log-linear bins: a probe histogram, not an engine's
-        le, counts = extra if extra is not None else ((), ())
-        stats = {"count": count, "sum": total, "bins": [None if b == math.inf else b for b in le],
-                 "counts": list(counts)}
-    else:
-        return None
-    return {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
+def _metric(name, type_, tags, kind, state):
+    """The payload dict of a series state, without quantiles (None: not
+    one the summary reads)."""
+    stats = kind.plain_stats(state) if kind is not None else None
+    return None if stats is None else {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
 
 
 def from_store(store, window_seconds=WINDOW_SECONDS):
-    """summarize() over a MetricStore's series, with the window taken from
-    its per-second history: the latest snapshot at least `window_seconds`
-    old or, while the engine has been scraped for less than that, the
-    oldest snapshot taken after its first scrape (and at least 1 s old)."""
-    with store.lock:
-        metrics = [d for d in (_series_dict(s) for (name, _, _), s in store.series.items()
-                               if name in ALL_NAMES) if d is not None]
+    """from_snapshot() of the store as it is now."""
+    return from_snapshot(store.snapshot(), window_seconds)
+
+
+def from_snapshot(snap, window_seconds=WINDOW_SECONDS):
+    """summarize() over a StoreSnapshot's series, with the window taken
+    from its per-second history: the latest snapshot at least
+    `window_seconds` old or, while the engine has been scraped for less
+    than that, the oldest snapshot taken after its first scrape (and at
+    least 1 s old)."""
+    metrics = [d for d in (_metric(v.name, v.type, v.tags, v.kind, v.state) for v in snap.named(ALL_NAMES))
+               if d is not None]
     if not metrics:
         return None
     prev, seconds = None, None
-    now = store.clock()
+    now = snap.taken_ns
+    history = snap.history
     chosen = None
-    for ts, snap in reversed(store.history):
+    for ts, point in reversed(history):
         if now - ts < 1e9:
             continue
-        if not _has_name(snap, SCRAPE_TS):
+        if not point.has_name(SCRAPE_TS):
             break  # this snapshot and older ones predate the first scrape
-        chosen = (ts, snap)
+        chosen = (ts, point)
         if now - ts >= window_seconds * 1e9:
             break
     if chosen is not None:
-        ts, snap = chosen
-        prev = [d for d in (_state_dict(k, v) for k, v in _items_named(snap, ALL_NAMES)) if d is not None]
+        ts, point = chosen
+        prev = [d for d in (_metric(k[0], k[1], k[2], history.kind(k), v) for k, v in point.items_named(ALL_NAMES))
+                if d is not None]
         seconds = (now - ts) / 1e9
     return summarize(metrics, prev, seconds)
-
-
-def _has_name(snap, name):
-    # a store.Snapshot looks it up by name; a plain dict (tests) is scanned
-    has = getattr(snap, "has_name", None)
-    return has(name) if has else any(k[0] == name for k in snap)
-
-
-def _items_named(snap, names):
-    items = getattr(snap, "items_named", None)
-    return items(names) if items else [(k, v) for k, v in snap.items() if k[0] in names]

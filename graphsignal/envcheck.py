@@ -7,6 +7,7 @@ instead of each process reading a bad value on its own.
 """
 import logging
 import math
+from typing import List, Mapping, MutableMapping, Optional, Tuple, Union
 
 logger = logging.getLogger("graphsignal")
 
@@ -25,12 +26,12 @@ NUMERIC = {
 }
 
 
-def parse(name, raw):
+def parse(name: str, raw: str) -> Tuple[Optional[Union[int, float]], Optional[str]]:
     """(value, None) for a valid value of `name`, else (None, the line
     that says why)."""
     kind, lo, hi, unit, default = NUMERIC[name]
     text = raw.strip()
-    value = None
+    value: Optional[Union[int, float]] = None
     try:
         if kind is int:
             if text.isascii() and text.isdigit():
@@ -48,7 +49,7 @@ def parse(name, raw):
         name, _printable(raw), what, lo, hi, unit, default)
 
 
-def value(environ, name):
+def value(environ: Mapping[str, str], name: str) -> Optional[Union[int, float]]:
     """The valid value of `name` in environ, or None (unset or bad)."""
     raw = environ.get(name)
     if raw is None or raw == "":
@@ -56,10 +57,10 @@ def value(environ, name):
     return parse(name, raw)[0]
 
 
-def sanitize(environ, log=None):
+def sanitize(environ: MutableMapping[str, str], log: Optional[logging.Logger] = None) -> List[str]:
     """Checks every numeric variable in environ (a dict, changed in
     place): a bad value is removed, with one line each. Returns the lines."""
-    lines = []
+    lines: List[str] = []
     for name in NUMERIC:
         raw = environ.get(name)
         if raw is None or raw == "":
@@ -72,6 +73,6 @@ def sanitize(environ, log=None):
     return lines
 
 
-def _printable(raw):
+def _printable(raw: str) -> str:
     # repr escapes control characters: the line is safe to print to a terminal
     return repr(raw[:60]) + ("..." if len(raw) > 60 else "")

@@ -22,12 +22,12 @@ the payload's hot path is a dictionary lookup.
 import collections
 import ctypes
 import ctypes.util
-import logging
 import re
 import shutil
 import subprocess
 import threading
 
+from graphsignal.report import Reporter
 from graphsignal.top.taxonomy import category as _category
 
 # Profiles whose frames are kernel symbols (the ROCm library names HIP
@@ -397,13 +397,12 @@ def short_name(demangled, limit=DISPLAY_LIMIT):
 
 
 # -- described symbols --------------------------------------------------------------
-_said = set()
+# log lines only (names are made on the request path, where no store is at hand), 100 at most
+_say = Reporter(max_keys=100)
 
 
 def _say_once(msg):
-    if msg not in _said and len(_said) < 100:
-        _said.add(msg)
-        logging.getLogger("graphsignal").warning("graphsignal: %s", msg)
+    _say.once(msg, msg, entry=False)
 
 
 Name = collections.namedtuple("Name", "display_name category demangled")

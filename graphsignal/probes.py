@@ -12,7 +12,7 @@ call costs one C branch behind the Python call). Values of histograms,
 counters and profiles are non-negative integers; gauges take floats.
 """
 try:
-    from graphsignal import _gsnative
+    from graphsignal import _gsnative  # type: ignore[attr-defined]  # compiled: no stubs
 except ImportError:
     # A Python without (this version of) cffi: graphsignal-run's package as
     # seen from another interpreter. The same C code, through ctypes.

@@ -26,6 +26,7 @@ from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
 from graphsignal.payload import build_signals
+from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
 
@@ -177,7 +178,7 @@ def make_app(store, windows=None, host_guard=None, exposition=None):
             if not (raw.isascii() and raw.isdigit()):
                 return _json({"error": "window must be a whole number of seconds, got %r" % raw}, 400)
             seconds = int(raw)
-            limit = store.history.maxlen - 1
+            limit = store.history_seconds
             if not 1 <= seconds <= limit:
                 return _json({"error": "window must be between 1 and %d seconds, got %d" % (limit, seconds)}, 400)
             extra = {"window": windows(store, seconds)}
@@ -209,6 +210,7 @@ class ServerThread(threading.Thread):
         self.requested_port = port
         self.retry_seconds, self.retry_interval = retry_seconds, retry_interval
         self.on_error = on_error
+        self.reporter = Reporter(on_error=on_error)
         self.host_guard = host_guard
         self.handler = type("Handler", (QuietHandler,), {"timeout": idle_timeout})
         self.server = None
@@ -232,17 +234,12 @@ class ServerThread(threading.Thread):
                        if busy else "cannot serve /signals on %s:%d: %s" % (self.host, self.port, e))
                 if not warned:
                     warned = True
-                    logger.warning("graphsignal: %s", msg)
-                    if self.on_error:
-                        self.on_error(msg)
+                    self.reporter.say(msg)
                 if not busy or time.monotonic() >= deadline:
                     self.failed = msg
                     if busy:
-                        final = "gave up on port %d on %s: still in use; /signals is not served" % (
-                            self.port, self.host)
-                        logger.warning("graphsignal: %s", final)
-                        if self.on_error:
-                            self.on_error(final)
+                        self.reporter.say("gave up on port %d on %s: still in use; /signals is not served" % (
+                            self.port, self.host))
                     self.bound.set()
                     return
                 self._halt.wait(self.retry_interval)

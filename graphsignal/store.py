@@ -1,8 +1,17 @@
-"""The metric store: series keyed by (name, type, tags), errors, resources.
+"""The metric store: series keyed by (name, type, tags), errors, resources,
+and the per-second history of the series' cumulative states.
 
-Every source writes here (poller, telemetry, scraper, console); the server
-reads. One lock guards it; each series keeps its serialized JSON until it
-changes, so a /signals request re-serializes only what moved.
+Writers (the poller, sources, the console capture, the uploader's own
+counters) call the write methods below; each takes the store's lock, and
+batch() holds it over several writes that must land together. Readers
+(the payload, windows, the engine summary, /metrics, the uploader) call
+snapshot(): an immutable StoreSnapshot taken under the lock, read without
+it. Nothing outside this module touches the store's state; the series
+types (graphsignal.series) own their stats and window maths.
+
+A series keeps its immutable view (and its serialized JSON) until it
+changes, so a snapshot costs what changed since the last one, and a
+/signals request re-serializes only what moved.
 
 Units live in metric names; all timestamps are epoch nanoseconds.
 
@@ -23,22 +32,25 @@ import collections.abc
 import logging
 import threading
 import time
+import types
 
 import numpy as np
-import orjson
 
-from graphsignal import histo, kernel_names
+from graphsignal import histo
+from graphsignal.report import Reporter
+from graphsignal.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT, PROFILE,
+                                TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram, Profile, Series,
+                                SeriesView, SparseBins, bins_diff, dumps)
+
+__all__ = ["MetricStore", "StoreSnapshot", "HistoryView", "HistorySnapshot", "pick", "tags_key", "dumps",
+           "GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "Series", "Gauge", "Counter", "LogHistogram",
+           "BucketHistogram", "Profile", "SeriesView", "SparseBins", "DeltaBins", "bins_diff",
+           "CHECKPOINT_EVERY", "MAX_FRAMES", "MAX_FRAMES_KEPT"]
 
 logger = logging.getLogger("graphsignal")
 
-GAUGE = "gauge"
-COUNTER = "counter"
-HISTOGRAM = "histogram"
-PROFILE = "profile"
-
+NS = 1_000_000_000
 MAX_SERIES = 5000
-MAX_FRAMES = 250  # frames rendered per profile (the largest)
-MAX_FRAMES_KEPT = 20000  # frames kept per profile before new names are folded into "(other)"
 MAX_ERRORS = 100
 MAX_EXITED_KEPT = 32  # exited processes whose series stay apart; older ones are folded
 EXITED = "exited"  # process.pid of the series that exited processes are folded into
@@ -46,306 +58,69 @@ PER_PROCESS_TAGS = ("process.pid", "rank", "local_rank", "world_size")
 DROPPED_SERIES_METRIC = "graphsignal_dropped_series"
 FOLDED_METRIC = "graphsignal_folded_processes"
 _INTERNAL = (DROPPED_SERIES_METRIC, FOLDED_METRIC)  # exempt from the cap: they report it
-_JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
-
-
-def _json_safe(obj):
-    """obj with every int outside orjson's 64-bit range as a float (inf,
-    which JSON lacks, as None)."""
-    if isinstance(obj, int) and not isinstance(obj, bool):
-        if _INT_MIN <= obj <= _INT_MAX:
-            return obj
-        try:
-            return float(obj)
-        except OverflowError:
-            return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray) and obj.dtype == object:
-        return [_json_safe(v) for v in obj.tolist()]
-    return obj
-
-
-def dumps(obj):
-    """orjson.dumps that never fails on a number: integers beyond 64 bits
-    become floats (see the module doc)."""
-    try:
-        return orjson.dumps(obj, option=_JSON_OPT)
-    except orjson.JSONEncodeError:
-        return orjson.dumps(_json_safe(obj), option=_JSON_OPT)
 
 
 def tags_key(tags):
     return tuple(sorted((str(k), str(v)) for k, v in tags.items())) if tags else ()
 
 
-class Series:
-    __slots__ = ("name", "type", "tags", "updated_ns", "_json", "_head", "_changed")
-
-    def __init__(self, name, type_, tags):
-        self.name = name
-        self.type = type_
-        self.tags = dict(tags)
-        self.updated_ns = None
-        self._json = None
-        self._changed = True  # since the last history snapshot
-        # '{"name":..,"type":..,"tags":{..}' never changes: serialize it once
-        self._head = orjson.dumps({"name": name, "type": type_, "tags": self.tags})[:-1]
-
-    def touch(self, ts):
-        self.updated_ns = ts
-        self._json = None
-        self._changed = True
-
-    def stats(self):
-        raise NotImplementedError
-
-    def stats_json(self):
-        st = self.stats()
-        try:
-            return orjson.dumps(st, option=_JSON_OPT)
-        except orjson.JSONEncodeError:
-            return dumps(st)
-
-    def to_json(self):
-        if self._json is None:
-            self._json = b"".join((self._head, b',"stats":', self.stats_json(), b',"updated_ns":',
-                                   orjson.dumps(self.updated_ns), b"}"))
-        return self._json
-
-    def state(self):
-        """A copy of the cumulative state, for the per-second history."""
-        raise NotImplementedError
+def _payload_order(key):
+    return (key[0], key[2], key[1])
 
 
-class Gauge(Series):
-    __slots__ = ("value",)
-
-    def __init__(self, name, tags):
-        Series.__init__(self, name, GAUGE, tags)
-        self.value = None
-
-    def stats(self):
-        return {"value": self.value}
-
-    def stats_json(self):
-        try:
-            return b'{"value":' + orjson.dumps(self.value, option=_JSON_OPT) + b"}"
-        except orjson.JSONEncodeError:
-            return b'{"value":' + dumps(self.value) + b"}"
-
-    def state(self):
-        return self.value
-
-
-class Counter(Series):
-    __slots__ = ("total",)
-
-    def __init__(self, name, tags):
-        Series.__init__(self, name, COUNTER, tags)
-        self.total = None
-
-    def stats(self):
-        return {"total": self.total}
-
-    def stats_json(self):
-        try:
-            return b'{"total":' + orjson.dumps(self.total, option=_JSON_OPT) + b"}"
-        except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
-            return b'{"total":' + dumps(self.total) + b"}"
-
-    def state(self):
-        return self.total
+def pick(times, seconds):
+    """The one rule for "the last N seconds": indices (start, end) into
+    ascending snapshot times (epoch ns) spanning the last `seconds`. end is
+    the newest; start the one whose time is nearest to end - seconds (the
+    older on a tie), or the oldest when history is shorter. None without
+    any snapshot."""
+    if not times:
+        return None
+    end = len(times) - 1
+    target = times[end] - seconds * NS
+    i = bisect.bisect_left(times, target)
+    if i == 0:
+        return 0, end
+    if i > end:
+        return end, end
+    # times[i-1] < target <= times[i]
+    start = i if times[i] - target < target - times[i - 1] else i - 1
+    return start, end
 
 
-class Histogram(Series):
-    """Either log-linear bins accumulated here from raw values (probes,
-    exact count/sum/min/max), or explicit cumulative `le` buckets set from
-    a scrape (engines: min/max are not measured and stay null)."""
-
-    __slots__ = ("count", "sum", "min", "max", "bin_counts", "le", "le_counts", "_added", "_hist_bins")
-
-    def __init__(self, name, tags):
-        Series.__init__(self, name, HISTOGRAM, tags)
-        self.count = 0
-        self.sum = 0
-        self.min = None
-        self.max = None
-        self.bin_counts = None  # np.int64[histo.NBINS] for log-linear
-        self.le = None  # explicit bucket upper bounds (ascending, may end in inf)
-        self.le_counts = None  # per-bucket (non-cumulative) counts
-        self._added = []  # (bin indices, counts) added since the last history snapshot
-        self._hist_bins = None  # the bins of the last history snapshot (SparseBins / DeltaBins)
-
-    def add_bins(self, bins):
-        """Adds per-bin counts: a dense array over histo's bins, or
-        (bin indices, counts) of the bins hit."""
-        if self.bin_counts is None:
-            self.bin_counts = np.zeros(histo.NBINS, dtype=np.int64)
-        if isinstance(bins, tuple):
-            idx, counts = bins
-            np.add.at(self.bin_counts, idx, counts)
-        else:
-            self.bin_counts += bins
-            idx = np.flatnonzero(bins)
-            counts = bins[idx]
-        if idx.size:
-            self._added.append((np.asarray(idx, dtype=np.int64), np.asarray(counts, dtype=np.int64)))
-
-    def stats(self):
-        count = self.count
-        st = {"count": count, "sum": self.sum, "min": self.min, "max": self.max,
-              "mean": (self.sum / count) if count else None}
-        if self.bin_counts is not None:
-            nz = np.flatnonzero(self.bin_counts)
-            counts = self.bin_counts[nz]
-            q = histo.quantiles_loglinear(nz, counts, (0.5, 0.95, 0.99), self.min, self.max)
-            st.update(p50=q[0], p95=q[1], p99=q[2],
-                      bins=histo.BIN_UPPER[nz].tolist(), counts=counts.tolist())
-        elif self.le is not None:
-            q = histo.quantiles_buckets(self.le, self.le_counts, (0.5, 0.95, 0.99))
-            st.update(p50=q[0], p95=q[1], p99=q[2],
-                      bins=[b if b != float("inf") else None for b in self.le],
-                      counts=list(self.le_counts))
-        else:
-            st.update(p50=None, p95=None, p99=None, bins=[], counts=[])
-        return st
-
-    def state(self):
-        if self.bin_counts is not None:
-            prev, added, self._added = self._hist_bins, self._added, []
-            if prev is None or prev.depth >= CHECKPOINT_EVERY:
-                bins = SparseBins.of(self.bin_counts)
-            else:
-                # only the bins hit since the previous snapshot (a busy histogram hits a few a
-                # second; its cumulative non-empty bins can be hundreds)
-                idx = np.concatenate([a for a, _ in added]) if added else np.zeros(0, dtype=np.int64)
-                cnt = np.concatenate([c for _, c in added]) if added else np.zeros(0, dtype=np.int64)
-                uniq, inv = np.unique(idx, return_inverse=True)
-                bins = DeltaBins(prev, uniq.astype(np.uint16), np.bincount(inv.reshape(-1), weights=cnt,
-                                                                           minlength=uniq.size).astype(np.int64))
-            self._hist_bins = bins
-            return (self.count, self.sum, bins)
-        return (self.count, self.sum, None if self.le_counts is None else (tuple(self.le), tuple(self.le_counts)))
-
-
-CHECKPOINT_EVERY = 64  # history states of a histogram between two full copies of its bins
-
-
-class SparseBins:
-    """A histogram's cumulative log-linear bin counts as kept in the
-    history: only the bins that are not empty (of 1920). Every
-    CHECKPOINT_EVERY-th state of a histogram is one of these; the states in
-    between are DeltaBins."""
-
-    __slots__ = ("idx", "counts")
-    depth = 0
-    base = None
-
-    def __init__(self, idx, counts):
-        self.idx, self.counts = idx, counts
-
-    @classmethod
-    def of(cls, dense):
-        nz = np.flatnonzero(dense)
-        return cls(nz.astype(np.uint16), dense[nz].copy())
-
-    def dense(self):
-        out = np.zeros(histo.NBINS, dtype=np.int64)
-        out[self.idx] = self.counts
-        return out
-
-
-class DeltaBins:
-    """Cumulative bins as the previous state's plus the bins hit since
-    (packed in one bytes object: uint16 bin indices, then int64 counts)."""
-
-    __slots__ = ("base", "_packed", "depth")
-
-    def __init__(self, base, idx, counts):
-        self.base = base
-        self._packed = idx.astype("<u2").tobytes() + counts.astype("<i8").tobytes()
-        self.depth = base.depth + 1
-
-    @property
-    def idx(self):
-        return np.frombuffer(self._packed, dtype="<u2", count=len(self._packed) // 10)
-
-    @property
-    def counts(self):
-        n = len(self._packed) // 10
-        return np.frombuffer(self._packed, dtype="<i8", count=n, offset=2 * n)
-
-    def dense(self):
-        out = self.base.dense()
-        np.add.at(out, self.idx, self.counts)
-        return out
-
-
-def bins_diff(cur, prev):
-    """Dense bins(cur) - bins(prev) for two states of one histogram (prev
-    may be None: since start)."""
-    # the common case, a short window: prev is an ancestor of cur, so the
-    # difference is the deltas in between
-    out = np.zeros(histo.NBINS, dtype=np.int64)
-    b = cur
-    while b is not None and b is not prev and isinstance(b, DeltaBins):
-        np.add.at(out, b.idx, b.counts)
-        b = b.base
-    if b is prev:
-        return out
-    out += b.dense()  # b: a checkpoint (prev is older or unrelated)
-    if prev is not None:
-        out -= prev.dense()
-    return out
-
-
-class Profile(Series):
-    """Cumulative value and samples per named frame."""
-
-    __slots__ = ("frames", "max_frames")
-
-    def __init__(self, name, tags, max_frames=MAX_FRAMES):
-        Series.__init__(self, name, PROFILE, tags)
-        self.frames = {}  # name -> [value, samples]
-        self.max_frames = max_frames
-
-    def add(self, frame, value, samples):
-        f = self.frames.get(frame)
-        if f is None:
-            if len(self.frames) >= MAX_FRAMES_KEPT:
-                frame = "(other)"
-                f = self.frames.get(frame)
-            if f is None:
-                f = self.frames[frame] = [0, 0]
-        f[0] += value
-        f[1] += samples
-
-    def stats(self):
-        items = sorted(self.frames.items(), key=lambda kv: kv[1][0], reverse=True)[: self.max_frames]
-        frames = [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]
-        return {"frames": kernel_names.annotate(self.name, frames)}  # kernels: + display_name, category
-
-    def state(self):
-        return {k: (v[0], v[1]) for k, v in self.frames.items()}
-
-
-_TYPES = {GAUGE: Gauge, COUNTER: Counter, HISTOGRAM: Histogram, PROFILE: Profile}
-
+# -- the per-second history ---------------------------------------------------------
 _MISSING = object()
 _GONE = object()  # the series was removed at this snapshot
+
+
+class _Track:
+    """One series' changes: the snapshot numbers (ascending) at which its
+    state changed, and those states. Appended in place (states first, so a
+    reader that finds a number finds its state); replaced, never cut, when
+    old changes are forgotten, so a view taken earlier keeps reading the
+    lists it had."""
+
+    __slots__ = ("kind", "seqs", "states")
+
+    def __init__(self, kind, seqs, states):
+        self.kind, self.seqs, self.states = kind, seqs, states
+
+    def at(self, seq):
+        n = bisect.bisect_right(self.seqs, seq)
+        if n == 0:
+            return _MISSING
+        st = self.states[n - 1]
+        return _MISSING if st is _GONE else st
 
 
 class History:
     """The per-second snapshots of every series' cumulative state, kept as
     changes: a snapshot stores a series' state only if it changed since the
     previous snapshot, so an idle series costs nothing per second (4,900
-    idle histograms used to cost 75 MB a second). Reads look like a deque
-    of (ts_ns, snapshot) where a snapshot is a read-only mapping
-    {series key: state}, the shape windows and the engine summary read.
+    idle histograms used to cost 75 MB a second). Written under the store's
+    lock; read through view() (a HistoryView), which needs no lock: the
+    dictionaries a view holds are copied before the next change to them
+    (copy on write), and the lists it reads only grow past its end.
 
     Memory: one entry per (series, second in which it changed), for at
     most `maxlen` snapshots; histogram states keep only their non-empty
@@ -354,33 +129,41 @@ class History:
     def __init__(self, maxlen):
         self.maxlen = maxlen
         self._times = collections.deque(maxlen=maxlen)  # (seq, ts)
-        self._seqs = {}  # key -> [seq, ...] ascending: the snapshots at which it changed
-        self._states = {}  # key -> [state, ...] (parallel to _seqs); _GONE once removed
-        self._by_name = {}  # name -> set of keys
+        self._tracks = {}  # key -> _Track
+        self._by_name = {}  # name -> frozenset of keys
+        self._shared = False  # a view holds _tracks and _by_name: copy them before changing them
         self._seq = 0
         self._trimmed_to = 0
 
     # -- writing (under the store's lock) ------------------------------------
+    def _own(self):
+        if self._shared:
+            self._tracks = dict(self._tracks)
+            self._by_name = dict(self._by_name)
+            self._shared = False
+
     def begin(self):
         self._seq += 1
         return self._seq
 
-    def record(self, key, seq, state):
-        seqs = self._seqs.get(key)
-        if seqs is None:
-            self._seqs[key] = [seq]
-            self._states[key] = [state]
-            self._by_name.setdefault(key[0], set()).add(key)
-        elif seqs[-1] == seq:
-            self._states[key][-1] = state
+    def record(self, key, seq, state, kind):
+        t = self._tracks.get(key)
+        if t is None:
+            self._own()
+            self._tracks[key] = _Track(kind, [seq], [state])
+            self._by_name[key[0]] = self._by_name.get(key[0], frozenset()) | {key}
+        elif t.seqs[-1] == seq:
+            t.states[-1] = state  # a snapshot no view can see yet (seq is not committed)
         else:
-            seqs.append(seq)
-            self._states[key].append(state)
+            t.kind = kind
+            t.states.append(state)
+            t.seqs.append(seq)
 
     def removed(self, key):
         """The series is gone from the next snapshot on."""
-        if key in self._seqs:
-            self.record(key, self._seq + 1, _GONE)
+        t = self._tracks.get(key)
+        if t is not None:
+            self.record(key, self._seq + 1, _GONE, t.kind)
 
     def commit(self, seq, ts):
         self._times.append((seq, ts))
@@ -391,86 +174,146 @@ class History:
         """Forgets changes older than the oldest snapshot, keeping the last
         of them (the state at that snapshot)."""
         self._trimmed_to = oldest
-        for key in list(self._seqs):
-            seqs = self._seqs[key]
+        self._own()
+        for key, t in list(self._tracks.items()):
+            seqs = t.seqs
             if seqs[0] >= oldest:
                 continue
             i = bisect.bisect_right(seqs, oldest) - 1  # the state at `oldest`
-            if i > 0:
-                del seqs[:i]
-                del self._states[key][:i]
-            if len(seqs) == 1 and self._states[key][0] is _GONE:
-                del self._seqs[key], self._states[key]
-                names = self._by_name.get(key[0])
-                if names is not None:
-                    names.discard(key)
-                    if not names:
-                        del self._by_name[key[0]]
+            if len(seqs) - i == 1 and t.states[-1] is _GONE:
+                del self._tracks[key]
+                names = self._by_name.get(key[0], frozenset()) - {key}
+                if names:
+                    self._by_name[key[0]] = names
+                else:
+                    self._by_name.pop(key[0], None)
+            elif i > 0:
+                self._tracks[key] = _Track(t.kind, seqs[i:], t.states[i:])
 
-    # -- reading -------------------------------------------------------------
-    def state_at(self, key, seq):
-        seqs = self._seqs.get(key)
-        if not seqs or seqs[0] > seq:
-            return _MISSING
-        states = self._states[key]
-        if seqs[-1] <= seq:
-            st = states[-1]
-        else:
-            st = states[bisect.bisect_right(seqs, seq) - 1]
-        return _MISSING if st is _GONE else st
+    # -- reading ---------------------------------------------------------------
+    def view(self):
+        self._shared = True
+        return HistoryView(tuple(self._times), self._tracks, self._by_name, self.maxlen)
 
-    def changes(self, key, seq_lo, seq_hi):
-        """[(seq, state)] of the changes with seq_lo < seq <= seq_hi (state
-        None: the series was removed)."""
-        seqs = self._seqs.get(key)
-        if not seqs:
-            return []
-        i = bisect.bisect_right(seqs, seq_lo)
-        j = bisect.bisect_right(seqs, seq_hi)
-        states = self._states[key]
-        return [(seqs[k], None if states[k] is _GONE else states[k]) for k in range(i, j)]
+    def entries(self, key=None):
+        """Changes kept (of one series, or all): the history's memory."""
+        if key is not None:
+            t = self._tracks.get(key)
+            return len(t.seqs) if t is not None else 0
+        return sum(len(t.seqs) for t in self._tracks.values())
 
-    def keys_named(self, name):
-        return list(self._by_name.get(name, ()))
+    def keys(self):
+        return list(self._tracks)
+
+    def states(self, key):
+        """The states kept of one series, oldest first."""
+        t = self._tracks.get(key)
+        return list(t.states) if t is not None else []
 
     def __len__(self):
         return len(self._times)
 
     def __iter__(self):
-        return iter([(ts, Snapshot(self, seq)) for seq, ts in list(self._times)])
+        return iter(self.view())
 
     def __getitem__(self, i):
-        seq, ts = self._times[i]
-        return ts, Snapshot(self, seq)
+        return self.view()[i]
 
     def __reversed__(self):
-        return iter([(ts, Snapshot(self, seq)) for seq, ts in reversed(list(self._times))])
+        return reversed(self.view())
 
 
-class Snapshot(collections.abc.Mapping):
+class HistoryView(collections.abc.Sequence):
+    """The history as of one store snapshot: a sequence of (ts_ns,
+    HistorySnapshot), oldest first. Immutable."""
+
+    __slots__ = ("_times", "_tracks", "_by_name", "max_snapshots", "times")
+
+    def __init__(self, times, tracks, by_name, max_snapshots):
+        self._times = times  # ((seq, ts), ...)
+        self._tracks = tracks
+        self._by_name = by_name
+        self.max_snapshots = max_snapshots
+        self.times = tuple(ts for _, ts in times)
+
+    @property
+    def max_seconds(self):
+        """The longest window it can ever span."""
+        return self.max_snapshots - 1
+
+    def __len__(self):
+        return len(self._times)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._times)))]
+        seq, ts = self._times[i]
+        return ts, HistorySnapshot(self, seq)
+
+    def __iter__(self):
+        return iter([(ts, HistorySnapshot(self, seq)) for seq, ts in self._times])
+
+    def __reversed__(self):
+        return iter([(ts, HistorySnapshot(self, seq)) for seq, ts in reversed(self._times)])
+
+    def span(self, seconds):
+        """(start, end) indices of the last `seconds` (see pick), or None."""
+        return pick(self.times, seconds)
+
+    def kind(self, key):
+        """The series type of key's states (graphsignal.series), or None."""
+        t = self._tracks.get(key)
+        return t.kind if t is not None else None
+
+    def runs(self, key, start, end):
+        """[(state, snapshots it held for)] of key between snapshots start
+        and end (indices, both included); a state of None: not there."""
+        lo, hi = self._times[start][0], self._times[end][0]
+        t = self._tracks.get(key)
+        if t is None:
+            return [(None, hi - lo + 1)]
+        st = t.at(lo)
+        seq, v = lo, (None if st is _MISSING else st)
+        runs = []
+        seqs, states = t.seqs, t.states
+        for k in range(bisect.bisect_right(seqs, lo), bisect.bisect_right(seqs, hi)):
+            runs.append((v, seqs[k] - seq))
+            seq, v = seqs[k], (None if states[k] is _GONE else states[k])
+        runs.append((v, hi - seq + 1))
+        return runs
+
+    def _state_at(self, key, seq):
+        t = self._tracks.get(key)
+        return _MISSING if t is None else t.at(seq)
+
+    def _keys_named(self, name):
+        return self._by_name.get(name, ())
+
+
+class HistorySnapshot(collections.abc.Mapping):
     """{series key: cumulative state} as of one history snapshot."""
 
-    __slots__ = ("history", "seq")
+    __slots__ = ("view", "seq")
 
-    def __init__(self, history, seq):
-        self.history, self.seq = history, seq
+    def __init__(self, view, seq):
+        self.view, self.seq = view, seq
 
     def __getitem__(self, key):
-        st = self.history.state_at(key, self.seq)
+        st = self.view._state_at(key, self.seq)
         if st is _MISSING:
             raise KeyError(key)
         return st
 
     def get(self, key, default=None):
-        st = self.history.state_at(key, self.seq)
+        st = self.view._state_at(key, self.seq)
         return default if st is _MISSING else st
 
     def __contains__(self, key):
-        return self.history.state_at(key, self.seq) is not _MISSING
+        return self.view._state_at(key, self.seq) is not _MISSING
 
     def __iter__(self):
-        h, seq = self.history, self.seq
-        return iter([k for k in list(h._seqs) if h.state_at(k, seq) is not _MISSING])
+        seq = self.seq
+        return iter([k for k, t in self.view._tracks.items() if t.at(seq) is not _MISSING])
 
     def __len__(self):
         return sum(1 for _ in self)
@@ -479,58 +322,143 @@ class Snapshot(collections.abc.Mapping):
         """[(key, state)] of the series with one of these names."""
         out = []
         for name in names:
-            for key in self.history.keys_named(name):
-                st = self.history.state_at(key, self.seq)
+            for key in self.view._keys_named(name):
+                st = self.view._state_at(key, self.seq)
                 if st is not _MISSING:
                     out.append((key, st))
         return out
 
     def has_name(self, name):
-        return any(self.history.state_at(k, self.seq) is not _MISSING for k in self.history.keys_named(name))
+        return any(self.view._state_at(k, self.seq) is not _MISSING for k in self.view._keys_named(name))
+
+
+# -- snapshots ----------------------------------------------------------------------
+class StoreSnapshot:
+    """The store at one moment, immutable, read without the store's lock.
+
+    taken_ns: when (epoch ns); start_ns: when the store began; context:
+    {key: value}; errors: the kept error entries (dicts), oldest first;
+    errors_total: entries ever added; resources: resource dicts in payload
+    order; series: SeriesViews in payload order (name, tags, type);
+    encoded: their JSON (bytes) when taken with encode=True, without any
+    that could not be serialized; history: the HistoryView."""
+
+    __slots__ = ("taken_ns", "start_ns", "context", "errors", "errors_total", "resources", "series", "encoded",
+                 "history")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a StoreSnapshot is immutable")
+
+    def named(self, names):
+        """The series with one of these names, in the order they were made."""
+        return sorted((v for v in self.series if v.name in names), key=lambda v: v.created)
+
+
+class _Meta:
+    """Frozen copies of the store's errors and resources, remade after they
+    change."""
+
+    __slots__ = ("errors", "resources")
+
+    def __init__(self, errors, resources):
+        self.errors = tuple(dict(e) for e in errors)
+        self.resources = tuple(dict(r, attributes=dict(r["attributes"]), tags=dict(r["tags"]))
+                               for r in sorted(resources.values(),
+                                               key=lambda r: (r["kind"], sorted(r["tags"].items()))))
 
 
 class MetricStore:
     def __init__(self, max_series=MAX_SERIES, max_frames=MAX_FRAMES, clock=time.time_ns,
                  history_seconds=600):
-        self.lock = threading.RLock()
+        self._lock = threading.RLock()
         self.clock = clock
         self.max_series = max_series
         self.max_frames = max_frames
-        self.series = {}  # (name, type, tags_key) -> Series
-        self.series_dropped = 0
-        self.errors = collections.deque(maxlen=MAX_ERRORS)
-        self.errors_total = 0
-        self.resources = {}  # (kind, tags_key) -> dict
-        self.context = {}
+        self.history_seconds = history_seconds
         self.start_ns = clock()
-        self.history = History(history_seconds + 1)  # (ts_ns, {key: state}) once a second
-        self._warned_cap = False
+        self._series = {}  # (name, type, tags_key) -> Series
+        self._series_dropped = 0
+        self._errors = collections.deque(maxlen=MAX_ERRORS)
+        self._errors_total = 0
+        self._resources = {}  # (kind, tags_key) -> dict
+        self._context = {}
+        self._meta = None  # _Meta, or None once errors, resources or context changed
+        self._history = History(history_seconds + 1)  # (ts_ns, {key: state}) once a second
+        self._reporter = Reporter(self, {"source": "store"})
+        self._created = 0  # series made so far (a view's `created`)
         self._order = None  # series in payload order, rebuilt when series come or go
+        self._views = None  # their views, parallel to _order
+        self._encoded = None  # their JSON (None: not serialized yet, False: left out), parallel to _order
+        self._left = 0  # False entries in _encoded
+        self._pos = None  # id(series) -> index in _order
+        self._todo = []  # indices whose JSON is None
+        self._stale = set()  # series changed since their view was taken (Series.touch adds)
         self.last_read_ns = None  # when /signals was last served (see prerender)
         self._by_pid = {}  # process.pid tag -> set of series keys
         self._exited = collections.OrderedDict()  # pids that exited, oldest first (not folded yet)
-        self._unserializable = set()  # keys left out of the payload (one error entry each)
+
+    # -- white-box views (tests, debugging; readers use snapshot()) ---------------
+    @property
+    def series(self):
+        """{key: live Series}, read-only."""
+        return types.MappingProxyType(self._series)
+
+    @property
+    def errors(self):
+        return tuple(self._errors)
+
+    @property
+    def errors_total(self):
+        return self._errors_total
+
+    @property
+    def series_dropped(self):
+        return self._series_dropped
+
+    @property
+    def resources(self):
+        return types.MappingProxyType(self._resources)
+
+    @property
+    def context(self):
+        """The payload's `context` dict (writers: set_context)."""
+        return self._context
+
+    @property
+    def history(self):
+        return self._history
+
+    def batch(self):
+        """Holds the store's lock over several writes (readers see all of
+        them or none)."""
+        return self._lock
 
     # -- series --------------------------------------------------------------
-    def get(self, name, type_, tags=None):
-        """The series for (name, type, tags), created on first use; None
-        when the series cap is reached (counted in graphsignal_dropped_series,
-        the first one also an error entry). Series of exited processes are
-        folded first, so they never crowd out live ones."""
+    def get(self, name, type_, tags=None, kind=None):
+        """The series for (name, type, tags), created on first use (as
+        `kind`, a graphsignal.series type; default: the type's usual kind);
+        None when the series cap is reached (counted in
+        graphsignal_dropped_series, the first one also an error entry).
+        Series of exited processes are folded first, so they never crowd
+        out live ones. Call under the lock."""
         key = (name, type_, tags_key(tags))
-        s = self.series.get(key)
+        s = self._series.get(key)
         if s is None:
-            if len(self.series) >= self.max_series and name not in _INTERNAL:
+            if len(self._series) >= self.max_series and name not in _INTERNAL:
                 if self._exited:
                     self._fold(list(self._exited))
-                if len(self.series) >= self.max_series:
+                if len(self._series) >= self.max_series:
                     self._refuse(name, tags)
                     return None
-            if type_ == PROFILE:
-                s = Profile(name, tags or {}, self.max_frames)
-            else:
-                s = _TYPES[type_](name, tags or {})
-            self.series[key] = s
+            cls = kind or TYPES[type_]
+            s = cls(name, tags or {}, self.max_frames) if cls is Profile else cls(name, tags or {})
+            s.bind(self._stale, self._created)
+            self._created += 1
+            self._series[key] = s
             self._order = None
             pid = s.tags.get("process.pid")
             if pid is not None:
@@ -538,21 +466,18 @@ class MetricStore:
         return s
 
     def _refuse(self, name, tags):
-        self.series_dropped += 1
+        self._series_dropped += 1
         s = self.get(DROPPED_SERIES_METRIC, COUNTER, {})
-        s.total = self.series_dropped
+        s.total = self._series_dropped
         s.touch(self.clock())
-        if not self._warned_cap:
-            self._warned_cap = True
-            msg = ("series cap of %d reached; new series are dropped and counted in %s (first: %s %s)"
-                   % (self.max_series, DROPPED_SERIES_METRIC, name, dict(tags or {})))
-            logger.warning("graphsignal: %s", msg)
-            self.add_error("warning", msg, tags={"source": "store"})
+        if not self._reporter.said("cap"):
+            self._reporter.once("cap", "series cap of %d reached; new series are dropped and counted in %s (first: "
+                                "%s %s)" % (self.max_series, DROPPED_SERIES_METRIC, name, dict(tags or {})))
 
     # -- processes that exited ------------------------------------------------
     def pids(self):
         """process.pid tag values that have series (exited ones included)."""
-        with self.lock:
+        with self._lock:
             return [p for p in self._by_pid if p != EXITED]
 
     def process_exited(self, pid):
@@ -560,7 +485,7 @@ class MetricStore:
         MAX_EXITED_KEPT exited processes), then fold into process.pid
         "exited" (see the module doc)."""
         pid = str(pid)
-        with self.lock:
+        with self._lock:
             if pid == EXITED or pid in self._exited or pid not in self._by_pid:
                 return
             self._exited[pid] = True
@@ -572,28 +497,30 @@ class MetricStore:
         for pid in pids:
             self._exited.pop(pid, None)
             for key in list(self._by_pid.pop(pid, ())):
-                src = self.series.pop(key, None)
+                src = self._series.pop(key, None)
                 if src is None:
                     continue
-                self.history.removed(key)
+                self._history.removed(key)
                 self._order = None
                 if src.type == GAUGE:
                     continue  # the last reading of a process that is gone means nothing now
                 tags = {k: v for k, v in src.tags.items() if k not in PER_PROCESS_TAGS}
                 tags["process.pid"] = EXITED
-                dst = self.get(src.name, src.type, tags)
+                dst = self.get(src.name, src.type, tags, type(src))
                 if dst is None:
                     continue
-                _merge(dst, src)
+                if type(dst) is type(src):
+                    dst.merge(src)
                 dst.touch(ts)
-            for rkey in [k for k, r in self.resources.items() if r["tags"].get("process.pid") == pid]:
-                del self.resources[rkey]
+            for rkey in [k for k, r in self._resources.items() if r["tags"].get("process.pid") == pid]:
+                del self._resources[rkey]
+                self._meta = None
             s = self.get(FOLDED_METRIC, COUNTER, {})
             s.total = (s.total or 0) + 1
             s.touch(ts)
 
     def set_gauge(self, name, tags, value, ts=None):
-        with self.lock:
+        with self._lock:
             s = self.get(name, GAUGE, tags)
             if s is not None:
                 s.value = value
@@ -601,14 +528,14 @@ class MetricStore:
 
     def set_counter(self, name, tags, total, ts=None):
         """Sets a counter's cumulative total (sources that read totals)."""
-        with self.lock:
+        with self._lock:
             s = self.get(name, COUNTER, tags)
             if s is not None:
                 s.total = total
                 s.touch(ts or self.clock())
 
     def add_counter(self, name, tags, delta, ts=None):
-        with self.lock:
+        with self._lock:
             s = self.get(name, COUNTER, tags)
             if s is not None:
                 s.total = (s.total or 0) + delta
@@ -616,7 +543,7 @@ class MetricStore:
 
     def add_profile(self, name, tags, frames, ts=None):
         """frames: iterable of (frame, value, samples) to add."""
-        with self.lock:
+        with self._lock:
             s = self.get(name, PROFILE, tags)
             if s is not None:
                 for frame, value, samples in frames:
@@ -625,7 +552,7 @@ class MetricStore:
 
     def ensure_profile(self, name, tags, ts=None):
         """An empty profile is a measured zero (e.g. no graphs launched)."""
-        with self.lock:
+        with self._lock:
             s = self.get(name, PROFILE, tags)
             if s is not None and s.updated_ns is None:
                 s.touch(ts or self.clock())
@@ -644,58 +571,62 @@ class MetricStore:
         """Accumulates pre-aggregated values: count, sum, min, max and
         per-bin counts over histo's log-linear bins (a dense array, or
         (bin indices, counts) of the bins hit)."""
-        with self.lock:
-            s = self.get(name, HISTOGRAM, tags)
-            if s is None:
+        with self._lock:
+            s = self.get(name, HISTOGRAM, tags, LogHistogram)
+            if s is None or not isinstance(s, LogHistogram):
                 return
-            s.count += count
-            s.sum += total
-            if vmin is not None:
-                s.min = vmin if s.min is None else min(s.min, vmin)
-            if vmax is not None:
-                s.max = vmax if s.max is None else max(s.max, vmax)
-            s.add_bins(bin_counts)
+            s.add(count, total, vmin, vmax, bin_counts)
             s.touch(ts or self.clock())
 
     def set_histogram_buckets(self, name, tags, count, total, le, cumulative, ts=None):
         """Sets a histogram from cumulative `le` buckets (Prometheus)."""
-        per = [c - p for c, p in zip(cumulative, [0] + list(cumulative[:-1]))]
-        with self.lock:
-            s = self.get(name, HISTOGRAM, tags)
-            if s is not None:
-                s.count, s.sum = count, total
-                s.le, s.le_counts = list(le), per
+        with self._lock:
+            s = self.get(name, HISTOGRAM, tags, BucketHistogram)
+            if s is not None and isinstance(s, BucketHistogram):
+                s.set(count, total, le, cumulative)
                 s.touch(ts or self.clock())
 
     def remove(self, name, type_, tags=None):
-        with self.lock:
+        with self._lock:
             key = (name, type_, tags_key(tags))
-            s = self.series.pop(key, None)
+            s = self._series.pop(key, None)
             if s is not None:
-                self.history.removed(key)
+                self._history.removed(key)
                 keys = self._by_pid.get(s.tags.get("process.pid"))
                 if keys is not None:
                     keys.discard(key)
             self._order = None
 
-    # -- errors and resources ------------------------------------------------
+    def lookup(self, name, type_=None, tags=None):
+        """The live series with this name (and type, and tags containing
+        `tags`): for tests and tools; readers use snapshot()."""
+        with self._lock:
+            out = []
+            for (n, t, _), s in self._series.items():
+                if n == name and (type_ is None or t == type_) and \
+                        all(s.tags.get(k) == v for k, v in (tags or {}).items()):
+                    out.append(s)
+            return out
+
+    # -- errors, resources, context ---------------------------------------------
     def add_error(self, level, message, exception=None, tags=None, ts=None):
         """Keeps the latest MAX_ERRORS entries; a repeat of the latest entry
         with the same text is counted instead of stored again (and is
         current again if it had been resolved)."""
         ts = ts or self.clock()
-        with self.lock:
-            self.errors_total += 1
+        with self._lock:
+            self._errors_total += 1
+            self._meta = None
             tags = {str(k): str(v) for k, v in (tags or {}).items()}
-            for e in reversed(self.errors):
+            for e in reversed(self._errors):
                 if e["message"] == message and e["exception"] == exception and e["level"] == level \
                         and e["tags"] == tags:
                     e["count"] += 1
                     e["last_ns"] = ts
                     e["resolved_ns"] = None
                     return
-            self.errors.append({"level": level, "message": message, "exception": exception, "tags": tags,
-                                "timestamp_ns": ts, "last_ns": ts, "count": 1, "resolved_ns": None})
+            self._errors.append({"level": level, "message": message, "exception": exception, "tags": tags,
+                                 "timestamp_ns": ts, "last_ns": ts, "count": 1, "resolved_ns": None})
 
     def resolve_errors(self, tags, ts=None):
         """Marks the unresolved entries whose tags are exactly `tags` as
@@ -706,112 +637,129 @@ class MetricStore:
         ts = ts or self.clock()
         want = {str(k): str(v) for k, v in tags.items()}
         n = 0
-        with self.lock:
-            for e in self.errors:
+        with self._lock:
+            for e in self._errors:
                 if e.get("resolved_ns") is None and e["tags"] == want:
                     e["resolved_ns"] = ts
                     n += 1
+            if n:
+                self._meta = None
         return n
 
     def set_resource(self, kind, tags, attributes, ts=None):
         ts_s = int((ts or self.clock()) // 1_000_000_000)
-        with self.lock:
+        with self._lock:
             key = (kind, tags_key(tags))
-            r = self.resources.get(key)
+            r = self._resources.get(key)
             if r is None:
-                r = self.resources[key] = {"kind": kind, "tags": dict(tags or {}), "attributes": {},
-                                           "first_seen_ts": ts_s, "last_seen_ts": ts_s}
+                r = self._resources[key] = {"kind": kind, "tags": dict(tags or {}), "attributes": {},
+                                            "first_seen_ts": ts_s, "last_seen_ts": ts_s}
             r["attributes"].update({str(k): v for k, v in attributes.items()})
             r["last_seen_ts"] = ts_s
+            self._meta = None
 
-    # -- snapshots -----------------------------------------------------------
+    def set_context(self, **values):
+        """Adds keys to the payload's `context`."""
+        with self._lock:
+            self._context.update(values)
+
+    # -- the clock's work (graphsignal.sidecar.clock) ----------------------------
     def take_history(self, ts=None):
-        """Appends a snapshot of every series' cumulative state (called
-        once a second by the poller); windows are differences of two.
+        """Appends a snapshot of every series' cumulative state (once a
+        second, by the sidecar's clock); windows are differences of two.
         Only series that changed since the previous snapshot are copied."""
         ts = ts or self.clock()
-        with self.lock:
-            h = self.history
+        with self._lock:
+            h = self._history
             seq = h.begin()
-            for key, s in self.series.items():
-                if s._changed:
-                    s._changed = False
-                    h.record(key, seq, s.state())
+            for key, s in self._series.items():
+                if s.take_changed():
+                    h.record(key, seq, s.history_state(), type(s))
             h.commit(seq, ts)
 
     def prerender(self, active_window_ns=60_000_000_000):
         """Serializes the series that changed, off the request path (the
-        poller calls this every cycle), but only while someone has read
-        /signals recently: an unread sidecar spends nothing on JSON."""
+        sidecar's clock calls this every cycle), but only while someone has
+        read /signals recently: an unread sidecar spends nothing on JSON.
+        Returns how many were serialized."""
         last = self.last_read_ns
         if last is None or self.clock() - last > active_window_ns:
             return 0
-        n = 0
-        with self.lock:
-            for s in self.series.values():
-                if s._json is None:
-                    s.to_json()
-                    n += 1
-        return n
+        with self._lock:
+            return self._refresh(True)
+
+    # -- reading -----------------------------------------------------------------
+    def _refresh(self, encode):
+        """Brings the views (and, with encode, their JSON) up to date with
+        the series; returns how many series were serialized."""
+        if self._order is None:
+            keys = sorted(self._series, key=_payload_order)
+            self._order = [self._series[k] for k in keys]
+            self._pos = {id(s): i for i, s in enumerate(self._order)}
+            self._views = [s.view() for s in self._order]
+            self._encoded = [None] * len(self._order)
+            self._left = 0
+            self._todo = list(range(len(self._order)))
+            self._stale.clear()
+        elif self._stale:
+            order, views, enc, stale = self._order, self._views, self._encoded, self._stale
+            if 4 * len(stale) >= len(order):
+                # most changed (telemetry re-sets everything each second): one pass in
+                # payload order walks memory in order, and the JSON below follows it
+                changed = [i for i, s in enumerate(order) if s in stale]
+            else:
+                pos = self._pos
+                changed = sorted(pos[id(s)] for s in stale if id(s) in pos)
+            stale.clear()
+            todo = self._todo
+            for i in changed:
+                views[i] = order[i].view()
+                e = enc[i]
+                if e is not None:  # None: not serialized yet, already to do
+                    if e is False:
+                        self._left -= 1
+                    enc[i] = None
+                    todo.append(i)
+        if not encode or not self._todo:
+            return 0
+        enc, views = self._encoded, self._views
+        todo, self._todo = self._todo, []
+        for i in todo:
+            v = views[i]
+            try:
+                enc[i] = v.encoded()
+            except Exception as ex:
+                enc[i] = False  # left out (until it changes)
+                self._left += 1
+                self._left_out(v, ex)
+        return len(todo)
+
+    def snapshot(self, encode=False):
+        """The store as it is now (a StoreSnapshot). encode: also the
+        series' JSON (a series that cannot be serialized is left out, with
+        one error entry); this counts as a read of /signals (see
+        prerender)."""
+        with self._lock:
+            self._refresh(encode)
+            if encode:
+                self.last_read_ns = self.clock()
+            meta = self._meta
+            if meta is None:
+                meta = self._meta = _Meta(self._errors, self._resources)
+            return StoreSnapshot(
+                taken_ns=self.clock(), start_ns=self.start_ns, context=types.MappingProxyType(dict(self._context)),
+                errors=meta.errors,
+                errors_total=self._errors_total, resources=meta.resources, series=tuple(self._views),
+                encoded=(tuple(self._encoded) if not self._left else tuple(e for e in self._encoded if e))
+                if encode else None, history=self._history.view())
 
     def metrics_json(self):
-        """Serialized series in (name, tags) order. A series that cannot be
-        serialized is left out, with one error entry."""
-        with self.lock:
-            self.last_read_ns = self.clock()
-            if self._order is None:
-                keys = sorted(self.series, key=lambda k: (k[0], k[2], k[1]))
-                self._order = [self.series[k] for k in keys]
-            try:
-                return [s.to_json() for s in self._order]
-            except Exception:
-                pass
-            out = []
-            for s in self._order:
-                try:
-                    out.append(s.to_json())
-                except Exception as e:
-                    self._left_out(s, e)
-            return out
+        """Serialized series in payload order (name, tags, type)."""
+        return list(self.snapshot(encode=True).encoded)
 
     def _left_out(self, s, e):
         key = (s.name, s.type, tags_key(s.tags))
-        if key in self._unserializable:
-            return
-        self._unserializable.add(key)
-        msg = "series %s %s cannot be serialized (%s: %s); it is left out of the payload" % (
-            s.name, s.tags, type(e).__name__, e)
-        logger.warning("graphsignal: %s", msg)
-        self.add_error("error", msg, tags={"source": "store"})
-
-    def lookup(self, name, type_=None, tags=None):
-        """Series with this name (and type, and tags containing `tags`)."""
-        with self.lock:
-            out = []
-            for (n, t, _), s in self.series.items():
-                if n == name and (type_ is None or t == type_) and \
-                        all(s.tags.get(k) == v for k, v in (tags or {}).items()):
-                    out.append(s)
-            return out
-
-
-def _merge(dst, src):
-    """Adds src's cumulative values into dst (same name and type)."""
-    if dst.type == COUNTER:
-        if src.total is not None:
-            dst.total = (dst.total or 0) + src.total
-    elif dst.type == HISTOGRAM:
-        dst.count += src.count
-        dst.sum += src.sum
-        if src.min is not None:
-            dst.min = src.min if dst.min is None else min(dst.min, src.min)
-        if src.max is not None:
-            dst.max = src.max if dst.max is None else max(dst.max, src.max)
-        if src.bin_counts is not None:
-            dst.add_bins(src.bin_counts)
-        elif src.le is not None and (dst.le is None or list(dst.le) == list(src.le)):
-            dst.le = list(src.le)
-            dst.le_counts = [a + b for a, b in zip(dst.le_counts or [0] * len(src.le), src.le_counts)]
-    elif dst.type == PROFILE:
-        for frame, (v, n) in src.frames.items():
-            dst.add(frame, v, n)
+        if not self._reporter.said(("unserializable", key)):
+            self._reporter.once(("unserializable", key), "series %s %s cannot be serialized (%s: %s); it is left "
+                                "out of the payload" % (s.name, s.tags, type(e).__name__, e), "error",
+                                log_level=logging.WARNING)

@@ -24,7 +24,6 @@ by the sidecar's real Uploader (so bodies hold what changed, gzip'd).
                 100 as the disk 100 instances take
 """
 import argparse
-import gzip
 import http.client
 import os
 import random
@@ -35,13 +34,11 @@ import threading
 import time
 
 import numpy as np
-import orjson
 from benchutil import ROOT, emit
 from werkzeug.test import Client
 
 from graphsignal.fleet.app import make_app
 from graphsignal.fleet.db import DB
-from graphsignal.sidecar.snapshot import signals_snapshot
 from graphsignal.sidecar.upload import Uploader
 from graphsignal.sources import prometheus
 from graphsignal.store import MetricStore
@@ -81,7 +78,7 @@ class Instance:
     def __init__(self, i, clock, engine):
         self.rng = random.Random(i)
         self.store = MetricStore(clock=clock)
-        self.store.context.update({"instance.id": "bench-%04d" % i, "host.name": "gpu-%04d" % i})
+        self.store.set_context(**{"instance.id": "bench-%04d" % i, "host.name": "gpu-%04d" % i})
         self.engine = engine
         self.pids = [str(1000 + p) for p in range(GPUS)]
         s = self.store

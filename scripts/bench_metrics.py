@@ -54,7 +54,7 @@ class CpuMeter:
 def mutate(store, case, rng, step):
     if case == "steady":
         return
-    with store.lock:
+    with store.batch():
         series = list(store.series.values())
         if case == "touched":
             chosen, change = series, False

@@ -105,8 +105,8 @@ def compile_bench(exe, cuda_include=None):
             if glob.glob(os.path.join(p, "libcudart.so*")) and p not in dirs:
                 dirs.append(p)
     rpath = [x for p in dirs for x in ("-Xlinker", "-rpath", "-Xlinker", p)]
-    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe, os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"),
-                    "-lcuda"] + rpath, check=True)
+    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe,
+                    os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"), "-lcuda"] + rpath, check=True)
     return exe
 
 
@@ -115,8 +115,8 @@ def build(hs, baseline):
     d = work_dir()
     exe = compile_bench(os.path.join(d, "percall_bench"), hs.cuda_include)
     floor = os.path.join(d, "libfloor_inject.so")
-    subprocess.run((cupti_build.compiler() or ["g++"]) + ["-std=c++17", "-O2", "-fPIC", "-shared", "-I", hs.cupti_include,
-                   "-I", hs.cuda_include, "-idirafter", cupti_build.COMPAT,
+    subprocess.run((cupti_build.compiler() or ["g++"]) + ["-std=c++17", "-O2", "-fPIC", "-shared",
+                   "-I", hs.cupti_include, "-I", hs.cuda_include, "-idirafter", cupti_build.COMPAT,
                    os.path.join(ROOT, "scripts", "cuda", "floor_inject.cpp"), hs.libcupti, "-o", floor], check=True)
     os.makedirs(os.path.join(d, "ours"), exist_ok=True)
     lib = cupti_build.build_variant(hs, os.path.join(d, "ours"), log=lambda m: sys.stderr.write(m + "\n"), force=True)

@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from graphsignal.sources import SourceUnavailable, amdsmi as amd
-from graphsignal.sources.gpu import GpuTelemetry, make_source
+from graphsignal.sources import SourceContext, SourceUnavailable, amdsmi as amd
+from graphsignal.sources.gpu import GpuTelemetry
+from graphsignal.sources.registry import gpu_source as make_source
 from graphsignal.sources.nvml import Nvml, NvmlBackend
 from graphsignal.store import COUNTER, GAUGE, MetricStore
 from fakes.fake_amdsmi import FUNCTIONS, FakeAmdGpu, FakeAmdSmi, amdsmi_wrapper
@@ -180,17 +181,14 @@ def test_without_nvidia_driver_an_amd_host_still_gets_telemetry():
 
 
 # -- without amdsmi nothing happens -------------------------------------------------------
-class _Sup:
-    store = None
-    environ = {}
-    child = None
+def _Sup():
+    return SourceContext(store=MetricStore())
 
 
 def test_without_amdsmi_installed_nothing_happens(monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", None)  # import amdsmi -> ImportError
     assert amd.load_module() is None
     sup = _Sup()
-    sup.store = MetricStore()
     src = make_source(sup)
     assert [b.vendor for b in src.backends] == ["nvidia"]
 
@@ -207,7 +205,6 @@ def test_with_amdsmi_importable_the_backend_joins(monkeypatch):
     fake = FakeAmdSmi([FakeAmdGpu(0)])
     monkeypatch.setattr(amd, "load_module", lambda: fake)
     sup = _Sup()
-    sup.store = MetricStore()
     assert [b.vendor for b in make_source(sup).backends] == ["nvidia", "amd"]
 
 

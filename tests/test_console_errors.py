@@ -94,7 +94,7 @@ def test_vllm_worker_traceback_with_log_headers_gets_the_workers_pid():
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
         "79.19 GiB of which 1.06 GiB is free.",
     ]
-    text = "".join("(EngineCore_DP0 pid=5151) ERROR 10-09 12:00:00 [core.py:700] %s\n" % l for l in lines)
+    text = "".join("(EngineCore_DP0 pid=5151) ERROR 10-09 12:00:00 [core.py:700] %s\n" % line for line in lines)
     text += "(APIServer pid=5000) INFO 10-09 12:00:01 [api_server.py:1] Shutting down\n"
     store, cap = capture()
     feed(cap, text.encode())

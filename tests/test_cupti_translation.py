@@ -381,7 +381,7 @@ def test_copy_records_only_time_copies_counted_by_callbacks(harness):
 
 def test_sampled_record_types_are_the_headers():
     import re
-    from graphsignal import poller
+    from graphsignal import aggregate as poller  # the record types the aggregator reads
     text = open(os.path.join(ROOT, "include", "graphsignal", "probe.h")).read()
     got = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define GRAPHSIGNAL_REC_(\w+) (\d+)u", text)}
     assert got["MEMCPY_SAMPLED"] == poller.REC_MEMCPY_SAMPLED and got["MEMSET_SAMPLED"] == poller.REC_MEMSET_SAMPLED
@@ -393,12 +393,13 @@ def test_sampled_copy_records_are_tagged_as_estimates():
     # What the library's callbacks write: records of the sampled types,
     # through the poller, as a real ring carries them.
     from graphsignal import poller
+    from graphsignal.aggregate import REC_MEMCPY_SAMPLED, REC_MEMSET_SAMPLED, REC_SYNC_AGG, Aggregator
+    from graphsignal.report import Reporter
     from graphsignal.rings import layout as L
     import numpy as np
     recs = np.zeros(5, dtype=L.RECORD_DTYPE)
     # a thread's table flushed twice (3 calls, then 1), a memset record of 2 calls, syncs of 40 and 2 calls
-    recs["type"] = [poller.REC_MEMCPY_SAMPLED, poller.REC_MEMCPY_SAMPLED, poller.REC_MEMSET_SAMPLED,
-                    poller.REC_SYNC_AGG, poller.REC_SYNC_AGG]
+    recs["type"] = [REC_MEMCPY_SAMPLED, REC_MEMCPY_SAMPLED, REC_MEMSET_SAMPLED, REC_SYNC_AGG, REC_SYNC_AGG]
     recs["sub"] = [MEMCPY_HTOD, MEMCPY_HTOD, MEM_DEVICE, SYNC_STREAM, SYNC_CONTEXT]
     recs["name_id"] = [MEM_PINNED | MEM_DEVICE << 8 | 3 << 16, MEM_PINNED | MEM_DEVICE << 8 | 1 << 16, 2, 40, 2]
     recs["value"] = [6000, 2000, 900, 40_000, 7]
@@ -410,7 +411,7 @@ def test_sampled_copy_records_are_tagged_as_estimates():
     st = poller.RingState.__new__(poller.RingState)
     st.ring, st.pid, st.base_tags, st.devices, st.instruments = Ring(), 1, {"process.pid": "1"}, {}, {}
     store = MetricStore()
-    poller.Poller(store, "x").aggregate(st, recs)
+    Aggregator(store, Reporter()).aggregate(st, recs)
     [cp] = store.lookup("cuda_memcpy_nanoseconds")
     assert cp.tags == {"process.pid": "1", "device.cuda_index": "0", "host_memory": "pinned", "duration": "sampled"}
     assert {k: tuple(v) for k, v in cp.frames.items()} == {"host_to_device": (8000, 4)}

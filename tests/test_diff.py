@@ -14,7 +14,6 @@ import orjson
 import pytest
 
 from graphsignal import diff
-from graphsignal.cli import diff as cli
 from graphsignal.payload import build_signals
 from graphsignal.server import ServerThread, make_app
 from graphsignal.sources import prometheus
@@ -314,7 +313,7 @@ RUN = textwrap.dedent(r"""
 """)
 
 
-def gemm_run(libs, gemm, ns, tokenize):
+def gemm_run(libs, gemm, ns, tokenize):  # noqa: F811 (the libs fixture's value)
     fake, lib = libs
     plan = {"kernels": [[gemm, 2000, ns], [FILL, 100, 1000]], "sync": 50_000, "tokenize": tokenize,
             "forward": ns * 40}

@@ -602,11 +602,10 @@ def test_graphsignal_all_gpus_watches_every_gpu():
 
 
 # -- wiring ---------------------------------------------------------------------------------
-class _Sup:
-    def __init__(self, environ):
-        self.store = MetricStore()
-        self.environ = environ
-        self.child = None
+def _Sup(environ):
+    from graphsignal.sources import SourceContext
+
+    return SourceContext(store=MetricStore(), environ=environ)
 
 
 def test_the_registry_gets_one_gpu_source(monkeypatch):

@@ -11,9 +11,11 @@ import pytest
 
 from graphsignal import histo
 from graphsignal.payload import build_signals
-from graphsignal.poller import Poller, group_sums, parse_instrument, rank_tags
+from graphsignal.aggregate import group_sums, parse_instrument
+from graphsignal.poller import Poller, rank_tags
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer
+from graphsignal.sidecar.clock import StoreClock
 from graphsignal.store import MetricStore
 
 DEAD_PID = 4_000_000  # above pid_max: never alive
@@ -187,6 +189,25 @@ def test_ring_of_a_dead_writer_is_drained_then_removed(run):
         "value"] == 9
 
 
+def test_a_ring_its_live_writer_closed_is_drained_then_removed(run):
+    # FLAG_CLOSED: the writer will not write again; its process runs on
+    run_id, store, poller = run
+    w = writer(run_id)
+    k = w.name("last")
+    w.write(L.REC_KERNEL, name_id=k, value=11)
+    path = "/dev/shm/gs-%s-%d-cupti" % (run_id, os.getpid())
+    poller.poll_once()
+    assert os.path.exists(path) and len(poller.rings) == 1  # open: kept while its writer lives
+    w.write(L.REC_KERNEL, name_id=k, value=4)
+    w.close()
+    poller.poll_once()
+    assert not os.path.exists(path) and poller.rings == {}
+    assert find(store, "cuda_kernels_nanoseconds", **{"process.pid": str(os.getpid())})[0]["stats"]["frames"][0][
+        "value"] == 15
+    assert str(os.getpid()) in store.pids()  # the process has not exited: its series are not folded
+    w.unmap()
+
+
 def test_rings_of_other_runs_are_ignored(run):
     run_id, store, poller = run
     other = Writer("gs-other%s-%d-cupti" % (uuid.uuid4().hex[:6], os.getpid()), kind=L.KIND_CUPTI)
@@ -199,10 +220,11 @@ def test_rings_of_other_runs_are_ignored(run):
 
 
 def test_history_snapshot_is_taken_once_a_second():
+    # the sidecar's clock takes the history (not the poller)
     store = MetricStore()
-    poller = Poller(store, "nohistory", history_interval=3600)
-    poller.poll_once()
-    poller.poll_once()
+    clock = StoreClock(store, history_interval=3600)
+    clock.tick()
+    clock.tick()
     assert len(store.history) == 1
 
 

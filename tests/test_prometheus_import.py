@@ -648,11 +648,10 @@ def test_lost_engine_is_reported_when_the_next_attempt_fails_too():
 
 
 def test_make_source_only_when_there_is_a_url():
-    class Sup:
-        store = MetricStore()
-        metrics_url = None
+    from graphsignal.sources import SourceContext
 
-    assert prometheus.make_source(Sup()) is None
-    Sup.metrics_url = "http://127.0.0.1:8000/metrics"
-    src = prometheus.make_source(Sup())
-    assert src.url == Sup.metrics_url and src.interval == 1.0
+    store = MetricStore()
+    assert prometheus.make_source(SourceContext(store=store)) is None
+    url = "http://127.0.0.1:8000/metrics"
+    src = prometheus.make_source(SourceContext(store=store, metrics_url=url))
+    assert src.url == url and src.interval == 1.0

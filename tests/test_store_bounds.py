@@ -26,7 +26,7 @@ class Clock:
 
 
 def entries(store):
-    return sum(len(v) for v in store.history._seqs.values())
+    return store.history.entries()
 
 
 def metric(doc, name, **tags):
@@ -54,7 +54,7 @@ def test_idle_histograms_cost_nothing_per_snapshot():
     # per second: the 100 gauges that changed, nothing for the 4,900 idle histograms;
     # changes older than the 601 snapshots kept are forgotten
     assert entries(store) <= first + 100 * 600
-    hist_entries = [len(v) for k, v in store.history._seqs.items() if k[0] == "probe_op_nanoseconds"]
+    hist_entries = [store.history.entries(k) for k in store.history.keys() if k[0] == "probe_op_nanoseconds"]
     assert hist_entries == [1] * 4900
     state = store.history[-1][1][("probe_op_nanoseconds", "histogram", (("op", "7"),))]
     assert isinstance(state[2], SparseBins) and state[2].idx.size <= 3  # only the bins that are not empty
@@ -213,7 +213,7 @@ def test_busy_histogram_windows_read_the_same_bins_through_deltas_and_checkpoint
         dense.append(dense[-1] + np.bincount(histo.bin_index(values), minlength=histo.NBINS))
         clock.t = T0 + t * S
         store.take_history(clock.t)
-    states = [s for s in store.history._states[("busy_nanoseconds", "histogram", ())]]
+    states = [s for s in store.history.states(("busy_nanoseconds", "histogram", ()))]
     every = store_mod.CHECKPOINT_EVERY
     assert sum(type(b[2]).__name__ == "SparseBins" for b in states) == (len(states) + every - 1) // every
     for seconds in (1, 5, 17, 64, 65, 100, 149):

@@ -4,13 +4,11 @@ error buffer, the final upload's deadline; and graphsignal-run with and
 without a key against a real local HTTP server as GRAPHSIGNAL_API_BASE."""
 import gzip
 import logging
-import os
 import subprocess
 import sys
 import time
 
 import orjson
-import pytest
 
 from gsrun import GS_RUN, free_port, quiet_env, wait_for
 from recorder import Recorder

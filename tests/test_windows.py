@@ -38,7 +38,7 @@ class Rig:
         self.clock = Clock(T0)
         self.store = MetricStore(clock=self.clock)
         run_id = "wt%d%s" % (os.getpid(), os.urandom(3).hex())
-        self.poller = Poller(self.store, run_id, history_interval=float("inf"))
+        self.poller = Poller(self.store, run_id)
         self.w = Writer("gs-%s-%d-probe" % (run_id, os.getpid()), kind=L.KIND_PROBE)
         self.names = {}
 

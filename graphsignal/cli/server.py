@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from graphsignal import __version__
+from graphsignal import __version__, config
 
 USAGE = """usage: graphsignal-server [OPTIONS]
 
@@ -35,7 +35,7 @@ options:
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 18260
-ENV_KEYS = "GRAPHSIGNAL_SERVER_API_KEYS"
+ENV_KEYS = config.SERVER_API_KEYS_ENV
 
 
 class UsageError(Exception):

@@ -6,9 +6,10 @@ latest upload, so `covered_seconds` says what was actually spanned and
 `resolution_seconds` how far apart the snapshots are."""
 import numpy as np
 
-from graphsignal import histo, kernel_names
+from graphsignal import histo
 from graphsignal import windows as W
 from graphsignal.fleet.db import HOUR_NS, MINUTE_ROWS_NS, NS, series_key, state_of
+from graphsignal.series import BucketHistogram, Counter, Gauge, LogHistogram, Profile
 
 MIN_SECONDS = 60  # the history's resolution
 
@@ -25,8 +26,15 @@ def _bin_index_of_uppers(bins):
     return idx
 
 
+def _hist_kind(state):
+    """The series type whose window maths read this converted histogram
+    state: log-linear bins (a dense array) or an engine's buckets."""
+    return LogHistogram if state is not None and isinstance(state[2], np.ndarray) else BucketHistogram
+
+
 def _window_state(type_, state):
-    """A stored state in the form graphsignal.windows computes with."""
+    """A stored state in the form the series types' window maths read
+    (graphsignal.series)."""
     if type_ in ("gauge", "counter") or state is None:
         return state
     if type_ == "profile":
@@ -65,16 +73,16 @@ def window(db, owner, iid, snap, seconds):
         name, type_, tags, vmin, vmax = meta[k]
         cur, prev = history[ei][1].get(k), start.get(k)
         if type_ == "counter":
-            stats = W._counter(prev, cur, covered)
+            stats = Counter.window(prev, cur, covered)
         elif type_ == "gauge":
-            stats = W._gauge(k, inside, start, history[ei][1])
+            # each stored snapshot is one sample
+            stats = Gauge.window(prev, cur, covered, runs=[(snap_.get(k), 1) for _, snap_ in inside])
         elif type_ == "histogram":
             if cur is None:
                 continue
-            stats = W._histogram(prev, cur, covered, vmin, vmax)
+            stats = _hist_kind(cur).window(prev, cur, covered, vmin=vmin, vmax=vmax)
         else:
-            stats = W._profile(prev or {}, cur or {}, covered)
-            kernel_names.annotate(name, stats["frames"])
+            stats = Profile.window(prev or {}, cur or {}, covered, name=name)
         out.append({"name": name, "type": type_, "tags": tags, "new_in_window": k not in start, "stats": stats})
     partial = si == 0 and covered < seconds
     doc = {"seconds": seconds, "start_ns": start_ns, "end_ns": end_ns, "covered_seconds": round(covered, 6),

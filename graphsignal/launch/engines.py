@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from graphsignal.report import Reporter
+
 logger = logging.getLogger("graphsignal")
 
 VLLM = "vllm"
@@ -298,9 +300,7 @@ _RULES = {VLLM: _prepare_vllm, SGLANG: _prepare_sglang, TRTLLM: _prepare_trtllm,
 
 def _say(msg, report):
     """One line for the user (stderr) and one warning entry in /signals."""
-    logger.warning("graphsignal: %s", msg)
-    if report is not None:
-        report(msg)
+    Reporter(on_error=report).say(msg, entry=report is not None)
 
 
 def prepare(command, metrics_port=None, report=None, environ=None):

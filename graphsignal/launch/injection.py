@@ -50,6 +50,7 @@ from collections import namedtuple
 
 from graphsignal.launch.cuda_discovery import (SUPPORTED_MAJORS, driver_cuda_major, find_libcupti, header_wheels,
                                                ld_library_path, unique_dirs, workload_cuda_major)
+from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
 
@@ -338,9 +339,8 @@ def plan_injection(env, command, lib_dir=LIB_DIR, driver_major=_PROBE):
 
 # -- the entry point -------------------------------------------------------------------
 def _say(report, msg, level=logging.WARNING):
-    logger.log(level, "graphsignal: %s", msg)
-    if report is not None:
-        report(msg)
+    """One line for the user and, through report(msg), one entry."""
+    Reporter(on_error=report).say(msg, entry=report is not None, log_level=level)
 
 
 def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_PROBE):

@@ -43,7 +43,8 @@ import threading
 import time
 
 import graphsignal
-from graphsignal import envcheck
+from graphsignal import config, envcheck, report
+from graphsignal.config import GRAPH_TRACE_ENV, ROCM_TRACE_ENV, RUN_ID_ENV
 from graphsignal.launch import engines, injection
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
 from graphsignal.rings import stale
@@ -57,13 +58,6 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 HANDLED = FORWARDED + (signal.SIGCHLD, signal.SIGWINCH, signal.SIGCONT, signal.SIGTSTP, signal.SIGTTIN,
                        signal.SIGTTOU)
 JOB_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
-
-ENV_RUN_ID = "GRAPHSIGNAL_RUN_ID"
-ENV_GRAPH_TRACE = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"
-ENV_ROCM_TRACE = "GRAPHSIGNAL_ROCM_KERNEL_TRACE"
-ENV_SIGNALS_FILE = "GRAPHSIGNAL_SIGNALS_FILE"  # write the final /signals payload here at exit
-ENV_LINGER = "GRAPHSIGNAL_LINGER"  # keep /signals up this many seconds after the workload exits
-ENV_API_KEY = "GRAPHSIGNAL_API_KEY"  # uploads (graphsignal.sidecar.upload): a last one at exit
 
 # The sidecar's own thread pools: numpy's BLAS would otherwise start one
 # spinning thread per core at import, for a process that does no BLAS.
@@ -84,20 +78,6 @@ SIDECAR_STOP_WAIT = 5.0  # seconds a stopped sidecar gets to exit before SIGKILL
 SIDECAR_FINAL_WAIT = 60.0  # seconds for the final payload (plus GRAPHSIGNAL_LINGER)
 
 
-def resolve_choice(flag_value, environ, env_name, choices, default):
-    """The flag wins; an env value outside `choices` warns and falls back."""
-    if flag_value is not None:
-        return flag_value
-    raw = environ.get(env_name)
-    if raw is None or raw == "":
-        return default
-    val = raw.strip().lower()
-    if val not in choices:
-        logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, "|".join(choices), default)
-        return default
-    return val
-
-
 # -- the supervisor -------------------------------------------------------------------
 class Supervisor:
     def __init__(self, cfg, environ=None, stdout_fd=1, stderr_fd=2):
@@ -105,7 +85,9 @@ class Supervisor:
         self.environ = dict(os.environ if environ is None else environ)
         self.out_fds = (("stdout", stdout_fd), ("stderr", stderr_fd))
         self.run_id = os.urandom(6).hex()
+        self.settings = None  # config.Settings, resolved once by child_env (after logging is set up)
         self.notes = []  # (level, message) for the sidecar's error list
+        self.reporter = report.Reporter(sink=lambda level, msg: self.notes.append((level, msg)))
         self.metrics_url = None
         self.engine = None  # engines.Prepared when the command is a known engine
         self.child = None
@@ -124,13 +106,7 @@ class Supervisor:
 
     # -- guarded helpers ---------------------------------------------------------
     def _guard(self, what, fn, *args):
-        try:
-            return fn(*args)
-        except Exception as e:
-            msg = "%s failed: %s: %s (the workload runs on)" % (what, type(e).__name__, e)
-            logger.warning("graphsignal: %s", msg)
-            self.notes.append(("error", msg))
-            return None
+        return self.reporter.guard(what, fn, *args)
 
     def _note(self, msg):
         self.notes.append(("warning", msg))
@@ -139,11 +115,14 @@ class Supervisor:
     def child_env(self, command):
         env = dict(self.environ)
         envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
-        env[ENV_RUN_ID] = self.run_id
-        env[ENV_GRAPH_TRACE] = resolve_choice(self.cfg.cuda_graph_trace, self.environ, ENV_GRAPH_TRACE,
-                                              ("graph", "node"), "graph")
-        env[ENV_ROCM_TRACE] = resolve_choice(self.cfg.rocm_kernel_trace, self.environ, ENV_ROCM_TRACE,
-                                             ("none", "all"), "none")
+        s = self.settings = config.resolve(self.cfg, self.environ)
+        env[RUN_ID_ENV] = self.run_id
+        env[GRAPH_TRACE_ENV] = s.cuda_graph_trace
+        env[ROCM_TRACE_ENV] = s.rocm_kernel_trace
+        if s.rocm_kernel_trace != "none" and config.rocm_tracing_library(injection.LIB_DIR) is None:
+            self.reporter.say("--rocm-kernel-trace %s does nothing in this build: it has no ROCm kernel-tracing "
+                              "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
+                              % s.rocm_kernel_trace)
         self._guard("CUDA injection setup", injection.prepare_injection, env, command, self._note)
         return env
 
@@ -342,7 +321,7 @@ class Supervisor:
             "listen_port": self.cfg.listen_port,
             "environ": self.environ,
             "signals_file": os.path.abspath(signals_file) if signals_file else None,
-            "linger": _seconds(self.environ.get(ENV_LINGER)) or None,
+            "linger": self.settings.linger or None,
             "notes": self.notes,
         }
         cfg_fd = None
@@ -407,7 +386,7 @@ class Supervisor:
         if sc.returncode is None:
             if self._wants_final():
                 self.sender.exit(rc)
-                self._wait_final(sc, _seconds(self.environ.get(ENV_LINGER)))
+                self._wait_final(sc, self.settings.linger)
             else:
                 # Nothing it would still do could be seen (no file, and no
                 # endpoint once we return): end it at once, even in the
@@ -422,14 +401,13 @@ class Supervisor:
 
     def _signals_file(self):
         """Where the final payload goes: --output, else GRAPHSIGNAL_SIGNALS_FILE."""
-        return getattr(self.cfg, "output", None) or self.environ.get(ENV_SIGNALS_FILE) or None
+        return self.settings.signals_file
 
     def _wants_final(self):
         """The sidecar has work after the workload exits: the final payload
         to write (GRAPHSIGNAL_SIGNALS_FILE), to keep serving (LINGER) or to
         upload (GRAPHSIGNAL_API_KEY: the last upload has its own 2 s)."""
-        return bool(self._signals_file() or _seconds(self.environ.get(ENV_LINGER))
-                    or (self.environ.get(ENV_API_KEY) or "").strip())
+        return self.settings.wants_final
 
     def _wait_final(self, sc, linger):
         """Waits for the final payload (and GRAPHSIGNAL_LINGER). A signal
@@ -605,12 +583,6 @@ def _reserve_std_fds():
                 os.dup2(null, fd)
                 os.close(null)
     return closed
-
-
-def _seconds(raw):
-    """GRAPHSIGNAL_LINGER's seconds; a bad value (reported once by
-    envcheck.sanitize in child_env) counts as 0."""
-    return envcheck.value({ENV_LINGER: raw}, ENV_LINGER) or 0.0 if raw else 0.0
 
 
 def run(cfg):

@@ -6,7 +6,7 @@ offsets the C compiler reports (check_layout) before any ring is read.
 """
 import numpy as np
 
-from graphsignal import _gsnative
+from graphsignal import _gsnative  # type: ignore[attr-defined]  # compiled: no stubs
 
 ffi = _gsnative.ffi
 lib = _gsnative.lib
@@ -128,4 +128,4 @@ def check_layout():
 
 check_layout()
 
-HEADER_OFFSETS = {name: HEADER_DTYPE.fields[name][1] for name in HEADER_DTYPE.names}
+HEADER_OFFSETS = {name: HEADER_DTYPE.fields[name][1] for name in HEADER_DTYPE.names}  # type: ignore[index,union-attr]

@@ -16,8 +16,10 @@ import fcntl
 import os
 import time
 
-SHM_DIR = "/dev/shm"
-PREFIX = "gs-"
+from graphsignal import config
+
+SHM_DIR = config.SHM_DIR
+PREFIX = config.RING_PREFIX
 LOCK_SUFFIX = ".run"
 UNLOCKED_AGE = 60.0  # seconds since a ring of a run without a lock file last changed
 
@@ -45,12 +47,13 @@ def hold_run_lock(run_id, shm_dir=SHM_DIR):
 
 
 def pid_alive(pid, proc_root="/proc"):
-    """False for a pid that is gone or a zombie."""
+    """False for a pid that is gone or a zombie (exited, not yet reaped)."""
     try:
         with open(os.path.join(proc_root, str(pid), "stat"), "rb") as f:
             stat = f.read()
     except OSError:
         return False
+    # state follows the ")" that ends the command name
     i = stat.rfind(b")")
     return not (i >= 0 and stat[i + 2:i + 3] in (b"Z", b"X"))
 

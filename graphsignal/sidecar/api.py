@@ -6,9 +6,11 @@ from urllib.parse import urlsplit
 import requests
 from requests.utils import get_environ_proxies
 
+from graphsignal import config
+
 logger = logging.getLogger("graphsignal")
 
-ENV_API_BASE = "GRAPHSIGNAL_API_BASE"
+ENV_API_BASE = config.API_BASE_ENV
 DEFAULT_API_BASE = "https://api.graphsignal.com"
 
 

@@ -32,6 +32,8 @@ import socket
 import sys
 import tempfile
 
+from graphsignal import config
+
 DATA = {"stdout": b"1", "stderr": b"2"}
 STREAM_OF = {b"1": "stdout", b"2": "stderr"}
 GAP = b"g"
@@ -40,7 +42,7 @@ EXIT = b"x"
 CHUNK = 1 << 16  # bytes the pumps read at once; a message is at most CHUNK + 1
 SEND_BUFFER = 1 << 20  # bytes of console the kernel holds for a busy sidecar (capped by net.core.wmem_max)
 
-ENV_LOG_LEVEL = "GRAPHSIGNAL_LOG_LEVEL"
+ENV_LOG_LEVEL = config.LOG_LEVEL_ENV
 EXIT_REPORTED = 75  # the sidecar's exit status when it has said itself, in one line, why it stopped
 
 _FLAGS = getattr(socket, "MSG_DONTWAIT", 0x40) | getattr(socket, "MSG_NOSIGNAL", 0x4000)

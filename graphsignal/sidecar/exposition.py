@@ -47,6 +47,7 @@ one prometheus_client call over everything writes (tests compare the two).
 """
 import logging
 import threading
+from typing import Dict, Tuple
 
 import numpy as np
 import orjson
@@ -55,12 +56,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from graphsignal import config
 from graphsignal.sidecar.snapshot import metrics_snapshot, metrics_snapshot_encoded, series_content
 
 logger = logging.getLogger("graphsignal")
 
-ENV_TOP_FRAMES = "GRAPHSIGNAL_METRICS_TOP_FRAMES"
-ENV_ENGINE = "GRAPHSIGNAL_METRICS_ENGINE"
+ENV_TOP_FRAMES = config.METRICS_TOP_FRAMES_ENV
+ENV_ENGINE = config.METRICS_ENGINE_ENV
 DEFAULT_TOP_FRAMES = 50
 MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
 PREFIX = "graphsignal_"
@@ -79,7 +81,7 @@ def _sanitize(text):
                    for ch in text)
 
 
-_name_cache = {}
+_name_cache: Dict[Tuple[str, str], Tuple[str, int]] = {}
 
 
 def family_name(name, type_):
@@ -104,7 +106,7 @@ def family_name(name, type_):
     return base, div
 
 
-_label_cache = {}
+_label_cache: Dict[str, str] = {}
 
 
 def label_name(key):

@@ -23,9 +23,9 @@ import socket
 import sys
 import threading
 import time
-import types
 
 from graphsignal import __version__
+from graphsignal.report import Reporter
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
 from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
@@ -139,7 +139,7 @@ class Feed(threading.Thread):
         self.store = EarlyStore()
         self.console = None
         self.ended = None
-        self._gap_warned = set()
+        self._gap_reporter = Reporter(self.store, {"source": "sidecar"})
 
     def start_console(self):
         from graphsignal.sources import console
@@ -184,12 +184,8 @@ class Feed(threading.Thread):
         self.store.add_counter(DROPPED_CONSOLE_METRIC, {"stream": stream}, n)
         if self.console is not None:
             self.console.close_stream(stream)  # what follows a gap is not the same line or traceback
-        if stream not in self._gap_warned:
-            self._gap_warned.add(stream)
-            msg = ("console error capture fell behind on %s: %d bytes went through to the console unscanned "
-                   "(counted in %s)" % (stream, n, DROPPED_CONSOLE_METRIC))
-            logger.warning("graphsignal: %s", msg)
-            self.store.add_error("warning", msg, tags={"source": "sidecar"})
+        self._gap_reporter.once(stream, "console error capture fell behind on %s: %d bytes went through to the "
+                                "console unscanned (counted in %s)" % (stream, n, DROPPED_CONSOLE_METRIC))
 
     def _record_exit(self, rc):
         pid = str(self.child.pid)
@@ -212,11 +208,11 @@ class Sidecar:
         self.run_id = cfg["run_id"]
         self.child = feed.child
         self.metrics_url = cfg.get("metrics_url")
-        # what the Prometheus source reads of the launcher's engines.Prepared
-        self.engine = types.SimpleNamespace(engine=cfg.get("engine"), metrics_url=self.metrics_url)
         self.store = MetricStore()
-        self.store.context.update({"instance.id": self.run_id, "host.name": os.uname().nodename})
+        self.store.set_context(**{"instance.id": self.run_id, "host.name": os.uname().nodename})
+        self.reporter = Reporter(self.store, {"source": "sidecar"})
         self.poller = None
+        self.clock = None
         self.server = None
         self.uploader = None
         self.sources = []
@@ -224,19 +220,10 @@ class Sidecar:
 
     # -- guarded helpers ---------------------------------------------------------
     def _guard(self, what, fn, *args):
-        try:
-            return fn(*args)
-        except Exception as e:
-            msg = "%s failed: %s: %s (the workload runs on)" % (what, type(e).__name__, e)
-            logger.warning("graphsignal: %s", msg)
-            try:
-                self.store.add_error("error", msg, tags={"source": "sidecar"})
-            except Exception:
-                pass
-            return None
+        return self.reporter.guard(what, fn, *args)
 
     def _sidecar_error(self, msg):
-        self.store.add_error("warning", msg, tags={"source": "sidecar"})
+        self.reporter.entry(msg)
 
     # -- start ------------------------------------------------------------------
     def start(self):
@@ -245,6 +232,7 @@ class Sidecar:
         self.feed.store.attach(self.store)
         # Cheapest imports first: the rings are read and the endpoint is up
         # while the sources' libraries (psutil, NVML, requests) still load.
+        self._guard("clock", self._start_clock)
         self._guard("poller", self._start_poller)
         self._guard("server", self._start_server)
         self._guard("process resources", self._register_root)
@@ -266,6 +254,11 @@ class Sidecar:
             "process.parent_pid": str(self.cfg.get("supervisor_pid")),
             "process.command_line": " ".join(redact_command_line(self.cfg["command"]))})
 
+    def _start_clock(self):
+        from graphsignal.sidecar.clock import StoreClock
+
+        self.clock = StoreClock(self.store).start()
+
     def _start_poller(self):
         from graphsignal.poller import Poller
 
@@ -273,9 +266,13 @@ class Sidecar:
         self.poller.start()
 
     def _start_sources(self):
-        from graphsignal.sources import SourceThread, registry
+        from graphsignal.sources import SourceContext, SourceThread, registry
 
-        for src in registry.make_sources(self):
+        child = self.child
+        ctx = SourceContext(store=self.store, environ=self.environ, root_pid=lambda: child.pid,
+                            alive=lambda: child.poll() is None, metrics_url=self.metrics_url,
+                            engine=self.cfg.get("engine"))
+        for src in registry.make_sources(ctx):
             t = SourceThread(src, self.store)
             t.start()
             self.sources.append(t)
@@ -345,6 +342,8 @@ class Sidecar:
                 logger.warning("graphsignal: GRAPHSIGNAL_LINGER=%r is not a number of seconds", linger)
         if self.server is not None:
             self._guard("server shutdown", self.server.stop)
+        if self.clock is not None:
+            self._guard("clock", self.clock.stop)
         if self.poller is not None:
             self._guard("ring cleanup", self.poller.cleanup_all)
 

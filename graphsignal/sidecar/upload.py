@@ -43,13 +43,14 @@ import time
 import orjson
 import requests
 
-from graphsignal import __version__
+from graphsignal import __version__, config
+from graphsignal.report import Reporter
 from graphsignal.sidecar import api
 from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
 
 logger = logging.getLogger("graphsignal")
 
-ENV_API_KEY = "GRAPHSIGNAL_API_KEY"
+ENV_API_KEY = config.API_KEY_ENV
 INGEST_PATH = "/api/v1/ingest"
 SCHEMA = 1
 INTERVAL = 1.0  # seconds between uploads
@@ -275,6 +276,7 @@ class UploaderThread(threading.Thread):
         self.interval = interval
         self._halt = threading.Event()
         self._deadline = None
+        self._reporter = Reporter()
 
     def run(self):
         while not self._halt.wait(self.interval):
@@ -287,9 +289,7 @@ class UploaderThread(threading.Thread):
         try:
             self.uploader.step(**kw)
         except Exception as e:  # a bug here must not take the sidecar down: say it once, go on
-            if not getattr(self, "_said", False):
-                self._said = True
-                logger.warning("graphsignal: upload failed: %s: %s", type(e).__name__, e)
+            self._reporter.once("step", "upload failed: %s: %s" % (type(e).__name__, e), entry=False)
 
     def stop(self, deadline=FINAL_DEADLINE):
         """Asks for the final upload and waits for it at most `deadline`

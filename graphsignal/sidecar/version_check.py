@@ -22,12 +22,12 @@ import threading
 import orjson
 import requests
 
-from graphsignal import __version__
+from graphsignal import __version__, config
 from graphsignal.sidecar import api
 
 logger = logging.getLogger("graphsignal")
 
-ENV_DISABLE = "GRAPHSIGNAL_DISABLE_VERSION_CHECK"
+ENV_DISABLE = config.DISABLE_VERSION_CHECK_ENV
 VERSION_PATH = "/api/v1/version"
 TIMEOUT = 2.0  # seconds, connect and read each
 MAX_ANSWER = 4096  # bytes read of the answer

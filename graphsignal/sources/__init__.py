@@ -9,6 +9,10 @@ workload.
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional
+
+from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
 
@@ -18,44 +22,63 @@ class SourceUnavailable(Exception):
     library, nothing to scrape). The message is the one line users see."""
 
 
+def _no_pid() -> Optional[int]:
+    return None
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a source is given of its run, and all it may know of the
+    sidecar: the store it writes, the workload's environment, its root
+    process (root_pid() -> pid or None; alive() -> whether it still runs),
+    and the engine's metrics URL and engine name (None without an engine)."""
+
+    store: Any
+    environ: Dict[str, str] = field(default_factory=dict)
+    root_pid: Callable[[], Optional[int]] = _no_pid
+    alive: Callable[[], bool] = _always
+    metrics_url: Optional[str] = None
+    engine: Optional[str] = None
+
+
 class Source:
     name = "source"
-    interval = 1.0
-    stop_wait = None  # seconds stop() waits for a poll in flight after interrupt() (None: stop's timeout)
+    interval = 1.0  # seconds between polls
+    # seconds stop() waits for a poll in flight after interrupt() (None: stop's timeout)
+    stop_wait: Optional[float] = None
 
-    def setup(self):
+    def setup(self) -> None:
         pass
 
-    def poll(self):
+    def poll(self) -> None:
         raise NotImplementedError
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         pass
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         """Called from another thread when shutdown begins: a poll blocked
         on something outside (an engine's endpoint) should return now."""
 
 
 class SourceThread(threading.Thread):
-    def __init__(self, source, store=None, report_errors=True):
+    def __init__(self, source: Source, store: Any = None, report_errors: bool = True) -> None:
         threading.Thread.__init__(self, name="graphsignal-" + source.name, daemon=True)
         self.source = source
         self.store = store
         self.report_errors = report_errors
         self._halt = threading.Event()
-        self._seen = set()
-        self.available = None
+        self.reporter = Reporter(store if report_errors else None, {"source": source.name})
+        self.available: Optional[bool] = None
 
-    def _report(self, level, message):
-        if message in self._seen:
-            return
-        self._seen.add(message)
-        logger.log(logging.WARNING if level == "warning" else logging.ERROR, "graphsignal: %s", message)
-        if self.store is not None and self.report_errors:
-            self.store.add_error(level, message, tags={"source": self.source.name})
+    def _report(self, level: str, message: str) -> None:
+        self.reporter.once(message, message, level)
 
-    def run(self):
+    def run(self) -> None:
         try:
             self.source.setup()
             self.available = True
@@ -81,13 +104,13 @@ class SourceThread(threading.Thread):
             self._halt.wait(delay)
         self._shutdown()
 
-    def _shutdown(self):
+    def _shutdown(self) -> None:
         try:
             self.source.shutdown()
         except Exception as e:
             self._report("error", "%s shutdown failed: %s: %s" % (self.source.name, type(e).__name__, e))
 
-    def stop(self, timeout=5.0, final_poll=False):
+    def stop(self, timeout: float = 5.0, final_poll: bool = False) -> None:
         """Stops the thread; with final_poll, polls once more first (so a
         short run's last second is not lost). A poll still in flight after
         `timeout` is left to finish on its own (the thread is a daemon):

@@ -7,14 +7,13 @@ performance state, reserved memory, XID events (AMD has none), and PCIe
 throughput (the driver measures it by sleeping a full second per call,
 which a 1 s telemetry loop cannot afford).
 """
-import atexit
 import importlib
 import logging
-import threading
 import time
 
 from graphsignal.sources.gpu import Backend, BackendUnavailable, Device
 from graphsignal.sources.twins import BusyTime
+from graphsignal.sources.vendor import VendorLibrary
 
 logger = logging.getLogger("graphsignal")
 
@@ -49,94 +48,62 @@ def _num(value):
     return value
 
 
-class AmdSmi:
+class AmdSmi(VendorLibrary):
     """The one door to AMD SMI: lazy init, shutdown at exit, "not
     supported" -> None without asking again, each failure logged once per
-    (function, device). `module`: amdsmi or a fake with the same names."""
+    (function, device) (graphsignal.sources.vendor). `module`: amdsmi or a
+    fake with the same names."""
+
+    label = "AMD SMI"
+    module_label = "amdsmi"
 
     def __init__(self, module, on_error=None):
+        VendorLibrary.__init__(self, on_error)
         self.mod = module
-        self._on_error = on_error
-        self._lock = threading.Lock()
-        self._ready = False
-        self._failure = None
-        self._atexit = False
-        self._unanswerable = set()
-        self._logged = set()
         wrapper = getattr(module, "amdsmi_wrapper", None)
         self._not_supported = getattr(wrapper, "AMDSMI_STATUS_NOT_SUPPORTED", STATUS_NOT_SUPPORTED)
         self._no_perm = getattr(wrapper, "AMDSMI_STATUS_NO_PERM", STATUS_NO_PERM)
 
-    def init(self):
-        with self._lock:
-            if self._ready:
-                return
-            if self._failure is not None:
-                raise self._failure
-            mod = self.mod
-            try:
-                mod.amdsmi_init(mod.AmdSmiInitFlags.INIT_AMD_GPUS)
-            except mod.AmdSmiException as e:
-                self._failure = BackendUnavailable("AMD SMI init failed: %s; no AMD GPU telemetry"
-                                                   % _one_line(e))
-                raise self._failure
-            self._ready = True
-            if not self._atexit:
-                self._atexit = True
-                atexit.register(self.shutdown)
+    def _open(self):
+        mod = self.mod
+        try:
+            mod.amdsmi_init(mod.AmdSmiInitFlags.INIT_AMD_GPUS)
+        except mod.AmdSmiException as e:
+            raise BackendUnavailable("AMD SMI init failed: %s; no AMD GPU telemetry" % _one_line(e))
 
-    def shutdown(self):
-        with self._lock:
-            if not self._ready:
-                return
-            self._ready = False
-            try:
-                self.mod.amdsmi_shut_down()
-            except self.mod.AmdSmiException as e:
-                logger.debug("graphsignal: amdsmi_shut_down: %s", _one_line(e))
+    def _close(self):
+        try:
+            self.mod.amdsmi_shut_down()
+        except self.mod.AmdSmiException as e:
+            logger.debug("graphsignal: amdsmi_shut_down: %s", _one_line(e))
 
     def call(self, fn, *args, device=None, variant=None, default=None):
         """amdsmi.<fn>(*args), or `default` when AMD SMI cannot answer."""
         if variant is None:
             variant = tuple(a for a in args[1:] if isinstance(a, (int, str)))
         key = (fn, device, variant)
-        if key in self._unanswerable:
+        if not self.ask(key):
             return default
-        if not self._ready:
-            self.init()
         mod = self.mod
         func = getattr(mod, fn, None)
         if func is None:
-            self._unanswerable.add(key)
-            self._log_once((fn, None), logging.INFO, "AMD SMI %s is not in this amdsmi; reported as null", fn)
+            self.missing(fn, key)
             return default
+        where = "GPU %s" % device
         try:
             return func(*args)
         except mod.AmdSmiLibraryException as e:
             code = e.get_error_code()
-            if code in (self._not_supported, self._no_perm):
-                self._unanswerable.add(key)
             if code == self._not_supported:
-                self._log_once((fn, device), logging.DEBUG, "AMD SMI %s is not supported on GPU %s; "
-                               "reported as null", fn, device)
+                self.not_supported(fn, device, where, key)
                 return default
-            return self._failed(fn, device, e, default)
+            if code == self._no_perm:
+                self.give_up(key)
+            self.failed(fn, device, where, _one_line(e))
+            return default
         except mod.AmdSmiException as e:  # parameter errors and the like
-            return self._failed(fn, device, e, default)
-
-    def _failed(self, fn, device, e, default):
-        first = (fn, device) not in self._logged
-        self._log_once((fn, device), logging.WARNING, "AMD SMI %s failed on GPU %s: %s; reported as null",
-                       fn, device, _one_line(e))
-        if first and self._on_error is not None:
-            self._on_error("AMD SMI %s failed on GPU %s: %s" % (fn, device, _one_line(e)))
-        return default
-
-    def _log_once(self, key, level, fmt, *args):
-        if key in self._logged:
-            return
-        self._logged.add(key)
-        logger.log(level, "graphsignal: " + fmt, *args)
+            self.failed(fn, device, where, _one_line(e))
+            return default
 
 
 def _one_line(e):

@@ -47,6 +47,7 @@ import re
 import threading
 import time
 
+from graphsignal.report import Reporter
 from graphsignal.textsafe import clean
 
 MAX_LINE = 2048  # bytes of a line that are kept; the rest is cut
@@ -199,7 +200,7 @@ class ConsoleCapture:
         self._refill_at = clock()
         self._recent = collections.OrderedDict()  # recent entries (their repeats cost no token)
         self._flusher = None
-        self._warned = False
+        self._reporter = Reporter()  # a log line only: the capture's own bug is no workload error
         self.dropped = 0
 
     # -- input ------------------------------------------------------------------
@@ -271,9 +272,7 @@ class ConsoleCapture:
                 self._feed(st, data)
             except Exception as e:  # a bug here must cost this chunk's entries only
                 self._streams[stream] = _Stream(stream)
-                if not self._warned:
-                    self._warned = True
-                    logger.warning("graphsignal: console error capture: %s: %s", type(e).__name__, e)
+                self._reporter.once("capture", "console error capture: %s: %s" % (type(e).__name__, e), entry=False)
 
     def _close(self, stream):
         with self._lock:

@@ -52,12 +52,14 @@ PCI_BUS_ID. GRAPHSIGNAL_ALL_GPUS=1 watches every GPU on the host.
 """
 import logging
 import time
+from typing import Tuple
 
+from graphsignal import config
 from graphsignal.sources import Source, SourceUnavailable
 
 logger = logging.getLogger("graphsignal")
 
-ENV_ALL_GPUS = "GRAPHSIGNAL_ALL_GPUS"
+ENV_ALL_GPUS = config.ALL_GPUS_ENV
 MAX_EVENTS_PER_POLL = 64  # an XID storm must not stall the telemetry thread
 
 # Counters whose per-poll delta also makes a rate gauge: KiB/s from bytes.
@@ -143,7 +145,7 @@ class Backend:
     """The interface a vendor backend implements (see nvml.py, amdsmi.py)."""
 
     vendor = "unknown"
-    visible_env = ("CUDA_VISIBLE_DEVICES",)
+    visible_env: Tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
 
     def open(self):
         """Every GPU on the host as a list of Device; raises BackendUnavailable."""
@@ -439,24 +441,3 @@ class GpuTelemetry(Source):
             self._closed = True
             for b, _ in self.active:
                 b.close()
-
-
-def make_source(sup):
-    """The GPU telemetry Source for a Supervisor: NVML always (it reports
-    one line when there is no NVIDIA driver), AMD SMI when its package
-    imports."""
-    from graphsignal.sources import amdsmi as amd_backend
-    from graphsignal.sources import nvml as nvml_backend
-
-    backends = [nvml_backend.NvmlBackend(nvml_backend.Nvml(on_error=_error_reporter(sup.store, "nvml")))]
-    mod = amd_backend.load_module()
-    if mod is not None:
-        backends.append(amd_backend.AmdSmiBackend(amd_backend.AmdSmi(mod, on_error=_error_reporter(sup.store,
-                                                                                                   "amdsmi"))))
-    return GpuTelemetry(sup.store, backends, sup.environ)
-
-
-def _error_reporter(store, source):
-    def report(message):
-        store.add_error("warning", message, tags={"source": source})
-    return report

@@ -7,15 +7,14 @@ once per device, turns a lost GPU into DeviceLost, and a missing library or
 driver into one clear line. `NvmlBackend` reads a device through that door
 into the shared metric names of gpu.py.
 """
-import atexit
 import ctypes
 import importlib
 import logging
-import threading
 import time
 
 from graphsignal.sources.gpu import MAX_EVENTS_PER_POLL, Backend, BackendUnavailable, Device, DeviceLost
 from graphsignal.sources.twins import BusyTime
+from graphsignal.sources.vendor import VendorLibrary
 
 logger = logging.getLogger("graphsignal")
 
@@ -69,22 +68,18 @@ class NvmlUnavailable(BackendUnavailable):
     pass
 
 
-class Nvml:
+class Nvml(VendorLibrary):
     """The one door to NVML. `module`: pynvml or a fake with the same names
     (None imports pynvml on first use); `on_error(message)`: called once per
-    unexpected failure so it shows in `errors`."""
+    unexpected failure so it shows in `errors` (the shared rules:
+    graphsignal.sources.vendor)."""
+
+    label = "NVML"
+    module_label = "nvidia-ml-py"
 
     def __init__(self, module=None, on_error=None):
+        VendorLibrary.__init__(self, on_error)
         self._module = module
-        self._on_error = on_error
-        self._lock = threading.Lock()
-        self._ready = False
-        self._failure = None  # NvmlUnavailable once init failed for good
-        self._atexit = False
-        # (fn, device, variant) whose answer cannot change while the driver
-        # runs (not supported, no permission, missing): not asked again
-        self._unanswerable = set()
-        self._logged = set()
 
     # -- lifecycle -----------------------------------------------------------
     @property
@@ -97,23 +92,12 @@ class Nvml:
                                       "(pip install nvidia-ml-py); no NVIDIA GPU telemetry")
         return self._module
 
-    def init(self):
-        """Initializes NVML once; raises NvmlUnavailable with the one line."""
-        with self._lock:
-            if self._ready:
-                return
-            if self._failure is not None:
-                raise self._failure
-            nv = self.nv
-            try:
-                nv.nvmlInit()
-            except nv.NVMLError as e:
-                self._failure = NvmlUnavailable(self._init_line(nv, e))
-                raise self._failure
-            self._ready = True
-            if not self._atexit:
-                self._atexit = True
-                atexit.register(self.shutdown)
+    def _open(self):
+        nv = self.nv
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as e:
+            raise NvmlUnavailable(self._init_line(nv, e))
 
     @staticmethod
     def _init_line(nv, e):
@@ -127,16 +111,12 @@ class Nvml:
         }.get(code)
         return "%s; no NVIDIA GPU telemetry" % (hint or "NVML init failed: %s" % e)
 
-    def shutdown(self):
-        with self._lock:
-            if not self._ready:
-                return
-            self._ready = False
-            nv = self._module
-            try:
-                nv.nvmlShutdown()
-            except nv.NVMLError as e:
-                logger.debug("graphsignal: nvmlShutdown: %s", e)
+    def _close(self):
+        nv = self._module
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError as e:
+            logger.debug("graphsignal: nvmlShutdown: %s", e)
 
     # -- the door ------------------------------------------------------------
     def call(self, fn, *args, device=None, variant=None, expect=(), default=None):
@@ -156,16 +136,13 @@ class Nvml:
             # arguments (clock type, counter, ...) are
             variant = tuple(a for a in args if isinstance(a, (int, str, bytes, float)))
         key = (fn, device, variant)
-        if key in self._unanswerable:
+        if not self.ask(key):
             return default
-        if not self._ready:
-            self.init()
         nv = self._module
         if func is None:
             func = getattr(nv, fn, None)
         if func is None:
-            self._unanswerable.add(key)
-            self._log_once((fn, None), logging.INFO, "NVML %s is not in this nvidia-ml-py; reported as null", fn)
+            self.missing(fn, key)
             return default
         try:
             return func(*args)
@@ -189,24 +166,12 @@ class Nvml:
         if code in (nv.NVML_ERROR_GPU_IS_LOST, nv.NVML_ERROR_RESET_REQUIRED) and device is not None:
             raise DeviceLost("NVML %s: %s" % (fn, e))
         if code == nv.NVML_ERROR_NOT_SUPPORTED:
-            self._unanswerable.add(key)
-            self._log_once((fn, device), logging.DEBUG, "NVML %s is not supported on %s; reported as null",
-                           fn, where)
+            self.not_supported(fn, device, where, key)
             return default
         if code in (nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_NO_PERMISSION):
-            self._unanswerable.add(key)
-        first = (fn, device) not in self._logged
-        self._log_once((fn, device), logging.WARNING, "NVML %s failed on %s: %s; reported as null",
-                       fn, where, e)
-        if first and self._on_error is not None:
-            self._on_error("NVML %s failed on %s: %s" % (fn, where, e))
+            self.give_up(key)
+        self.failed(fn, device, where, e)
         return default
-
-    def _log_once(self, key, level, fmt, *args):
-        if key in self._logged:
-            return
-        self._logged.add(key)
-        logger.log(level, "graphsignal: " + fmt, *args)
 
 
 SLOW_EVERY = 5  # polls between reads of slow-changing, costly fields
@@ -501,9 +466,9 @@ class NvmlBackend(Backend):
                             busy.samples([(t, v) for t, v in pairs if v is not None and 0 <= v <= 100],
                                          self.clock())
                         return round(avg, 1)
-                    self.nvml._log_once(("samples-range", k), logging.WARNING,
-                                        "NVML utilization samples out of range on GPU %s (%s); "
-                                        "using instantaneous readings", k, avg)
+                    self.nvml.log_once(("samples-range", k), logging.WARNING,
+                                       "NVML utilization samples out of range on GPU %s (%s); "
+                                       "using instantaneous readings" % (k, avg))
         if not rates:
             rates.append(call("nvmlDeviceGetUtilizationRates", h, device=k))
         u = rates[0]
@@ -623,11 +588,3 @@ class NvmlBackend(Backend):
 
 def _scale(value, divisor):
     return value / divisor if value is not None else None
-
-
-def make_source(sup):
-    """The registry's entry point: GPU telemetry (NVML, plus AMD SMI when
-    its package imports)."""
-    from graphsignal.sources import gpu
-
-    return gpu.make_source(sup)

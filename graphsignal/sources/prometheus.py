@@ -59,6 +59,7 @@ import requests
 import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
+from graphsignal.report import Reporter
 from graphsignal.sources import Source
 from graphsignal.textsafe import clean
 
@@ -291,7 +292,7 @@ def apply(store, samples, ts=None):
     """Writes parsed samples into the store; returns the set of series keys
     written, as (name, type, tags tuple)."""
     keys = set()
-    with store.lock:
+    with store.batch():
         for kind, name, tags, value in samples:
             if kind == "gauge":
                 store.set_gauge(name, tags, _finite(value), ts)
@@ -339,13 +340,14 @@ class PrometheusSource(Source):
         self.scrapes_ok = 0
         self.failures = 0
         self._error_tags = {"source": self.name, "url": url}
+        self._reporter = Reporter(store, self._error_tags)
         self._unresolved = False  # an error entry of ours is current
         self._halting = False  # shutdown has begun: the next scrape is the last, with FINAL_DEADLINE
         self._interrupted = threading.Event()  # set by interrupt(): the scrape in flight gives up
         self._inflight = None  # the response being read (interrupt() cuts its socket)
         self._conn = None  # the connection of the request in flight (_session sets it)
         self._inflight_lock = threading.Lock()
-        self._parse_said = set()
+        self._exposition = Reporter(store, dict(self._error_tags, problem="exposition"))
 
     def setup(self):
         if self.session is None:
@@ -380,7 +382,7 @@ class PrometheusSource(Source):
         keys = apply(self.store, samples)
         self.store.set_gauge(SKIPPED_METRIC, self.tags, report.skipped)
         self._report_parse(report)
-        with self.store.lock:
+        with self.store.batch():
             for name, kind, tags in self._keys - keys:
                 self.store.remove(name, kind, dict(tags))
         self._keys = keys
@@ -472,26 +474,17 @@ class PrometheusSource(Source):
         """One error per kind of cut (and per first bad line), not per scrape.
         These describe the exposition, not a failed scrape: tagged
         problem=exposition, so a recovery of the endpoint leaves them be."""
+        say = self._exposition.once
         if report.skipped:
-            key = ("skipped", report.first_bad)
-            if key not in self._parse_said:
-                self._parse_said.add(key)
-                self._say_exposition("scraping %s: %d malformed line%s skipped (first: %s); the rest of the "
-                                     "exposition is imported" % (self.url, report.skipped,
-                                                                 "" if report.skipped == 1 else "s",
-                                                                 _quote(report.first_bad)))
-        if report.cut_lines and "lines" not in self._parse_said:
-            self._parse_said.add("lines")
-            self._say_exposition("scraping %s: the exposition has more than %d sample lines; %d were not read"
-                                 % (self.url, MAX_LINES, report.cut_lines))
-        if report.cut_series and "series" not in self._parse_said:
-            self._parse_said.add("series")
-            self._say_exposition("scraping %s: more than %d series; %d were not imported"
-                                 % (self.url, MAX_SERIES, report.cut_series))
-
-    def _say_exposition(self, message):
-        logger.warning("graphsignal: %s", message)
-        self.store.add_error("warning", message, tags=dict(self._error_tags, problem="exposition"))
+            say(("skipped", report.first_bad), "scraping %s: %d malformed line%s skipped (first: %s); the rest of "
+                "the exposition is imported" % (self.url, report.skipped, "" if report.skipped == 1 else "s",
+                                                _quote(report.first_bad)))
+        if report.cut_lines:
+            say("lines", "scraping %s: the exposition has more than %d sample lines; %d were not read"
+                % (self.url, MAX_LINES, report.cut_lines))
+        if report.cut_series:
+            say("series", "scraping %s: more than %d series; %d were not imported"
+                % (self.url, MAX_SERIES, report.cut_series))
 
     def _failed(self, now, e):
         self.failures += 1
@@ -534,8 +527,9 @@ class PrometheusSource(Source):
         last = self._said.get(message)
         if last is None or now - last >= LOG_REPEAT:
             self._said[message] = now
-            logger.warning("graphsignal: %s", message)
-        self.store.add_error(level, message, tags=self._error_tags)
+            self._reporter.say(message, level)
+        else:
+            self._reporter.entry(message, level)
         self._unresolved = True
 
     def shutdown(self):
@@ -583,16 +577,10 @@ def _socket_of(resp):
         return None
 
 
-def make_source(sup):
-    """A PrometheusSource for the Supervisor `sup`, or None when there is
-    nothing to scrape (no engine recognized and no --metrics-port)."""
-    url = getattr(sup, "metrics_url", None)
-    if not url:
+def make_source(ctx):
+    """A PrometheusSource for a run (a graphsignal.sources.SourceContext),
+    or None when there is nothing to scrape (no engine recognized and no
+    --metrics-port)."""
+    if not ctx.metrics_url:
         return None
-    prepared = getattr(sup, "engine", None)
-
-    def alive():
-        child = getattr(sup, "child", None)
-        return child is None or child.poll() is None
-
-    return PrometheusSource(sup.store, url, getattr(prepared, "engine", None), alive=alive)
+    return PrometheusSource(ctx.store, ctx.metrics_url, ctx.engine, alive=ctx.alive)

@@ -1,16 +1,35 @@
 """Which sources a run gets: host and process metrics always, GPU
 telemetry (NVML / AMD SMI; each says once when its library or driver is
-missing), and the engine's Prometheus endpoint when there is one."""
-from graphsignal.sources import nvml, prometheus
+missing), and the engine's Prometheus endpoint when there is one.
+
+The registry is the one module that knows every source: the GPU backends
+import the telemetry's interface (gpu.py), never the other way round."""
+from graphsignal.sources import prometheus
 from graphsignal.sources.host import HostSource
 
 
-def make_sources(sup):
-    """Sources for a Supervisor `sup` (store, child, environ, metrics_url)."""
-    root = lambda: sup.child.pid if sup.child is not None else None  # noqa: E731
-    sources = [HostSource(sup.store, root)]
-    for factory in (nvml.make_source, prometheus.make_source):
-        src = factory(sup)
+def make_sources(ctx):
+    """Sources for a run (ctx: a graphsignal.sources.SourceContext)."""
+    sources = [HostSource(ctx.store, ctx.root_pid)]
+    for factory in (gpu_source, prometheus.make_source):
+        src = factory(ctx)
         if src is not None:
             sources.extend(src if isinstance(src, list) else [src])
     return sources
+
+
+def gpu_source(ctx):
+    """The GPU telemetry Source: NVML always (it reports one line when
+    there is no NVIDIA driver), AMD SMI when its package imports."""
+    from graphsignal.report import Reporter
+    from graphsignal.sources import amdsmi, nvml
+    from graphsignal.sources.gpu import GpuTelemetry
+
+    def on_error(source):
+        return Reporter(ctx.store, {"source": source}).entry
+
+    backends = [nvml.NvmlBackend(nvml.Nvml(on_error=on_error("nvml")))]
+    mod = amdsmi.load_module()
+    if mod is not None:
+        backends.append(amdsmi.AmdSmiBackend(amdsmi.AmdSmi(mod, on_error=on_error("amdsmi"))))
+    return GpuTelemetry(ctx.store, backends, ctx.environ)

@@ -45,7 +45,8 @@ _RULES = [
     (MEMORY, r"reshape_and_cache|concat_and_cache|copy_blocks|swap_blocks"),
     (COMMUNICATION, r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"
                     r"|nvshmem|sendrecv|send_recv|" + _B + r"p2p" + _E),
-    (ATTENTION, r"flash_?(fwd|bwd|attn|attention|decod|mla)|" + _B + r"flash::|fmha|attention|" + _B + r"attn|" + _B + r"mha" + _E + r"|" + _B + r"mla" + _E
+    (ATTENTION, r"flash_?(fwd|bwd|attn|attention|decod|mla)|" + _B + r"flash::|fmha|attention|" + _B + r"attn|"
+                + _B + r"mha" + _E + r"|" + _B + r"mla" + _E
                 + r"|batch_?prefill|batch_?decode|single_?prefill|single_?decode|paged_?attention|xformers"
                 + r"|merge_?attn|merge_?state|" + _B + r"sdpa|" + _B + r"lean_?attn"),
     # ggml-cuda (see the module doc)

@@ -97,7 +97,8 @@ class TinyDecoder:
 
     def __init__(self, layers=8, d=1024, heads=16, vocab=32000, max_len=1024):
         g = torch.Generator(device="cuda").manual_seed(0)
-        w = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=g) / math.sqrt(s[0])
+        def w(*s):
+            return torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=g) / math.sqrt(s[0])
         self.d, self.h, self.dh = d, heads, d // heads
         self.scale = 1.0 / math.sqrt(self.dh)
         self.emb = w(vocab, d)
@@ -145,7 +146,9 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--scale", type=int, default=1, help="multiplies the number of timed blocks")
     a = ap.parse_args()
-    emit = lambda **kv: (sys.stdout.write(json.dumps(kv) + "\n"), sys.stdout.flush())
+    def emit(**kv):
+        sys.stdout.write(json.dumps(kv) + "\n")
+        sys.stdout.flush()
     torch.cuda.init()
     emit(event="start", pid=os.getpid())
     for name in a.workloads.split(","):

@@ -1,0 +1,483 @@
+"""The aggregator: a pure function of the records of one ring into the
+metric store, apart from files, threads and /proc (graphsignal.poller
+finds, drains and retires the rings and feeds their records here).
+
+A batch of records is split by record type and aggregated with
+vectorized numpy (bincount over dense keys, reduceat over sorted keys).
+No Python code runs per record; Python loops run per distinct (name,
+device) in a batch. A record that makes no sense is counted in
+graphsignal_rejected_records{reason} and said once per ring and reason.
+"""
+import numpy as np
+
+from graphsignal import cuda_names, histo
+from graphsignal.rings import layout as L
+from graphsignal.rings.reader import MAX_NAME_ID
+
+# Calls counted by the CUPTI library's API callbacks, aggregated per thread
+# (probe.h GRAPHSIGNAL_REC_*_SAMPLED, _SYNC_AGG; tests/test_cupti_translation.py
+# holds these to the header). A record carries its number of calls; copy and
+# memset times are estimates from sampled activity, tagged duration=sampled.
+REC_MEMCPY_SAMPLED = getattr(L, "REC_MEMCPY_SAMPLED", 14)
+REC_MEMSET_SAMPLED = getattr(L, "REC_MEMSET_SAMPLED", 15)
+REC_SYNC_AGG = getattr(L, "REC_SYNC_AGG", 16)
+SAMPLED_TAGS = {"duration": "sampled"}
+
+CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
+                 "cuda_memset_nanoseconds", "cuda_sync_nanoseconds")
+
+_EXACT_F64 = 1 << 53
+
+
+# -- vectorized grouping ------------------------------------------------------
+def _exact_bincount(idx, values, n):
+    """Per-bin sums of non-negative integer values, exact: a uint64 array
+    while every sum provably fits in 53 bits (the common case), else an
+    object array of Python ints (sums beyond 2**64 do not wrap)."""
+    v = values.astype(np.uint64, copy=False)
+    if v.size == 0:
+        return np.zeros(n, dtype=np.uint64)
+    if int(v.max()) * v.size < _EXACT_F64:
+        return np.bincount(idx, weights=v.astype(np.float64), minlength=n).astype(np.uint64)
+    lo_t = np.zeros(n, dtype=np.uint64)
+    hi_t = np.zeros(n, dtype=np.uint64)
+    step = 1 << 20  # chunk so each float64 partial stays exact (2**20 * 2**32 < 2**53)
+    for s in range(0, v.size, step):
+        vi, ii = v[s:s + step], idx[s:s + step]
+        # each chunk's partials are below 2**52, so up to 4096 chunks add up in uint64 exactly
+        lo_t += np.bincount(ii, weights=(vi & np.uint64(0xFFFFFFFF)).astype(np.float64), minlength=n).astype(np.uint64)
+        hi_t += np.bincount(ii, weights=(vi >> np.uint64(32)).astype(np.float64), minlength=n).astype(np.uint64)
+    out = np.empty(n, dtype=object)
+    out[:] = [(h << 32) + lo for h, lo in zip(hi_t.tolist(), lo_t.tolist())]
+    return out
+
+
+def group(keys):
+    """(unique keys, inverse index, counts) for non-negative int64 keys,
+    by bincount when the key range is small, else by sort."""
+    kmax = int(keys.max())
+    if kmax < (1 << 22):
+        counts = np.bincount(keys, minlength=kmax + 1)
+        uniq = np.flatnonzero(counts)
+        if uniq.size == kmax + 1:
+            return uniq, keys, counts
+        remap = np.zeros(kmax + 1, dtype=np.int64)
+        remap[uniq] = np.arange(uniq.size)
+        return uniq, remap[keys], counts[uniq]
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return uniq, inv.reshape(-1), np.bincount(inv.reshape(-1))
+
+
+def group_sums(keys, *value_arrays):
+    """(unique keys, counts, [sums per value array])."""
+    uniq, inv, counts = group(keys)
+    return uniq, counts, [_exact_bincount(inv, v, uniq.size) for v in value_arrays]
+
+
+def _compose(a, b):
+    """Dense int64 key from two non-negative integer columns; returns
+    (key, width of b) so a = key // width, b = key % width."""
+    width = int(b.max()) + 1 if b.size else 1
+    if width == 1:  # the common case (one device): no arithmetic
+        return a.astype(np.int64), 1
+    return a.astype(np.int64) * width + b.astype(np.int64), width
+
+
+class Batch:
+    """The records of one type in a drained batch. Fields are taken on
+    demand, each as one contiguous copy of just that field, instead of
+    copying whole records per type."""
+
+    __slots__ = ("recs", "mask", "_cache", "size")
+
+    def __init__(self, recs, mask=None):
+        self.recs, self.mask, self._cache = recs, mask, {}
+        self.size = int(recs.size if mask is None else np.count_nonzero(mask))
+
+    def __getitem__(self, field):
+        v = self._cache.get(field)
+        if v is None:
+            v = self.recs[field] if self.mask is None else self.recs[field][self.mask]
+            self._cache[field] = v
+        return v
+
+
+# -- what a ring's records can be refused for ---------------------------------
+UNNAMED = "(unnamed)"  # the frame of records whose name never arrived (one frame, not one per id)
+MAX_DEVICES = 128  # device ordinals per process (GPUs, MIG instances); a higher one is a bad record
+MAX_KIND = 64  # CUPTI copy/memory/sync kinds are small enums
+
+REJECT_REASONS = {
+    "unknown_name": "records naming an id that was never sent (counted in the %s frame)" % UNNAMED,
+    "unknown_instrument": "records for an instrument id that was never registered",
+    "bad_type": "records of a type this sidecar does not know",
+    "bad_field": "records with a field out of range",
+    "names_over_cap": "names beyond the per-ring caps, or pointing outside the string area",
+}
+REJECTED_METRIC = "graphsignal_rejected_records"
+
+
+def parse_instrument(text):
+    """'type\\x1fname[\\x1fkey\\x1evalue]...' -> (type, name, tags) or None."""
+    parts = text.split("\x1f")
+    if len(parts) < 2 or parts[0] not in ("gauge", "counter", "histogram", "profile") or not parts[1]:
+        return None
+    tags = {}
+    for kv in parts[2:]:
+        k, sep, v = kv.partition("\x1e")
+        if sep and k:
+            tags[k] = v
+    return parts[0], parts[1], tags
+
+
+class Aggregator:
+    """Aggregates the records of rings into `store`; `reporter` (a
+    graphsignal.report.Reporter) says each kind of rejected record once
+    per ring. A ring's own state (its names, devices, instruments, tags
+    and counts of rejected records) is the RingState passed with its
+    records (graphsignal.poller)."""
+
+    def __init__(self, store, reporter):
+        self.store = store
+        self.reporter = reporter
+
+    def reject(self, st, reason, n, example):
+        if n <= 0:
+            return
+        st.rejected[reason] = st.rejected.get(reason, 0) + int(n)
+        if reason not in st.said:
+            st.said.add(reason)
+            self.reporter.say("ring %s: %s (%s); counted in %s{reason=%s}, not logged again" % (
+                st.ring.name, example, REJECT_REASONS[reason], REJECTED_METRIC, reason))
+
+    def aggregate(self, st, recs):
+        """Writes a batch of one ring's records (st: its RingState) into the store."""
+        types = recs["type"]
+        tmin, tmax = int(types.min()), int(types.max())
+        if tmin == tmax:
+            groups = [(tmin, Batch(recs))]
+        else:
+            present = np.flatnonzero(np.bincount(types, minlength=256))
+            # names first, so records in the same batch can use them
+            order = sorted(present.tolist(), key=lambda t: (t != L.REC_NAME, t != L.REC_DEVICE, t))
+            groups = [(t, Batch(recs, types == t)) for t in order]
+        ts = self.store.clock()
+        for t, g in groups:
+            handler = self._handlers.get(t)
+            if handler is not None:
+                handler(self, st, g, ts)
+            elif t != L.REC_TEST:
+                self.reject(st, "bad_type", g.size, "record type %d" % t)
+
+    # Records are checked per distinct key after grouping, never per record:
+    # a hostile ring costs what its distinct keys cost, a normal one nothing.
+
+    def _frame_name(self, st, nid, n, bad):
+        """The name of id nid for n records, or UNNAMED (counted) when it
+        was never sent."""
+        name = st.ring.names.get(nid)
+        if name is None:
+            self._count(bad, "unknown_name", n, "name id %d" % nid)
+            return UNNAMED
+        return name
+
+    def _instrument(self, st, nid, want):
+        """(name, tags) of instrument nid if it is a `want`, else None."""
+        inst = st.instruments.get(nid)
+        if inst is None or inst[0] != want:
+            return None
+        return inst[1], dict(inst[2], **st.base_tags)
+
+    def _count(self, bad, reason, n, example):
+        c, ex = bad.get(reason, (0, example))
+        bad[reason] = (c + n, ex)
+
+    def _flush_bad(self, st, bad):
+        for reason, (n, example) in bad.items():
+            self.reject(st, reason, n, example)
+
+    def _on_name(self, st, g, ts):
+        for nid, sub, text in st.ring.learn_names(g.recs if g.mask is None else g.recs[g.mask]):
+            if sub == L.NAME_INSTRUMENT:
+                inst = parse_instrument(text)
+                if inst is not None:
+                    st.instruments[nid] = inst
+                else:
+                    st.instruments.pop(nid, None)
+            else:
+                st.instruments.pop(nid, None)
+
+    def _on_device(self, st, g, ts):
+        bad = {}
+        for dev, nid in zip(g["device"].tolist(), g["name_id"].tolist()):
+            if dev >= MAX_DEVICES:
+                self._count(bad, "bad_field", 1, "device %d" % dev)
+                continue
+            st.devices[dev] = st.ring.names.get(nid)
+            if st.ring.kind == L.KIND_CUPTI:
+                # the device in use: its profiles are measured, even if empty
+                for name in CUDA_PROFILES:
+                    self.store.ensure_profile(name, st.device_tags(dev), ts)
+        self._flush_bad(st, bad)
+
+    def _on_meta(self, st, g, ts):
+        for sub, value in zip(g["sub"].tolist(), g["value"].tolist()):
+            st.meta[sub] = value
+            if sub == L.META_CUDA_GRAPH_TRACE_MODE:
+                self.store.set_gauge("cuda_graph_trace_mode", st.base_tags, int(value), ts)
+
+    def _profile_by_name_device(self, metric, st, g, ts):
+        key, width = _compose(g["name_id"], g["device"])
+        uniq, counts, (sums,) = group_sums(key, g["value"])
+        by_tags = {}
+        bad = {}
+        for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
+            nid, dev = divmod(k, width)
+            if dev >= MAX_DEVICES:
+                self._count(bad, "bad_field", c, "device %d" % dev)
+                continue
+            by_tags.setdefault(dev, []).append((self._frame_name(st, nid, c, bad), int(s), int(c)))
+        for dev, frames in by_tags.items():
+            self.store.add_profile(metric, st.device_tags(dev), frames, ts)
+        self._flush_bad(st, bad)
+
+    def _on_kernel(self, st, g, ts):
+        self._profile_by_name_device("cuda_kernels_nanoseconds", st, g, ts)
+
+    def _on_graph(self, st, g, ts):
+        self._profile_by_name_device("cuda_graphs_nanoseconds", st, g, ts)
+
+    def _on_memcpy(self, st, g, ts):
+        # key: copy kind, memory kinds (src | dst << 8), device
+        k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
+        key, w2 = _compose(k1, g["device"])
+        uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
+        bad = {}
+        for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
+            dev = k % w2
+            copy_kind, mem = divmod(k // w2, w1)
+            if dev >= MAX_DEVICES or copy_kind >= MAX_KIND or (mem & 0xFF) >= MAX_KIND or (mem >> 8) >= MAX_KIND:
+                self._count(bad, "bad_field", c, "memcpy kind %d, memory kinds 0x%x, device %d" % (copy_kind, mem, dev))
+                continue
+            kind = cuda_names.memcpy_kind(copy_kind)
+            tags = st.device_tags(dev)
+            host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
+            if host_mem:
+                tags["host_memory"] = host_mem
+            self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
+        self._flush_bad(st, bad)
+
+    def _on_memset(self, st, g, ts):
+        key, width = _compose(g["sub"], g["device"])
+        uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
+        bad = {}
+        for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
+            mem, dev = divmod(k, width)
+            if dev >= MAX_DEVICES or mem >= MAX_KIND:
+                self._count(bad, "bad_field", c, "memory kind %d, device %d" % (mem, dev))
+                continue
+            kind = cuda_names.memory_kind(mem)
+            tags = st.device_tags(dev)
+            self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+        self._flush_bad(st, bad)
+
+    def _on_memcpy_sampled(self, st, g, ts):
+        """Copies counted by API callbacks: name_id src | dst << 8 | calls << 16."""
+        nid = g["name_id"]
+        k1, w1 = _compose(g["sub"], nid & 0xFFFF)
+        key, w2 = _compose(k1, g["device"])
+        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], nid >> 16)
+        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
+            dev = k % w2
+            copy_kind, mem = divmod(k // w2, w1)
+            kind = cuda_names.memcpy_kind(copy_kind)
+            tags = st.device_tags(dev)
+            host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
+            if host_mem:
+                tags["host_memory"] = host_mem
+            tags.update(SAMPLED_TAGS)
+            self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
+
+    def _on_memset_sampled(self, st, g, ts):
+        """Memsets counted by API callbacks: name_id calls."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], g["name_id"])
+        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
+            mem, dev = divmod(k, width)
+            kind = cuda_names.memory_kind(mem)
+            tags = dict(st.device_tags(dev), **SAMPLED_TAGS)
+            self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
+            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+
+    def _on_sync_agg(self, st, g, ts):
+        """Syncs counted and timed by API callbacks: name_id calls, value host ns."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, _, (ns, calls) = group_sums(key, g["value"], g["name_id"])
+        by_tags = {}
+        for k, t, c in zip(uniq.tolist(), ns.tolist(), calls.tolist()):
+            kind, dev = divmod(k, width)
+            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
+        for dev, frames in by_tags.items():
+            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
+
+    def _on_sync(self, st, g, ts):
+        key, width = _compose(g["sub"], g["device"])
+        uniq, counts, (ns,) = group_sums(key, g["value"])
+        by_tags = {}
+        bad = {}
+        for k, c, t in zip(uniq.tolist(), counts.tolist(), ns.tolist()):
+            kind, dev = divmod(k, width)
+            if dev >= MAX_DEVICES or kind >= MAX_KIND:
+                self._count(bad, "bad_field", c, "sync kind %d, device %d" % (kind, dev))
+                continue
+            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
+        for dev, frames in by_tags.items():
+            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
+        self._flush_bad(st, bad)
+
+    def _unknown_instrument(self, bad, want, nid, n):
+        self._count(bad, "unknown_instrument", n, "record for unknown %s instrument %d" % (want, nid))
+
+    def _on_gauge(self, st, g, ts):
+        ids = g["name_id"]
+        # last record per instrument wins
+        rev_ids = ids[::-1]
+        uniq, first_rev, counts = np.unique(rev_ids, return_index=True, return_counts=True)
+        vals = g["value"][::-1][first_rev].view(np.float64)
+        bad = {}
+        for nid, v, c in zip(uniq.tolist(), vals.tolist(), counts.tolist()):
+            inst = self._instrument(st, nid, "gauge")
+            if inst is None:
+                self._unknown_instrument(bad, "gauge", nid, c)
+                continue
+            self.store.set_gauge(inst[0], inst[1], v, ts)
+        self._flush_bad(st, bad)
+
+    def _on_counter(self, st, g, ts):
+        uniq, counts, (sums,) = group_sums(g["name_id"].astype(np.int64), g["value"])
+        bad = {}
+        for nid, s, c in zip(uniq.tolist(), sums.tolist(), counts.tolist()):
+            inst = self._instrument(st, nid, "counter")
+            if inst is None:
+                self._unknown_instrument(bad, "counter", nid, c)
+                continue
+            self.store.add_counter(inst[0], inst[1], int(s), ts)
+        self._flush_bad(st, bad)
+
+    def _on_histogram(self, st, g, ts):
+        ids = g["name_id"].astype(np.int64)
+        vals = g["value"]
+        order = np.argsort(ids, kind="stable")
+        ids_s, vals_s = ids[order], vals[order]
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(ids_s)) + 1))
+        uniq = ids_s[starts]
+        counts = np.diff(np.append(starts, ids_s.size))
+        insts = [self._instrument(st, nid, "histogram") for nid in uniq.tolist()]
+        if None in insts:  # records of unknown instruments: counted, then left out before any bins
+            bad = {}
+            known = np.array([i is not None for i in insts])
+            for nid, c, i in zip(uniq.tolist(), counts.tolist(), insts):
+                if i is None:
+                    self._unknown_instrument(bad, "histogram", nid, c)
+            self._flush_bad(st, bad)
+            keep = np.repeat(known, counts)
+            ids_s, vals_s = ids_s[keep], vals_s[keep]
+            if ids_s.size == 0:
+                return
+            uniq, counts = uniq[known], counts[known]
+            insts = [i for i in insts if i is not None]
+            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        mins = np.minimum.reduceat(vals_s, starts)
+        maxs = np.maximum.reduceat(vals_s, starts)
+        inst_idx = np.repeat(np.arange(uniq.size), counts)
+        sums = _exact_bincount(inst_idx, vals_s, uniq.size)
+        bins = histo.bin_index(vals_s)
+        if uniq.size * histo.NBINS <= 1 << 20:
+            mat = np.bincount(inst_idx * histo.NBINS + bins, minlength=uniq.size * histo.NBINS)
+            per = [mat[i * histo.NBINS:(i + 1) * histo.NBINS] for i in range(uniq.size)]
+        else:
+            # many instruments in one batch: only the bins they hit, never a dense instruments x bins matrix
+            keys, kc = np.unique(inst_idx * histo.NBINS + bins, return_counts=True)
+            owner = keys // histo.NBINS
+            cut = np.searchsorted(owner, np.arange(uniq.size + 1))
+            per = [((keys[cut[i]:cut[i + 1]] % histo.NBINS), kc[cut[i]:cut[i + 1]]) for i in range(uniq.size)]
+        for i, inst in enumerate(insts):
+            self.store.add_histogram_agg(inst[0], inst[1], int(counts[i]), int(sums[i]), int(mins[i]), int(maxs[i]),
+                                         per[i], ts)
+
+    def _on_histogram_agg(self, st, g, ts):
+        """Pre-aggregated deltas from device probes (probe_cuda.h)."""
+        sub, vals, extra = g["sub"], g["value"], g["extra"]
+        ids = g["name_id"].astype(np.int64)
+        order = np.argsort(ids, kind="stable")
+        ids_s = ids[order]
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(ids_s)) + 1, [ids_s.size]))
+        sub_s, vals_s, extra_s = sub[order], vals[order], extra[order]
+        bad = {}
+        for j in range(starts.size - 1):
+            a, b = int(starts[j]), int(starts[j + 1])
+            nid = int(ids_s[a])
+            inst = self._instrument(st, nid, "histogram")
+            if inst is None:
+                self._unknown_instrument(bad, "histogram", nid, b - a)
+                continue
+            sb, v, x = sub_s[a:b], vals_s[a:b], extra_s[a:b]
+            cs = sb == L.AGG_COUNT_SUM
+            mm = sb == L.AGG_MIN_MAX
+            bn = sb == L.AGG_BIN
+            out_of_range = bn & (x >= histo.NBINS)
+            if out_of_range.any():
+                self._count(bad, "bad_field", int(np.count_nonzero(out_of_range)),
+                            "histogram bin %d" % int(x[out_of_range][0]))
+                bn &= ~out_of_range
+            count = histo.exact_sum(v[cs])
+            if count == 0 and not bn.any():
+                continue
+            total = histo.exact_sum(x[cs])
+            vmin = int(v[mm].min()) if mm.any() else None
+            vmax = int(x[mm].max()) if mm.any() else None
+            bins = x[bn].astype(np.int64)
+            counts = np.bincount(bins, weights=v[bn].astype(np.float64), minlength=histo.NBINS)
+            self.store.add_histogram_agg(inst[0], inst[1], count, total, vmin, vmax, counts.astype(np.int64), ts)
+        self._flush_bad(st, bad)
+
+    def _on_profile(self, st, g, ts):
+        frame_ids = g["extra"]
+        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
+            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
+        key, width = _compose(g["name_id"], frame_ids)
+        uniq, counts, (sums,) = group_sums(key, g["value"])
+        frames = {}
+        bad = {}
+        for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
+            nid, fid = divmod(k, width)
+            frames.setdefault(nid, []).append((self._frame_name(st, fid, c, bad), int(s), int(c)))
+        for nid, fr in frames.items():
+            inst = self._instrument(st, nid, "profile")
+            if inst is None:
+                self._unknown_instrument(bad, "profile", nid, sum(f[2] for f in fr))
+                continue
+            self.store.add_profile(inst[0], inst[1], fr, ts)
+        self._flush_bad(st, bad)
+
+    _handlers = {
+        L.REC_NAME: _on_name,
+        L.REC_DEVICE: _on_device,
+        L.REC_META: _on_meta,
+        L.REC_KERNEL: _on_kernel,
+        L.REC_GRAPH: _on_graph,
+        L.REC_MEMCPY: _on_memcpy,
+        L.REC_MEMSET: _on_memset,
+        L.REC_SYNC: _on_sync,
+        L.REC_GAUGE: _on_gauge,
+        L.REC_COUNTER: _on_counter,
+        L.REC_HISTOGRAM: _on_histogram,
+        L.REC_PROFILE: _on_profile,
+        L.REC_HISTOGRAM_AGG: _on_histogram_agg,
+        REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
+        REC_MEMSET_SAMPLED: _on_memset_sampled,
+        REC_SYNC_AGG: _on_sync_agg,
+    }

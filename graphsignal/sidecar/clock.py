@@ -1,0 +1,62 @@
+"""The sidecar's clock: the store's time-based work, on its own thread.
+
+Every `interval` seconds it serializes what changed (store.prerender, only
+while someone reads /signals) and once every `history_interval` seconds it
+appends the per-second history snapshot that windows are differences of
+(store.take_history). It belongs to the sidecar, not to any writer: if the
+poller never starts, or a source hangs, windows still advance.
+"""
+import logging
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from graphsignal.report import Reporter
+
+logger = logging.getLogger("graphsignal")
+
+
+class StoreClock:
+    def __init__(self, store: Any, interval: float = 0.05, history_interval: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic, reporter: Optional[Reporter] = None) -> None:
+        """interval, history_interval: seconds. reporter: a
+        graphsignal.report.Reporter for a failing tick (said once)."""
+        self.store = store
+        self.interval = interval
+        self.history_interval = history_interval
+        self.monotonic = monotonic
+        self.reporter = reporter
+        self._last_history: Optional[float] = None
+        self._halt = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def tick(self) -> None:
+        """One cycle: prerender, and the history snapshot when one is due."""
+        now = self.monotonic()
+        self.store.prerender()
+        if self._last_history is None or now - self._last_history >= self.history_interval:
+            self._last_history = now
+            self.store.take_history()
+
+    def start(self) -> "StoreClock":
+        self._thread = threading.Thread(target=self._run, name="graphsignal-clock", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._halt.is_set():
+            t0 = self.monotonic()
+            try:
+                self.tick()
+            except Exception as e:  # keep ticking: one bad cycle must not stop the history
+                msg = "clock cycle failed: %s: %s" % (type(e).__name__, e)
+                if self.reporter is not None:
+                    self.reporter.once(("clock", type(e).__name__, str(e)), msg)
+                else:
+                    logger.warning("graphsignal: %s", msg)
+            self._halt.wait(max(0.0, self.interval - (self.monotonic() - t0)))
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join(5)
