@@ -271,9 +271,9 @@ class Poller:
                 delay = max(0.0, self.next_sleep - (time.monotonic() - t0))
                 if watch is not None and not self.rings:
                     # nothing to drain, and inotify wakes us when a ring appears:
-                    # sleep until the next history tick (an idle sidecar's CPU is
-                    # mostly these wakeups, 20 a second)
-                    delay = max(delay, self.history_interval - (time.monotonic() - (self._last_history or t0)))
+                    # sleep until the next retirement check (an idle sidecar's CPU
+                    # is mostly these wakeups, 20 a second)
+                    delay = max(delay, self.retire_interval - (time.monotonic() - (self._last_retire or t0)))
                 # a ring that appears is drained at once: a new writer at full speed
                 # fills a small ring in less than an interval
                 if watch is None:

@@ -261,7 +261,7 @@ def test_with_no_ring_the_thread_sleeps_until_one_appears():
     # still drained at once.
     run_id = "t" + uuid.uuid4().hex[:10]
     store = MetricStore()
-    poller = Poller(store, run_id, interval=0.05, history_interval=60.0)
+    poller = Poller(store, run_id, interval=0.05, retire_interval=60.0)
     poller.start()
     try:
         time.sleep(1.0)
