@@ -409,10 +409,27 @@ def parse_args(argv):
     return args
 
 
+def _thread_died(args):
+    """A sidecar thread that dies of an exception says so in one line: our
+    stderr is the workload's, and a traceback there is not its output."""
+    if args.exc_type is SystemExit:
+        return
+    where = ""
+    tb = args.exc_traceback
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        where = " at %s:%d" % (os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_lineno)
+    name = args.thread.name if args.thread is not None else "?"
+    logger.warning("graphsignal: sidecar thread %s stopped: %s: %s%s (the workload runs on)",
+                   name, args.exc_type.__name__, args.exc_value, where)
+
+
 def main(argv=None):
     # The supervisor's signal mask is inherited through exec.
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     setup_logging(os.environ)  # the supervisor's environment, thread caps aside
+    threading.excepthook = _thread_died
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         cfg = channel.read_config(args["config_fd"])
