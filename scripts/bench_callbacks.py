@@ -1,6 +1,6 @@
 """What graphsignal's own API-callback code costs per call, on the CPU: the
 injection library linked against the stand-in libcupti of the tests
-(tests/cupti/fake_cupti.cpp), which calls the library's callbacks the way
+(tests/support/cupti/fake_cupti.cpp), which calls the library's callbacks the way
 CUPTI does, as fast as it can, with no GPU and no CUPTI in the way. The
 per-call benchmark on a GPU (bench_percall.py) measures CUPTI's dispatch
 plus this; this isolates the part graphsignal controls.
@@ -72,7 +72,7 @@ def build():
     fake = os.path.join(d, "libcupti.so.%d" % hs.major)
     subprocess.run(cxx + ["-std=c++17", "-O2", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
                           "-I", cupti_build.SRC, "-idirafter", cupti_build.COMPAT,
-                          os.path.join(ROOT, "tests", "cupti", "fake_cupti.cpp"),
+                          os.path.join(ROOT, "tests", "support", "cupti", "fake_cupti.cpp"),
                           "-Wl,-soname,libcupti.so.%d" % hs.major, "-pthread", "-o", fake], check=True)
     lib = cupti_build.build_variant(hs._replace(libcupti=fake), d, log=lambda m: sys.stderr.write(m + "\n"), force=True)
     if not lib:

@@ -74,12 +74,12 @@ def gs_lines(stderr):
 
 
 def test_c(name):
-    """A program of tests/c, compiled with -I include (the version under test)."""
+    """A program of tests/support/c, compiled with -I include (the version under test)."""
     out_dir = os.path.join(tempfile.gettempdir(), "graphsignal-bench-%d" % os.getuid())
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "t_" + os.path.splitext(name)[0])
-    subprocess.run(["gcc", "-O2", "-I", os.path.join(ROOT, "include"), os.path.join(ROOT, "tests", "c", name),
-                    "-o", out, "-pthread"], check=True)
+    src = os.path.join(ROOT, "tests", "support", "c", name)
+    subprocess.run(["gcc", "-O2", "-I", os.path.join(ROOT, "include"), src, "-o", out, "-pthread"], check=True)
     return out
 
 
@@ -342,7 +342,7 @@ def case_small_shm(args):
         return
     writer = compile_c("ring_writer.c")  # 2M kernel records each, at 1M records/s
     jobs = {"3_writers": "for i in 1 2 3; do %s 2000000 1000000 1 >/dev/null & done; wait" % writer}
-    rank = os.path.join(ROOT, "tests", "c", "rank_writer.c")  # the 8-rank job needs this version's header
+    rank = os.path.join(ROOT, "tests", "support", "c", "rank_writer.c")  # the 8-rank job needs this version's header
     if os.path.exists(rank) and "graphsignal_ring_put_name" in open(os.path.join(ROOT, "include", "graphsignal",
                                                                                   "probe.h")).read():
         jobs["8_ranks_2_rings"] = "for i in $(seq 8); do %s 50000 & done; wait" % test_c("rank_writer.c")

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from gsrun import metrics, quiet_env, run_wrapped
+from support.gsrun import metrics, quiet_env, run_wrapped
 
 pytestmark = pytest.mark.gpu
 

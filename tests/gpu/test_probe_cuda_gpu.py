@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from cbuild import INCLUDE, ROOT
-from gsrun import metrics, quiet_env, run_wrapped
+from support.cbuild import INCLUDE, ROOT
+from support.gsrun import metrics, quiet_env, run_wrapped
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +20,7 @@ NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 def probe_kernel(tmp_path_factory):
     out = tmp_path_factory.mktemp("cuda") / "probe_kernel"
     subprocess.run([NVCC, "-std=c++17", "-arch=native", "-I", INCLUDE,
-                    os.path.join(ROOT, "tests", "cuda", "probe_kernel.cu"), "-o", str(out)], check=True)
+                    os.path.join(ROOT, "tests", "support", "cuda", "probe_kernel.cu"), "-o", str(out)], check=True)
     return str(out)
 
 

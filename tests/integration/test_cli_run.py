@@ -1,0 +1,207 @@
+"""graphsignal-run as a wrapper: exit codes, signal deaths, console bytes,
+forwarded signals, options."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from support.cbuild import compile_c
+from graphsignal import __version__
+from graphsignal.cli.run import RunConfig, UsageError, parse_args
+from support.gsrun import GS_RUN, free_port, get_json, quiet_env, run_wrapped, wait_for
+
+PY = sys.executable
+
+
+@pytest.mark.parametrize("code", [0, 1, 3, 42])
+def test_exit_code_passes_through(code):
+    proc, signals = run_wrapped([PY, "-c", "import sys; sys.exit(%d)" % code])
+    assert proc.returncode == code
+    assert signals is not None
+    exits = [e for e in signals["errors"] if "exited with code" in e["message"]]
+    assert (len(exits) == 1) == (code != 0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT])
+def test_death_by_signal_is_reraised(sig):
+    proc, signals = run_wrapped([PY, "-c", "import os; os.kill(os.getpid(), %d)" % sig])
+    assert proc.returncode == -sig
+    assert any("killed by %s" % signal.Signals(sig).name in e["message"] for e in signals["errors"])
+
+
+CHATTY = textwrap.dedent(r"""
+    import os, sys
+    out, err = sys.stdout.buffer, sys.stderr.buffer
+    out.write(bytes(range(256)) * 3)
+    err.write(b"\xff\xfe binary \x00 on stderr\n")
+    out.write(b"x" * (5 * 1024 * 1024) + b"\n")
+    err.write(b"y" * (3 * 1024 * 1024))
+    out.write("ünïcödé\r\n no newline at end".encode())
+    out.flush(); err.flush()
+""")
+
+
+def test_console_bytes_are_identical_to_a_bare_run():
+    bare = subprocess.run([PY, "-c", CHATTY], capture_output=True)
+    proc, _ = run_wrapped([PY, "-c", CHATTY])
+    assert proc.returncode == bare.returncode == 0
+    assert proc.stdout == bare.stdout
+    assert proc.stderr == bare.stderr
+    assert len(proc.stdout) > 5 * 1024 * 1024
+
+
+def test_stdin_reaches_the_workload():
+    proc, _ = run_wrapped([PY, "-c", "import sys; sys.stdout.write(sys.stdin.read()[::-1])"], input=b"abc\n")
+    assert proc.stdout == b"\ncba"
+
+
+TRAP = textwrap.dedent(r"""
+    import os, signal, sys, time
+    got = []
+    def h(s, f):
+        got.append(s)
+        sys.stdout.write("got %d\n" % s); sys.stdout.flush()
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, h)
+    sys.stdout.write("ready\n"); sys.stdout.flush()
+    deadline = time.time() + 30
+    while len(got) < 6 and time.time() < deadline:
+        time.sleep(0.01)
+    sys.exit(0 if len(got) == 6 else 5)
+""")
+
+
+def test_signals_are_forwarded_to_the_workload():
+    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2]
+    p = subprocess.Popen(GS_RUN + ["--listen-port", str(free_port()), PY, "-c", TRAP], env=quiet_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert p.stdout.readline() == b"ready\n"
+    lines = []
+    for s in sigs:
+        os.kill(p.pid, s)
+        lines.append(p.stdout.readline().decode().strip())
+    assert p.wait(30) == 0
+    assert lines == ["got %d" % s for s in sigs]
+
+
+def test_sigterm_to_the_wrapper_ends_a_default_workload_like_a_bare_one():
+    p = subprocess.Popen(GS_RUN + ["--listen-port", str(free_port()), PY, "-c",
+                                   "import sys,time; print('up', flush=True); time.sleep(60)"],
+                         env=quiet_env(), stdout=subprocess.PIPE, start_new_session=True)
+    assert p.stdout.readline() == b"up\n"
+    os.kill(p.pid, signal.SIGTERM)
+    assert p.wait(30) == -signal.SIGTERM
+
+
+def test_c_program_segfault_status_passes_through():
+    exe = compile_c("segv.c")
+    proc, signals = run_wrapped([exe])
+    assert proc.returncode == -signal.SIGSEGV
+    assert proc.stdout == b"before\n"
+
+
+def test_endpoint_serves_while_the_workload_runs_and_closes_after():
+    port = free_port()
+    p = subprocess.Popen(GS_RUN + ["--listen-port", str(port), PY, "-c",
+                                   "import sys,time; print('up', flush=True); sys.stdin.read()"],
+                         env=quiet_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"up\n"
+    url = "http://127.0.0.1:%d" % port
+    status, body = wait_for(lambda: _try(url + "/signals"))
+    assert status == 200 and body["profiler"]["version"] == __version__
+    assert wait_for(lambda: any(m["name"] == "process_cpu_usage_percent" for m in _try(url + "/signals")[1]["metrics"]))
+    assert _try(url + "/health")[1]["status"] == "ok"
+    p.stdin.close()
+    assert p.wait(30) == 0
+    assert _try(url + "/health") is None
+
+
+def _try(url):
+    try:
+        return get_json(url)
+    except OSError:
+        return None
+
+
+def test_busy_port_is_retried_and_reported_while_the_workload_runs():
+    import socket
+    port = free_port()
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", port))
+    blocker.listen(1)
+    p = subprocess.Popen(GS_RUN + ["--listen-port", str(port), PY, "-c",
+                                   "import sys; print('up', flush=True); sys.stdin.read(); print('done')"],
+                         env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"up\n"  # the workload runs regardless
+        # the sidecar starts after the workload: wait until it has met the busy port
+        assert any(b"is in use" in line for line in iter(p.stderr.readline, b""))
+        blocker.close()
+        url = "http://127.0.0.1:%d/signals" % port
+        status, body = wait_for(lambda: _try(url), timeout=10)
+        assert status == 200
+        assert any("in use" in e["message"] for e in body["errors"])
+    finally:
+        blocker.close()
+        p.stdin.close()
+    assert p.wait(30) == 0
+    assert p.stdout.read() == b"done\n"
+
+
+def test_version_and_help():
+    out = subprocess.run(GS_RUN + ["--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "graphsignal %s" % __version__
+    out = subprocess.run(GS_RUN + ["--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for flag in ("--version", "--metrics-port", "--listen-host", "--listen-port", "--cuda-graph-trace",
+                 "--rocm-kernel-trace"):
+        assert flag in out.stdout
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--bogus", "true"], "unknown option --bogus"),
+    (["--listen-port"], "--listen-port needs a value"),
+    (["--listen-port", "http", "true"], "expects a port number"),
+    (["--metrics-port", "70000", "true"], "between 0 and 65535"),
+    (["--cuda-graph-trace", "kernel", "true"], "must be one of graph|node"),
+    (["--rocm-kernel-trace=some", "true"], "must be one of none|all"),
+    ([], "no command given"),
+])
+def test_bad_options_get_one_line_and_exit_2(argv, needle):
+    out = subprocess.run(GS_RUN + argv, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and needle in out.stderr
+    assert out.stderr.startswith("graphsignal-run: error:")
+
+
+def test_options_stop_at_the_command():
+    cfg = parse_args(["--listen-port=1234", "--cuda-graph-trace", "node", "vllm", "serve", "--port", "8001",
+                      "--version"])
+    assert cfg == RunConfig(command=("vllm", "serve", "--port", "8001", "--version"), listen_port=1234,
+                            cuda_graph_trace="node")
+    assert parse_args(["--", "--weird-binary"]).command == ("--weird-binary",)
+    with pytest.raises(UsageError):
+        parse_args(["--listen-host", ""])
+
+
+def test_command_not_found_is_127():
+    out = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), "/nonexistent/cmd"], capture_output=True,
+                         text=True, env=quiet_env())
+    assert out.returncode == 127 and "command not found" in out.stderr
+
+
+def test_graph_trace_env_and_flag_reach_the_child():
+    show = [PY, "-c", "import os; print(os.environ['GRAPHSIGNAL_CUDA_GRAPH_TRACE'], "
+                      "len(os.environ['GRAPHSIGNAL_RUN_ID']))"]
+    assert run_wrapped(show)[0].stdout == b"graph 12\n"
+    assert run_wrapped(show, env=quiet_env(GRAPHSIGNAL_CUDA_GRAPH_TRACE="node"))[0].stdout == b"node 12\n"
+    assert run_wrapped(show, options=["--cuda-graph-trace", "graph"],
+                       env=quiet_env(GRAPHSIGNAL_CUDA_GRAPH_TRACE="node"))[0].stdout == b"graph 12\n"
+    proc, _ = run_wrapped(show, env=quiet_env(GRAPHSIGNAL_CUDA_GRAPH_TRACE="nodes", GRAPHSIGNAL_LOG_LEVEL="warning"))
+    assert proc.stdout == b"graph 12\n"
+    assert b"GRAPHSIGNAL_CUDA_GRAPH_TRACE='nodes'" in proc.stderr

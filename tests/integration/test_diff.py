@@ -1,0 +1,369 @@
+"""graphsignal-diff: two /signals payloads in, what changed out. On the
+reference payload and changed copies of it (exact numbers), on payloads
+of real runs under graphsignal-run (the CUPTI test shim's kernels, Python
+probes), on engine payloads built from real Prometheus texts, and through
+the command line (files, stdin, a live endpoint over HTTP, bad input)."""
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import orjson
+import pytest
+
+from graphsignal import diff
+from graphsignal.payload import build_signals
+from graphsignal.server import ServerThread, make_app
+from graphsignal.sources import prometheus
+from graphsignal.store import MetricStore
+from graphsignal.windows import window_stats
+from support.gsrun import quiet_env, run_wrapped
+from test_cupti_collector import libs  # noqa: F401  (the fake libcupti and the injection library, built once)
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
+REFERENCE = os.path.join(HERE, "data", "reference", "signals-example.json")
+ENGINES = os.path.join(HERE, "data", "engines")
+DIFF = [sys.executable, "-m", "graphsignal.cli.diff"]
+S = 1_000_000_000
+
+FILL = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+SGEMM = "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x64_8x5_nn_align1EEvNT_6ParamsE"
+BF16 = "_ZN7cutlass7Kernel2I56cutlass_80_tensorop_s16816gemm_bf16_64x64_64x4_nn_align8EEvNT_6ParamsE"
+
+
+def reference():
+    with open(REFERENCE) as f:
+        return json.load(f)
+
+
+def metric(doc, name, **tags):
+    (m,) = [m for m in doc["metrics"] if m["name"] == name and all(m["tags"].get(k) == v for k, v in tags.items())]
+    return m
+
+
+def changes(doc, kind=None, metric=None, frame=None):
+    return [c for c in doc["changes"] if (kind is None or c["kind"] == kind) and
+            (metric is None or c["metric"] == metric) and (frame is None or c["frame"] == frame)]
+
+
+def one(doc, **kw):
+    (c,) = changes(doc, **kw)
+    return c
+
+
+# -- on the reference payload ---------------------------------------------------------
+def test_a_payload_against_itself_changes_nothing():
+    doc = diff.compare(reference(), reference())
+    assert doc["warnings"] == []
+    assert doc["changes"] and all(c["delta"] == 0 for c in doc["changes"])
+    assert all(c["ratio"] == 1.0 for c in doc["changes"] if c["before"])
+    assert {c["kind"] for c in doc["changes"]} == {"profile", "counter"}
+    ref = reference()
+    covered = (ref["payload_ns"] - ref["start_ns"]) / S
+    assert doc["before"] == {"label": "BEFORE", "source": "cumulative", "covered_seconds": round(covered, 6),
+                             "cuda_graph_trace_mode": "graph"}
+    fill = one(doc, frame=FILL)
+    assert fill["display_name"] == "vectorized_elementwise_kernel<FillFunctor>" and fill["category"] == "memory"
+    assert fill["before"] == pytest.approx(5112898 / covered)
+    assert fill["share"] == {"before": 1.0, "after": 1.0}
+
+
+def test_rates_per_second_of_covered_time_per_call_share_and_one_sided_frames():
+    before = reference()
+    after = copy.deepcopy(before)
+    # AFTER ran twice as long; the fill kernel got twice as fast per call,
+    # a GEMM appeared, the copies are now from pinned memory
+    after["payload_ns"] = after["start_ns"] + 2 * (before["payload_ns"] - before["start_ns"])
+    k = metric(after, "cuda_kernels_nanoseconds")
+    fill = k["stats"]["frames"][0]
+    fill["value"] //= 2
+    k["stats"]["frames"].append({"name": SGEMM, "value": 3 * fill["value"], "samples": 10})
+    metric(after, "cuda_memcpy_nanoseconds")["tags"]["host_memory"] = "pinned"
+    doc = diff.compare(before, after)
+    covered = (before["payload_ns"] - before["start_ns"]) / S
+    f = one(doc, frame=FILL)
+    v0 = metric(before, "cuda_kernels_nanoseconds")["stats"]["frames"][0]["value"]
+    assert f["stat"] == "per_second" and f["unit"] == "nanoseconds/second"
+    assert f["before"] == pytest.approx(v0 / covered) and f["after"] == pytest.approx((v0 // 2) / (2 * covered))
+    assert f["ratio"] == pytest.approx(0.25, rel=1e-6)
+    assert f["per_call"]["ratio"] == pytest.approx(0.5, rel=1e-6)
+    assert f["share"] == {"before": 1.0, "after": pytest.approx(0.25)}
+    assert f["tags"] == {} and "only" not in f  # process.pid is left out of the match
+    g = one(doc, frame=SGEMM)
+    assert g["only"] == "after" and g["before"] is None and g["ratio"] is None
+    assert g["delta"] == g["after"] == pytest.approx(3 * (v0 // 2) / (2 * covered))
+    assert g["display_name"] == "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>" and g["category"] == "gemm"
+    assert g["share"]["after"] == pytest.approx(0.75)
+    # copies: pageable (untagged) ones gone, pinned ones new, by kind
+    cp = changes(doc, metric="cuda_memcpy_nanoseconds")
+    assert {(c["frame"], c["tags"].get("host_memory"), c.get("only")) for c in cp} == {
+        ("host_to_device", None, "before"), ("device_to_host", None, "before"),
+        ("host_to_device", "pinned", "after"), ("device_to_host", "pinned", "after")}
+    # sorted by absolute delta within profiles
+    prof = changes(doc, kind="profile")
+    assert [abs(c["delta"]) for c in prof] == sorted((abs(c["delta"]) for c in prof), reverse=True)
+    # counters: per second of covered time, totals alongside
+    (c,) = [c for c in changes(doc, kind="counter") if c["tags"].get("kind") == "host_to_device"]
+    assert c["total"] == {"before": 16777216000, "after": 16777216000, "delta": 0, "ratio": 1.0}
+    assert c["ratio"] == pytest.approx(0.5)
+
+
+def test_different_trace_modes_leave_the_time_profiles_out_with_a_warning():
+    before, after = reference(), reference()
+    metric(after, "cuda_graph_trace_mode")["stats"]["value"] = 1
+    doc = diff.compare(before, after)
+    assert len(doc["warnings"]) == 1
+    w = doc["warnings"][0]
+    assert "graph" in w and "node" in w and "cuda_kernels_nanoseconds" in w and "same mode" in w
+    assert {c["metric"] for c in changes(doc, kind="profile")} == {"cuda_sync_nanoseconds"}
+    assert doc["after"]["cuda_graph_trace_mode"] == "node"
+
+
+def test_a_cut_profile_is_warned_about():
+    before, after = reference(), reference()
+    k = metric(before, "cuda_kernels_nanoseconds")
+    k["stats"]["frames"] = [{"name": "_Z1kILi%dEEvv" % i, "value": 1000 - i, "samples": 1} for i in range(250)]
+    doc = diff.compare(before, after)
+    assert any("250 largest frames" in w for w in doc["warnings"])
+
+
+def test_histograms_compare_mean_p50_p95_and_merge_processes():
+    def payload(scale, pids):
+        s = MetricStore()
+        for pid in pids:
+            s.add_histogram_values("step_duration_nanoseconds", {"process.pid": pid},
+                                   [int(v * scale) for v in (1_000_000, 2_000_000, 3_000_000, 10_000_000)])
+        return orjson.loads(build_signals(s))
+
+    doc = diff.compare(payload(1, ["1"]), payload(2, ["7", "8"]))
+    h = one(doc, kind="histogram")
+    assert h["metric"] == "step_duration_nanoseconds" and h["stat"] == "mean" and h["unit"] == "nanoseconds"
+    assert h["before"] == 4_000_000 and h["after"] == 8_000_000 and h["ratio"] == 2.0
+    assert h["count"] == {"before": 4, "after": 8, "delta": 4, "ratio": 2.0}
+    assert h["p50"]["before"] == pytest.approx(2_000_000, rel=0.02)
+    assert h["p50"]["after"] == pytest.approx(4_000_000, rel=0.05)  # two processes' buckets merged
+    assert h["p95"]["after"] > h["p50"]["after"]
+
+
+def engine_payload(name):
+    s = MetricStore()
+    with open(os.path.join(ENGINES, name)) as f:
+        prometheus.apply(s, prometheus.parse_exposition(f.read()))
+    return orjson.loads(build_signals(s))
+
+
+def test_the_engine_summary_is_compared():
+    # two SGLang servers' real /metrics texts
+    b, a = engine_payload("sglang_reconstructed.txt"), engine_payload("sglang_1.txt")
+    a["payload_ns"] = a["start_ns"] + 10 * S
+    b["payload_ns"] = b["start_ns"] + 10 * S
+    doc = diff.compare(b, a)
+    eng = {c["metric"]: c for c in changes(doc, kind="engine")}
+    assert {"engine.generation_tokens_per_second", "engine.prompt_tokens_per_second", "engine.ttft_seconds",
+            "engine.e2e_seconds"} <= set(eng)
+    t = eng["engine.generation_tokens_per_second"]
+    assert t["before"] == pytest.approx(b["engine"]["generation_tokens_total"] / 10)
+    assert t["after"] == pytest.approx(a["engine"]["generation_tokens_total"] / 10)
+    ttft = eng["engine.ttft_seconds"]
+    assert ttft["before"] == b["engine"]["ttft_seconds"]["mean"] and ttft["p95"]["after"] == \
+        a["engine"]["ttft_seconds"]["p95"]
+    assert changes(doc, kind="counter", metric="sglang:generation_tokens_total")
+
+
+def test_windows_are_compared_when_both_payloads_have_one():
+    def payload(per_second):
+        s = MetricStore()
+        s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [(FILL, 10 * S, 10)])  # before the window
+        s.take_history(ts=s.start_ns)
+        s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [(FILL, 2 * per_second, 4)])
+        s.take_history(ts=s.start_ns + 2 * S)
+        return orjson.loads(build_signals(s, {"window": window_stats(s, 2)}))
+
+    b, a = payload(1_000_000), payload(3_000_000)
+    doc = diff.compare(b, a)
+    assert doc["before"]["source"] == doc["after"]["source"] == "window"
+    assert doc["before"]["covered_seconds"] == 2.0
+    f = one(doc, frame=FILL)
+    assert f["before"] == 1_000_000 and f["after"] == 3_000_000 and f["ratio"] == 3.0
+    cum = diff.compare(b, a, use_window=False)
+    assert cum["before"]["source"] == "cumulative" and one(cum, frame=FILL)["total"]["before"] == 10 * S + 2_000_000
+    b.pop("window")
+    mixed = diff.compare(b, a, use_window=True)
+    assert mixed["before"]["source"] == "cumulative" and "BEFORE has none" in mixed["warnings"][0]
+
+
+def test_text_is_a_table_sorted_by_absolute_change_of_time():
+    before = reference()
+    after = copy.deepcopy(before)
+    frames = metric(after, "cuda_kernels_nanoseconds")["stats"]["frames"]
+    frames.append({"name": SGEMM, "value": 10 * frames[0]["value"], "samples": 100})
+    text = diff.to_text(diff.compare(before, after, "a.json", "b.json"))
+    lines = text.splitlines()
+    assert lines[0].startswith("largest change: kernel Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>")
+    assert "new" in lines[0] and "[gemm]" in lines[0]
+    assert "a.json: cumulative" in lines[1] and "b.json: cumulative" in lines[2]
+    table = lines[lines.index("PROFILES: time (or value) per second of covered time, largest change first") + 2:]
+    assert "Kernel2<cutlass_80_simt_sgemm" in table[0] and " new " in table[0]
+
+
+def test_the_headline_keeps_a_long_kernel_name_and_its_category_whole():
+    # cuBLAS's plain C kernel names run past a terminal's width (seen on the H200:
+    # the category at the end of the first line was what got cut)
+    long = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_" \
+           "execute_kernel__5x_cublas"
+    before = reference()
+    after = copy.deepcopy(before)
+    frames = metric(before, "cuda_kernels_nanoseconds")["stats"]["frames"]
+    frames.append({"name": long, "value": 10 * frames[0]["value"], "samples": 400})
+    first = diff.to_text(diff.compare(before, after, "a.json", "b.json"), width=120).splitlines()[0]
+    assert first.startswith("largest change: kernel " + long + ": ") and len(first) > 120
+    assert "gone" in first and first.endswith("[gemm]"), first
+    assert all(len(ln) <= 120 for ln in diff.to_text(diff.compare(before, after), width=120).splitlines()[1:])
+
+
+def test_top_keeps_the_largest_changes_of_each_kind():
+    before = reference()
+    after = copy.deepcopy(before)
+    metric(after, "cuda_sync_nanoseconds")["stats"]["frames"][0]["value"] *= 3
+    doc = diff.top(diff.compare(before, after), 1)
+    prof = changes(doc, kind="profile")
+    assert len(prof) == 1 and prof[0]["metric"] == "cuda_sync_nanoseconds"
+    assert doc["left_out"]["profile"] == 3 and doc["left_out"]["counter"] == 2
+
+
+# -- the command line -------------------------------------------------------------------
+def run_cli(*args, input=None):
+    return subprocess.run(DIFF + list(args), capture_output=True, input=input, timeout=60)
+
+
+def test_json_output_has_the_promised_keys_sorted_by_absolute_delta(tmp_path):
+    after = reference()
+    metric(after, "cuda_sync_nanoseconds")["stats"]["frames"][0]["value"] *= 2
+    p = tmp_path / "after.json"
+    p.write_text(json.dumps(after))
+    r = run_cli(REFERENCE, str(p), "--json", "--top", "0")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert {"changes", "warnings"} <= set(out)
+    for c in out["changes"]:
+        assert {"metric", "frame", "tags", "before", "after", "delta", "ratio"} <= set(c)
+    prof = [c for c in out["changes"] if c["kind"] == "profile"]
+    assert prof[0]["metric"] == "cuda_sync_nanoseconds" and prof[0]["ratio"] == pytest.approx(2.0)
+    assert [abs(c["delta"]) for c in prof] == sorted((abs(c["delta"]) for c in prof), reverse=True)
+
+
+def test_stdin_and_a_live_endpoint_over_http():
+    store = MetricStore()
+    store.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [(SGEMM, 5 * S, 100)])
+    srv = ServerThread(make_app(store, window_stats), "127.0.0.1", 0)
+    srv.start()
+    assert srv.bound.wait(10) and srv.failed is None
+    try:
+        before = orjson.dumps(orjson.loads(build_signals(MetricStore())))
+        r = run_cli("-", "http://127.0.0.1:%d" % srv.port, input=before)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().startswith("largest change: kernel Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_a")
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("setup,needle", [
+    (lambda d: str(d / "missing.json"), "No such file"),
+    (lambda d: (d / "x.json").write_text("{not json") and str(d / "x.json"), "not JSON"),
+    (lambda d: (d / "y.json").write_text("[1, 2]") and str(d / "y.json"), "not a /signals payload"),
+    (lambda d: "http://127.0.0.1:9", "connection refused"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, setup, needle):
+    r = run_cli(REFERENCE, setup(tmp_path))
+    assert r.returncode == 2
+    err = r.stderr.decode()
+    assert err.count("\n") == 1 and err.startswith("graphsignal-diff: ") and needle in err, err
+    assert r.stdout == b""
+
+
+def test_usage_errors():
+    r = run_cli(REFERENCE)
+    assert r.returncode == 2 and b"AFTER" in r.stderr
+    r = run_cli(REFERENCE, REFERENCE, "--top", "-1")
+    assert r.returncode == 2 and b"--top" in r.stderr
+
+
+# -- real runs under graphsignal-run ------------------------------------------------------
+RUN = textwrap.dedent(r"""
+    import ctypes, json, sys, time
+    from graphsignal import probes
+    fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(sys.argv[2])
+    fake.fake_cupti_kernels.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint64]
+    fake.fake_cupti_sync.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint64]
+    assert lib.InitializeInjection() == 1
+    plan = json.loads(sys.argv[3])
+    stage = probes.profile("demo_stage_nanoseconds")
+    step = probes.histogram("demo_step_duration_nanoseconds")
+    for name, n, ns in plan["kernels"]:
+        fake.fake_cupti_kernels(name.encode(), 0, n, ns)
+    fake.fake_cupti_sync(3, 0, plan["sync"])
+    for _ in range(50):
+        stage.add("tokenize", plan["tokenize"])
+        stage.add("forward", plan["forward"])
+        step.record(plan["forward"])
+    time.sleep(1.2)  # the host source's reading, a window's worth
+""")
+
+
+def gemm_run(libs, gemm, ns, tokenize):  # noqa: F811 (the libs fixture's value)
+    fake, lib = libs
+    plan = {"kernels": [[gemm, 2000, ns], [FILL, 100, 1000]], "sync": 50_000, "tokenize": tokenize,
+            "forward": ns * 40}
+    # the stand-in libcupti hands syncs over as activity records, which the
+    # activity collection translates (hybrid takes syncs from API callbacks)
+    proc, signals = run_wrapped([sys.executable, "-c", RUN, fake, lib, json.dumps(plan)],
+                                env=quiet_env(GRAPHSIGNAL_CUPTI_COLLECTION="activity"))
+    assert proc.returncode == 0, proc.stderr
+    return signals
+
+
+@pytest.fixture(scope="module")
+def two_runs(libs):  # noqa: F811
+    # fp32 on CUDA cores (SIMT SGEMM) before, BF16 tensor cores after
+    return gemm_run(libs, SGEMM, 200_000, 30_000), gemm_run(libs, BF16, 20_000, 30_000)
+
+
+def test_payloads_of_real_runs_carry_kernel_display_names(two_runs):
+    before, _ = two_runs
+    (k,) = [m for m in before["metrics"] if m["name"] == "cuda_kernels_nanoseconds" and m["stats"]["frames"]]
+    assert [(f["name"], f["display_name"], f["category"], f["value"], f["samples"]) for f in k["stats"]["frames"]] \
+        == [(SGEMM, "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>", "gemm", 2000 * 200_000, 2000),
+            (FILL, "vectorized_elementwise_kernel<FillFunctor>", "memory", 100 * 1000, 100)]
+
+
+def test_diff_of_two_real_runs_names_the_gemm_first(two_runs, tmp_path):
+    b, a = tmp_path / "before.json", tmp_path / "after.json"
+    b.write_text(json.dumps(two_runs[0]))
+    a.write_text(json.dumps(two_runs[1]))
+    r = run_cli(str(b), str(a))
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.decode().splitlines()[0]
+    assert "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>" in first and "gone" in first, first
+    out = json.loads(run_cli(str(b), str(a), "--json", "--top", "0").stdout)
+    prof = [c for c in out["changes"] if c["kind"] == "profile"]
+    assert prof[0]["frame"] == SGEMM and prof[0]["only"] == "before"
+    (bf,) = [c for c in prof if c["frame"] == BF16]
+    assert bf["only"] == "after" and bf["before"] is None and bf["delta"] == bf["after"] > 0
+    assert bf["display_name"] == "Kernel2<cutlass_80_tensorop_s16816gemm_bf16_64x64_64x4_nn_align8>"
+    assert bf["per_call"]["after"] == 20_000 and bf["calls"]["after"] == 2000
+    fill = [c for c in prof if c["frame"] == FILL][0]
+    assert fill["per_call"] == {"before": 1000, "after": 1000, "delta": 0, "ratio": 1.0}
+    # probe profiles, syncs and histograms of the same runs
+    fwd = [c for c in prof if c["metric"] == "demo_stage_nanoseconds" and c["frame"] == "forward"][0]
+    assert fwd["total"]["before"] == 50 * 200_000 * 40 and fwd["total"]["ratio"] == pytest.approx(0.1)
+    tok = [c for c in prof if c["metric"] == "demo_stage_nanoseconds" and c["frame"] == "tokenize"][0]
+    assert tok["total"]["ratio"] == 1.0
+    assert [c for c in prof if c["metric"] == "cuda_sync_nanoseconds" and c["frame"] == "stream"]
+    (h,) = [c for c in out["changes"] if c["metric"] == "demo_step_duration_nanoseconds"]
+    assert h["before"] == 200_000 * 40 and h["ratio"] == pytest.approx(0.1)
+    assert out["warnings"] == []
+    # the cumulative twin of the CPU gauge is compared too
+    assert [c for c in out["changes"] if c["metric"] == "process_cpu_time_nanoseconds"]

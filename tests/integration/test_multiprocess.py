@@ -1,0 +1,65 @@
+"""Processes the workload forks get their own rings: each is found,
+drained and removed once its writer is gone; host/process metrics cover
+the whole tree."""
+import os
+import sys
+import textwrap
+
+from support.cbuild import compile_c
+from support.gsrun import free_port, metrics, run_wrapped
+
+
+def test_forked_writers_rings_are_found_drained_and_removed():
+    exe = compile_c("fork_writers.c")
+    proc, signals = run_wrapped([exe, "4"])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.decode().split()
+    pids = lines[:4]
+    assert lines[-2:] == ["removed", "4"]  # removed while the run was still going
+    for k, pid in enumerate(pids, start=1):
+        prof = metrics(signals, "cuda_kernels_nanoseconds", **{"process.pid": pid})
+        frames = [f for m in prof for f in m["stats"]["frames"]]
+        assert frames == [{"name": "kernel_%d" % k, "value": k * k * 1000, "samples": k * 1000,
+                           "display_name": "kernel_%d" % k, "category": "other"}]
+        dropped = metrics(signals, "graphsignal_dropped_records", **{"process.pid": pid})
+        assert [m["stats"]["total"] for m in dropped] == [0]
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("gs-" + signals["context"]["instance.id"])]
+
+
+TREE = textwrap.dedent(r"""
+    import subprocess, sys, time, urllib.request
+    # the sidecar starts after the workload: begin once its host source has
+    # taken its first reading (the baseline of the CPU figures)
+    while True:
+        try:
+            if b"process_cpu_usage_percent" in urllib.request.urlopen(
+                    "http://127.0.0.1:%s/signals" % sys.argv[1], timeout=1).read():
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(3)"])
+    while child.poll() is None:
+        pass  # keep one core busy to the end: the last reading taken is the one that stays
+    print(child.pid)
+""")
+
+
+def test_process_tree_metrics_and_resources():
+    port = free_port()
+    proc, signals = run_wrapped([sys.executable, "-c", TREE, str(port)], listen_port=port)
+    assert proc.returncode == 0
+    grandchild = proc.stdout.decode().strip()
+    procs = {r["tags"]["process.pid"]: r for r in signals["resources"] if r["kind"] == "process"}
+    assert grandchild in procs
+    root = [p for p, r in procs.items() if r["tags"]["process.root_pid"] == p]
+    assert len(root) == 1
+    assert procs[grandchild]["attributes"]["process.parent_pid"] == root[0]
+    assert "bytearray" in procs[grandchild]["attributes"]["process.command_line"]
+    rss = metrics(signals, "process_memory_usage_bytes", **{"process.pid": grandchild})[0]["stats"]["value"]
+    assert rss > 60 << 20
+    cpu = metrics(signals, "process_cpu_usage_percent", **{"process.pid": root[0]})[0]["stats"]["value"]
+    assert cpu > 20  # top's convention (100 = one core); the machine may be busy, idle reads ~0
+    host = [r for r in signals["resources"] if r["kind"] == "host"][0]
+    assert host["attributes"]["cpu.count"] == os.cpu_count()
+    assert metrics(signals, "host_memory_usage_bytes")[0]["stats"]["value"] > 0

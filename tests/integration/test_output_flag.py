@@ -1,0 +1,57 @@
+"""graphsignal-run --output FILE: the final payload at exit, also when the
+workload ends by SIGINT/SIGTERM; written atomically (a temporary file
+renamed into place); the flag wins over GRAPHSIGNAL_SIGNALS_FILE."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from support.gsrun import GS_RUN, free_port, quiet_env
+
+PROBE = """
+import sys, time
+from graphsignal import probes
+c = probes.counter("demo_output_items_total")
+c.add(7)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def _run(tmp_path, *, seconds=0.5, env=None, send=None):
+    out = tmp_path / "final.json"
+    cmd = GS_RUN + ["--listen-port", str(free_port()), "--output", str(out), sys.executable, "-c", PROBE,
+                    str(seconds)]
+    p = subprocess.Popen(cmd, env=env or quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if send is not None:
+        time.sleep(2.0)  # the sidecar is up and has read the probe
+        p.send_signal(send)
+    p.communicate(timeout=60)
+    return p.returncode, out
+
+
+def _total(doc):
+    return [m["stats"]["total"] for m in doc["metrics"] if m["name"] == "demo_output_items_total"]
+
+
+def test_output_holds_the_final_payload(tmp_path):
+    rc, out = _run(tmp_path)
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert _total(doc) == [7]
+    assert sorted(os.listdir(tmp_path)) == ["final.json"]  # no temporary file left beside it
+
+
+def test_output_is_written_when_the_workload_is_stopped_by_a_signal(tmp_path):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        rc, out = _run(tmp_path, seconds=30, send=sig)
+        assert rc == -sig, rc  # the workload died of it (Python re-raises an uncaught ^C), mirrored
+        assert _total(json.loads(out.read_text())) == [7]
+        out.unlink()
+
+
+def test_the_flag_wins_over_the_environment(tmp_path):
+    env_file = tmp_path / "from_env.json"
+    rc, out = _run(tmp_path, env=quiet_env(GRAPHSIGNAL_SIGNALS_FILE=str(env_file)))
+    assert rc == 0 and out.exists() and not env_file.exists()

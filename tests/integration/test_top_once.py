@@ -1,0 +1,79 @@
+"""graphsignal-top --once against a live sidecar (probe, CUPTI-like and
+host data), and the command's behaviour around it."""
+import subprocess
+
+import pytest
+
+from support.top_sidecar import TOP, Sidecar, free_port
+
+
+@pytest.fixture(scope="module")
+def sidecar():
+    with Sidecar() as s:
+        yield s
+
+
+def once(port, *args, env=None):
+    r = subprocess.run(TOP + ["--once", "--port", str(port)] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30, env=env)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+def test_once_shows_every_section(sidecar):
+    rc, out, err = once(sidecar.port)
+    assert rc == 0, err
+    assert "\x1b[" not in out  # a pipe is never colored
+    lines = out.splitlines()
+    assert lines[0].startswith(" graphsignal-top ") and "127.0.0.1:%d" % sidecar.port in lines[0]
+    assert "window 5s" in lines[0]
+    for heading in (" HOST ", " GPU", " ENGINE ", " PROBES ", " ERRORS ", " [k]ernels"):
+        assert any(ln.startswith(heading) for ln in lines), heading
+    assert "top_probe_child.py" in out  # the workload's process and command line
+    # GPU: telemetry where a GPU exists, else the section says there is none
+    assert "no GPU telemetry" in out or " util " in out
+    assert "no engine metrics" in out
+    assert "myengine_batch_duration_nanoseconds" in out and "myengine_tokens" in out
+    assert "myengine_queue_depth" in out and "myengine_ops_nanoseconds" in out
+    assert "cuda graph trace: graph" in out
+    table = out[out.index("[k]ernels"):]
+    for cat, name in (("gemm", "sm90_xmma_gemm_bf16bf16"), ("attention", "flash_fwd_kernel<Flash_fwd_kernel_traits>"),
+                      ("communication", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+                      ("normalization", "rms_norm_kernel<Half>"),
+                      ("memory", "vectorized_elementwise_kernel<FillFunctor>")):
+        row = next(ln for ln in table.splitlines() if name in ln)
+        assert cat in row
+    rows = [ln for ln in table.splitlines() if "%" in ln and "us" in ln]
+    assert "sm90_xmma_gemm" in rows[0]  # the largest share of the window comes first
+    assert "last " in table
+
+
+@pytest.mark.parametrize("table,expect", [("graphs", "graph_1"), ("memory", "memcpy host_to_device (pageable)"),
+                                          ("sync", "stream")])
+def test_once_other_tables(sidecar, table, expect):
+    rc, out, err = once(sidecar.port, "--table", table)
+    assert rc == 0, err
+    body = out[out.index("[k]ernels"):]
+    assert any(expect in ln and "%" in ln for ln in body.splitlines()), body
+
+
+def test_once_against_nothing_says_unreachable_and_fails():
+    port = free_port()
+    rc, out, _ = once(port)
+    assert rc == 1
+    assert "127.0.0.1:%d unreachable" % port in out and "connection refused" in out
+    assert "no CUDA kernel profile" in out  # the page still has its shape
+
+
+def test_without_a_terminal_and_without_once_exits_2():
+    r = subprocess.run(TOP + ["--port", str(free_port())], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, timeout=30)
+    assert r.returncode == 2
+    assert "not a terminal" in r.stderr.decode() and "--once" in r.stderr.decode()
+    assert r.stdout == b""
+
+
+def test_help_and_version():
+    r = subprocess.run(TOP + ["--help"], stdout=subprocess.PIPE, timeout=30)
+    assert r.returncode == 0 and b"--once" in r.stdout and b"--no-color" in r.stdout and b"--window" in r.stdout
+    r = subprocess.run(TOP + ["--version"], stdout=subprocess.PIPE, timeout=30)
+    assert r.returncode == 0 and r.stdout.startswith(b"graphsignal-top ")

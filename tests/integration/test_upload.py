@@ -1,0 +1,257 @@
+"""The uploader (only with GRAPHSIGNAL_API_KEY): what a body holds, what
+is resent after a failure, backoff and its two log lines, the bounded
+error buffer, the final upload's deadline; and graphsignal-run with and
+without a key against a real local HTTP server as GRAPHSIGNAL_API_BASE."""
+import gzip
+import logging
+import subprocess
+import sys
+import time
+
+import orjson
+
+from support.gsrun import GS_RUN, free_port, quiet_env, wait_for
+from support.recorder import Recorder
+
+from graphsignal import __version__
+from graphsignal.sidecar import upload
+from graphsignal.sidecar.upload import Uploader, UploaderThread
+from graphsignal.store import MetricStore
+
+INGEST = "/api/v1/ingest"
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def bodies(rec):
+    out = []
+    for r in rec.matching(INGEST):
+        assert r["method"] == "POST"
+        assert r["headers"]["Content-Encoding"] == "gzip"
+        assert r["headers"]["Content-Type"] == "application/json"
+        out.append(orjson.loads(gzip.decompress(r["body"])))
+    return out
+
+
+def store_with_data():
+    s = MetricStore()
+    s.context.update({"instance.id": "abc123", "host.name": "gpu-box"})
+    s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 50)
+    s.add_counter("myapp_requests_total", {"process.pid": "7"}, 3)
+    s.set_resource("host", {}, {"cpu.count": 8})
+    return s
+
+
+def names(body):
+    return sorted(m["name"] for m in body["metrics"])
+
+
+def test_a_body_is_gzip_json_with_the_key_and_only_what_changed():
+    with Recorder() as rec:
+        s = store_with_data()
+        up = Uploader(s, "k-123", rec.base, clock=Clock())
+        assert up.step()
+        (first,) = bodies(rec)
+        r = rec.matching(INGEST)[0]
+        assert r["headers"]["X-Api-Key"] == "k-123"
+        assert first["schema"] == 1 and first["seq"] == 1
+        assert first["instance_id"] == "abc123" and first["context"] == {"instance.id": "abc123",
+                                                                         "host.name": "gpu-box"}
+        assert first["profiler"] == {"version": __version__}
+        assert names(first) == ["gpu_utilization_percent", "myapp_requests_total"]
+        assert [r["kind"] for r in first["resources"]] == ["host"]
+        assert first["errors"] == [] and first["dropped_errors"] == 0
+        # nothing changed: no metrics, no resources, but still a body (the instance is alive)
+        assert up.step()
+        second = bodies(rec)[1]
+        assert second["seq"] == 2 and names(second) == ["graphsignal_upload_bytes_total",
+                                                        "graphsignal_uploads_total"]
+        assert "resources" not in second
+        # one gauge moves, one error is logged, a resource changes
+        s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 70)
+        s.add_error("error", "CUDA error: out of memory", tags={"process.pid": "7"})
+        s.set_resource("process", {"process.pid": "7"}, {"process.command_line": "python app.py"})
+        assert up.step()
+        third = bodies(rec)[2]
+        assert "gpu_utilization_percent" in names(third) and "myapp_requests_total" not in names(third)
+        assert [e["message"] for e in third["errors"]] == ["CUDA error: out of memory"]
+        assert sorted(r["kind"] for r in third["resources"]) == ["host", "process"]
+        # set again to the same value: not resent
+        s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 70)
+        assert up.step()
+        assert "gpu_utilization_percent" not in names(bodies(rec)[-1])
+        # the same error again is a count of 2: resent once with its new count
+        s.add_error("error", "CUDA error: out of memory", tags={"process.pid": "7"})
+        assert up.step()
+        assert [(e["message"], e["count"]) for e in bodies(rec)[-1]["errors"]] == [("CUDA error: out of memory", 2)]
+        assert up.step()
+        assert bodies(rec)[-1]["errors"] == []
+
+
+def test_failures_back_off_and_say_one_line_each_way(caplog):
+    state = {"status": 503}
+    with Recorder(lambda req: (state["status"], b'{"error": "overloaded"}')) as rec:
+        s = store_with_data()
+        clock = Clock()
+        up = Uploader(s, "k", rec.base, clock=clock)
+        tries = []
+        with caplog.at_level(logging.WARNING, logger="graphsignal"):
+            for _ in range(300):  # 150 s of cycles, every half second
+                n = len(rec.matching(INGEST))
+                up.step()
+                if len(rec.matching(INGEST)) > n:
+                    tries.append(clock.t)
+                clock.t += 0.5
+            gaps = [b - a for a, b in zip(tries, tries[1:])]
+            assert gaps[:6] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0] and set(gaps[6:]) == {30.0}
+            failing = [r.getMessage() for r in caplog.records if r.module == "upload"]
+            assert len(failing) == 1 and "failing: HTTP 503 (overloaded)" in failing[0], failing
+            # what changed during the outage arrives with the first accepted upload
+            s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 99)
+            state["status"] = 200
+            clock.t = up.next_try
+            assert up.step()
+        lines = [r.getMessage() for r in caplog.records if r.module == "upload"]
+        assert len(lines) == 2 and "recovered after %d failed attempts" % len(tries) in lines[1], lines
+        last = bodies(rec)[-1]
+        got = {m["name"]: m["stats"] for m in last["metrics"]}
+        assert got["gpu_utilization_percent"] == {"value": 99} and "myapp_requests_total" in got
+        assert [e["message"] for e in last["errors"]] == [lines[0].split("graphsignal: ", 1)[1]]
+        failed = s.lookup("graphsignal_uploads_total", "counter", {"result": "failed"})[0].total
+        assert failed == len(tries)
+        # and back to once per cycle
+        clock.t += 0.5
+        assert up.step()
+
+
+def test_unauthorized_says_the_key_was_not_accepted(caplog):
+    with Recorder(lambda req: (401, b'{"error": "unknown API key"}')) as rec:
+        with caplog.at_level(logging.WARNING, logger="graphsignal"):
+            assert not Uploader(store_with_data(), "bad", rec.base, clock=Clock()).step()
+    assert "HTTP 401 (the API key was not accepted)" in caplog.text
+
+
+def test_the_error_buffer_is_bounded_drops_the_oldest_and_counts():
+    state = {"status": 503}
+    with Recorder(lambda req: (state["status"], b"{}")) as rec:
+        s = store_with_data()
+        clock = Clock()
+        up = Uploader(s, "k", rec.base, clock=clock)
+        for i in range(1500):
+            s.add_error("error", "failure %d" % i)
+            if i % 50 == 0:
+                up.step()  # once a "second": the store keeps only its latest 100 errors
+                clock.t += 0.1
+        up.step()
+        state["status"] = 200
+        clock.t = up.next_try
+        assert up.step()
+        last = bodies(rec)[-1]
+        messages = [e["message"] for e in last["errors"]]
+        assert len(messages) == upload.MAX_PENDING_ERRORS
+        assert messages[-1] == "failure 1499"
+        assert last["dropped_errors"] == 1500 + 1 - upload.MAX_PENDING_ERRORS  # + the "failing" line
+        assert s.lookup(upload.DROPPED_METRIC)[0].total == last["dropped_errors"]
+        assert messages == sorted(messages, key=lambda m: int(m.split()[-1]) if m.startswith("failure ") else -1)
+
+
+def test_the_final_upload_keeps_its_deadline_when_the_server_hangs():
+    with Recorder(lambda req: (time.sleep(30), (200, b"{}"))[1]) as rec:
+        t = UploaderThread(Uploader(store_with_data(), "k", rec.base), interval=3600)
+        t.start()
+        t0 = time.monotonic()
+        t.stop(upload.FINAL_DEADLINE)
+        took = time.monotonic() - t0
+        assert wait_for(lambda: rec.matching(INGEST), 5)  # the final upload was sent
+    assert took < 10, took  # far below the 30 s the server would have taken
+
+
+def test_a_bad_key_or_base_is_one_line_and_no_uploads(caplog):
+    s = MetricStore()
+    with caplog.at_level(logging.WARNING, logger="graphsignal"):
+        assert upload.start(s, {"GRAPHSIGNAL_API_KEY": "k", "GRAPHSIGNAL_API_BASE": "ftp://example.com"}) is None
+        assert upload.start(s, {"GRAPHSIGNAL_API_KEY": "k\r\nX-Evil: 1"}) is None
+        assert upload.start(s, {"GRAPHSIGNAL_API_KEY": "  "}) is None
+        assert upload.start(s, {}) is None
+    assert len(caplog.records) == 2
+    assert "GRAPHSIGNAL_API_BASE" in caplog.records[0].getMessage()
+    assert "GRAPHSIGNAL_API_KEY" in caplog.records[1].getMessage()
+
+
+# -- graphsignal-run --------------------------------------------------------------------------------------------------
+CHILD = """
+import sys, time
+from graphsignal import probes
+c = probes.counter("myapp_requests_total")
+for i in range(%d):
+    c.add(1)
+    time.sleep(0.01)
+sys.exit(%d)
+"""
+
+
+def run_under(env, n=150, code=0, timeout=120):
+    return subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", CHILD % (n, code)],
+                          env=env, capture_output=True, timeout=timeout)
+
+
+def test_without_a_key_nothing_ever_connects_to_the_upload_endpoint():
+    with Recorder() as rec:
+        env = quiet_env(GRAPHSIGNAL_API_BASE=rec.base, GRAPHSIGNAL_DISABLE_VERSION_CHECK="")
+        env.pop("GRAPHSIGNAL_API_KEY", None)
+        proc = run_under(env)
+        assert proc.returncode == 0, proc.stderr
+        # the version check is the only thing that may ask, and it carries no key
+        assert wait_for(lambda: rec.paths(), 5)
+        assert set(rec.paths()) == {"/api/v1/version"}
+        assert all("X-Api-Key" not in r["headers"] for r in rec.requests)
+
+
+def test_graphsignal_run_uploads_and_the_final_upload_carries_the_exit(tmp_path):
+    with Recorder() as rec:
+        env = quiet_env(GRAPHSIGNAL_API_BASE=rec.base, GRAPHSIGNAL_API_KEY="secret-key")
+        proc = run_under(env, n=250, code=3)
+        assert proc.returncode == 3 and proc.stdout == b"", proc.stderr
+        got = bodies(rec)
+        assert len(got) >= 2
+        assert len({b["instance_id"] for b in got}) == 1
+        assert [b["seq"] for b in got] == list(range(1, len(got) + 1))
+        totals = [m["stats"]["total"] for b in got for m in b["metrics"] if m["name"] == "myapp_requests_total"]
+        assert totals == sorted(totals) and totals[-1] == 250  # the final upload has the final count
+        # errors travel once, in the first upload after they happened: the
+        # exit's entry is in the final upload, or in a periodic one that
+        # caught it just before the final one was made
+        with_exit = [i for i, b in enumerate(got) if any("exited with code 3" in e["message"] for e in b["errors"])]
+        assert len(with_exit) == 1 and with_exit[0] >= len(got) - 2, (with_exit, len(got))
+        assert all(r["headers"]["X-Api-Key"] == "secret-key" for r in rec.matching(INGEST))
+
+
+def test_a_hung_upload_endpoint_never_holds_the_workload_or_the_exit():
+    with Recorder(lambda req: (time.sleep(60), (200, b"{}"))[1]) as rec:
+        env = quiet_env(GRAPHSIGNAL_API_BASE=rec.base, GRAPHSIGNAL_API_KEY="k")
+        t0 = time.monotonic()
+        proc = run_under(env, n=100, code=0)
+        took = time.monotonic() - t0
+        assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
+    assert took < 40, took  # the endpoint would have held each request for 60 s
+
+
+def test_the_encoded_snapshot_is_the_signals_document_cut_in_two():
+    from graphsignal.sidecar.snapshot import signals_snapshot, signals_snapshot_encoded
+
+    s = store_with_data()
+    s.add_error("error", 'a "quoted", "metrics":[ message')
+    s.context["odd"] = ',"metrics":['
+    rest, metrics = signals_snapshot_encoded(s)
+    full = signals_snapshot(s)
+    assert [orjson.loads(m) for m in metrics] == full.pop("metrics")
+    rest.pop("payload_ns"), full.pop("payload_ns")
+    assert rest == full
+    again = signals_snapshot_encoded(s)[1]
+    assert all(a is b for a, b in zip(metrics, again))  # unchanged series: the very same bytes

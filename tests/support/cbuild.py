@@ -1,0 +1,72 @@
+"""Compiles the tests' C/C++ programs with only -I include, once per session,
+and the CUPTI test drivers with the product's own build (csrc/cupti_build.py)."""
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+INCLUDE = os.path.join(ROOT, "include")
+# The translator with what it needs and no CUPTI call, plus the test driver
+# that feeds it hand-built records (tests/support/cupti/test_shim.cpp).
+SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
+                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
+                os.path.join(ROOT, "tests", "support", "cupti", "test_shim.cpp")]
+
+
+def cache_dir(name):
+    """A build cache of this checkout: a binary built from another
+    checkout's headers (same machine, same uid) must never pass for current."""
+    return os.path.join(tempfile.gettempdir(), "graphsignal-test-%s-%d-%s" % (
+        name, os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
+
+
+_BUILD = cache_dir("bin")
+
+
+def compile_c(src, out_name=None, cxx=False, extra=(), std=None):
+    """Compiles tests/c/<src> (or an absolute path); returns the binary path."""
+    path = src if os.path.isabs(src) else os.path.join(ROOT, "tests", "support", "c", src)
+    os.makedirs(_BUILD, exist_ok=True)
+    out = os.path.join(_BUILD, out_name or os.path.splitext(os.path.basename(path))[0] + ("_cxx" if cxx else ""))
+    if os.path.exists(out) and os.path.getmtime(out) >= max(os.path.getmtime(path), _newest_header()):
+        return out
+    cc = "g++" if cxx else "gcc"
+    cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", "-I", INCLUDE]
+    if std:
+        cmd.append("-std=" + std)
+    cmd += [path, "-o", out, "-pthread"] + list(extra)
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def _newest_header():
+    d = os.path.join(INCLUDE, "graphsignal")
+    return max(os.path.getmtime(os.path.join(d, f)) for f in os.listdir(d))
+
+
+def cupti_build():
+    """csrc/cupti_build.py, the product's build of the CUPTI library."""
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    try:
+        import cupti_build as module
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def build_cupti_shim(out_dir, log=print):
+    """The translator test driver (no libcupti needed), compiled as the
+    library is, against the newest major's headers found. Returns its
+    path, or None when no compiler or headers are here."""
+    cb = cupti_build()
+    if not cb.compiler():
+        return None
+    sets = cb.find_header_sets()
+    hs = cb.pick(sets, 13, need_lib=False) or cb.pick(sets, 12, need_lib=False)
+    if hs is None:
+        return None
+    os.makedirs(out_dir, exist_ok=True)
+    return cb.build_library(SHIM_SOURCES, hs, os.path.join(out_dir, "libgraphsignal_cupti_test_cu%d.so" % hs.major),
+                            log=log)
