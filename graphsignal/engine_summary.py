@@ -62,8 +62,12 @@ payloads; from_snapshot() builds the same input from a store snapshot
 (graphsignal.store) and its per-second history.
 """
 import math
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from graphsignal import histo
+
+if TYPE_CHECKING:
+    from graphsignal.store import StoreSnapshot
 
 VLLM, SGLANG, TRTLLM, LLAMACPP = "vllm", "sglang", "trtllm", "llamacpp"
 ENGINES = (VLLM, SGLANG, TRTLLM, LLAMACPP)
@@ -423,7 +427,7 @@ def from_store(store, window_seconds=WINDOW_SECONDS):
     return from_snapshot(store.snapshot(), window_seconds)
 
 
-def from_snapshot(snap, window_seconds=WINDOW_SECONDS):
+def from_snapshot(snap: "StoreSnapshot", window_seconds: float = WINDOW_SECONDS) -> Optional[Dict[str, Any]]:
     """summarize() over a StoreSnapshot's series, with the window taken
     from its per-second history: the latest snapshot at least
     `window_seconds` old or, while the engine has been scraped for less

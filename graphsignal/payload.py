@@ -7,23 +7,76 @@ their own cached JSON, so the document is framed from pre-serialized
 pieces and the engine summary describes the same moment.
 """
 import logging
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TypedDict
 
 from graphsignal import __version__
 from graphsignal.series import dumps
 
+if TYPE_CHECKING:
+    from graphsignal.store import MetricStore, StoreSnapshot
+
 logger = logging.getLogger("graphsignal")
 
 
-def build_signals(store, extra=None):
+# -- the document's shape (SPEC.md is the contract; units are in the names) ---------
+class Profiler(TypedDict):
+    version: str
+
+
+class Metric(TypedDict):
+    """A series: its stats by type (graphsignal.series), updated_ns its
+    last change (epoch ns)."""
+
+    name: str
+    type: str  # "gauge" | "counter" | "histogram" | "profile"
+    tags: Dict[str, str]
+    stats: Dict[str, Any]
+    updated_ns: Optional[int]
+
+
+class ErrorEntry(TypedDict):
+    level: str  # "warning" | "error" | ...
+    message: str
+    exception: Optional[str]
+    tags: Dict[str, str]
+    timestamp_ns: int  # first seen
+    last_ns: int  # last seen
+    count: int
+    resolved_ns: Optional[int]  # when its condition cleared (None: current)
+
+
+class Resource(TypedDict):
+    kind: str
+    tags: Dict[str, str]
+    attributes: Dict[str, Any]
+    first_seen_ts: int  # epoch seconds
+    last_seen_ts: int
+
+
+class Signals(TypedDict, total=False):
+    """GET /signals: every key but `window` is always there."""
+
+    profiler: Profiler
+    payload_ns: int
+    start_ns: int
+    context: Dict[str, Any]
+    metrics: List[Metric]
+    errors: List[ErrorEntry]
+    resources: List[Resource]
+    engine: Optional[Dict[str, Any]]
+    window: Dict[str, Any]  # with ?window=N (graphsignal.windows)
+
+
+def build_signals(store: "MetricStore", extra: Optional[Mapping[str, Any]] = None) -> bytes:
     """The serialized /signals payload (bytes). `extra` adds top-level
     keys (e.g. a window)."""
     return render(store.snapshot(encode=True), extra)
 
 
-def render(snap, extra=None, metrics=True):
+def render(snap: "StoreSnapshot", extra: Optional[Mapping[str, Any]] = None, metrics: bool = True) -> bytes:
     """The /signals payload (bytes) of a snapshot taken with encode=True;
     without metrics: the document without its "metrics" key."""
-    head = {
+    head: Signals = {
         "profiler": {"version": __version__},
         "payload_ns": snap.taken_ns,
         "start_ns": snap.start_ns,
@@ -34,6 +87,8 @@ def render(snap, extra=None, metrics=True):
     tail = dumps({"errors": list(snap.errors), "resources": list(snap.resources)})
     parts = [dumps(head)[:-1]]
     if metrics:
+        if snap.encoded is None:
+            raise ValueError("render() needs a snapshot taken with encode=True")
         parts += [b',"metrics":[', b",".join(snap.encoded), b"]"]
     parts += [b",", tail[1:-1], b',"engine":', dumps(engine_of(snap))]
     if extra:
@@ -42,9 +97,9 @@ def render(snap, extra=None, metrics=True):
     return b"".join(parts)
 
 
-def engine_of(snap):
+def engine_of(snap: "StoreSnapshot") -> Optional[Dict[str, Any]]:
     """The engine summary (graphsignal.engine_summary), or None; a failure
-    there costs the summary only (one log line and error entry, once)."""
+    there costs the summary only (one log line, once)."""
     try:
         from graphsignal import engine_summary
 

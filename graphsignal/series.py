@@ -27,7 +27,7 @@ States (immutable; units are the series' own, in its name):
   BucketHistogram  (count, sum, (le tuple, per-bucket counts tuple) | None)
   Profile          {frame: (value, samples)}
 """
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import orjson
@@ -67,7 +67,7 @@ def _json_safe(obj):
     return obj
 
 
-def dumps(obj):
+def dumps(obj: Any) -> bytes:
     """orjson.dumps that never fails on a number: integers beyond 64 bits
     become floats (see graphsignal.store's module doc)."""
     try:

@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 import types
+from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from graphsignal.report import Reporter
 from graphsignal.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT, PROFILE,
                                 TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram, Profile, Series,
                                 SeriesView, SparseBins, bins_diff, dumps)
+
+if TYPE_CHECKING:
+    from graphsignal.payload import ErrorEntry, Resource
 
 __all__ = ["MetricStore", "StoreSnapshot", "HistoryView", "HistorySnapshot", "pick", "tags_key", "dumps",
            "GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "Series", "Gauge", "Counter", "LogHistogram",
@@ -345,15 +349,24 @@ class StoreSnapshot:
 
     __slots__ = ("taken_ns", "start_ns", "context", "errors", "errors_total", "resources", "series", "encoded",
                  "history")
+    taken_ns: int
+    start_ns: int
+    context: Mapping[str, Any]
+    errors: Tuple["ErrorEntry", ...]
+    errors_total: int
+    resources: Tuple["Resource", ...]
+    series: Tuple[SeriesView, ...]
+    encoded: Optional[Tuple[bytes, ...]]
+    history: "HistoryView"
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
             object.__setattr__(self, k, v)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a StoreSnapshot is immutable")
 
-    def named(self, names):
+    def named(self, names: Collection[str]) -> List[SeriesView]:
         """The series with one of these names, in the order they were made."""
         return sorted((v for v in self.series if v.name in names), key=lambda v: v.created)
 
@@ -734,7 +747,7 @@ class MetricStore:
                 self._left_out(v, ex)
         return len(todo)
 
-    def snapshot(self, encode=False):
+    def snapshot(self, encode: bool = False) -> StoreSnapshot:
         """The store as it is now (a StoreSnapshot). encode: also the
         series' JSON (a series that cannot be serialized is left out, with
         one error entry); this counts as a read of /signals (see
