@@ -59,7 +59,7 @@ see the same batch, so only tp_rank "0" is read. Everything else is summed.
 The functions work on the payload's `metrics` list (dicts with name, type,
 tags, stats), so graphsignal-top can call summarize() on two /signals
 payloads; from_snapshot() builds the same input from a store snapshot
-(graphsignal.store) and its per-second history.
+(graphsignal.sidecar.store) and its per-second history.
 """
 import math
 from typing import TYPE_CHECKING, Any, Dict, Optional
@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 from graphsignal import histo
 
 if TYPE_CHECKING:
-    from graphsignal.store import StoreSnapshot
+    from graphsignal.sidecar.store import StoreSnapshot
 
 VLLM, SGLANG, TRTLLM, LLAMACPP = "vllm", "sglang", "trtllm", "llamacpp"
 ENGINES = (VLLM, SGLANG, TRTLLM, LLAMACPP)

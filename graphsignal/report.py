@@ -15,7 +15,7 @@ T = TypeVar("T")
 logger = logging.getLogger("graphsignal")
 
 class ErrorSink(Protocol):
-    """Where error entries go: graphsignal.store.MetricStore, or anything
+    """Where error entries go: graphsignal.sidecar.store.MetricStore, or anything
     with its add_error."""
 
     def add_error(self, level: str, message: str, exception: Optional[str] = None,

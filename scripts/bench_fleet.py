@@ -41,7 +41,7 @@ from graphsignal.fleet.app import make_app
 from graphsignal.fleet.db import DB
 from graphsignal.sidecar.upload import Uploader
 from graphsignal.sources import prometheus
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 NS = 1_000_000_000
 KEY = "bench-key"

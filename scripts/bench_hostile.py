@@ -164,10 +164,10 @@ def case_endpoint_exit(args):
 
 
 def case_scrape_200k(args):
-    from graphsignal.server import ServerThread, make_app
+    from graphsignal.sidecar.server import ServerThread, make_app
     from graphsignal.sources import SourceThread
     from graphsignal.sources.prometheus import PrometheusSource
-    from graphsignal.store import MetricStore
+    from graphsignal.sidecar.store import MetricStore
 
     e = Endpoint("body", huge_exposition(200_000))
     store = MetricStore()
@@ -249,10 +249,10 @@ def case_vandal(args):
 
 VANDAL_IN_PROCESS = r"""
 import os, struct, sys, uuid
-from graphsignal.poller import Poller
+from graphsignal.sidecar.poller import Poller
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 run_id = "v" + uuid.uuid4().hex[:8]
 poller = Poller(MetricStore(), run_id, gone_grace=0.0)
 name = "gs-%s-%d-probe" % (run_id, os.getpid())
@@ -279,8 +279,8 @@ def case_vandal_in_process(args):
 
 
 def _poller_case(name, make):
-    from graphsignal.poller import Poller
-    from graphsignal.store import MetricStore
+    from graphsignal.sidecar.poller import Poller
+    from graphsignal.sidecar.store import MetricStore
 
     run_id = "b" + uuid.uuid4().hex[:10]
     store = MetricStore()
@@ -378,9 +378,9 @@ def case_ring_capacity(args):
 def case_big_numbers(args):
     from werkzeug.test import Client
 
-    from graphsignal.server import make_app
+    from graphsignal.sidecar.server import make_app
     from graphsignal.sources import prometheus
-    from graphsignal.store import MetricStore
+    from graphsignal.sidecar.store import MetricStore
 
     code = ("from graphsignal import probes\nh = probes.histogram('huge_nanoseconds')\n"
             "for _ in range(2):\n    h.record((1 << 64) - 1000)\n")
@@ -409,7 +409,7 @@ def case_short_lived(args):
 
 def case_malformed_line(args):
     from graphsignal.sources import prometheus
-    from graphsignal.store import MetricStore
+    from graphsignal.sidecar.store import MetricStore
 
     with open(os.path.join(ROOT, "tests", "data", "engines", "vllm_1.txt"), encoding="utf-8") as f:
         raw = f.read()

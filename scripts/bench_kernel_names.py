@@ -16,7 +16,7 @@ import time
 from benchutil import ROOT, emit
 
 from graphsignal import kernel_names as kn
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 CORPUS = os.path.join(ROOT, "tests", "data", "kernel_symbols.txt")
 

@@ -28,7 +28,7 @@ import time
 from bench_signals import build_store
 from benchutil import emit, percentile
 
-from graphsignal.server import ServerThread, make_app
+from graphsignal.sidecar.server import ServerThread, make_app
 
 FORMATS = {"text": "text/plain;version=0.0.4",
            "openmetrics": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"}

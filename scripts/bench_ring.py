@@ -19,8 +19,8 @@ import uuid
 
 from benchutil import compile_c, emit
 
-from graphsignal.poller import Poller
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.poller import Poller
+from graphsignal.sidecar.store import MetricStore
 
 
 def drain_rate(exe, total):

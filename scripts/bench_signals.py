@@ -16,8 +16,8 @@ import time
 import numpy as np
 from benchutil import emit, percentile
 
-from graphsignal.server import ServerThread, make_app
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.server import ServerThread, make_app
+from graphsignal.sidecar.store import MetricStore
 
 
 def build_store():

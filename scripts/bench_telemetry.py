@@ -20,7 +20,7 @@ import time
 from graphsignal.sources import SourceUnavailable
 from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.nvml import Nvml, NvmlBackend
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 TARGET_MS_PER_GPU = 5.0
 

@@ -150,7 +150,7 @@ def serve(cfg, environ):
 
     from graphsignal.fleet.app import make_app
     from graphsignal.fleet.db import DB
-    from graphsignal.server import QuietHandler
+    from graphsignal.sidecar.server import QuietHandler
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

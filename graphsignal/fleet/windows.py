@@ -1,5 +1,5 @@
 """?window=N on the server: the same window document the sidecar's
-/signals?window=N has (graphsignal.windows), from the stored history
+/signals?window=N has (graphsignal.sidecar.windows), from the stored history
 (one snapshot a minute, one an hour beyond 24 h) and the latest snapshot.
 The window's start is the stored snapshot nearest to N seconds before the
 latest upload, so `covered_seconds` says what was actually spanned and
@@ -7,9 +7,9 @@ latest upload, so `covered_seconds` says what was actually spanned and
 import numpy as np
 
 from graphsignal import histo
-from graphsignal import windows as W
+from graphsignal.sidecar import windows as W
 from graphsignal.fleet.db import HOUR_NS, MINUTE_ROWS_NS, NS, series_key, state_of
-from graphsignal.series import BucketHistogram, Counter, Gauge, LogHistogram, Profile
+from graphsignal.sidecar.series import BucketHistogram, Counter, Gauge, LogHistogram, Profile
 
 MIN_SECONDS = 60  # the history's resolution
 
@@ -34,7 +34,7 @@ def _hist_kind(state):
 
 def _window_state(type_, state):
     """A stored state in the form the series types' window maths read
-    (graphsignal.series)."""
+    (graphsignal.sidecar.series)."""
     if type_ in ("gauge", "counter") or state is None:
         return state
     if type_ == "profile":

@@ -296,7 +296,7 @@ class Supervisor:
         # The capture never looks past a line's first MAX_LINE bytes (it
         # keeps them and marks the line cut): a little more than that is all
         # it needs of any line. Imported here, after the workload started.
-        from graphsignal.sources import console
+        from graphsignal.sidecar import console
 
         ours, self._sidecar_end = channel.pair()
         self.sender = channel.Sender(ours, line_limit=console.MAX_LINE + len(console.CUT) + 1)

@@ -142,7 +142,7 @@ class Feed(threading.Thread):
         self._gap_reporter = Reporter(self.store, {"source": "sidecar"})
 
     def start_console(self):
-        from graphsignal.sources import console
+        from graphsignal.sidecar import console
 
         self.console = console.ConsoleCapture(self.store, lambda: self.child.pid)
 
@@ -199,7 +199,7 @@ class Feed(threading.Thread):
 
 class Sidecar:
     def __init__(self, cfg, feed):
-        from graphsignal.store import MetricStore
+        from graphsignal.sidecar.store import MetricStore
 
         self.cfg = cfg
         self.feed = feed
@@ -260,7 +260,7 @@ class Sidecar:
         self.clock = StoreClock(self.store).start()
 
     def _start_poller(self):
-        from graphsignal.poller import Poller
+        from graphsignal.sidecar.poller import Poller
 
         self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
         self.poller.start()
@@ -278,9 +278,9 @@ class Sidecar:
             self.sources.append(t)
 
     def _start_server(self):
-        from graphsignal.server import HostGuard, ServerThread, make_app
+        from graphsignal.sidecar.server import HostGuard, ServerThread, make_app
         from graphsignal.sidecar.exposition import Exposition
-        from graphsignal.windows import window_stats
+        from graphsignal.sidecar.windows import window_stats
 
         guard = HostGuard(self.cfg["listen_host"])
         metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
@@ -365,7 +365,7 @@ class Sidecar:
                     return
 
     def _write_signals(self, path):
-        from graphsignal.payload import build_signals
+        from graphsignal.sidecar.payload import build_signals
 
         data = build_signals(self.store)
         tmp = path + ".tmp"

@@ -1,11 +1,11 @@
 """The seam through which the sidecar's readers (the /metrics exposition,
 the uploader) read the store: /signals's shape, from one store snapshot
-(graphsignal.store.StoreSnapshot) and its series' cached JSON, so a reader
+(graphsignal.sidecar.store.StoreSnapshot) and its series' cached JSON, so a reader
 never touches a series and never holds the store's lock while it works.
 """
 import orjson
 
-from graphsignal.payload import render
+from graphsignal.sidecar.payload import render
 
 
 def metrics_snapshot(store):

@@ -21,7 +21,7 @@ import pytest
 
 from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.nvml import Nvml, NvmlBackend
-from graphsignal.store import COUNTER, GAUGE, MetricStore
+from graphsignal.sidecar.store import COUNTER, GAUGE, MetricStore
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""Error capture from the console (graphsignal/sources/console.py): what
+"""Error capture from the console (graphsignal/sidecar/console.py): what
 becomes an entry, what never does, and the bounds; then real crashing
 children under graphsignal-run, whose output and exit status must be those
 of a bare run."""
@@ -11,9 +11,9 @@ import time
 import pytest
 
 from support.cbuild import compile_c
-from graphsignal.sources import console
-from graphsignal.sources.console import ConsoleCapture
-from graphsignal.store import MetricStore
+from graphsignal.sidecar import console
+from graphsignal.sidecar.console import ConsoleCapture
+from graphsignal.sidecar.store import MetricStore
 from support.gsrun import quiet_env, run_wrapped, wait_for
 
 ROOT_PID = 4242

@@ -23,8 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
 import cupti_build  # noqa: E402
 
-from graphsignal.poller import Poller  # noqa: E402
-from graphsignal.store import MetricStore  # noqa: E402
+from graphsignal.sidecar.poller import Poller  # noqa: E402
+from graphsignal.sidecar.store import MetricStore  # noqa: E402
 
 KIND_CONCURRENT_KERNEL, KIND_SYNCHRONIZATION, KIND_GRAPH_TRACE = 10, 38, 51
 SYNC_STREAM, SYNC_CONTEXT = 3, 4

@@ -21,10 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
 import cupti_build  # noqa: E402
 
-from graphsignal.poller import Poller  # noqa: E402
+from graphsignal.sidecar.poller import Poller  # noqa: E402
 from graphsignal.rings import layout as L  # noqa: E402
 from graphsignal.rings.reader import Ring  # noqa: E402
-from graphsignal.store import MetricStore  # noqa: E402
+from graphsignal.sidecar.store import MetricStore  # noqa: E402
 
 # CUPTI enum values, as in cupti_activity.h
 MEMCPY_HTOD, MEMCPY_DTOH, MEMCPY_DTOD, MEMCPY_PTOP = 1, 2, 8, 10
@@ -381,7 +381,7 @@ def test_copy_records_only_time_copies_counted_by_callbacks(harness):
 
 def test_sampled_record_types_are_the_headers():
     import re
-    from graphsignal import aggregate as poller  # the record types the aggregator reads
+    from graphsignal.sidecar import aggregate as poller  # the record types the aggregator reads
     text = open(os.path.join(ROOT, "include", "graphsignal", "probe.h")).read()
     got = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define GRAPHSIGNAL_REC_(\w+) (\d+)u", text)}
     assert got["MEMCPY_SAMPLED"] == poller.REC_MEMCPY_SAMPLED and got["MEMSET_SAMPLED"] == poller.REC_MEMSET_SAMPLED
@@ -392,8 +392,8 @@ def test_sampled_record_types_are_the_headers():
 def test_sampled_copy_records_are_tagged_as_estimates():
     # What the library's callbacks write: records of the sampled types,
     # through the poller, as a real ring carries them.
-    from graphsignal import poller
-    from graphsignal.aggregate import REC_MEMCPY_SAMPLED, REC_MEMSET_SAMPLED, REC_SYNC_AGG, Aggregator
+    from graphsignal.sidecar import poller
+    from graphsignal.sidecar.aggregate import REC_MEMCPY_SAMPLED, REC_MEMSET_SAMPLED, REC_SYNC_AGG, Aggregator
     from graphsignal.report import Reporter
     from graphsignal.rings import layout as L
     import numpy as np

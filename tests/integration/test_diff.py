@@ -14,11 +14,11 @@ import orjson
 import pytest
 
 from graphsignal import diff
-from graphsignal.payload import build_signals
-from graphsignal.server import ServerThread, make_app
+from graphsignal.sidecar.payload import build_signals
+from graphsignal.sidecar.server import ServerThread, make_app
 from graphsignal.sources import prometheus
-from graphsignal.store import MetricStore
-from graphsignal.windows import window_stats
+from graphsignal.sidecar.store import MetricStore
+from graphsignal.sidecar.windows import window_stats
 from support.gsrun import quiet_env, run_wrapped
 from test_cupti_collector import libs  # noqa: F401  (the fake libcupti and the injection library, built once)
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from graphsignal.sources import SourceThread, prometheus
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 from support.gsrun import GS_RUN, free_port, quiet_env
 
 CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")

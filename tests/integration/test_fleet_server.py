@@ -24,7 +24,7 @@ from graphsignal.fleet import db as fdb
 from graphsignal.fleet.app import make_app
 from graphsignal.fleet.db import DB
 from graphsignal.sidecar.upload import Uploader
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 SERVER = [sys.executable, "-m", "graphsignal.cli.server"]
 NS = 1_000_000_000

@@ -14,14 +14,14 @@ import pytest
 from werkzeug.test import Client
 
 from support.cbuild import compile_c
-from graphsignal.payload import build_signals
-from graphsignal.aggregate import REJECTED_METRIC
-from graphsignal.poller import Poller
+from graphsignal.sidecar.payload import build_signals
+from graphsignal.sidecar.aggregate import REJECTED_METRIC
+from graphsignal.sidecar.poller import Poller
 from graphsignal.rings import layout as L
 from graphsignal.rings import reader
 from graphsignal.rings.reader import Writer
-from graphsignal.server import make_app
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.server import make_app
+from graphsignal.sidecar.store import MetricStore
 from support.gsrun import metrics, quiet_env, run_wrapped
 
 SHM = "/dev/shm"
@@ -334,7 +334,7 @@ def test_sums_beyond_64_bits_are_exact_and_the_payload_always_serializes(run, tm
 
 
 def test_exact_bincount_beyond_64_bits():
-    from graphsignal.aggregate import group_sums
+    from graphsignal.sidecar.aggregate import group_sums
 
     keys = np.array([0, 0, 1, 0], dtype=np.int64)
     vals = np.array([(1 << 64) - 1] * 3 + [5], dtype=np.uint64)

@@ -75,8 +75,8 @@ def test_every_environment_variable_and_c_name_it_mentions_exists():
 def test_every_prometheus_name_it_mentions_is_on_metrics():
     import numpy as np
 
-    from graphsignal.server import make_app
-    from graphsignal.store import MetricStore
+    from graphsignal.sidecar.server import make_app
+    from graphsignal.sidecar.store import MetricStore
 
     store = MetricStore()
     store.add_profile("cuda_kernels_nanoseconds", {"process.pid": "1"}, [("k", 10, 1)])
@@ -101,9 +101,9 @@ def test_the_servers_endpoints_it_mentions_exist(tmp_path):
 
 
 def test_endpoints_and_payload_keys_exist():
-    from graphsignal.server import make_app
-    from graphsignal.store import MetricStore
-    from graphsignal.windows import window_stats
+    from graphsignal.sidecar.server import make_app
+    from graphsignal.sidecar.store import MetricStore
+    from graphsignal.sidecar.windows import window_stats
 
     store = MetricStore()
     store.take_history()
@@ -116,7 +116,7 @@ def test_endpoints_and_payload_keys_exist():
     for key in ("seconds", "start_ns", "end_ns", "covered_seconds", "partial", "metrics"):
         assert key in doc["window"]
     # the window keys are written by the series types' window maths
-    from graphsignal import series as series_mod
+    from graphsignal.sidecar import series as series_mod
 
     windows_src = open(series_mod.__file__).read()
     for key in ("delta", "rate", "share", "mean", "samples"):

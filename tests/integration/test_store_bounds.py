@@ -7,10 +7,10 @@ import orjson
 import pytest
 
 from support.cbuild import compile_c
-from graphsignal import store as store_mod
-from graphsignal.payload import build_signals
-from graphsignal.store import DROPPED_SERIES_METRIC, EXITED, FOLDED_METRIC, MetricStore, SparseBins
-from graphsignal.windows import window_stats
+from graphsignal.sidecar import store as store_mod
+from graphsignal.sidecar.payload import build_signals
+from graphsignal.sidecar.store import DROPPED_SERIES_METRIC, EXITED, FOLDED_METRIC, MetricStore, SparseBins
+from graphsignal.sidecar.windows import window_stats
 from support.gsrun import metrics, quiet_env, run_wrapped
 
 T0 = 1_700_000_000_000_000_000
@@ -183,7 +183,7 @@ def test_numbers_beyond_64_bits_serialize_as_floats(value):
 def test_a_window_with_numbers_beyond_64_bits_still_serializes():
     from werkzeug.test import Client
 
-    from graphsignal.server import make_app
+    from graphsignal.sidecar.server import make_app
 
     clock = Clock(T0)
     store = MetricStore(clock=clock)

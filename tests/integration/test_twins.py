@@ -16,8 +16,8 @@ from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.host import HostSource
 from graphsignal.sources.nvml import Nvml, NvmlBackend
 from graphsignal.sources.twins import BusyTime, ProcessCpuTotals
-from graphsignal.store import COUNTER, MetricStore
-from graphsignal.windows import window_stats
+from graphsignal.sidecar.store import COUNTER, MetricStore
+from graphsignal.sidecar.windows import window_stats
 from support.fakes.fake_amdsmi import FakeAmdGpu, FakeAmdSmi
 from support.fakes.fake_nvml import FakeGpu, FakeNvml
 from support.gsrun import metrics, run_wrapped

@@ -16,7 +16,7 @@ from support.recorder import Recorder
 from graphsignal import __version__
 from graphsignal.sidecar import upload
 from graphsignal.sidecar.upload import Uploader, UploaderThread
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 INGEST = "/api/v1/ingest"
 

@@ -4,7 +4,7 @@ import threading
 
 from werkzeug.wrappers import Request, Response
 
-from graphsignal.server import ServerThread
+from graphsignal.sidecar.server import ServerThread
 
 
 class Recorder:

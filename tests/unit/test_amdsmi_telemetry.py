@@ -10,7 +10,7 @@ from graphsignal.sources import SourceContext, SourceUnavailable, amdsmi as amd
 from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.registry import gpu_source as make_source
 from graphsignal.sources.nvml import Nvml, NvmlBackend
-from graphsignal.store import COUNTER, GAUGE, MetricStore
+from graphsignal.sidecar.store import COUNTER, GAUGE, MetricStore
 from support.fakes.fake_amdsmi import FUNCTIONS, FakeAmdGpu, FakeAmdSmi, amdsmi_wrapper
 from support.fakes.fake_nvml import FakeGpu, FakeNvml
 

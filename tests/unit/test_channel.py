@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphsignal.sidecar import channel
-from graphsignal.sources import console
-from graphsignal.sources.console import ConsoleCapture
-from graphsignal.store import MetricStore
+from graphsignal.sidecar import console
+from graphsignal.sidecar.console import ConsoleCapture
+from graphsignal.sidecar.store import MetricStore
 
 
 def reference_cut(data, limit):

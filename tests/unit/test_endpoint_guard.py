@@ -9,8 +9,8 @@ import time
 import pytest
 from werkzeug.test import Client
 
-from graphsignal.server import HostGuard, ServerThread, make_app
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.server import HostGuard, ServerThread, make_app
+from graphsignal.sidecar.store import MetricStore
 
 
 def status(app, host):

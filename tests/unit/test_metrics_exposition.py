@@ -14,11 +14,11 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 from werkzeug.test import Client
 
-from graphsignal.server import make_app
+from graphsignal.sidecar.server import make_app
 from graphsignal.sidecar import exposition
 from graphsignal.sidecar.exposition import Exposition
 from graphsignal.sources import prometheus
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENGINES = os.path.join(ROOT, "tests", "data", "engines")

@@ -10,7 +10,7 @@ import pytest
 from graphsignal.sources import SourceThread, SourceUnavailable
 from graphsignal.sources.gpu import GpuTelemetry, parse_visible, select_devices, Device
 from graphsignal.sources.nvml import Nvml, NvmlBackend, NvmlUnavailable
-from graphsignal.store import COUNTER, GAUGE, MetricStore
+from graphsignal.sidecar.store import COUNTER, GAUGE, MetricStore
 from support.fakes.fake_nvml import CONSTANTS, FUNCTIONS, STRUCTS, FakeGpu, FakeNvml
 
 H200_TAGS = {"device.uuid": "GPU-2c44f54a-9fd0-dfe6-9927-372066286000", "device.bus_id": "00000000:18:00.0",

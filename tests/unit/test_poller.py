@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from graphsignal import histo
-from graphsignal.payload import build_signals
-from graphsignal.aggregate import group_sums, parse_instrument
-from graphsignal.poller import Poller, rank_tags
+from graphsignal.sidecar.payload import build_signals
+from graphsignal.sidecar.aggregate import group_sums, parse_instrument
+from graphsignal.sidecar.poller import Poller, rank_tags
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer
 from graphsignal.sidecar.clock import StoreClock
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 DEAD_PID = 4_000_000  # above pid_max: never alive
 

@@ -20,9 +20,9 @@ import requests
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from graphsignal import engine_summary
-from graphsignal.payload import build_signals
+from graphsignal.sidecar.payload import build_signals
 from graphsignal.sources import prometheus
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.store import MetricStore
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "engines")
 approx = pytest.approx

@@ -5,8 +5,8 @@ import logging
 import orjson
 from werkzeug.test import Client
 
-from graphsignal.server import make_app
-from graphsignal.store import MetricStore
+from graphsignal.sidecar.server import make_app
+from graphsignal.sidecar.store import MetricStore
 
 REFERENCE_KEYS = {"profiler", "payload_ns", "start_ns", "context", "metrics", "errors", "resources"}
 
@@ -114,7 +114,7 @@ def test_health_404_405_and_bad_query():
 
 
 def test_window_query_values_are_strict():
-    from graphsignal.windows import window_stats
+    from graphsignal.sidecar.windows import window_stats
 
     s = MetricStore()
     s.take_history()
@@ -131,7 +131,7 @@ SGEMM = "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x64_8x5_nn_align1EEvNT_6
 
 
 def test_kernel_frames_carry_display_name_and_category_and_keep_the_raw_symbol():
-    from graphsignal.windows import window_stats
+    from graphsignal.sidecar.windows import window_stats
 
     s = MetricStore()
     tags = {"process.pid": "1", "device.cuda_index": "0"}

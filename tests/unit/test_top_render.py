@@ -9,6 +9,7 @@ import time
 import pytest
 
 from graphsignal.cli import top as cli
+from graphsignal.top import screen
 from graphsignal.top.render import UI, line_text, render, sparkline, to_text, Glyphs
 from graphsignal.top.state import TopState, engine_view
 from graphsignal import kernel_names
@@ -384,17 +385,17 @@ class FakeTTY(io.StringIO):
 ])
 def test_once_colors_follow_no_color_and_the_flag(monkeypatch, argv, env, tty, colored):
     payload = reference()
-    monkeypatch.setattr(cli, "fetch", lambda host, port, window: (payload, None, None))
+    monkeypatch.setattr(screen, "fetch", lambda host, port, window: (payload, None, None))
     out = FakeTTY() if tty else io.StringIO()
-    assert cli.run_once(cli.parse(["--once"] + argv), out=out, environ=env) == 0
+    assert screen.run_once(cli.parse(["--once"] + argv), out=out, environ=env) == 0
     assert ("\x1b[" in out.getvalue()) == colored
     assert "NVIDIA H200" in out.getvalue()
 
 
 def test_once_unreachable_prints_the_frame_and_fails(monkeypatch):
-    monkeypatch.setattr(cli, "fetch", lambda host, port, window: (None, "connection refused", None))
+    monkeypatch.setattr(screen, "fetch", lambda host, port, window: (None, "connection refused", None))
     out = io.StringIO()
-    assert cli.run_once(cli.parse(["--once", "--port", "9"]), out=out, environ={}) == 1
+    assert screen.run_once(cli.parse(["--once", "--port", "9"]), out=out, environ={}) == 1
     assert "127.0.0.1:9 unreachable: connection refused" in out.getvalue()
     assert "retrying" not in out.getvalue()
 
@@ -416,29 +417,29 @@ def test_keys_switch_tables_move_and_open_details(state):
     state.update(two_process_payload())
     m = state.model
     ui = UI()
-    assert cli.handle_key(curses.KEY_DOWN, ui, m) and ui.selected == 1
-    assert cli.handle_key(curses.KEY_DOWN, ui, m) and cli.handle_key(curses.KEY_DOWN, ui, m) and ui.selected == 2
-    assert cli.handle_key(curses.KEY_UP, ui, m) and ui.selected == 1
-    assert cli.handle_key(10, ui, m) and ui.details
-    assert cli.handle_key(27, ui, m) and not ui.details
+    assert screen.handle_key(curses.KEY_DOWN, ui, m) and ui.selected == 1
+    assert screen.handle_key(curses.KEY_DOWN, ui, m) and screen.handle_key(curses.KEY_DOWN, ui, m) and ui.selected == 2
+    assert screen.handle_key(curses.KEY_UP, ui, m) and ui.selected == 1
+    assert screen.handle_key(10, ui, m) and ui.details
+    assert screen.handle_key(27, ui, m) and not ui.details
     for key, table in (("g", "graphs"), ("m", "memory"), ("s", "sync"), ("k", "kernels")):
-        assert cli.handle_key(ord(key), ui, m) and ui.table == table and not ui.details
+        assert screen.handle_key(ord(key), ui, m) and ui.table == table and not ui.details
     assert ui.selected == 0  # a new table starts at the top
-    assert cli.handle_key(ord("g"), ui, m) and cli.handle_key(10, ui, m) and not ui.details  # no rows: no details
-    assert not cli.handle_key(ord("q"), ui, m)
+    assert screen.handle_key(ord("g"), ui, m) and screen.handle_key(10, ui, m) and not ui.details  # no rows: no details
+    assert not screen.handle_key(ord("q"), ui, m)
 
 
 def test_selection_follows_the_kernel_when_the_ranking_changes(state):
     state.update(two_process_payload())
     ui = UI()
     ui.selected = 1
-    cli.follow_selection(ui, state.model)
+    screen.follow_selection(ui, state.model)
     key = ui.selected_key
     assert key == GEMM
     p = two_process_payload()
     p["window"]["metrics"][0]["stats"]["frames"][0]["value"] = 10_000_000  # GEMM jumps to the top
     state.update(p)
-    cli.follow_selection(ui, state.model)
+    screen.follow_selection(ui, state.model)
     assert ui.selected == 0 and ui.selected_key == GEMM
 
 

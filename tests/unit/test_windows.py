@@ -8,12 +8,12 @@ import orjson
 import pytest
 from werkzeug.test import Client
 
-from graphsignal.poller import Poller
+from graphsignal.sidecar.poller import Poller
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer
-from graphsignal.server import make_app
-from graphsignal.store import MetricStore
-from graphsignal.windows import pick, window_stats
+from graphsignal.sidecar.server import make_app
+from graphsignal.sidecar.store import MetricStore
+from graphsignal.sidecar.windows import pick, window_stats
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S

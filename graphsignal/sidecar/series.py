@@ -3,7 +3,7 @@ state, its payload `stats` and its window maths; nothing else decodes a
 state.
 
 A live series (Gauge, Counter, LogHistogram, BucketHistogram, Profile) is
-written by graphsignal.store under the store's lock. Readers never touch
+written by graphsignal.sidecar.store under the store's lock. Readers never touch
 one: store.snapshot() hands them SeriesViews, immutable copies taken under
 the lock, and the history keeps per-second states. From those, the type's
 static maths compute:
@@ -11,7 +11,7 @@ static maths compute:
   Type.stats_of(state, name, max_frames)    the payload's `stats` (since start)
   Type.window(prev, cur, covered, ...)      the window's `stats` between two
                                             history states, `covered` seconds
-                                            apart (graphsignal.windows)
+                                            apart (graphsignal.sidecar.windows)
 
 The two histogram kinds are two types that both report as "histogram":
 LogHistogram accumulates log-linear bins from raw values (probes: exact
@@ -69,7 +69,7 @@ def _json_safe(obj):
 
 def dumps(obj: Any) -> bytes:
     """orjson.dumps that never fails on a number: integers beyond 64 bits
-    become floats (see graphsignal.store's module doc)."""
+    become floats (see graphsignal.sidecar.store's module doc)."""
     try:
         return orjson.dumps(obj, option=_JSON_OPT)
     except orjson.JSONEncodeError:

@@ -7,7 +7,7 @@ batch() holds it over several writes that must land together. Readers
 (the payload, windows, the engine summary, /metrics, the uploader) call
 snapshot(): an immutable StoreSnapshot taken under the lock, read without
 it. Nothing outside this module touches the store's state; the series
-types (graphsignal.series) own their stats and window maths.
+types (graphsignal.sidecar.series) own their stats and window maths.
 
 A series keeps its immutable view (and its serialized JSON) until it
 changes, so a snapshot costs what changed since the last one, and a
@@ -39,12 +39,12 @@ import numpy as np
 
 from graphsignal import histo
 from graphsignal.report import Reporter
-from graphsignal.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT, PROFILE,
-                                TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram, Profile, Series,
-                                SeriesView, SparseBins, bins_diff, dumps)
+from graphsignal.sidecar.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT,
+                                        PROFILE, TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram,
+                                        Profile, Series, SeriesView, SparseBins, bins_diff, dumps)
 
 if TYPE_CHECKING:
-    from graphsignal.payload import ErrorEntry, Resource
+    from graphsignal.sidecar.payload import ErrorEntry, Resource
 
 __all__ = ["MetricStore", "StoreSnapshot", "HistoryView", "HistorySnapshot", "pick", "tags_key", "dumps",
            "GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "Series", "Gauge", "Counter", "LogHistogram",
@@ -265,7 +265,7 @@ class HistoryView(collections.abc.Sequence):
         return pick(self.times, seconds)
 
     def kind(self, key):
-        """The series type of key's states (graphsignal.series), or None."""
+        """The series type of key's states (graphsignal.sidecar.series), or None."""
         t = self._tracks.get(key)
         return t.kind if t is not None else None
 
@@ -453,7 +453,7 @@ class MetricStore:
     # -- series --------------------------------------------------------------
     def get(self, name, type_, tags=None, kind=None):
         """The series for (name, type, tags), created on first use (as
-        `kind`, a graphsignal.series type; default: the type's usual kind);
+        `kind`, a graphsignal.sidecar.series type; default: the type's usual kind);
         None when the series cap is reached (counted in
         graphsignal_dropped_series, the first one also an error entry).
         Series of exited processes are folded first, so they never crowd

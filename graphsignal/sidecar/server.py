@@ -25,7 +25,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
-from graphsignal.payload import build_signals
+from graphsignal.sidecar.payload import build_signals
 from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
@@ -129,7 +129,7 @@ def _interface_addresses():
 
 def make_app(store, windows=None, host_guard=None, exposition=None):
     """windows: optional callable(store, seconds) -> dict added to the
-    payload for ?window=N (see graphsignal.windows). host_guard: a
+    payload for ?window=N (see graphsignal.sidecar.windows). host_guard: a
     HostGuard; requests it does not allow get 403. exposition: what
     serves /metrics (graphsignal.sidecar.exposition.Exposition; default:
     one for this store without engine metrics)."""

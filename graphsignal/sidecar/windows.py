@@ -3,9 +3,9 @@
 The sidecar's clock appends a cumulative snapshot of every series to the
 store's history about once a second; a window is the difference between
 the newest snapshot and the one nearest to N seconds before it (the one
-rule, graphsignal.store.pick). Everything is read from one
+rule, graphsignal.sidecar.store.pick). Everything is read from one
 store.snapshot(); each series type does its own window maths
-(graphsignal.series). Rates
+(graphsignal.sidecar.series). Rates
 divide by the seconds the two snapshots actually span (`covered_seconds`),
 never by the N that was asked for, so a window that is shorter than asked
 (the run is younger than N, or snapshots jittered) still gives true rates.
@@ -38,15 +38,15 @@ zero, exact for everything the sidecar accumulates itself (rings, probes);
 a total imported from elsewhere (an engine's or driver's counter first
 read inside the window) then includes what happened before it was read.
 """
-from graphsignal.series import GAUGE
-from graphsignal import store as _store
-from graphsignal.store import NS
+from graphsignal.sidecar.series import GAUGE
+from graphsignal.sidecar import store as _store
+from graphsignal.sidecar.store import NS
 
 __all__ = ["window_stats", "window_of", "pick"]
 
 
 def pick(history, seconds):
-    """graphsignal.store.pick (the one rule for "the last N seconds") over
+    """graphsignal.sidecar.store.pick (the one rule for "the last N seconds") over
     a sequence of (ts_ns, snapshot) pairs."""
     return _store.pick([ts for ts, _ in history], seconds)
 

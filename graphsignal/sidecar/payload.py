@@ -2,7 +2,7 @@
 
 The shape follows the reference payload agents already read: profiler,
 payload_ns, start_ns, context, metrics, errors, resources, engine. It is
-rendered from one StoreSnapshot (graphsignal.store), whose series carry
+rendered from one StoreSnapshot (graphsignal.sidecar.store), whose series carry
 their own cached JSON, so the document is framed from pre-serialized
 pieces and the engine summary describes the same moment.
 """
@@ -10,10 +10,10 @@ import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TypedDict
 
 from graphsignal import __version__
-from graphsignal.series import dumps
+from graphsignal.sidecar.series import dumps
 
 if TYPE_CHECKING:
-    from graphsignal.store import MetricStore, StoreSnapshot
+    from graphsignal.sidecar.store import MetricStore, StoreSnapshot
 
 logger = logging.getLogger("graphsignal")
 
@@ -24,7 +24,7 @@ class Profiler(TypedDict):
 
 
 class Metric(TypedDict):
-    """A series: its stats by type (graphsignal.series), updated_ns its
+    """A series: its stats by type (graphsignal.sidecar.series), updated_ns its
     last change (epoch ns)."""
 
     name: str
@@ -64,7 +64,7 @@ class Signals(TypedDict, total=False):
     errors: List[ErrorEntry]
     resources: List[Resource]
     engine: Optional[Dict[str, Any]]
-    window: Dict[str, Any]  # with ?window=N (graphsignal.windows)
+    window: Dict[str, Any]  # with ?window=N (graphsignal.sidecar.windows)
 
 
 def build_signals(store: "MetricStore", extra: Optional[Mapping[str, Any]] = None) -> bytes:

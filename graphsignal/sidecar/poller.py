@@ -2,7 +2,7 @@
 
 Each cycle finds the run's rings in /dev/shm, takes the committed range of
 every ring as numpy records and hands them to the aggregator
-(graphsignal.aggregate, which writes the store), and retires rings whose
+(graphsignal.sidecar.aggregate, which writes the store), and retires rings whose
 writer has closed them (FLAG_CLOSED) or exited. Once a second it tells the
 store which processes with series have exited. The store's history and
 prerendering are the sidecar clock's (graphsignal.sidecar.clock), not the
@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from graphsignal import config
-from graphsignal.aggregate import REJECTED_METRIC, UNNAMED, Aggregator
+from graphsignal.sidecar.aggregate import REJECTED_METRIC, UNNAMED, Aggregator
 from graphsignal.report import Reporter
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAMES, Ring, RingError, parse_ring_name

@@ -1,5 +1,5 @@
 """The aggregator: a pure function of the records of one ring into the
-metric store, apart from files, threads and /proc (graphsignal.poller
+metric store, apart from files, threads and /proc (graphsignal.sidecar.poller
 finds, drains and retires the rings and feeds their records here).
 
 A batch of records is split by record type and aggregated with
@@ -10,7 +10,8 @@ graphsignal_rejected_records{reason} and said once per ring and reason.
 """
 import numpy as np
 
-from graphsignal import cuda_names, histo
+from graphsignal import histo
+from graphsignal.rings import cuda_names
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAME_ID
 
@@ -135,7 +136,7 @@ class Aggregator:
     graphsignal.report.Reporter) says each kind of rejected record once
     per ring. A ring's own state (its names, devices, instruments, tags
     and counts of rejected records) is the RingState passed with its
-    records (graphsignal.poller)."""
+    records (graphsignal.sidecar.poller)."""
 
     def __init__(self, store, reporter):
         self.store = store
