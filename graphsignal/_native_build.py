@@ -53,6 +53,9 @@ int gs_ring_send_name(void* h, uint32_t id, uint8_t kind, const char* bytes, siz
 uint32_t gs_ring_new_name_id(void* h);
 void gs_ring_close(void* h);
 int gs_munmap(void* p, size_t size);
+/* the header's strings C writers and the sidecar agree on: 0 GRAPHSIGNAL_SHM_DIR,
+   1 GRAPHSIGNAL_RING_PREFIX, 2 GRAPHSIGNAL_RUN_ID_ENV, 3 GRAPHSIGNAL_RING_CAPACITY_ENV; NULL past them */
+const char* gs_header_string(int which);
 
 /* probes (graphsignal.probes): the header's own functions */
 typedef enum { GRAPHSIGNAL_GAUGE, GRAPHSIGNAL_COUNTER, GRAPHSIGNAL_HISTOGRAM, GRAPHSIGNAL_PROFILE, ... }
@@ -70,6 +73,16 @@ uint64_t graphsignal_now_ns(void);
 
 SOURCE = r"""
 #include <graphsignal/probe.h>
+
+const char* gs_header_string(int which) {
+  switch (which) {
+    case 0: return GRAPHSIGNAL_SHM_DIR;
+    case 1: return GRAPHSIGNAL_RING_PREFIX;
+    case 2: return GRAPHSIGNAL_RUN_ID_ENV;
+    case 3: return GRAPHSIGNAL_RING_CAPACITY_ENV;
+    default: return (const char*)0;
+  }
+}
 
 #define GS_FIELDS(X) \
   X(sizeof(graphsignal_ring_header)) \

@@ -5,9 +5,12 @@ then hand the one value around).
 
 What C writers must agree on with the sidecar (the run-id variable, the
 ring-name format, the shared-memory folder) is defined in
-include/graphsignal/probe.h. The compiled helper (graphsignal._gsnative)
-carries the header's numbers, not its strings, so the strings are repeated
-below, and tests/test_config.py reads the header to keep them equal.
+include/graphsignal/probe.h. The sidecar reads them from the header through
+the compiled helper (graphsignal.rings.layout: SHM_DIR, RING_PREFIX,
+RUN_ID_ENV, RING_CAPACITY_ENV); the supervisor, which starts the workload
+before any native module loads, uses the copies below, and
+tests/integration/test_config.py keeps the header, the helper and these
+copies equal.
 
 Standard library only: the supervisor imports this before the workload
 starts.
@@ -47,9 +50,11 @@ GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
 
 
-def ring_prefix(run_id: str) -> str:
-    """The start of every ring name of a run: gs-<run id>-."""
-    return "%s%s-" % (RING_PREFIX, run_id)
+def ring_prefix(run_id: str, prefix: str = RING_PREFIX) -> str:
+    """The start of every ring name of a run: gs-<run id>-. The sidecar
+    passes the header's prefix as the compiled helper carries it
+    (graphsignal.rings.layout.RING_PREFIX)."""
+    return "%s%s-" % (prefix, run_id)
 
 
 def resolve_choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],

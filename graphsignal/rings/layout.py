@@ -11,6 +11,11 @@ from graphsignal import _gsnative  # type: ignore[attr-defined]  # compiled: no 
 ffi = _gsnative.ffi
 lib = _gsnative.lib
 
+# the strings C writers and the sidecar agree on, as probe.h defines them
+# (graphsignal.config repeats them for the supervisor, which starts the
+# workload before any native module loads; tests hold the two equal)
+SHM_DIR, RING_PREFIX, RUN_ID_ENV, RING_CAPACITY_ENV = (ffi.string(lib.gs_header_string(i)).decode("ascii")
+                                                       for i in range(4))
 MAGIC = lib.GRAPHSIGNAL_RING_MAGIC
 VERSION = lib.GRAPHSIGNAL_RING_VERSION
 HEADER_SIZE = lib.GRAPHSIGNAL_RING_HEADER_SIZE

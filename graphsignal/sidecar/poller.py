@@ -96,7 +96,7 @@ class Poller:
     def __init__(self, store, run_id, shm_dir="/dev/shm", interval=0.05, proc_root="/proc",
                  retire_interval=1.0, gone_grace=1.0, on_error=None):
         self.store = store
-        self.prefix = config.ring_prefix(run_id)
+        self.prefix = config.ring_prefix(run_id, L.RING_PREFIX)  # the header's, through the helper
         self.shm_dir = shm_dir
         self.interval = interval
         self.proc_root = proc_root

@@ -28,6 +28,13 @@ def test_the_names_c_writers_share_are_the_headers():
     text = open(os.path.join(ROOT, "include", "graphsignal", "probe.h")).read()
     assert 'GRAPHSIGNAL_RING_PREFIX "%s-%ld-%s", run, (long)getpid(), kind_name' in text
     assert config.ring_prefix("abc") == "gs-abc-"
+    # the sidecar's values come from the header itself, through the compiled helper
+    from graphsignal.rings import layout
+
+    assert (layout.SHM_DIR, layout.RING_PREFIX, layout.RUN_ID_ENV, layout.RING_CAPACITY_ENV) == (
+        h["GRAPHSIGNAL_SHM_DIR"], h["GRAPHSIGNAL_RING_PREFIX"], h["GRAPHSIGNAL_RUN_ID_ENV"],
+        h["GRAPHSIGNAL_RING_CAPACITY_ENV"])
+    assert layout.lib.gs_header_string(4) == layout.ffi.NULL
 
 
 def test_settings_resolve_flags_over_environment_once():
