@@ -10,7 +10,10 @@
   threads        threads of each profiler process while a workload sleeps
   idle_cpu       CPU % of one core of each profiler process (and of the
                  workload) over --idle-seconds while the workload sleeps,
-                 after the endpoint is up; NVML, when this host has it, is on
+                 after the endpoint is up; NVML, when this host has it, is on;
+                 reader=none: nobody has read /signals, reader=read_once:
+                 right after one read (the sidecar then prerenders changed
+                 series every 50 ms for a minute)
 
 Bare and wrapped runs are interleaved; each summary line is the median over
 --reps repetitions. Targets (issue 13): `graphsignal-run true` <= 0.3 s wall
@@ -140,14 +143,16 @@ def roles(root, workload_name):
 
 def live_run(gs, env, idle_seconds):
     port = free_port()
-    p = subprocess.Popen(gs + ["--listen-port", str(port), "sleep", str(int(idle_seconds) + 30)], env=env,
+    p = subprocess.Popen(gs + ["--listen-port", str(port), "sleep", str(2 * int(idle_seconds) + 30)], env=env,
                          stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/signals" % port, timeout=1) as r:
-                    json.loads(r.read())
+                # /health, not /signals: a read of /signals makes the sidecar
+                # prerender for the next minute (measured below as "read")
+                with urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=1) as r:
+                    r.read()
                 break
             except OSError:
                 time.sleep(0.1)
@@ -155,14 +160,19 @@ def live_run(gs, env, idle_seconds):
         who = roles(p.pid, "sleep")
         for role, pid in who.items():
             emit(bench="threads", process=role, threads=_threads(pid))
-        t0 = time.monotonic()
-        c0 = {role: _stat(pid)["cpu_ticks"] for role, pid in who.items()}
-        time.sleep(idle_seconds)
-        dt = time.monotonic() - t0
-        for role, pid in who.items():
-            ticks = _stat(pid)["cpu_ticks"] - c0[role]
-            emit(bench="idle_cpu", process=role, seconds=round(dt, 2),
-                 cpu_percent=round(100.0 * ticks / CLK_TCK / dt, 3))
+        for reader in ("none", "read_once"):
+            if reader == "read_once":
+                # an agent that read /signals once: the sidecar prerenders for a minute after
+                with urllib.request.urlopen("http://127.0.0.1:%d/signals" % port, timeout=5) as r:
+                    json.loads(r.read())
+            t0 = time.monotonic()
+            c0 = {role: _stat(pid)["cpu_ticks"] for role, pid in who.items()}
+            time.sleep(idle_seconds)
+            dt = time.monotonic() - t0
+            for role, pid in who.items():
+                ticks = _stat(pid)["cpu_ticks"] - c0[role]
+                emit(bench="idle_cpu", process=role, reader=reader, seconds=round(dt, 2),
+                     cpu_percent=round(100.0 * ticks / CLK_TCK / dt, 3))
     finally:
         p.terminate()
         p.wait(30)

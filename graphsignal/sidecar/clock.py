@@ -1,9 +1,9 @@
 """The sidecar's clock: the store's time-based work, on its own thread.
 
-Every `interval` seconds it serializes what changed (store.prerender, only
-while someone reads /signals) and once every `history_interval` seconds it
-appends the per-second history snapshot that windows are differences of
-(store.take_history). It belongs to the sidecar, not to any writer: if the
+Every `interval` seconds while someone reads /signals it serializes what
+changed (store.prerender; unread, it sleeps to the next snapshot), and once
+every `history_interval` seconds it appends the per-second history snapshot
+that windows are differences of (store.take_history). It belongs to the sidecar, not to any writer: if the
 poller never starts, or a source hangs, windows still advance.
 """
 import logging
@@ -54,7 +54,17 @@ class StoreClock:
                     self.reporter.once(("clock", type(e).__name__, str(e)), msg)
                 else:
                     logger.warning("graphsignal: %s", msg)
-            self._halt.wait(max(0.0, self.interval - (self.monotonic() - t0)))
+            self._halt.wait(self._delay(t0))
+
+    def _delay(self, t0: float) -> float:
+        """Seconds to the next tick: `interval` while someone reads /signals
+        (prerender has work), else the next history snapshot (an idle
+        sidecar's CPU is mostly wakeups)."""
+        now = self.monotonic()
+        if self.store.being_read():
+            return max(0.0, self.interval - (now - t0))
+        last = self._last_history if self._last_history is not None else t0
+        return max(0.0, min(self.history_interval, self.history_interval - (now - last)))
 
     def stop(self) -> None:
         self._halt.set()

@@ -695,11 +695,16 @@ class MetricStore:
         sidecar's clock calls this every cycle), but only while someone has
         read /signals recently: an unread sidecar spends nothing on JSON.
         Returns how many were serialized."""
-        last = self.last_read_ns
-        if last is None or self.clock() - last > active_window_ns:
+        if not self.being_read(active_window_ns):
             return 0
         with self._lock:
             return self._refresh(True)
+
+    def being_read(self, active_window_ns=60_000_000_000):
+        """Whether /signals was served within active_window_ns: prerender
+        works only then, and the clock ticks for it only then."""
+        last = self.last_read_ns
+        return last is not None and self.clock() - last <= active_window_ns
 
     # -- reading -----------------------------------------------------------------
     def _refresh(self, encode):

@@ -228,6 +228,19 @@ def test_history_snapshot_is_taken_once_a_second():
     assert len(store.history) == 1
 
 
+def test_the_clock_ticks_fast_only_while_someone_reads():
+    # unread, the clock sleeps to the next history snapshot (no prerender to
+    # do); once /signals is served it ticks every interval to prerender
+    store = MetricStore()
+    clock = StoreClock(store, interval=0.05, history_interval=1.0)
+    t0 = time.monotonic()
+    clock.tick()
+    assert 0.5 <= clock._delay(t0) <= 1.0
+    store.metrics_json()  # what serving /signals does
+    assert store.being_read()
+    assert clock._delay(time.monotonic()) <= 0.05
+
+
 def test_group_sums_dense_and_sparse_paths_agree():
     rng = np.random.default_rng(1)
     vals = rng.integers(0, 1 << 40, 10000, dtype=np.uint64)
