@@ -45,10 +45,6 @@ def bin_bounds(b):
     return lo, hi
 
 
-def bin_upper(b):
-    return bin_bounds(b)[1]
-
-
 # upper bound of every bin, for rendering many bins at once
 BIN_UPPER = np.array([bin_bounds(b)[1] for b in range(NBINS)], dtype=np.uint64)
 
