@@ -5,16 +5,14 @@ runs as bare), never a SIGBUS; and the default sizes fit a job of 8 ranks
 
 Each test runs graphsignal-run in a private mount namespace with its own
 tmpfs on /dev/shm (needs root and unshare)."""
-import json
 import os
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
 from support.cbuild import compile_c
-from support.gsrun import GS_RUN, free_port, metrics, quiet_env
+from support.gsrun import metrics, run_wrapped
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                 reason="needs root and unshare for a private 64 MB /dev/shm")
@@ -28,22 +26,9 @@ def run_in_small_shm(cmd, size="64m", fill_mb=0):
     fresh tmpfs of `size` (the sidecar and the workload both see it), after
     `fill_mb` MB of it were taken by a file. Returns (CompletedProcess,
     final /signals payload or None)."""
-    fd, path = tempfile.mkstemp(suffix=".json", prefix="gs-signals-")
-    os.close(fd)
-    os.unlink(path)
     fill = "fallocate -l %dM /dev/shm/filler && " % fill_mb if fill_mb else ""
     script = "mount -t tmpfs -o size=%s tmpfs /dev/shm && %sexec \"$@\"" % (size, fill)
-    full = ["unshare", "-m", "sh", "-c", script, "sh"] + GS_RUN + ["--listen-port", str(free_port())] + list(cmd)
-    try:
-        proc = subprocess.run(full, env=quiet_env(GRAPHSIGNAL_SIGNALS_FILE=path), capture_output=True, timeout=180)
-        signals = None
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                signals = json.load(f)
-        return proc, signals
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)
+    return run_wrapped(cmd, prefix=["unshare", "-m", "sh", "-c", script, "sh"], timeout=180)
 
 
 def test_eight_ranks_with_two_rings_each_fit_a_64mb_shm_and_lose_nothing():

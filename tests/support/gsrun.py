@@ -26,9 +26,10 @@ def quiet_env(**extra):
     return env
 
 
-def run_wrapped(cmd, *, options=(), env=None, timeout=120, input=None, listen_port=None):
-    """Runs cmd under graphsignal-run; returns (CompletedProcess, final
-    /signals payload as a dict)."""
+def run_wrapped(cmd, *, options=(), env=None, timeout=120, input=None, listen_port=None, prefix=()):
+    """Runs cmd under graphsignal-run (itself started by `prefix`, e.g. an
+    unshare wrapper, when given); returns (CompletedProcess, final /signals
+    payload as a dict, or None when none was written)."""
     fd, path = tempfile.mkstemp(suffix=".json", prefix="gs-signals-")
     os.close(fd)
     os.unlink(path)
@@ -38,7 +39,7 @@ def run_wrapped(cmd, *, options=(), env=None, timeout=120, input=None, listen_po
     if "--listen-port" not in opts:
         opts += ["--listen-port", str(listen_port or free_port())]
     try:
-        proc = subprocess.run(GS_RUN + opts + list(cmd), env=env, capture_output=True, timeout=timeout, input=input)
+        proc = subprocess.run(list(prefix) + GS_RUN + opts + list(cmd), env=env, capture_output=True, timeout=timeout, input=input)
         signals = None
         if os.path.exists(path):
             with open(path, "rb") as f:
