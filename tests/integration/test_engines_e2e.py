@@ -11,9 +11,8 @@ import stat
 import subprocess
 import sys
 import textwrap
-import urllib.error
 
-from support.gsrun import GS_RUN, free_port, get_json, quiet_env, wait_for
+from support.gsrun import GS_RUN, free_port, json_or_none, quiet_env, wait_for
 
 FAKE_VLLM = textwrap.dedent('''\
     #!{python}
@@ -85,10 +84,7 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
     url = "http://127.0.0.1:%d/signals" % listen
 
     def signals():
-        try:
-            return get_json(url)[1]
-        except (urllib.error.URLError, ConnectionError, OSError, ValueError):
-            return None
+        return json_or_none(url)
 
     def up_value(doc):
         ms = metric(doc, "prometheus_scrape_up") if doc else []

@@ -10,9 +10,8 @@ import stat
 import subprocess
 import sys
 import textwrap
-import urllib.error
 
-from support.gsrun import GS_RUN, free_port, get_json, quiet_env, wait_for
+from support.gsrun import GS_RUN, free_port, json_or_none, quiet_env, wait_for
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "engines")
 
@@ -76,10 +75,7 @@ def test_llama_server_loading_503_is_quiet_start_up(tmp_path):
     url = "http://127.0.0.1:%d/signals" % listen
 
     def signals():
-        try:
-            return get_json(url)[1]
-        except (urllib.error.URLError, ConnectionError, OSError, ValueError):
-            return None
+        return json_or_none(url)
 
     def scrape_errors(doc):
         # (a host without a GPU adds its own "no NVIDIA driver" lines: not ours to judge here)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 GS_RUN = [sys.executable, "-m", "graphsignal.cli.run"]
@@ -53,6 +54,15 @@ def run_wrapped(cmd, *, options=(), env=None, timeout=120, input=None, listen_po
 def get_json(url, timeout=2.0):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, json.loads(r.read())
+
+
+def json_or_none(url, timeout=2.0):
+    """The document at url, or None while nothing (or nothing valid) answers
+    there: an endpoint that is not up yet, or has gone."""
+    try:
+        return get_json(url, timeout)[1]
+    except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+        return None
 
 
 def wait_for(pred, timeout=20.0, interval=0.05):
