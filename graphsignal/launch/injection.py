@@ -45,11 +45,11 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections import namedtuple
 
 from graphsignal.launch.cuda_discovery import (SUPPORTED_MAJORS, driver_cuda_major, find_libcupti, header_wheels,
                                                ld_library_path, unique_dirs, workload_cuda_major)
+from graphsignal import safefs
 from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
@@ -155,14 +155,15 @@ def workload_site_dirs(command, env):
 
 
 def _private_dir(kind, target, tmp_root=None):
-    tmp_root = tmp_root or os.path.join(tempfile.gettempdir(), "graphsignal-%d" % os.getuid())
-    return os.path.join(tmp_root, "%s-%s" % (kind, hashlib.sha1(target.encode()).hexdigest()[:12]))
+    """A directory only we can write, named for target (raises
+    safefs.UnsafePath)."""
+    return safefs.private_dir("%s-%s" % (kind, hashlib.sha1(target.encode()).hexdigest()[:12]), tmp_root)
 
 
 def _link_in(d, name, target):
-    """d/name -> target, made or fixed atomically; raises OSError."""
+    """d/name -> target, made or fixed atomically in the private directory
+    d; raises OSError."""
     link = os.path.join(d, name)
-    os.makedirs(d, mode=0o700, exist_ok=True)
     if os.path.realpath(link) != target:
         tmp = link + ".%d.tmp" % os.getpid()
         if os.path.lexists(tmp):
@@ -171,18 +172,29 @@ def _link_in(d, name, target):
         os.replace(tmp, link)
 
 
+def _writable_by_others(d):
+    try:
+        st = os.stat(d)
+    except OSError:
+        return True
+    return st.st_uid not in (0, os.geteuid()) or bool(st.st_mode & 0o022)
+
+
 def loadable_dir(libcupti, major, tmp_root=None):
     """A directory holding only libcupti.so.<major> (a symlink to the file
-    found), to append to LD_LIBRARY_PATH."""
+    found), to append to LD_LIBRARY_PATH; else libcupti's own directory
+    when no other user can write it; else raises safefs.UnsafePath."""
     real = os.path.realpath(libcupti)
-    d = _private_dir("cupti", real, tmp_root)
     try:
+        d = _private_dir("cupti", real, tmp_root)
         _link_in(d, "libcupti.so.%d" % major, real)
         return d
     except OSError as e:
-        logger.debug("graphsignal: cannot make a link to %s in %s (%s); using %s", real, d, e,
-                     os.path.dirname(libcupti))
-        return os.path.dirname(libcupti)
+        own = os.path.dirname(libcupti)
+        if _writable_by_others(own):
+            raise safefs.UnsafePath("%s; and %s, where libcupti is, is writable by other users" % (e, own)) from e
+        logger.debug("graphsignal: no private directory for libcupti (%s); using %s", e, own)
+        return own
 
 
 def own_graphsignal(command, env):
@@ -199,24 +211,23 @@ def own_graphsignal(command, env):
     return None
 
 
-def expose_package(env, command=None, package_dir=PACKAGE_DIR, tmp_root=None):
+def expose_package(env, command=None, package_dir=PACKAGE_DIR, tmp_root=None, report=None):
     """Appends to env's PYTHONPATH a private directory holding only a link
     named graphsignal to this package, so the workload can import
     graphsignal.probes and nothing else it imports changes. A workload
     whose Python has a graphsignal of its own keeps it (own_graphsignal).
     Returns the directory, or None when not needed or when it cannot be
-    made (logged)."""
+    made safely (said once, through report and the log)."""
     own = own_graphsignal(command, env)
     if own:
         logger.debug("graphsignal: the workload's Python has its own %s; PYTHONPATH left alone", own)
         return None
     real = os.path.realpath(package_dir)
-    d = _private_dir("py", real, tmp_root)
     try:
+        d = _private_dir("py", real, tmp_root)
         _link_in(d, "graphsignal", real)
     except OSError as e:
-        logger.warning("graphsignal: cannot make %s (%s): the workload's Python may not import graphsignal.probes",
-                       d, e)
+        _say(report, "%s: the workload's Python may not import graphsignal.probes" % e)
         return None
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if d not in paths:
@@ -349,7 +360,7 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
     the workload's CUDA processes. Returns the library path, or None when
     the workload runs without GPU activity profiles (said once, through
     report and the log). driver_major: see plan_injection."""
-    expose_package(env, command)
+    expose_package(env, command, report=report)
     user = env.get(ENV_INJECTION)
     if user:
         logger.info("graphsignal: %s=%s is set; leaving CUDA injection to it", ENV_INJECTION, user)
@@ -359,7 +370,11 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
         _say(report, "%s: CUDA activity is not profiled%s" % (plan.problem, "; " + plan.fix if plan.fix else ""),
              plan.level)
         return None
-    d = loadable_dir(plan.libcupti, plan.major)
+    try:
+        d = loadable_dir(plan.libcupti, plan.major)
+    except safefs.UnsafePath as e:
+        _say(report, "%s: CUDA activity is not profiled" % e)
+        return None
     paths = ld_library_path(env)
     if d not in paths:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(paths + [d])

@@ -1,0 +1,174 @@
+"""Files and directories graphsignal makes outside the workload's own
+paths, made so that another local user cannot steer them.
+
+  - private_dir(): a directory only we can write, under a per-user root
+    in the temp directory ($TMPDIR/graphsignal-<uid>, mode 0700). Both are
+    created if missing and, created or found, checked after the fact with
+    lstat: a directory (never a symlink), owned by us, no group or other
+    bits. Anything else is refused (UnsafePath, whose message says what is
+    wrong and what to do), because what we put there goes on the
+    workload's PYTHONPATH and LD_LIBRARY_PATH, and a file another user
+    planted there would run as us.
+  - write_atomic(): the final payload, written to a random name in the
+    target's directory (mkstemp: O_EXCL, 0600), fsynced, and renamed onto
+    the target only when the target is a regular file or missing. A
+    device, FIFO, socket or directory is refused (UnsafePath), never
+    replaced; a symlink is followed only when we own it (as the kernel's
+    protected_symlinks does in sticky directories). Nothing is left
+    behind on any failure.
+
+Standard library only: the supervisor imports this before the workload
+starts.
+"""
+import os
+import stat
+import tempfile
+
+
+class UnsafePath(OSError):
+    """A path we will not use; str() is one line for the user."""
+
+
+def _euid():
+    return os.geteuid()
+
+
+def _check_private_dir(path, what):
+    """Raises UnsafePath unless path is a directory (not a symlink) owned
+    by us with no group or other permission bits."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        raise UnsafePath("cannot use %s %s (%s)" % (what, path, e.strerror or e)) from e
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePath("%s %s is a symlink; not following it (remove it)" % (what, path))
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath("%s %s is not a directory (remove it)" % (what, path))
+    if st.st_uid != _euid():
+        raise UnsafePath("%s %s belongs to uid %d, not to us (uid %d); not using it (remove it, or set TMPDIR)"
+                         % (what, path, st.st_uid, _euid()))
+    if st.st_mode & 0o077:
+        raise UnsafePath("%s %s is open to other users (mode %o); not using it (remove it, or chmod 700 it)"
+                         % (what, path, stat.S_IMODE(st.st_mode)))
+
+
+def _check_parent(path):
+    """A directory others may write must have the sticky bit, or they could
+    rename our directory away and put their own in its place after we
+    checked it."""
+    parent = os.path.dirname(os.path.abspath(path)) or "/"
+    try:
+        st = os.stat(parent)
+    except OSError as e:
+        raise UnsafePath("cannot use %s (%s)" % (parent, e.strerror or e)) from e
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise UnsafePath("%s is writable by other users and not sticky; not making private directories in it "
+                         "(set TMPDIR)" % parent)
+
+
+def _mkdir_private(path, what):
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise UnsafePath("cannot make %s %s (%s)" % (what, path, e.strerror or e)) from e
+    _check_private_dir(path, what)
+
+
+def private_root(tmp_root=None):
+    """Our per-user directory in the temp directory, made and checked
+    (raises UnsafePath)."""
+    root = tmp_root or os.path.join(tempfile.gettempdir(), "graphsignal-%d" % _euid())
+    _check_parent(root)
+    _mkdir_private(root, "graphsignal's temp directory")
+    return root
+
+
+def private_dir(name, tmp_root=None):
+    """root/name, a directory only we can write (raises UnsafePath)."""
+    d = os.path.join(private_root(tmp_root), name)
+    _mkdir_private(d, "graphsignal's temp directory")
+    return d
+
+
+def _umask():
+    """The process's umask, read without changing it (os.umask would, for
+    every thread, for a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _kind(mode):
+    return ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def output_target(path):
+    """The path write_atomic() would replace for path: path itself, or
+    what a symlink of ours points to. Raises UnsafePath for a target that
+    is not a regular file or a missing name."""
+    path = os.path.abspath(path)
+    for _ in range(40):  # SYMLOOP_MAX
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return path
+        except OSError as e:
+            raise UnsafePath("cannot write %s (%s)" % (path, e.strerror or e)) from e
+        if stat.S_ISREG(st.st_mode):
+            return path
+        if not stat.S_ISLNK(st.st_mode):
+            raise UnsafePath("%s is %s; not replacing it (name a regular file)" % (path, _kind(st.st_mode)))
+        if st.st_uid != _euid():
+            raise UnsafePath("%s is a symlink of uid %d, not ours; not following it" % (path, st.st_uid))
+        try:
+            # what it finally names, /proc's links to pipes and sockets included
+            end = os.stat(path).st_mode
+        except OSError:
+            end = None  # dangling: a file to make, where the link points
+        if end is not None and not stat.S_ISREG(end):
+            raise UnsafePath("%s is %s; not replacing it (name a regular file)" % (path, _kind(end)))
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    raise UnsafePath("%s: too many levels of symbolic links" % path)
+
+
+def write_atomic(path, data):
+    """Writes data (bytes) to path as one rename: readers see the old file
+    or the new one, never a part. Returns the path written (a symlink's
+    target). Raises UnsafePath or OSError; leaves nothing behind."""
+    target = output_target(path)
+    directory = os.path.dirname(target)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)  # a file replaced keeps its mode
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # Checked again just before the rename: a target that turned into
+        # something else meanwhile is not replaced.
+        if output_target(path) != target:
+            raise UnsafePath("%s changed while it was being written; not replacing it" % path)
+        os.rename(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
