@@ -32,10 +32,13 @@ Process layout.
   - Writers that outlive the workload (a daemon holding its stdout) get a
     detached copy of the pump that lives until the last of them closes.
 """
+import dataclasses
+import errno
 import fcntl
 import logging
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,7 +46,7 @@ import threading
 import time
 
 import graphsignal
-from graphsignal import config, envcheck, report
+from graphsignal import config, envcheck, report, safefs
 from graphsignal.config import GRAPH_TRACE_ENV, ROCM_TRACE_ENV, RUN_ID_ENV
 from graphsignal.launch import engines, injection
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
@@ -69,13 +72,19 @@ SIDECAR_THREAD_CAPS = {name: "1" for name in (
 # Interpreter settings of the user's that would make the sidecar print
 # (a faulthandler dump, warnings) or linger (inspect mode) on the
 # workload's stderr; the sidecar is ours, not the user's Python program.
+# And PYTHONPATH: it is the workload's (another numpy, a torch build), and
+# the sidecar imports only from graphsignal's own environment, which is
+# this interpreter's sys.path without it, plus the directory graphsignal
+# itself came from (_start_sidecar puts that first).
 SIDECAR_DROPPED_ENV = ("PYTHONINSPECT", "PYTHONFAULTHANDLER", "PYTHONWARNINGS", "PYTHONVERBOSE", "PYTHONDEVMODE",
-                       "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME", "PYTHONDEBUG", "PYTHONASYNCIODEBUG")
+                       "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME", "PYTHONDEBUG", "PYTHONASYNCIODEBUG",
+                       "PYTHONPATH")
 
 EOF_GRACE = 0.25  # seconds the pumps get to see EOF after the workload exits, before writers left are handed over
 WINSIZE_POLL = 0.1  # seconds between checks of the terminal's size (see _sync_winsize)
 SIDECAR_STOP_WAIT = 5.0  # seconds a stopped sidecar gets to exit before SIGKILL
-SIDECAR_FINAL_WAIT = 60.0  # seconds for the final payload (plus GRAPHSIGNAL_LINGER)
+SIDECAR_FINAL_WAIT = 60.0  # seconds for the final payload (plus GRAPHSIGNAL_LINGER), while it shows progress
+SIDECAR_FINAL_STALL = 5.0  # seconds without a heartbeat after which that wait ends (channel.HEARTBEAT)
 
 
 # -- the supervisor -------------------------------------------------------------------
@@ -115,7 +124,7 @@ class Supervisor:
     def child_env(self, command):
         env = dict(self.environ)
         envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
-        s = self.settings = config.resolve(self.cfg, self.environ)
+        s = self.settings = self._checked_output(config.resolve(self.cfg, self.environ))
         env[RUN_ID_ENV] = self.run_id
         env[GRAPH_TRACE_ENV] = s.cuda_graph_trace
         env[ROCM_TRACE_ENV] = s.rocm_kernel_trace
@@ -125,6 +134,18 @@ class Supervisor:
                               % s.rocm_kernel_trace)
         self._guard("CUDA injection setup", injection.prepare_injection, env, command, self._note)
         return env
+
+    def _checked_output(self, s):
+        """Settings without a signals file that could never be written
+        safely (a device, a directory, another user's symlink): said now,
+        once, rather than after a long run."""
+        if s.signals_file:
+            try:
+                safefs.output_target(s.signals_file)
+            except safefs.UnsafePath as e:
+                self.reporter.say("%s: the final payload will not be written" % e)
+                return dataclasses.replace(s, signals_file=None)
+        return s
 
     def prepare_command(self):
         command = list(self.cfg.command)
@@ -201,8 +222,19 @@ class Supervisor:
         # close_fds=False: what we inherited (a make jobserver, systemd's
         # sockets, a parent's pipe) is the workload's, as in a bare run; our
         # own descriptors are all close-on-exec.
-        return subprocess.Popen(command, env=env, stdin=None, stdout=out.child_fd, stderr=err.child_fd,
-                                preexec_fn=child_setup, close_fds=False, restore_signals=True)
+        def popen(argv):
+            return subprocess.Popen(argv, env=env, stdin=None, stdout=out.child_fd, stderr=err.child_fd,
+                                    preexec_fn=child_setup, close_fds=False, restore_signals=True)
+
+        try:
+            return popen(command)
+        except OSError as e:
+            if e.errno != errno.ENOEXEC:
+                raise
+        # A file the kernel cannot execute (a script without "#!"): run it
+        # with /bin/sh, as execvp(3) and the shells do.
+        path = command[0] if "/" in command[0] else shutil.which(command[0], path=env.get("PATH", os.defpath))
+        return popen(["/bin/sh", path or command[0]] + list(command[1:]))
 
     def _forward(self, sig):
         if self.child_rc is not None:
@@ -425,10 +457,27 @@ class Supervisor:
         self._on_signal = on_signal
         try:
             done = lambda: sc.returncode is not None or bool(hurried)  # noqa: E731
-            if not self._wait(done, SIDECAR_FINAL_WAIT + linger):
-                logger.warning("graphsignal: the final /signals payload took more than %ds; stopping the profiler",
-                               SIDECAR_FINAL_WAIT + linger)
-            elif hurried:
+            start = last_beat = time.monotonic()
+            cpu = _cpu_ticks(sc.pid)
+            while not done():
+                now = time.monotonic()
+                # Progress: a heartbeat (the sidecar has the exit and works on
+                # it, or lingers), or CPU time spent (it is still starting up)
+                cpu, was = _cpu_ticks(sc.pid), cpu
+                if self.sender.heard() or cpu != was:
+                    last_beat = now
+                if now - last_beat >= SIDECAR_FINAL_STALL:
+                    # SIGSTOPped or hung: SIGTERM would wait in its queue
+                    logger.warning("graphsignal: the profiler made no progress for %ds after the workload exited; "
+                                   "stopping it (the final payload may be missing)", SIDECAR_FINAL_STALL)
+                    self._kill_sidecar(signal.SIGKILL)
+                    return
+                if now - start >= SIDECAR_FINAL_WAIT + linger:
+                    logger.warning("graphsignal: the final /signals payload took more than %ds; stopping the "
+                                   "profiler", SIDECAR_FINAL_WAIT + linger)
+                    return
+                self._wait(done, channel.BEAT_INTERVAL)
+            if hurried:
                 self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT)
         finally:
             self._on_signal = base
@@ -566,6 +615,17 @@ class _NoSidecar:
 
     def close(self):
         pass
+
+
+def _cpu_ticks(pid):
+    """utime + stime of pid in clock ticks, or None when it cannot be read."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _reserve_std_fds():

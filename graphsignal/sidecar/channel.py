@@ -13,6 +13,14 @@ is one tag byte and its payload, delivered whole and in order.
   b"c" + name    the stream ended (EOF, or handed to a detached pump)
   b"x" + JSON    {"returncode", "gaps"}: the workload has exited; the last message
 
+and one message the other way, from the sidecar once it has the exit:
+
+  b"h"           a heartbeat, every BEAT_INTERVAL seconds while the sidecar
+                 works on its final payload, upload or linger: the
+                 supervisor waits for those as long as they come (up to its
+                 overall limit), and not much longer once they stop (a
+                 sidecar that is SIGSTOPped or hung must not hold the exit)
+
 Sending never blocks: a message the sidecar has no room for is dropped and
 counted (the console pump must never wait for the profiler), and once the
 sidecar is gone nothing more is sent. Lines are cut to a limit before they
@@ -31,6 +39,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 
 from graphsignal import config
 
@@ -39,6 +48,8 @@ STREAM_OF = {b"1": "stdout", b"2": "stderr"}
 GAP = b"g"
 CLOSED = b"c"
 EXIT = b"x"
+HEARTBEAT = b"h"
+BEAT_INTERVAL = 0.5  # seconds between the sidecar's heartbeats after the exit
 CHUNK = 1 << 16  # bytes the pumps read at once; a message is at most CHUNK + 1
 SEND_BUFFER = 1 << 20  # bytes of console the kernel holds for a busy sidecar (capped by net.core.wmem_max)
 
@@ -177,11 +188,43 @@ class Sender:
             self.dead = True
             return False
 
+    def heard(self):
+        """True when a heartbeat came from the sidecar since the last call
+        (never blocks; reads whatever is queued)."""
+        heard = False
+        try:
+            self.sock.setblocking(False)  # exit() set a timeout, which would make recv wait for data first
+        except OSError:
+            return False
+        while True:
+            try:
+                msg = self.sock.recv(64)
+            except InterruptedError:
+                continue
+            except OSError:  # nothing queued (EAGAIN), or the sidecar is gone
+                return heard
+            if not msg:
+                return heard
+            heard = heard or msg[:1] == HEARTBEAT
+
     def close(self):
         try:
             self.sock.close()
         except OSError:
             pass
+
+
+def beat_until_closed(sock, interval=BEAT_INTERVAL):
+    """The sidecar's heartbeat loop (a daemon thread's body): ends when the
+    supervisor's end is gone, or with the process."""
+    while True:
+        try:
+            sock.sendmsg([HEARTBEAT], [], _FLAGS)
+        except (BlockingIOError, InterruptedError):
+            pass  # a full queue already says we are alive
+        except OSError:
+            return
+        time.sleep(interval)
 
 
 def receive(sock):

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from graphsignal import __version__
+from graphsignal import __version__, safefs
 from graphsignal.report import Reporter
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
@@ -62,6 +62,24 @@ class Workload:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
+
+    def kill_group(self):
+        """SIGKILL to the workload's process group (its own, made by the
+        supervisor), then to the workload itself. The group is signalled
+        only while the workload, its leader, is alive: then its id cannot
+        name another group."""
+        try:
+            if self.alive() and os.getpgid(self.pid) == self.pid:
+                os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.signal(signal.SIGKILL)
+
+    def alive(self):
+        if self.pidfd is not None:
+            r, _, _ = select.select([self.pidfd], [], [], 0)
+            return not r
+        return self.start_time is not None and start_time(self.pid) == self.start_time and stale.pid_alive(self.pid)
 
     def wait_gone(self, timeout):
         """True once the workload has exited (pidfd readable, or the pid no
@@ -169,6 +187,10 @@ class Feed(threading.Thread):
                 if self.console is not None:
                     self.console.close_stream(payload.decode("ascii", "replace"))
             elif tag == channel.EXIT:
+                # From now on the supervisor waits for our final work, as
+                # long as it hears from us (channel.HEARTBEAT).
+                threading.Thread(target=channel.beat_until_closed, args=(self.sock,), name="graphsignal-heartbeat",
+                                 daemon=True).start()
                 d = _json(payload)
                 for stream, n in (d.get("gaps") or {}).items():
                     self._gap(stream, n)
@@ -314,11 +336,19 @@ class Sidecar:
             logger.info("graphsignal: removed %d ring file(s) left by earlier runs", len(removed))
 
     def supervisor_gone(self):
+        """The supervisor was killed outright: the workload gets SIGTERM, and
+        SIGKILL (with its process group) when it is still there
+        SUPERVISOR_GONE_WAIT seconds later, so that it never outlives
+        graphsignal-run as an orphan."""
         msg = "graphsignal-run (pid %s) is gone; sending SIGTERM to the workload (pid %d)" % (
             self.cfg.get("supervisor_pid"), self.child.pid)
-        logger.warning("graphsignal: %s", msg)
-        self.store.add_error("error", msg, tags={"source": "sidecar"})
+        self.reporter.say(msg, "error", log_level=logging.WARNING)
         self.child.signal(signal.SIGTERM)
+        if self.child.wait_gone(SUPERVISOR_GONE_WAIT):
+            return
+        self.reporter.say("the workload (pid %d) was still running %ds after SIGTERM; sending SIGKILL to it and its "
+                          "process group" % (self.child.pid, SUPERVISOR_GONE_WAIT), "error", log_level=logging.WARNING)
+        self.child.kill_group()
         self.child.wait_gone(SUPERVISOR_GONE_WAIT)
 
     # -- stop -------------------------------------------------------------------
@@ -368,10 +398,7 @@ class Sidecar:
         from graphsignal.sidecar.payload import build_signals
 
         data = build_signals(self.store)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        safefs.write_atomic(path, data)
 
     def run(self):
         self.start()

@@ -195,6 +195,27 @@ def test_command_not_found_is_127():
     assert out.returncode == 127 and "command not found" in out.stderr
 
 
+def test_a_script_without_a_shebang_runs_with_sh_as_execvp_does(tmp_path):
+    # before: rc 126 "cannot run" (ENOEXEC), where a shell, env(1) or execvp runs it with /bin/sh
+    script = tmp_path / "noshebang"
+    script.write_text('echo "ran as sh with $# args: $1"\nexit 3\n')
+    os.chmod(str(script), 0o755)
+    env = quiet_env()
+    env["PATH"] = str(tmp_path) + os.pathsep + env.get("PATH", os.defpath)
+    bare = subprocess.run(["env", "noshebang", "a b", "c"], capture_output=True, env=env)
+    for cmd in (["noshebang", "a b", "c"], [str(script), "a b", "c"]):
+        out = subprocess.run(GS_RUN + ["--listen-port", str(free_port())] + cmd, capture_output=True, env=env)
+        assert (out.returncode, out.stdout) == (bare.returncode, bare.stdout) == (3, b"ran as sh with 2 args: a b\n")
+
+
+def test_a_file_that_is_not_executable_is_still_126(tmp_path):
+    script = tmp_path / "data.txt"
+    script.write_text("echo no\n")
+    out = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), str(script)], capture_output=True, text=True,
+                         env=quiet_env())
+    assert out.returncode == 126 and "permission denied" in out.stderr
+
+
 def test_graph_trace_env_and_flag_reach_the_child():
     show = [PY, "-c", "import os; print(os.environ['GRAPHSIGNAL_CUDA_GRAPH_TRACE'], "
                       "len(os.environ['GRAPHSIGNAL_RUN_ID']))"]

@@ -103,3 +103,17 @@ def test_expose_package_is_idempotent_and_private(tmp_path):
     assert env["PYTHONPATH"] == "/opt/x:" + d
     assert os.listdir(d) == ["graphsignal"]
     assert oct(os.stat(d).st_mode & 0o777) == "0o700"
+
+
+def test_the_workloads_pythonpath_never_reaches_the_sidecar(tmp_path):
+    # before: a PYTHONPATH carrying another numpy was imported by the sidecar: "profiler stopped", nothing profiled
+    for name in ("numpy", "orjson", "werkzeug"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise ImportError('the workload\\'s own %s')\n" % name)
+    code = "import sys; print(%r in sys.path)" % str(tmp_path)
+    proc, signals = run_wrapped([sys.executable, "-c", code],
+                                env=quiet_env(PYTHONPATH=str(tmp_path), GRAPHSIGNAL_LOG_LEVEL="warning"))
+    assert proc.returncode == 0 and proc.stdout == b"True\n"  # the workload keeps its PYTHONPATH
+    assert b"profiler stopped" not in proc.stderr and b"failed" not in proc.stderr, proc.stderr
+    assert signals is not None
+    assert any(m["name"] == "process_cpu_time_nanoseconds" for m in signals["metrics"])
