@@ -8,6 +8,7 @@ plus a process resource with its parent and command line.
 Command lines are redacted before they are stored (redact_command_line):
 the payload is served over HTTP, to the network with --listen-host.
 """
+import functools
 import os
 import re
 
@@ -17,50 +18,266 @@ from graphsignal.sources import Source, SourceUnavailable
 from graphsignal.sources.twins import ProcessCpuTotals
 
 
-# A name "says" a secret when one of its words is one of these ("--api-key",
-# "HF_TOKEN", "apiKey", "db.password"); "--tokenizer" and "--max-tokens" do not.
-SECRET_WORDS = frozenset(("key", "apikey", "token", "authtoken", "accesstoken", "secret", "password", "passwd",
-                          "auth", "authorization", "credential", "credentials"))
+# -- redaction of command lines ------------------------------------------------------------
+# What is hidden and what is not is listed in SKILL.md (process resources);
+# tests/unit/test_redaction.py holds both tables. The rules, in order:
+# 1. the argument list as the program sees it: values of secret-named
+#    options ("--api-key X", "--hf-token=X", "HF_TOKEN=X"), headers
+#    ("Authorization: X"), user:password options (-u, --user, -U,
+#    --proxy-user), and the password options of a few programs whose short
+#    flag is a password (mysql's -pX, sshpass -p, redis-cli -a, mongo -p,
+#    curl's -b cookies);
+# 2. the same rules over the words of an argument that holds several (a
+#    script after sh -c, an inline config);
+# 3. anywhere inside an argument: URL passwords (and the token of an
+#    http(s)://TOKEN@ URL), secret-named keys of query strings and key=value
+#    lists, JSON/dict keys, "Name: value" pairs, Authorization/Cookie header
+#    text, openssl's pass:X, "Bearer X", and tokens by their well-known
+#    shapes (OpenAI/Anthropic, GitHub, Hugging Face, AWS key ids, Slack,
+#    Google, Stripe, GitLab, JWTs).
 REDACTED = "***"
+
+# A name "says" a secret when one of its words is one of these ("--api-key",
+# "HF_TOKEN", "apiKey", "db.password", "Set-Cookie"), or a one-word name ends
+# with one (PGPASSWORD, CLIENTSECRET); "--tokenizer" and "--max-tokens" do not.
+SECRET_WORDS = frozenset(("key", "keys", "apikey", "token", "authtoken", "accesstoken", "secret", "secrets",
+                          "password", "passwords", "passwd", "auth", "authorization", "credential", "credentials",
+                          "cookie", "cookies", "sig", "signature"))
+_SECRET_ENDINGS = ("password", "passwd", "secret", "token", "apikey")
+# where a secret is kept, not the secret: --key-file PATH, HF_TOKEN_PATH, --password-env NAME
+_LOCATION_WORDS = frozenset(("file", "path", "dir", "env"))
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _NAME = re.compile(r"^(-{0,2})([A-Za-z_][\w.\-]*)$")
 _ASSIGN = re.compile(r"^(-{0,2}[A-Za-z_][\w.\-]*)=(.*)$", re.S)
+_OPTION = re.compile(r"^--?[A-Za-z]")  # the next option, not a value (a PEM key's "-----BEGIN" is a value)
 _HEADER = re.compile(r"^([A-Za-z][\w\-]*):\s*(\S.*)$", re.S)  # curl -H "Authorization: Bearer ..."
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.\-]*://[^/:@\s]*:)[^/@\s]+@")
+_USER_OPTIONS = frozenset(("-u", "--user", "-U", "--proxy-user"))  # user:password (curl, wget, smbclient user%pw)
+_MYSQL = frozenset(("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck", "mysqlpump",
+                    "mysqlbinlog", "mysqlslap", "mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import",
+                    "mariadb-show", "mariadb-check", "mariadb-binlog", "mariadb-slap"))
+# programs whose short option takes a password, separate or attached
+_PASSWORD_FLAG = {"sshpass": "-p", "redis-cli": "-a", "mongo": "-p", "mongosh": "-p", "mongodump": "-p",
+                  "mongorestore": "-p", "mongoexport": "-p", "mongoimport": "-p"}
+_PROGRAMS = _MYSQL | frozenset(_PASSWORD_FLAG) | frozenset(("curl",))
+
+# an argument's words (quoted parts kept whole), for scripts and inline configs
+_TOKEN = re.compile(r"""(?:[^\s"']|"(?:[^"\\]|\\.)*"?|'[^']*'?)+""")
+_URL_USERINFO = re.compile(r"\b([a-zA-Z][\w+.\-]*)://([^/?#\s\"']*)@")  # to the last @: p@ss@host
+_KV_NAME = re.compile(r"(?<![\w.\-])(-{0,2}[A-Za-z_][\w.\-]*)=")
+_KV_VALUE = re.compile(r""""[^"]*"|'[^']*'|[^\s&;,#"')}\]]+""")
+_JSON_TEXT = re.compile(r"""(["'])([^"'\\\n]{1,200})\1(\s*:\s*)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,}\]{\["']+)""")
+_HEADER_TEXT = re.compile(r"(?i)(?<![\w\-])((?:[\w\-]*-)?(?:authorization|cookie))([ \t]*:[ \t]*)([^\"'\r\n]+)")
+_COLON_TEXT = re.compile(r"""(?<![\w\-./])([A-Za-z][\w.\-]*)([ \t]*:[ \t]*)([^\s"',;)}\]/][^\s"',;)}\]]*)""")
+_OPENSSL_PASS = re.compile(r"(?<![\w\-])pass:(?!\*\*\*)\S+")
+_BEARER = re.compile(r"\b([Bb]earer[ \t]+)(?!\*\*\*)[\w\-.~+/]+=*")
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"sk-[A-Za-z0-9_\-]{20,}"  # OpenAI (sk-..., sk-proj-..., sk-svcacct-...), Anthropic (sk-ant-...)
+    r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"  # AWS access key ids
+    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack
+    r"|AIza[A-Za-z0-9_\-]{35}"  # Google API keys
+    r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe secret and restricted keys
+    r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
+    r"|eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"  # JWTs
+    r")"
+    r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:(?!-----END)[\s\S])*(?:-----END[A-Z ]*PRIVATE KEY-----)?")  # PEM
 
 
 def says_secret(name):
-    return any(w.lower() in SECRET_WORDS for w in _WORDS.findall(name))
+    words = [w.lower() for w in _WORDS.findall(name)]
+    if not words or words[-1] in _LOCATION_WORDS:
+        return False
+    last = words[-1]
+    if last == "pass" or (last == "pwd" and len(words) > 1):  # DB_PASS, MYSQL_PWD; not PWD, the working directory
+        return True
+    return any(w in SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words)
+
+
+def _user_value(value):
+    """user:password (or smbclient's user%password) with the password
+    hidden; user:group ids (1000:1000) and plain user names stay."""
+    for sep in (":", "%"):
+        user, found, rest = value.partition(sep)
+        if found:
+            return value if rest.isdigit() or not rest else user + sep + REDACTED
+    return value
+
+
+def _header(text):
+    m = _HEADER.match(text)
+    return text[:m.start(2)] + REDACTED if m and says_secret(m.group(1)) else None
+
+
+def _redact_words(words):
+    """Rule 1 over a list of words; None where a word is left to the text rules."""
+    out = []
+    pending = None  # what the previous word says of this one
+    program = ""
+    for w in words:
+        if pending is not None and not _OPTION.match(w):
+            out.append(pending(w))
+            pending = None
+            continue
+        pending = None
+        base = w.rsplit("/", 1)[-1]
+        if base in _PROGRAMS:
+            program = base
+            out.append(None)
+            continue
+        flag = _PASSWORD_FLAG.get(program)
+        if w[:1] == "-" and w[1:2] != "-" and len(w) > 2:  # an attached short option: -pX, -uX, -HX, -bX
+            short, value = w[:2], w[2:]
+            if (short == "-p" and program in _MYSQL) or short == flag:
+                out.append(short + REDACTED)
+                program = ""  # a program takes its password once: sshpass -p X ssh -p 22 ...
+                continue
+            if short in ("-u", "-U"):
+                out.append(short + _user_value(value))
+                continue
+            if short == "-H":
+                h = _header(value)
+                out.append(short + h if h else None)
+                continue
+            if short == "-b" and program == "curl":
+                out.append(short + _cookie(value))
+                continue
+        m = _ASSIGN.match(w)
+        if m:
+            name = m.group(1)
+            if says_secret(name):
+                out.append(name + "=" + REDACTED)
+            elif name in _USER_OPTIONS:
+                out.append(name + "=" + _user_value(m.group(2)))
+            else:
+                out.append(None)
+            continue
+        m = _NAME.match(w)
+        if m and m.group(1) and says_secret(m.group(2)):
+            out.append(w)
+            pending = _hide
+            continue
+        if w in _USER_OPTIONS:
+            out.append(w)
+            pending = _user_value
+            continue
+        if flag and w == flag:
+            out.append(w)
+            pending = _hide
+            program = ""
+            continue
+        if program == "curl" and w in ("-b", "--cookie"):
+            out.append(w)
+            pending = _cookie
+            continue
+        out.append(_header(w))
+    return out
+
+
+def _hide(_value):
+    return REDACTED
+
+
+def _cookie(value):
+    return REDACTED if "=" in value else value  # curl -b NAME=VALUE; without "=" it names a file
+
+
+def _unquoted(token):
+    if len(token) >= 2 and token[0] in "\"'" and token[-1] == token[0]:
+        return token[0], token[1:-1]
+    return "", token
+
+
+def _redact_script(text):
+    """Rule 2: rule 1 over the words of one argument, quoting kept."""
+    spans = [(m.start(), m.end(), _unquoted(m.group(0))) for m in _TOKEN.finditer(text)]
+    done = _redact_words([inner for _, _, (_, inner) in spans])
+    if not any(d is not None for d in done):
+        return text
+    parts, at = [], 0
+    for (start, end, (quote, inner)), d in zip(spans, done):
+        if d is not None and d != inner:
+            parts.append(text[at:start] + quote + d + quote)
+            at = end
+    return "".join(parts) + text[at:]
+
+
+def _userinfo(m):
+    scheme, info = m.group(1), m.group(2)
+    user, colon, _ = info.partition(":")
+    if colon:
+        return "%s://%s:%s@" % (scheme, user, REDACTED)
+    if info and scheme.lower() in ("http", "https"):  # https://TOKEN@github.com, Sentry DSNs
+        return "%s://%s@" % (scheme, REDACTED)
+    return m.group(0)
+
+
+def _kv_text(text):
+    """NAME=VALUE pairs anywhere (query strings, a=1,b=2 lists, libpq's
+    "host=h password=p"), also inside another pair's value
+    (--from-literal=password=x)."""
+    parts, at = [], 0
+    for m in _KV_NAME.finditer(text):
+        if m.start() < at or not says_secret(m.group(1)):
+            continue
+        v = _KV_VALUE.match(text, m.end())
+        if v:
+            parts.append(text[at:m.end()] + REDACTED)
+            at = v.end()
+    return "".join(parts) + text[at:] if parts else text
+
+
+def _json(m):
+    if not says_secret(m.group(2)):
+        return m.group(0)
+    v = m.group(4)
+    q = v[0] if v[0] in "\"'" else ""
+    return m.group(1) + m.group(2) + m.group(1) + m.group(3) + q + REDACTED + q
+
+
+def _colon(m):
+    return m.group(1) + m.group(2) + REDACTED if says_secret(m.group(1)) else m.group(0)
+
+
+def _redact_text(text):
+    """Rule 3."""
+    if "://" in text:
+        text = _URL_USERINFO.sub(_userinfo, text)
+    if "=" in text:
+        text = _kv_text(text)
+    if ":" in text:
+        text = _HEADER_TEXT.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+        text = _JSON_TEXT.sub(_json, text)
+        text = _COLON_TEXT.sub(_colon, text)
+        text = _OPENSSL_PASS.sub("pass:" + REDACTED, text)
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+_CACHED_LENGTH = 8192  # longer command lines are not kept in the cache
+
+
+@functools.lru_cache(maxsize=256)
+def _redact_cached(args):
+    out = []
+    for arg, done in zip(args, _redact_words(args)):
+        if done is None:
+            done = _redact_script(arg) if any(c.isspace() for c in arg) else arg
+        out.append(done if done == REDACTED else _redact_text(done))
+    return tuple(out)
 
 
 def redact_command_line(args):
-    """args with the values of secret-named options and NAME=value pairs
-    replaced by ***, names kept: "--api-key X", "--hf-token=X", "HF_TOKEN=X",
-    a header "Authorization: X", and the password of a URL
-    (scheme://user:X@host)."""
-    out = []
-    redact_next = False
-    for arg in args:
-        if redact_next and not arg.startswith("-"):
-            out.append(REDACTED)
-            redact_next = False
-            continue
-        redact_next = False
-        m = _ASSIGN.match(arg)
-        if m and says_secret(m.group(1)):
-            out.append(m.group(1) + "=" + REDACTED)
-            continue
-        m = _NAME.match(arg)
-        if m and m.group(1) and says_secret(m.group(2)):
-            out.append(arg)
-            redact_next = True
-            continue
-        m = _HEADER.match(arg)
-        if m and says_secret(m.group(1)):
-            out.append(m.group(1) + ": " + REDACTED)
-            continue
-        out.append(_URL_PASSWORD.sub(lambda u: u.group(1) + REDACTED + "@", arg))
-    return out
+    """args with secrets replaced by *** and their names kept (the rules
+    above): "--api-key ***", "HF_TOKEN=***", "Authorization: ***",
+    "postgres://me:***@db", "mysql -p***", '{"password": "***"}'. Runs
+    once per new process (a command line is read once); the same command
+    line (a pool of workers) is redacted once."""
+    args = tuple(str(a) for a in args)
+    if sum(len(a) for a in args) > _CACHED_LENGTH:
+        return list(_redact_cached.__wrapped__(args))
+    return list(_redact_cached(args))
 
 
 class ProcessTree:
