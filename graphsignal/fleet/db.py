@@ -24,6 +24,13 @@ too, at a few ms per upload).
 Ingest is idempotent: a series update older than what is stored is
 ignored, an error already stored updates its count, so a body resent
 after a lost acknowledgement changes nothing.
+
+The integers an upload carries (start_ns, payload_ns, seq, dropped_errors,
+a series' updated_ns, and the history's ts_ns, which is a payload_ns) may
+be anything from 0 to 2^64-1, and SQLite's INTEGER is signed 64-bit: those
+columns hold the value minus 2^63 (enc/dec), which keeps every value
+exact and their order (MAX(), comparisons, ORDER BY) the same. Schema
+version 1 held them as they were; opening such a file converts it.
 """
 import hashlib
 import sqlite3
@@ -40,11 +47,31 @@ MINUTE_ROWS_NS = 24 * HOUR_NS  # per-minute history this far back, hourly beyond
 MAX_ERRORS = 100  # kept per instance
 MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
 MAX_INSTANCES = 10_000  # per key
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (module docstring)
+U64_MAX = (1 << 64) - 1
+_ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors")), ("series", ("updated_ns",)),
+            ("history", ("ts_ns",)))
 
 
 class Full(Exception):
     """A key or an instance is at its cap; the message says which."""
+
+
+def enc(v):
+    """An integer from 0 to 2^64-1 as stored (None stays None)."""
+    return None if v is None else v - OFFSET
+
+
+def dec(v):
+    """A stored integer as the value it was (None stays None)."""
+    return None if v is None else v + OFFSET
+
+
+def enc_bound(v):
+    """A computed bound (now - retention, ...) as stored, clamped to the
+    values an upload can carry."""
+    return min(max(v, 0), U64_MAX) - OFFSET
 
 
 def owner_of(key):
@@ -110,12 +137,30 @@ class DB:
         self.conn.execute("PRAGMA synchronous=%s" % ("FULL" if sync == "full" else "NORMAL"))
         self.conn.execute("PRAGMA busy_timeout=5000")
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise RuntimeError("%s has schema version %d; this graphsignal-server reads version %d"
+        if version not in (0, 1, SCHEMA_VERSION):
+            raise RuntimeError("%s has schema version %d; this graphsignal-server reads versions 1 and %d"
                                % (path, version, SCHEMA_VERSION))
+        if version == 1:
+            self._upgrade_from_1()
         self.conn.executescript(_SCHEMA)
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
         self._next_expiry = 0
+
+    def _upgrade_from_1(self):
+        """Version 1 stored the upload's integers as they were (all below
+        2^63: larger ones were refused): subtract 2^63, in one transaction."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for table, cols in _ENCODED:
+                # x - (2^63 - 1) - 1: 2^63 itself is no SQLite integer literal
+                c.execute("UPDATE %s SET %s" % (table, ", ".join("%s = %s - ? - 1" % (col, col) for col in cols)),
+                          [OFFSET - 1] * len(cols))
+            c.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
 
     def close(self):
         with self.lock:
@@ -142,7 +187,7 @@ class DB:
         return out
 
     def _ingest(self, c, owner, iid, doc, now):
-        row = c.execute("SELECT payload_ns, history_minute, errors, last_seq FROM instances "
+        row = c.execute("SELECT payload_ns, history_minute, errors FROM instances "
                         "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
         payload_ns = doc["payload_ns"]
         minute = payload_ns // MINUTE_NS
@@ -153,10 +198,10 @@ class DB:
             c.execute("INSERT INTO instances (owner, instance_id, context, profiler, start_ns, payload_ns, "
                       "first_seen_ns, last_seen_ns, history_minute) VALUES (?,?,?,?,?,?,?,?,?)",
                       (owner, iid, orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")),
-                       doc.get("start_ns"), payload_ns, now, now, minute))
-            prev_payload, prev_minute, errors_blob, last_seq = payload_ns, minute, None, None
+                       enc(doc.get("start_ns")), enc(payload_ns), now, now, minute))
+            prev_payload, prev_minute, errors_blob = payload_ns, minute, None
         else:
-            prev_payload, prev_minute, errors_blob, last_seq = row
+            prev_payload, prev_minute, errors_blob = dec(row[0]), row[1], row[2]
         if prev_minute is not None and minute > prev_minute:
             # the first upload of a new minute: what the series held at the
             # end of the last one is that minute's history row
@@ -164,10 +209,10 @@ class DB:
         written = self._series(c, owner, iid, doc.get("metrics") or [])
         errors = self._errors(errors_blob, doc.get("errors") or [])
         sets = ["context=?", "profiler=?", "start_ns=?", "payload_ns=MAX(payload_ns, ?)", "last_seen_ns=?",
-                "last_seq=MAX(COALESCE(last_seq, 0), ?)", "uploads=uploads+1", "dropped_errors=?", "errors=?",
+                "last_seq=MAX(COALESCE(last_seq, ?), ?)", "uploads=uploads+1", "dropped_errors=?", "errors=?",
                 "history_minute=MAX(COALESCE(history_minute, 0), ?)"]
-        args = [orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")), doc.get("start_ns"), payload_ns,
-                now, doc.get("seq") or 0, doc.get("dropped_errors"), errors, minute]
+        args = [orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")), enc(doc.get("start_ns")),
+                enc(payload_ns), now, enc(0), enc(doc.get("seq") or 0), enc(doc.get("dropped_errors")), errors, minute]
         if "resources" in doc and doc["resources"] is not None:
             sets.append("resources=?")
             args.append(orjson.dumps(doc["resources"]))
@@ -184,7 +229,7 @@ class DB:
         have = c.execute("SELECT COUNT(*) FROM series WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()[0]
         rows = []
         for m in metrics:
-            rows.append((owner, iid, series_key(m), orjson.dumps(m), m.get("updated_ns")))
+            rows.append((owner, iid, series_key(m), orjson.dumps(m), enc(m.get("updated_ns"))))
         if have + len(rows) > MAX_SERIES:
             # only updates of known series beyond the cap
             known = {r[0] for r in c.execute("SELECT skey FROM series WHERE owner=? AND instance_id=?",
@@ -229,15 +274,22 @@ class DB:
         for skey, doc in c.execute("SELECT skey, doc FROM series WHERE owner=? AND instance_id=?", (owner, iid)):
             states[skey.decode()] = state_of(orjson.loads(doc))
         c.execute("INSERT OR REPLACE INTO history (owner, instance_id, ts_ns, snapshot) VALUES (?,?,?,?)",
-                  (owner, iid, ts, zlib.compress(orjson.dumps(states), 6)))
+                  (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6)))
         # beyond 24 h, keep the first row of each hour; beyond the retention, none
-        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns < ?", (owner, iid,
-                                                                                     ts - self.retention_ns))
+        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns < ?",
+                  (owner, iid, enc_bound(ts - self.retention_ns)))
+        # the rows that just crossed 24 h (and the hour before: a late roll) are thinned to
+        # one per hour of the instance's clock, in Python: the stored values are offset
         cutoff = ts - MINUTE_ROWS_NS
-        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns < ? AND ts_ns > ? AND ts_ns NOT IN "
-                  "(SELECT MIN(ts_ns) FROM history WHERE owner=? AND instance_id=? AND ts_ns < ? AND ts_ns > ? "
-                  "GROUP BY ts_ns / ?)",
-                  (owner, iid, cutoff, cutoff - 2 * HOUR_NS, owner, iid, cutoff, cutoff - 3 * HOUR_NS, HOUR_NS))
+        crossing = [dec(t) for (t,) in c.execute(
+            "SELECT ts_ns FROM history WHERE owner=? AND instance_id=? AND ts_ns < ? AND ts_ns > ? ORDER BY ts_ns",
+            (owner, iid, enc_bound(cutoff), enc_bound(cutoff - 3 * HOUR_NS)))]
+        first = {}
+        for t in crossing:
+            first.setdefault(t // HOUR_NS, t)
+        drop = [(owner, iid, enc(t)) for t in crossing if t > cutoff - 2 * HOUR_NS and first[t // HOUR_NS] != t]
+        if drop:
+            c.executemany("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns=?", drop)
 
     def _expire(self, now):
         old = now - self.retention_ns
@@ -263,30 +315,32 @@ class DB:
         """The instance's latest snapshot in /signals's shape, or None."""
         with self.lock:
             row = self.conn.execute("SELECT context, profiler, start_ns, payload_ns, resources, engine, errors, "
-                                    "first_seen_ns, last_seen_ns, uploads FROM instances "
+                                    "first_seen_ns, last_seen_ns, uploads, last_seq, dropped_errors FROM instances "
                                     "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
             if row is None:
                 return None
             docs = [orjson.loads(d) for (d,) in self.conn.execute(
                 "SELECT doc FROM series WHERE owner=? AND instance_id=?", (owner, iid))]
-        ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads = row
+        ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped = row
         docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))
-        return {"profiler": orjson.loads(prof) if prof else None, "payload_ns": payload_ns, "start_ns": start_ns,
+        return {"profiler": orjson.loads(prof) if prof else None, "payload_ns": dec(payload_ns),
+                "start_ns": dec(start_ns),
                 "context": orjson.loads(ctx), "metrics": docs, "errors": orjson.loads(errors) if errors else [],
                 "resources": orjson.loads(resources) if resources else [],
                 "engine": orjson.loads(engine) if engine else None,
-                "instance": {"instance_id": iid, "first_seen_ns": first, "last_seen_ns": last, "uploads": uploads}}
+                "instance": {"instance_id": iid, "first_seen_ns": first, "last_seen_ns": last, "uploads": uploads,
+                             "seq": dec(seq), "dropped_errors": dec(dropped)}}
 
     def history(self, owner, iid, since_ns):
         """[(ts_ns, {series key: state})] from the newest row at or before
         since_ns on, oldest first."""
         with self.lock:
             first = self.conn.execute("SELECT MAX(ts_ns) FROM history WHERE owner=? AND instance_id=? AND ts_ns <= ?",
-                                      (owner, iid, since_ns)).fetchone()[0]
-            lo = first if first is not None else since_ns
+                                      (owner, iid, enc_bound(since_ns))).fetchone()[0]
+            lo = first if first is not None else enc_bound(since_ns)
             rows = self.conn.execute("SELECT ts_ns, snapshot FROM history WHERE owner=? AND instance_id=? "
                                      "AND ts_ns >= ? ORDER BY ts_ns", (owner, iid, lo)).fetchall()
-        return [(ts, orjson.loads(zlib.decompress(blob))) for ts, blob in rows]
+        return [(dec(ts), orjson.loads(zlib.decompress(blob))) for ts, blob in rows]
 
     def size_bytes(self):
         """Bytes on disk (database and write-ahead log)."""

@@ -18,6 +18,7 @@ import orjson
 import pytest
 from werkzeug.test import Client, EnvironBuilder, run_wsgi_app
 
+from support.fleet import SERVER, ServerProc
 from support.gsrun import GS_RUN, free_port, get_json, quiet_env, wait_for
 
 from graphsignal.fleet import db as fdb
@@ -26,7 +27,6 @@ from graphsignal.fleet.db import DB
 from graphsignal.sidecar.upload import Uploader
 from graphsignal.sidecar.store import MetricStore
 
-SERVER = [sys.executable, "-m", "graphsignal.cli.server"]
 NS = 1_000_000_000
 
 
@@ -311,7 +311,7 @@ def test_history_is_per_minute_for_a_day_hourly_for_the_retention_then_gone(tmp_
         s.add_counter("myapp_requests_total", {"process.pid": "7"}, 1)
         assert up.step()
     rows = f.db.conn.execute("SELECT ts_ns FROM history").fetchall()
-    ts = sorted(t for (t,) in rows)
+    ts = sorted(fdb.dec(t) for (t,) in rows)
     end = ts[-1]  # the newest row: thinning runs as each minute's row is written
     recent = [t for t in ts if t >= end - fdb.MINUTE_ROWS_NS]
     older = [t for t in ts if t < end - fdb.MINUTE_ROWS_NS]
@@ -336,54 +336,6 @@ def test_instances_silent_for_the_retention_are_deleted(tmp_path):
 
 
 # -- the real processes ---------------------------------------------------------------------------------------------
-class ServerProc:
-    def __init__(self, db, keys=("key-a", "key-b"), env_keys=None, port=None):
-        self.db, self.keys, self.env_keys = str(db), keys, env_keys
-        self.port = port or free_port()
-        self.proc = None
-
-    def start(self):
-        env = quiet_env()
-        if self.env_keys:
-            env["GRAPHSIGNAL_SERVER_API_KEYS"] = self.env_keys
-        args = SERVER + ["--port", str(self.port), "--db", self.db]
-        for k in self.keys:
-            args += ["--api-key", k]
-        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert wait_for(self._up, 30), self.proc.stderr.read1(4096) if self.proc.poll() is not None else "not up"
-        return self
-
-    def _up(self):
-        try:
-            return get_json("http://127.0.0.1:%d/health" % self.port, 0.5)[0] == 200
-        except OSError:
-            return False
-
-    @property
-    def base(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def get(self, path, key="key-a"):
-        import urllib.error
-        import urllib.request
-
-        req = urllib.request.Request(self.base + path, headers={"X-API-Key": key})
-        try:
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return r.status, orjson.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, orjson.loads(e.read())
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
 CHILD = """
 import os, sys, time
 from graphsignal import probes
@@ -417,7 +369,7 @@ def test_graphsignal_run_uploads_to_a_graphsignal_server(tmp_path):
             assert srv.get("/api/v1/signals?instance_id=" + inst["instance_id"], key)[0] == 404
         assert srv.get("/api/v1/instances", "key-z")[0] == 401
     finally:
-        srv.stop()
+        srv.cleanup()
 
 
 def test_a_kill_9_mid_upload_loses_nothing_acknowledged_and_the_uploader_recovers(tmp_path):
@@ -461,7 +413,7 @@ def test_a_kill_9_mid_upload_loses_nothing_acknowledged_and_the_uploader_recover
             run.wait(20)
         except subprocess.TimeoutExpired:
             run.kill()
-        srv.stop()
+        srv.cleanup()
 
 
 def test_the_command_line_is_parsed_once_and_refuses_what_it_cannot_use():

@@ -1,0 +1,158 @@
+"""graphsignal-server against hostile and careless clients, over real
+sockets to a real graphsignal-server process: integers past 2^63, deep
+nesting, malformed framing, bodies that never arrive, idle-socket floods
+under a low file limit, one tenant flooding while another uploads, and
+API keys kept off the command line."""
+import orjson
+import pytest
+
+from support.fleet import NS, T0, ServerProc, upload_doc
+
+from graphsignal.fleet import db as fdb
+from graphsignal.fleet.db import DB
+
+U64_MAX = 2 ** 64 - 1
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = ServerProc(tmp_path_factory.mktemp("fleet") / "fleet.db", keys=(), env_keys="key-a,key-b").start()
+    yield srv
+    srv.cleanup()
+
+
+# -- integers and nesting ------------------------------------------------------------------------------------------
+INT_FIELDS = ("payload_ns", "start_ns", "seq", "dropped_errors", "updated_ns")
+
+
+def _with(field, value, iid):
+    doc = upload_doc(iid, start_ns=T0, dropped_errors=0)
+    if field == "updated_ns":
+        doc["metrics"][0]["updated_ns"] = value
+    else:
+        doc[field] = value
+    return doc
+
+
+def _read_back(snap, field):
+    if field == "updated_ns":
+        return snap["metrics"][0]["updated_ns"]
+    if field in ("seq", "dropped_errors"):
+        return snap["instance"][field]
+    return snap[field]
+
+
+@pytest.mark.parametrize("value", [0, 2 ** 63 - 1, 2 ** 63, U64_MAX], ids=["0", "2^63-1", "2^63", "2^64-1"])
+@pytest.mark.parametrize("field", INT_FIELDS)
+def test_every_integer_up_to_2_64_minus_1_is_stored_exactly(server, field, value):
+    iid = "int-%s-%d" % (field, value)
+    status, ack = server.post(_with(field, value, iid))
+    assert status == 200, ack
+    status, snap = server.get("/api/v1/signals?instance_id=" + iid)
+    assert status == 200, snap
+    got = _read_back(snap, field)
+    assert type(got) is int and got == value
+
+
+@pytest.mark.parametrize("field", INT_FIELDS)
+def test_integers_outside_0_to_2_64_minus_1_are_a_400_naming_the_field(server, field):
+    for text in (b"18446744073709551616", b"-1", b"99999999999999999999999999"):
+        mark = 271828182845
+        raw = orjson.dumps(_with(field, mark, "bad-int-" + field)).replace(b"%d" % mark, text)
+        status, doc = server.post(None, raw=raw)
+        assert status == 400 and field in doc["error"], (text, doc)
+    assert server.get("/api/v1/signals?instance_id=bad-int-" + field)[0] == 404  # nothing stored
+
+
+def test_history_and_windows_work_past_2_63(server):
+    """Two uploads a minute apart near 2^64-1: the first minute becomes a
+    history row (ts_ns past 2^63) and a window is computed from it."""
+    iid = "late"
+    base = U64_MAX - 10 * 60 * NS
+    for k in range(3):
+        t = base + k * 61 * NS
+        doc = upload_doc(iid, t, metrics=[{"name": "c", "type": "counter", "tags": {}, "stats": {"total": 10 * k},
+                                           "updated_ns": t}])
+        assert server.post(doc)[0] == 200
+    status, snap = server.get("/api/v1/signals?instance_id=%s&window=120" % iid)
+    assert status == 200, snap
+    w = snap["window"]
+    assert w["end_ns"] == base + 122 * NS and w["start_ns"] in (base, base + 61 * NS)
+    (c,) = w["metrics"]
+    assert c["stats"]["delta"] == (20 if w["start_ns"] == base else 10)
+
+
+def _nested(levels):
+    """An upload whose context value nests lists so that the document's
+    containers go `levels` deep (the body is 1, context 2)."""
+    lists = levels - 2
+    return (b'{"schema":1,"instance_id":"deep","context":{"instance.id":"deep","x":%s"leaf"%s},"payload_ns":%d,'
+            b'"metrics":[],"errors":[]}' % (b"[" * lists, b"]" * lists, T0))
+
+
+@pytest.mark.parametrize("levels", [33, 100, 254, 255, 1000, 1023])
+def test_nesting_deeper_than_32_is_a_400(server, levels):
+    status, doc = server.post(None, raw=_nested(levels))
+    assert status == 400, doc
+    assert "32" in doc["error"] and ("levels" in doc["error"] or "JSON" in doc["error"])
+
+
+def test_nesting_of_32_levels_and_brackets_inside_strings_are_accepted(server):
+    assert server.post(None, raw=_nested(32))[0] == 200
+    doc = upload_doc("brackets", context={"instance.id": "brackets", "x": "[[[{{{" * 200 + '\\"[[[' + "]" * 50})
+    doc["metrics"][0]["stats"]["note"] = "{" * 500
+    status, ack = server.post(doc)
+    assert status == 200, ack
+    snap = server.get("/api/v1/signals?instance_id=brackets")[1]
+    assert snap["context"]["x"] == doc["context"]["x"]
+
+
+@pytest.mark.parametrize("where", ["context", "stats", "engine", "error", "resource"])
+def test_deep_values_anywhere_in_the_body_are_refused(server, where):
+    deep = "x"
+    for _ in range(40):
+        deep = {"k": deep}
+    doc = upload_doc("deep-" + where)
+    if where == "context":
+        doc["context"]["v"] = deep
+    elif where == "stats":
+        doc["metrics"][0]["stats"]["extra"] = deep
+    elif where == "engine":
+        doc["engine"] = deep
+    elif where == "error":
+        doc["errors"] = [{"level": "error", "message": "m", "tags": {}, "extra": deep}]
+    else:
+        doc["resources"] = [{"kind": "host", "tags": {}, "attributes": {"a": deep}}]
+    status, out = server.post(doc)
+    assert status == 400 and "levels" in out["error"], out
+    assert server.get("/api/v1/signals?instance_id=deep-" + where)[0] == 404
+
+
+def test_a_version_1_database_is_converted_and_reads_the_same(tmp_path):
+    """Version 1 stored the integers as they were; opening it with this
+    server converts them (minus 2^63) and the snapshot, history and window
+    read back the same."""
+    clock = [T0]
+    path = str(tmp_path / "v1.db")
+    db = DB(path, clock=lambda: clock[0])
+    owner = fdb.owner_of("key-a")
+    for k in range(3):
+        t = T0 + k * 61 * NS
+        clock[0] = t
+        db.ingest(owner, upload_doc("old", t, seq=k + 1, start_ns=T0 - NS, dropped_errors=k, metrics=[
+            {"name": "c", "type": "counter", "tags": {}, "stats": {"total": k}, "updated_ns": t}]))
+    before = db.snapshot(owner, "old"), db.history(owner, "old", 0)
+    # back to version 1's layout: the values as they were
+    c = db.conn
+    for table, cols in fdb._ENCODED:
+        c.execute("UPDATE %s SET %s" % (table, ", ".join("%s = %s + ? + 1" % (col, col) for col in cols)),
+                  [fdb.OFFSET - 1] * len(cols))
+    c.execute("PRAGMA user_version=1")
+    assert c.execute("SELECT payload_ns FROM instances").fetchone()[0] == T0 + 122 * NS
+    db.close()
+    db = DB(path, clock=lambda: clock[0])
+    assert db.conn.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION
+    assert (db.snapshot(owner, "old"), db.history(owner, "old", 0)) == before
+    assert before[0]["instance"]["seq"] == 3 and before[0]["payload_ns"] == T0 + 122 * NS
+    db.close()
+

@@ -1,0 +1,201 @@
+"""A real graphsignal-server process for tests, and the raw-socket and
+HTTP helpers that talk to it (tests/integration/test_fleet_*.py)."""
+import gzip
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import orjson
+
+from support.gsrun import free_port, get_json, quiet_env, wait_for
+
+SERVER = [sys.executable, "-m", "graphsignal.cli.server"]
+NS = 1_000_000_000
+T0 = 1_800_000_000 * NS
+
+
+class ServerProc:
+    """graphsignal-server on a free port. keys: given with --api-key (one
+    flag each); env_keys: GRAPHSIGNAL_SERVER_API_KEYS; args: more options;
+    nofile: RLIMIT_NOFILE (soft and hard) of the server process. Its
+    stderr goes to a file (stderr())."""
+
+    def __init__(self, db, keys=("key-a", "key-b"), env_keys=None, port=None, args=(), nofile=None):
+        self.db, self.keys, self.env_keys = str(db), keys, env_keys
+        self.port = port or free_port()
+        self.args, self.nofile = list(args), nofile
+        self.proc = None
+        fd, self.stderr_path = tempfile.mkstemp(prefix="gs-fleet-stderr-")
+        os.close(fd)
+
+    def start(self, wait=True):
+        env = quiet_env()
+        env.pop("GRAPHSIGNAL_SERVER_API_KEYS", None)
+        if self.env_keys:
+            env["GRAPHSIGNAL_SERVER_API_KEYS"] = self.env_keys
+        args = SERVER + ["--port", str(self.port), "--db", self.db] + self.args
+        for k in self.keys:
+            args += ["--api-key", k]
+        nofile = self.nofile
+
+        def pre():
+            if nofile:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        with open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=pre)
+        if wait:
+            assert wait_for(self._up, 30), self.stderr() if self.proc.poll() is not None else "not up"
+        return self
+
+    def _up(self):
+        if self.proc.poll() is not None:
+            return False
+        try:
+            return get_json("http://127.0.0.1:%d/health" % self.port, 0.5)[0] == 200
+        except OSError:
+            return False
+
+    def stderr(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    @property
+    def base(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def get(self, path, key="key-a"):
+        status, doc, _ = request(self.port, "GET", path, key=key)
+        return status, doc
+
+    def post(self, doc, key="key-a", raw=None):
+        """POSTs an upload (a dict, or raw JSON bytes), gzip'd; (status, JSON)."""
+        body = gzip.compress(raw if raw is not None else orjson.dumps(doc))
+        status, out, _ = request(self.port, "POST", "/api/v1/ingest", body=body, key=key,
+                                 headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        return status, out
+
+    def threads(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            return int([line for line in f if line.startswith("Threads:")][0].split()[1])
+
+    def fds(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def cleanup(self):
+        self.stop()
+        try:
+            os.unlink(self.stderr_path)
+        except OSError:
+            pass
+
+
+def request(port, method, path, body=None, key=None, headers=None, timeout=10.0):
+    """(status, parsed JSON or None, response headers) over a fresh
+    connection."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        h = dict(headers or {})
+        if key:
+            h["X-API-Key"] = key
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            doc = None
+        return r.status, doc, r.headers
+    finally:
+        c.close()
+
+
+def raw_head(method, path, headers, body=b""):
+    """A request's bytes: the request line, Host, then headers as given
+    (a list of pairs: repeats stay repeats), then body."""
+    lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1"] + ["%s: %s" % kv for kv in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def raw_exchange(port, data, timeout=10.0):
+    """Sends bytes on a new connection and reads until the server closes it
+    (or timeout); returns (status or None, body bytes, seconds until the
+    close or None when it did not close within timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    t0 = time.monotonic()
+    got = b""
+    closed = None
+    try:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionError:
+                closed = time.monotonic() - t0
+                break
+            if not chunk:
+                closed = time.monotonic() - t0
+                break
+            got += chunk
+    finally:
+        s.close()
+    status = None
+    if got.startswith(b"HTTP/"):
+        try:
+            status = int(got.split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            pass
+    return status, got.partition(b"\r\n\r\n")[2], closed
+
+
+def upload_doc(iid="inst", payload_ns=T0, metrics=None, **extra):
+    """A minimal valid upload."""
+    doc = {"schema": 1, "instance_id": iid, "context": {"instance.id": iid}, "payload_ns": payload_ns, "seq": 1,
+           "metrics": metrics if metrics is not None else [
+               {"name": "g", "type": "gauge", "tags": {}, "stats": {"value": 1}, "updated_ns": payload_ns}],
+           "errors": []}
+    doc.update(extra)
+    return doc
+
+
+def series_doc(n, iid, payload_ns=T0):
+    """An upload of n series (gauges, counters, histograms, 5-frame
+    profiles in turn)."""
+    ms = []
+    for i in range(n):
+        tags = {"i": str(i)}
+        k = i % 4
+        if k == 0:
+            m = {"name": "g", "type": "gauge", "tags": tags, "stats": {"value": i * 1.5}}
+        elif k == 1:
+            m = {"name": "c", "type": "counter", "tags": tags, "stats": {"total": i}}
+        elif k == 2:
+            m = {"name": "h", "type": "histogram", "tags": tags,
+                 "stats": {"count": 3, "sum": 6.0, "min": 1, "max": 3, "mean": 2, "p50": 2, "p95": 3, "p99": 3,
+                           "bins": [1, 2, 3], "counts": [1, 1, 1]}}
+        else:
+            m = {"name": "p", "type": "profile", "tags": tags,
+                 "stats": {"frames": [{"name": "k%d" % j, "value": 10, "samples": 1} for j in range(5)]}}
+        m["updated_ns"] = payload_ns
+        ms.append(m)
+    return upload_doc(iid, payload_ns, ms)
