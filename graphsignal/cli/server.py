@@ -1,10 +1,11 @@
-"""graphsignal-server [--host 127.0.0.1] [--port 18260] [--db PATH] [--api-key KEY ...]
+"""graphsignal-server [--host 127.0.0.1] [--port 18260] [--db PATH] [--api-key-file PATH]
 
 Serves the Signals API (graphsignal.fleet.app) from one SQLite file.
 """
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
 from dataclasses import dataclass
@@ -25,8 +26,15 @@ options:
   --port PORT             port to listen on (default: 18260)
   --db PATH               SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db,
                           i.e. ~/.local/share/graphsignal/server.db)
-  --api-key KEY [KEY ...] accepted API keys (or repeat the flag); also
-                          GRAPHSIGNAL_SERVER_API_KEYS=KEY1,KEY2
+  --api-key-file PATH     accepted API keys, one a line (blank lines and lines
+                          starting with # are skipped); the file must not be
+                          readable or writable by other users (chmod 600)
+  --api-key KEY [KEY ...] accepted API keys on the command line, where every
+                          user of this machine can read them (ps,
+                          /proc/PID/cmdline): prefer --api-key-file or
+                          GRAPHSIGNAL_SERVER_API_KEYS=KEY1,KEY2 (the environment of
+                          a process is readable by its user only); keys from
+                          all three are accepted together
   --retention-days DAYS   history and silent instances are kept this long (default: 7)
   --sync {normal,full}    SQLite synchronous mode (default: normal: nothing
                           acknowledged is lost when the server is killed;
@@ -52,6 +60,7 @@ class ServerConfig:
     sync: str = "normal"
     show_help: bool = False
     show_version: bool = False
+    key_on_command_line: bool = False  # --api-key was given: main() warns
 
 
 def default_db(environ):
@@ -59,8 +68,33 @@ def default_db(environ):
     return os.path.join(base, "graphsignal", "server.db")
 
 
+def read_key_file(path):
+    """The keys in a key file (one a line; blank lines and # comments
+    skipped). Raises UsageError for a file other users may read or write,
+    one that cannot be read, or one without keys."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat.S_IMODE(st.st_mode) & (stat.S_IROTH | stat.S_IWOTH):
+                raise UsageError("--api-key-file %s is readable or writable by other users (mode %04o): "
+                                 "chmod o-rw %s" % (path, stat.S_IMODE(st.st_mode), path))
+            data = f.read(1 << 20)
+    except OSError as e:
+        raise UsageError("--api-key-file %s: %s" % (path, e.strerror or e))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("--api-key-file %s is not UTF-8 text" % path)
+    keys = [line.strip() for line in text.splitlines()]
+    keys = [k for k in keys if k and not k.startswith("#")]
+    if not keys:
+        raise UsageError("--api-key-file %s has no keys (one a line)" % path)
+    return keys
+
+
 def parse_args(argv, environ):
-    """Parses the options and the key variable; raises UsageError."""
+    """Parses the options, reads key files and the key variable; raises
+    UsageError."""
     vals = {}
     keys = []
     i = 0
@@ -75,7 +109,7 @@ def parse_args(argv, environ):
             i += 1
             continue
         opt, eq, val = arg.partition("=")
-        if opt not in ("--host", "--port", "--db", "--api-key", "--retention-days", "--sync"):
+        if opt not in ("--host", "--port", "--db", "--api-key", "--api-key-file", "--retention-days", "--sync"):
             raise UsageError("unknown argument %s (see --help)" % arg)
         if not eq:
             if i + 1 >= len(argv):
@@ -104,7 +138,10 @@ def parse_args(argv, environ):
             if val not in ("normal", "full"):
                 raise UsageError("--sync must be normal or full, got %r" % val)
             vals["sync"] = val
+        elif opt == "--api-key-file":
+            keys += read_key_file(val)
         elif opt == "--api-key":
+            vals["key_on_command_line"] = True
             keys.append(val)
             while i < len(argv) and not argv[i].startswith("-"):  # --api-key K1 K2 ...
                 keys.append(argv[i])
@@ -136,9 +173,13 @@ def main(argv=None, environ=None) -> int:
         sys.stdout.write("graphsignal-server %s\n" % __version__)
         return 0
     if not cfg.api_keys:
-        sys.stderr.write("graphsignal-server: error: no API keys: give --api-key KEY or %s=KEY1,KEY2 "
+        sys.stderr.write("graphsignal-server: error: no API keys: give --api-key-file PATH or %s=KEY1,KEY2 "
                          "(uploads and reads need one)\n" % ENV_KEYS)
         return 2
+    if cfg.key_on_command_line:
+        sys.stderr.write("graphsignal-server: warning: a key given with --api-key is visible to every user of this "
+                         "machine (ps, /proc/PID/cmdline); use --api-key-file PATH (chmod 600) or %s instead\n"
+                         % ENV_KEYS)
     return serve(cfg, environ)
 
 

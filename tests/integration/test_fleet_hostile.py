@@ -3,10 +3,14 @@ sockets to a real graphsignal-server process: integers past 2^63, deep
 nesting, malformed framing, bodies that never arrive, idle-socket floods
 under a low file limit, one tenant flooding while another uploads, and
 API keys kept off the command line."""
+import os
+import subprocess
+
 import orjson
 import pytest
 
-from support.fleet import NS, T0, ServerProc, upload_doc
+from support.fleet import NS, SERVER, T0, ServerProc, upload_doc
+from support.gsrun import quiet_env
 
 from graphsignal.fleet import db as fdb
 from graphsignal.fleet.db import DB
@@ -156,3 +160,69 @@ def test_a_version_1_database_is_converted_and_reads_the_same(tmp_path):
     assert before[0]["instance"]["seq"] == 3 and before[0]["payload_ns"] == T0 + 122 * NS
     db.close()
 
+
+
+# -- API keys off the command line ---------------------------------------------------------------------------------
+def _key_file(tmp_path, text, mode=0o600):
+    path = tmp_path / "keys"
+    path.write_text(text)
+    os.chmod(path, mode)
+    return str(path)
+
+
+def _cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read()
+
+
+def test_keys_from_a_file_work_and_stay_off_the_command_line(tmp_path):
+    path = _key_file(tmp_path, "# fleet keys\n\n  file-key-1  \nfile-key-2\n#file-key-3\n", 0o640)
+    srv = ServerProc(tmp_path / "f.db", keys=(), args=["--api-key-file", path]).start()
+    try:
+        for key in ("file-key-1", "file-key-2"):
+            assert srv.get("/api/v1/instances", key) == (200, {"instances": []})
+        assert srv.get("/api/v1/instances", "file-key-3")[0] == 401  # a comment
+        assert srv.get("/api/v1/instances", "# fleet keys")[0] == 401
+        assert b"file-key" not in _cmdline(srv.proc.pid)
+    finally:
+        srv.stop()
+    assert "warning" not in srv.stderr()
+    srv.cleanup()
+
+
+def test_a_key_file_other_users_can_read_or_write_is_refused(tmp_path):
+    for mode in (0o644, 0o602, 0o666):
+        path = _key_file(tmp_path, "k\n", mode)
+        proc = subprocess.run(SERVER + ["--port", "0", "--db", str(tmp_path / "x.db"), "--api-key-file", path],
+                              capture_output=True, timeout=60, env=quiet_env())
+        lines = proc.stderr.decode().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert "other users" in lines[0] and "%04o" % mode in lines[0] and "chmod" in lines[0]
+    for text, needle in (("# only a comment\n\n", "no keys"), (None, "No such file")):
+        path = _key_file(tmp_path, text) if text is not None else str(tmp_path / "missing")
+        proc = subprocess.run(SERVER + ["--port", "0", "--db", str(tmp_path / "x.db"), "--api-key-file", path],
+                              capture_output=True, timeout=60, env=quiet_env())
+        assert proc.returncode == 2 and needle in proc.stderr.decode(), proc.stderr
+    assert not os.path.exists(tmp_path / "x.db")  # refused before anything was opened
+
+
+def test_api_key_on_the_command_line_still_works_with_a_warning(tmp_path):
+    srv = ServerProc(tmp_path / "k.db", keys=("cmdline-key",)).start()
+    try:
+        assert srv.get("/api/v1/instances", "cmdline-key")[0] == 200
+        assert b"cmdline-key" in _cmdline(srv.proc.pid)  # why it warns
+    finally:
+        srv.stop()
+    (warning,) = [line for line in srv.stderr().splitlines() if "warning" in line]
+    assert "--api-key" in warning and "visible" in warning and "--api-key-file" in warning
+    srv.cleanup()
+
+
+def test_keys_from_file_flag_and_environment_add_up(tmp_path):
+    from graphsignal.cli import server as cli
+
+    path = _key_file(tmp_path, "f1\nshared\n")
+    cfg = cli.parse_args(["--api-key-file", path, "--api-key", "c1", "shared"], {"GRAPHSIGNAL_SERVER_API_KEYS": "e1"})
+    assert cfg.api_keys == ("f1", "shared", "c1", "e1") and cfg.key_on_command_line
+    cfg = cli.parse_args(["--api-key-file=" + path], {})
+    assert cfg.api_keys == ("f1", "shared") and not cfg.key_on_command_line

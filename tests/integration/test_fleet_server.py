@@ -436,8 +436,8 @@ def test_a_busy_port_is_one_line_and_exit_1(tmp_path):
     s.bind(("127.0.0.1", 0))
     s.listen(1)
     try:
-        proc = subprocess.run(SERVER + ["--port", str(s.getsockname()[1]), "--db", str(tmp_path / "s.db"),
-                                        "--api-key", "k"], capture_output=True, timeout=60)
+        proc = subprocess.run(SERVER + ["--port", str(s.getsockname()[1]), "--db", str(tmp_path / "s.db")],
+                              capture_output=True, timeout=60, env=quiet_env(GRAPHSIGNAL_SERVER_API_KEYS="k"))
     finally:
         s.close()
     assert proc.returncode == 1
