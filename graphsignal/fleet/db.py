@@ -172,11 +172,15 @@ class DB:
         in one transaction; returns what the acknowledgement says."""
         now = self.clock()
         iid = doc["instance_id"]
+        # the rows are made before the lock: a 50,000-series upload holds it
+        # only to write them, not to encode them, so others' small uploads wait less
+        rows = [(owner, iid, series_key(m), orjson.dumps(m), enc(m.get("updated_ns")))
+                for m in doc.get("metrics") or []]
         with self.lock:
             c = self.conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                out = self._ingest(c, owner, iid, doc, now)
+                out = self._ingest(c, owner, iid, doc, now, rows)
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
@@ -186,7 +190,7 @@ class DB:
                 self._expire(now)
         return out
 
-    def _ingest(self, c, owner, iid, doc, now):
+    def _ingest(self, c, owner, iid, doc, now, rows):
         row = c.execute("SELECT payload_ns, history_minute, errors FROM instances "
                         "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
         payload_ns = doc["payload_ns"]
@@ -206,7 +210,7 @@ class DB:
             # the first upload of a new minute: what the series held at the
             # end of the last one is that minute's history row
             self._roll(c, owner, iid, prev_payload)
-        written = self._series(c, owner, iid, doc.get("metrics") or [])
+        written = self._series(c, owner, iid, rows)
         errors = self._errors(errors_blob, doc.get("errors") or [])
         sets = ["context=?", "profiler=?", "start_ns=?", "payload_ns=MAX(payload_ns, ?)", "last_seen_ns=?",
                 "last_seq=MAX(COALESCE(last_seq, ?), ?)", "uploads=uploads+1", "dropped_errors=?", "errors=?",
@@ -223,13 +227,10 @@ class DB:
                   args + [owner, iid])
         return {"accepted": True, "instance_id": iid, "seq": doc.get("seq"), "series": written}
 
-    def _series(self, c, owner, iid, metrics):
-        if not metrics:
+    def _series(self, c, owner, iid, rows):
+        if not rows:
             return 0
         have = c.execute("SELECT COUNT(*) FROM series WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()[0]
-        rows = []
-        for m in metrics:
-            rows.append((owner, iid, series_key(m), orjson.dumps(m), enc(m.get("updated_ns"))))
         if have + len(rows) > MAX_SERIES:
             # only updates of known series beyond the cap
             known = {r[0] for r in c.execute("SELECT skey FROM series WHERE owner=? AND instance_id=?",
