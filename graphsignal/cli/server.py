@@ -39,6 +39,11 @@ options:
   --sync {normal,full}    SQLite synchronous mode (default: normal: nothing
                           acknowledged is lost when the server is killed;
                           full: nor on power loss)
+  --max-connections N     connections open at once (default: 1024, and never
+                          more than the open-file limit leaves room for); when
+                          full, the oldest idle connection makes way
+  --workers N             threads that answer requests (default: 8); idle and
+                          slow connections take none
 """
 
 DEFAULT_HOST = "127.0.0.1"
@@ -58,6 +63,8 @@ class ServerConfig:
     api_keys: Tuple[str, ...] = ()
     retention_days: float = 7.0
     sync: str = "normal"
+    max_connections: int = 1024
+    workers: int = 8
     show_help: bool = False
     show_version: bool = False
     key_on_command_line: bool = False  # --api-key was given: main() warns
@@ -109,7 +116,8 @@ def parse_args(argv, environ):
             i += 1
             continue
         opt, eq, val = arg.partition("=")
-        if opt not in ("--host", "--port", "--db", "--api-key", "--api-key-file", "--retention-days", "--sync"):
+        if opt not in ("--host", "--port", "--db", "--api-key", "--api-key-file", "--retention-days", "--sync",
+                       "--max-connections", "--workers"):
             raise UsageError("unknown argument %s (see --help)" % arg)
         if not eq:
             if i + 1 >= len(argv):
@@ -134,6 +142,15 @@ def parse_args(argv, environ):
             if not 1 <= days <= 3650:
                 raise UsageError("--retention-days must be between 1 and 3650, got %s" % val)
             vals["retention_days"] = days
+        elif opt in ("--max-connections", "--workers"):
+            low, high = (16, 1_000_000) if opt == "--max-connections" else (1, 256)
+            try:
+                n = int(val)
+            except ValueError:
+                raise UsageError("%s expects a number, got %r" % (opt, val))
+            if not low <= n <= high:
+                raise UsageError("%s must be between %d and %d, got %d" % (opt, low, high, n))
+            vals[opt[2:].replace("-", "_")] = n
         elif opt == "--sync":
             if val not in ("normal", "full"):
                 raise UsageError("--sync must be normal or full, got %r" % val)
@@ -187,11 +204,10 @@ def serve(cfg, environ):
     import logging
     import sqlite3
 
-    from werkzeug.serving import make_server
-
-    from graphsignal.fleet.app import make_app
+    from graphsignal.fleet import ingest
+    from graphsignal.fleet.app import make_app, tenant_of
     from graphsignal.fleet.db import DB
-    from graphsignal.sidecar.server import QuietHandler
+    from graphsignal.fleet.serving import FleetServer, Limits
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -204,14 +220,13 @@ def serve(cfg, environ):
         sys.stderr.write("graphsignal-server: error: cannot open the database %s: %s\n" % (path, e))
         return 1
     try:
-        # bind ourselves: werkzeug reports a busy port with lines of its own and an exit
         family, stype, proto, _, addr = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, stype, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
-        sock.listen(128)
-        srv = make_server(cfg.host, sock.getsockname()[1], make_app(db, cfg.api_keys), threaded=True,
-                          request_handler=QuietHandler, fd=sock.fileno())
+        sock.listen(512)
+        srv = FleetServer(sock, make_app(db, cfg.api_keys), tenant_of(cfg.api_keys),
+                          Limits(max_connections=cfg.max_connections, workers=cfg.workers, max_body=ingest.MAX_BODY))
     except OSError as e:
         db.close()
         sys.stderr.write("graphsignal-server: error: cannot listen on %s:%d: %s (pick another with --port)\n"
@@ -225,12 +240,12 @@ def serve(cfg, environ):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    sys.stderr.write("graphsignal-server %s: serving http://%s:%d (database %s, %d key%s)\n"
+    sys.stderr.write("graphsignal-server %s: serving http://%s:%d (database %s, %d key%s, at most %d connections)\n"
                      % (__version__, cfg.host, sock.getsockname()[1], path, len(cfg.api_keys),
-                        "" if len(cfg.api_keys) == 1 else "s"))
+                        "" if len(cfg.api_keys) == 1 else "s", srv.max_connections))
     sys.stderr.flush()
     try:
-        srv.serve_forever(poll_interval=0.2)
+        srv.serve_forever()
     finally:
         srv.server_close()
         db.close()

@@ -38,6 +38,34 @@ def _error(message, status):
     return _json({"error": message}, status)
 
 
+def request_key(get):
+    """A request's API key: X-API-Key, else Authorization: Bearer KEY, or
+    None. get(name) -> the header's value or None (the app and the
+    server's front, graphsignal.fleet.serving, read keys the same way)."""
+    key = get("X-API-Key")
+    if key is None:
+        auth = get("Authorization") or ""
+        if auth[:7].lower() == "bearer ":
+            key = auth[7:]
+    key = (key or "").strip()
+    return key or None
+
+
+def tenant_of(keys):
+    """For the server's front: a request head -> the owner of its key when
+    the key is accepted, else None."""
+    owners = {owner_of(k) for k in keys}
+
+    def of(head):
+        key = request_key(head.get)
+        if key is None:
+            return None
+        owner = owner_of(key)
+        return owner if owner in owners else None
+
+    return of
+
+
 def make_app(db, keys):
     """keys: the accepted API keys (strings)."""
     owners = {owner_of(k) for k in keys}
@@ -70,11 +98,7 @@ def make_app(db, keys):
         method, handler = route
         if req.method != method and not (method == "GET" and req.method == "HEAD"):
             return _error("method not allowed: use %s" % method, 405)
-        key = req.headers.get("X-API-Key")
-        if key is None:
-            auth = req.headers.get("Authorization", "")
-            if auth[:7].lower() == "bearer ":
-                key = auth[7:].strip()
+        key = request_key(req.headers.get)
         if not key:
             return _error("missing API key: send it in the X-API-Key header", 401)
         owner = owner_of(key)

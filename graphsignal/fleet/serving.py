@@ -1,0 +1,652 @@
+"""graphsignal-server's HTTP front: the connections, apart from the app.
+
+One event-loop thread owns every connection until its request has fully
+arrived; a fixed pool of worker threads runs the app (through Werkzeug's
+request handler) on requests that are complete. So a client costs a
+thread only while its request is being answered, never while it is
+connecting, idle, or sending slowly:
+
+  connections  at most Limits.max_connections open at once, and never more
+               than the file limit (RLIMIT_NOFILE) leaves room for. When
+               full, a new connection takes the place of the oldest one
+               that has not sent a whole request head (an idle or
+               unauthenticated one); when none is like that, the new one is
+               answered 503 and closed at once.
+  timeouts     the request head must arrive within head_timeout of the
+               connect (an idle connection is closed then, silently); a
+               body may pause at most read_timeout and must be complete
+               within request_timeout of the connect: else 408 and the
+               connection is closed (a body shorter than its
+               Content-Length holds nothing past that). A response must be
+               written within write_timeout.
+  framing      strict, before anything reaches the app (which sees the
+               exact bytes): Content-Length at most once and all digits, no
+               Transfer-Encoding with it (400), no Transfer-Encoding (chunked)
+               without it (411), CRLF line ends only, no folded header lines
+               (400), heads of at most max_head bytes (431), bodies of at
+               most max_body bytes (413, unread).
+  tenants      a request's tenant is its API key (known keys only; all
+               other requests share one anonymous tenant, and their bodies
+               are read and thrown away, never held: the app answers them
+               401 or without a body). Each tenant's complete requests wait
+               in its own queue; the workers take the tenants in turn, at
+               most tenant_inflight requests of one tenant at a time, so
+               one tenant's flood of big uploads waits behind itself, not
+               in front of another tenant's small one. A tenant may have
+               at most tenant_queue requests admitted (reading, queued or
+               running) and tenant_buffer_bytes of bodies held; all tenants
+               together at most buffer_bytes: past these, 503 with
+               Retry-After (the uploader backs off).
+"""
+import collections
+import errno
+import io
+import logging
+import resource
+import selectors
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import orjson
+
+from graphsignal.sidecar.server import QuietHandler
+
+logger = logging.getLogger("graphsignal.sidecar.server")
+
+RESERVED_FDS = 64  # descriptors kept for the database, the listener, logging, imports
+ANONYMOUS = ""  # the tenant of requests without a known key
+TICK = 0.1  # seconds between timeout checks (and the longest a shutdown waits for the loop)
+
+REASONS = {400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
+           417: "Expectation Failed", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_connections: int = 1024
+    workers: int = 8
+    head_timeout: float = 10.0  # connect to the end of the request head
+    read_timeout: float = 10.0  # longest pause while a body arrives
+    request_timeout: float = 60.0  # connect to the end of the body
+    write_timeout: float = 30.0  # to write a response
+    linger: float = 2.0  # after an error answered by the loop: input read and dropped this long, then closed
+    max_head: int = 64 << 10
+    max_body: int = 8 << 20
+    buffer_bytes: int = 512 << 20  # bodies held at once, all tenants
+    tenant_buffer_bytes: int = 64 << 20  # bodies held at once, one tenant
+    tenant_inflight: int = 1  # requests of one tenant the workers run at once
+    tenant_queue: int = 64  # requests of one tenant admitted at once (reading, queued, running)
+
+
+def connection_cap(wanted):
+    """The most connections this process can hold: wanted, less when the
+    file limit leaves less room."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(8, min(wanted, soft - RESERVED_FDS))
+
+
+class Reject(Exception):
+    """A request the loop answers itself: status and message."""
+
+    def __init__(self, status, message):
+        Exception.__init__(self, message)
+        self.status = status
+
+
+class Head:
+    """What the loop needs of a request head (the app parses it again)."""
+
+    __slots__ = ("method", "target", "headers", "length", "expect_continue")
+
+    def __init__(self, method, target, headers, length, expect_continue):
+        self.method, self.target, self.headers = method, target, headers
+        self.length, self.expect_continue = length, expect_continue
+
+    def get(self, name):
+        """A header's value, repeats joined with ',' (as WSGI environs do),
+        or None."""
+        values = self.headers.get(name.lower())
+        return None if values is None else ",".join(values)
+
+
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def parse_head(head):
+    """A request head (bytes up to and including the blank line) as a
+    Head; raises Reject for framing that is not strictly HTTP/1.1's."""
+    lines = head[:-4].split(b"\r\n")
+    for line in lines:
+        if b"\r" in line or b"\n" in line:
+            raise Reject(400, "bare CR or LF in the request head: lines end with CRLF")
+    words = lines[0].split(b" ")
+    if len(words) != 3 or not words[0] or not set(words[0]) <= _TOKEN or not words[1] \
+            or words[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
+        raise Reject(400, "bad request line: expected METHOD TARGET HTTP/1.1")
+    headers = {}
+    for line in lines[1:]:
+        if line[:1] in (b" ", b"\t"):
+            raise Reject(400, "folded header lines are not accepted")
+        name, colon, value = line.partition(b":")
+        if not colon or not name or not set(name) <= _TOKEN:
+            raise Reject(400, "bad header line %r" % line[:60].decode("latin-1"))
+        headers.setdefault(name.decode("latin-1").lower(), []).append(value.strip(b" \t").decode("latin-1"))
+    lengths = headers.get("content-length", [])
+    if len(lengths) > 1:
+        raise Reject(400, "Content-Length is given %d times" % len(lengths))
+    if "transfer-encoding" in headers:
+        if lengths:
+            raise Reject(400, "Content-Length and Transfer-Encoding together")
+        raise Reject(411, "Transfer-Encoding is not accepted: send the body with a Content-Length")
+    length = 0
+    if lengths:
+        v = lengths[0]
+        if not (v.isascii() and v.isdigit()) or len(v) > 19:
+            raise Reject(400, "Content-Length must be a number of bytes, got %r" % v[:40])
+        length = int(v)
+    expect = ",".join(headers.get("expect", [])).strip().lower()
+    if expect and expect != "100-continue":
+        raise Reject(417, "Expect %r is not supported (only 100-continue)" % expect[:40])
+    return Head(words[0].decode("ascii"), words[1].decode("latin-1"), headers, length,
+                expect == "100-continue" and words[2] == b"HTTP/1.1")
+
+
+def simple_response(status, message, extra=()):
+    """A complete JSON error response that closes the connection."""
+    body = orjson.dumps({"error": message})
+    lines = ["HTTP/1.1 %d %s" % (status, REASONS.get(status, "Error")), "Content-Type: application/json",
+             "Content-Length: %d" % len(body), "Connection: close"] + ["%s: %s" % kv for kv in extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+HEAD, BODY, LINGER = "head", "body", "linger"
+
+
+class _Conn:
+    __slots__ = ("sock", "fd", "addr", "state", "buf", "t0", "last", "deadline", "head", "need", "keep",
+                 "tenant", "reserved", "admitted", "dropped")
+
+    def __init__(self, sock, addr, now, limits):
+        self.sock, self.fd, self.addr = sock, sock.fileno(), addr
+        self.state = HEAD
+        self.buf = bytearray()
+        self.t0 = self.last = now
+        self.deadline = now + limits.head_timeout
+        self.head = None
+        self.need = 0  # body bytes still to come
+        self.keep = False  # the body is held for the app (else read and dropped)
+        self.tenant = ANONYMOUS
+        self.reserved = 0  # body bytes counted against the budgets
+        self.admitted = False
+        self.dropped = 0  # bytes read and thrown away (dropped bodies, lingering)
+
+
+class Job:
+    __slots__ = ("sock", "addr", "data", "tenant", "reserved", "ready")
+
+    def __init__(self, sock, addr, data, tenant, reserved, ready):
+        self.sock, self.addr, self.data = sock, addr, data
+        self.tenant, self.reserved, self.ready = tenant, reserved, ready
+
+
+class Scheduler:
+    """Per-tenant FIFO queues, served round-robin across tenants; at most
+    `inflight` jobs of one tenant are handed out at a time."""
+
+    def __init__(self, inflight):
+        self.inflight = inflight
+        self.cv = threading.Condition()
+        self.queues = {}  # tenant -> deque of jobs
+        self.running = collections.Counter()
+        self.ready = collections.deque()  # tenants with a queued job and a free slot, in turn
+        self.in_ready = set()
+        self.closed = False
+
+    def _offer(self, tenant):
+        if tenant not in self.in_ready and self.queues.get(tenant) and self.running[tenant] < self.inflight:
+            self.ready.append(tenant)
+            self.in_ready.add(tenant)
+            self.cv.notify()
+
+    def put(self, tenant, job):
+        with self.cv:
+            self.queues.setdefault(tenant, collections.deque()).append(job)
+            self._offer(tenant)
+
+    def get(self):
+        """The next job (blocks), or None once closed."""
+        with self.cv:
+            while not self.ready and not self.closed:
+                self.cv.wait()
+            if self.closed:
+                return None
+            tenant = self.ready.popleft()
+            self.in_ready.discard(tenant)
+            q = self.queues[tenant]
+            job = q.popleft()
+            if not q:
+                del self.queues[tenant]
+            self.running[tenant] += 1
+            self._offer(tenant)  # its next job, behind the other tenants' turns
+            return job
+
+    def done(self, tenant):
+        with self.cv:
+            self.running[tenant] -= 1
+            if self.running[tenant] <= 0:
+                del self.running[tenant]
+            self._offer(tenant)
+
+    def close(self):
+        """Stops handing out jobs; returns the jobs still queued."""
+        with self.cv:
+            self.closed = True
+            left = [j for q in self.queues.values() for j in q]
+            self.queues.clear()
+            self.cv.notify_all()
+            return left
+
+
+class _Writer:
+    """The handler's wfile: whole writes, each within the socket's timeout."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def write(self, data):
+        self.sock.sendall(data)
+        return len(data)
+
+    def flush(self):
+        pass
+
+
+class _Handler(QuietHandler):
+    """Werkzeug's request handler over a request already read whole: its
+    parsing and WSGI environ, and a plain response writer (Werkzeug's own
+    waits 10 ms per request for more input to drain; there is none here)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def __init__(self, sock, addr, server, data):  # not BaseRequestHandler's: nothing is left to read
+        self.request = self.connection = sock
+        self.client_address = addr
+        self.server = server
+        self.rfile = io.BytesIO(data)
+        self.wfile = _Writer(sock)
+        self.close_connection = True
+
+    def handle_expect_100(self):
+        return True  # the loop said 100 Continue before it read the body
+
+    def run_wsgi(self):
+        self.environ = environ = self.make_environ()
+        started = []
+        chunks = []
+
+        def start_response(status, headers, exc_info=None):
+            started[:] = [status, headers]
+            return chunks.append
+
+        try:
+            it = self.server.app(environ, start_response)
+            try:
+                chunks.extend(it)
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
+        except Exception as e:  # the app answers its own errors; this is the last resort
+            logger.debug("graphsignal-server: %s %s failed: %s: %s", self.command, self.path, type(e).__name__, e)
+            started[:] = ["500 INTERNAL SERVER ERROR", [("Content-Type", "application/json")]]
+            chunks[:] = [orjson.dumps({"error": "internal error: %s" % type(e).__name__})]
+        status, headers = started
+        code, _, reason = status.partition(" ")
+        body = b"".join(chunks)
+        self.send_response(int(code), reason)
+        has_length = False
+        for k, v in headers:
+            lk = k.lower()
+            if lk == "connection":
+                continue
+            has_length = has_length or lk == "content-length"
+            self.send_header(k, v)
+        if not has_length:
+            self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if body and self.command != "HEAD":
+            self.wfile.write(body)
+
+
+class FleetServer:
+    """Serves a WSGI app on a bound, listening socket (see the module
+    docstring). tenant_of(head) -> a tenant name for a known key, or None."""
+
+    multithread = True
+    multiprocess = False
+    passthrough_errors = False
+    ssl_context = None
+
+    def __init__(self, sock, app, tenant_of, limits=Limits()):
+        import importlib.metadata
+
+        self.listener = sock
+        self.listener.setblocking(False)
+        self.server_address = sock.getsockname()[:2]
+        self.app = app
+        self.tenant_of = tenant_of
+        self.limits = limits
+        self.max_connections = connection_cap(limits.max_connections)
+        self._server_version = "Werkzeug/%s" % importlib.metadata.version("werkzeug")
+        self.scheduler = Scheduler(limits.tenant_inflight)
+        self.lock = threading.Lock()  # the counts below, shared with the workers
+        self.open = 0  # connections open: in the loop, queued and being answered
+        self.buffered = 0
+        self.tenant_bytes = collections.Counter()
+        self.tenant_admitted = collections.Counter()
+        self.stats = collections.Counter()  # what happened, for tests and logs
+        self.conns = collections.OrderedDict()  # fd -> _Conn, oldest first: the loop's connections
+        self.sel = selectors.DefaultSelector()
+        self._halt = threading.Event()
+        self._stopped = threading.Event()
+        self._listening_again = 0.0  # out of descriptors: accept again after this
+        self.workers = [threading.Thread(target=self._work, name="graphsignal-server-worker-%d" % i, daemon=True)
+                        for i in range(limits.workers)]
+
+    # -- WSGIRequestHandler's view of a server ------------------------------------------------------------------
+    def log(self, type, message, *args):
+        logger.debug("graphsignal-server: %s: " + message, type, *args)
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+    def serve_forever(self):
+        for w in self.workers:
+            w.start()
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
+        listening = True
+        next_check = 0.0
+        try:
+            while not self._halt.is_set():
+                for key, _ in self.sel.select(TICK):
+                    if key.data is None:
+                        self._accept()
+                    else:
+                        self._readable(key.data)
+                now = time.monotonic()
+                if listening and self._listening_again > now:
+                    self.sel.unregister(self.listener)
+                    listening = False
+                elif not listening and self._listening_again <= now:
+                    self.sel.register(self.listener, selectors.EVENT_READ, None)
+                    listening = True
+                if now >= next_check:
+                    next_check = now + TICK
+                    self._expire(now)
+        finally:
+            self._close_all()
+            self._stopped.set()
+
+    def shutdown(self):
+        """Stops the loop and the workers (from another thread); returns
+        once the loop has stopped."""
+        self._halt.set()
+        self._stopped.wait(5)
+
+    def server_close(self):
+        self.listener.close()
+
+    def _accept(self):
+        for _ in range(64):
+            try:
+                sock, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self.stats["out_of_descriptors"] += 1
+                    if not self._evict():
+                        self._listening_again = time.monotonic() + TICK
+                    return
+                continue  # ECONNABORTED and the like: that client is gone
+            with self.lock:
+                full = self.open >= self.max_connections
+            if full and not self._evict():
+                self.stats["refused"] += 1
+                self._send_quietly(sock, simple_response(503, "too many connections: try again later",
+                                                         [("Retry-After", "1")]))
+                sock.close()
+                continue
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                sock.close()
+                continue
+            c = _Conn(sock, addr, time.monotonic(), self.limits)
+            self.conns[c.fd] = c
+            self.sel.register(sock, selectors.EVENT_READ, c)
+            with self.lock:
+                self.open += 1
+            self.stats["accepted"] += 1
+
+    def _evict(self):
+        """Closes the oldest connection that has no request admitted (idle,
+        sending its head, dropping a body or lingering); False when every
+        connection holds an admitted request."""
+        for c in self.conns.values():
+            if not c.admitted:
+                self.stats["evicted"] += 1
+                self._close(c)
+                return True
+        return False
+
+    def _readable(self, c):
+        try:
+            data = c.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(c)
+            return
+        if not data:
+            self._close(c)  # the client went away (or finished, when lingering)
+            return
+        now = time.monotonic()
+        c.last = now
+        if c.state == LINGER:
+            c.dropped += len(data)
+            if c.dropped > self.limits.max_body:
+                self._close(c)
+            return
+        if c.state == HEAD:
+            start = max(0, len(c.buf) - 3)
+            c.buf += data
+            end = c.buf.find(b"\r\n\r\n", start)
+            if end < 0:
+                if len(c.buf) > self.limits.max_head:
+                    self._answer(c, 431, "the request head is over %d KiB" % (self.limits.max_head >> 10))
+                return
+            if end + 4 > self.limits.max_head:
+                self._answer(c, 431, "the request head is over %d KiB" % (self.limits.max_head >> 10))
+                return
+            rest = bytes(c.buf[end + 4:])
+            del c.buf[end + 4:]
+            self._head_done(c, now)
+            if c.state != BODY:
+                return
+            data = rest
+        if c.keep:
+            c.buf += data[:c.need]
+        else:
+            c.dropped += min(len(data), c.need)
+        c.need -= min(len(data), c.need)
+        if c.need == 0:
+            self._dispatch(c, now)
+
+    def _head_done(self, c, now):
+        try:
+            head = parse_head(bytes(c.buf))
+        except Reject as e:
+            self.stats["bad_framing"] += 1
+            self._answer(c, e.status, str(e))
+            return
+        if head.length > self.limits.max_body:
+            self._answer(c, 413, "body of %d bytes is over the %d MiB cap" % (head.length, self.limits.max_body >> 20))
+            return
+        tenant = self.tenant_of(head)
+        c.head, c.need = head, head.length
+        c.tenant = tenant if tenant is not None else ANONYMOUS
+        c.keep = tenant is not None and head.method == "POST" and head.length > 0
+        size = head.length if c.keep else 0
+        lim = self.limits
+        with self.lock:
+            if self.tenant_admitted[c.tenant] >= lim.tenant_queue:
+                why = "this key has %d requests in progress" % lim.tenant_queue
+            elif size and (self.tenant_bytes[c.tenant] + size > lim.tenant_buffer_bytes
+                           or self.buffered + size > lim.buffer_bytes):
+                why = "too many upload bytes in progress"
+            else:
+                why = None
+                self.tenant_admitted[c.tenant] += 1
+                if size:
+                    self.tenant_bytes[c.tenant] += size
+                    self.buffered += size
+                c.admitted, c.reserved = True, size
+        if why is not None:
+            self.stats["busy"] += 1
+            self._answer(c, 503, why + ": try again later", [("Retry-After", "1")])
+            return
+        c.state = BODY
+        c.deadline = min(c.t0 + lim.request_timeout, now + lim.read_timeout)
+        if c.need and head.expect_continue:
+            self._send_quietly(c.sock, b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _dispatch(self, c, now):
+        self.sel.unregister(c.sock)
+        del self.conns[c.fd]
+        try:
+            c.sock.setblocking(True)
+            c.sock.settimeout(self.limits.write_timeout)
+        except OSError:
+            self._release(c.tenant, c.reserved)
+            self._closed_socket(c.sock)
+            return
+        self.scheduler.put(c.tenant, Job(c.sock, c.addr, bytes(c.buf), c.tenant, c.reserved, now))
+        c.buf = bytearray()
+
+    def _expire(self, now):
+        lim = self.limits
+        for c in [c for c in self.conns.values() if c.deadline <= now]:
+            if c.state == BODY:
+                c.deadline = min(c.t0 + lim.request_timeout, c.last + lim.read_timeout)
+                if c.deadline > now:
+                    continue
+                self.stats["timed_out"] += 1
+                got = c.head.length - c.need
+                self._answer(c, 408, "the body did not arrive: %d of %d bytes in %.0f s" % (
+                    got, c.head.length, now - c.t0))
+            elif c.state == HEAD:
+                self.stats["timed_out"] += 1
+                if c.buf:
+                    self._answer(c, 408, "the request head did not arrive within %g s" % lim.head_timeout)
+                else:
+                    self._close(c)  # idle: nothing to answer
+            else:
+                self._close(c)
+
+    def _answer(self, c, status, message, extra=()):
+        """The loop's own answer (an error): sent, then the connection's
+        input is dropped for a moment so the client can read it."""
+        self._unadmit(c)
+        self._send_quietly(c.sock, simple_response(status, message, extra))
+        try:
+            c.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close(c)
+            return
+        c.state, c.buf, c.deadline = LINGER, bytearray(), time.monotonic() + self.limits.linger
+
+    @staticmethod
+    def _send_quietly(sock, data):
+        try:
+            sock.send(data)  # small, into an empty socket buffer
+        except OSError:
+            pass
+
+    def _unadmit(self, c):
+        if c.admitted:
+            c.admitted = False
+            self._release(c.tenant, c.reserved)
+            c.reserved = 0
+
+    def _release(self, tenant, reserved):
+        with self.lock:
+            self.tenant_admitted[tenant] -= 1
+            if self.tenant_admitted[tenant] <= 0:
+                del self.tenant_admitted[tenant]
+            if reserved:
+                self.tenant_bytes[tenant] -= reserved
+                if self.tenant_bytes[tenant] <= 0:
+                    del self.tenant_bytes[tenant]
+                self.buffered -= reserved
+
+    def _close(self, c):
+        self._unadmit(c)
+        self.conns.pop(c.fd, None)
+        try:
+            self.sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+        self._closed_socket(c.sock)
+
+    def _closed_socket(self, sock):
+        try:
+            sock.close()
+        except OSError:
+            pass
+        with self.lock:
+            self.open -= 1
+
+    def _close_all(self):
+        for c in list(self.conns.values()):
+            self._close(c)
+        for job in self.scheduler.close():
+            self._release(job.tenant, job.reserved)
+            self._closed_socket(job.sock)
+        self.sel.close()
+        deadline = time.monotonic() + 2.0
+        for w in self.workers:
+            w.join(max(0.0, deadline - time.monotonic()))
+
+    # -- the workers ---------------------------------------------------------------------------------------------
+    def _work(self):
+        while True:
+            job = self.scheduler.get()
+            if job is None:
+                return
+            try:
+                self._serve(job)
+            except Exception as e:  # a bug must cost one request, not a worker
+                logger.debug("graphsignal-server: request failed: %s: %s", type(e).__name__, e)
+            finally:
+                self.scheduler.done(job.tenant)
+                self._release(job.tenant, job.reserved)
+                try:
+                    job.sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                self._closed_socket(job.sock)
+
+    def _serve(self, job):
+        waited = time.monotonic() - job.ready
+        if waited > self.limits.request_timeout:
+            with self.lock:
+                self.stats["stale"] += 1
+            job.sock.sendall(simple_response(503, "the request waited %.0f s for its turn: try again" % waited,
+                                             [("Retry-After", "1")]))
+            return
+        _Handler(job.sock, job.addr, self, job.data).handle_one_request()
