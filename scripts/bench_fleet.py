@@ -214,8 +214,11 @@ def ingest_wsgi(args, tmp):
 
 def ingest_http(args, tmp, bodies):
     port = _free_port()
+    env = dict(os.environ, GRAPHSIGNAL_SERVER_API_KEYS=KEY)
+    if args.server_root:
+        env["PYTHONPATH"] = os.pathsep.join([args.server_root, env.get("PYTHONPATH", "")])
     server = subprocess.Popen([sys.executable, "-m", "graphsignal.cli.server", "--port", str(port), "--db",
-                               os.path.join(tmp, "http.db"), "--api-key", KEY],
+                               os.path.join(tmp, "http.db")], env=env, cwd=tmp,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               preexec_fn=lambda: os.sched_setaffinity(0, {0}))
     try:
@@ -684,7 +687,8 @@ def main():
     ap.add_argument("--clients", type=int, default=8, help="client threads of the HTTP run")
     ap.add_argument("--only", choices=["ingest", "db", "hostile"], default=None)
     ap.add_argument("--cases", default=",".join(HOSTILE_CASES), help="hostile cases to run (comma-separated)")
-    ap.add_argument("--server-root", default=None, help="run graphsignal-server from this tree (hostile cases)")
+    ap.add_argument("--server-root", default=None, help="run graphsignal-server from this tree (ingest_http and "
+                    "the hostile cases)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gs-bench-fleet-") as tmp:
         if args.only in (None, "ingest"):
