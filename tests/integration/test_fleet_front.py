@@ -12,7 +12,7 @@ import time
 import orjson
 import pytest
 
-from support.fleet import ServerProc, raw_exchange, raw_head, request, series_doc, upload_doc
+from support.fleet import ServerProc, raw_exchange, raw_head, read_all, request, series_doc, upload_doc
 from support.gsrun import wait_for
 
 from graphsignal.fleet.app import make_app, tenant_of
@@ -112,7 +112,7 @@ def test_a_head_over_64_kib_is_431_and_a_body_over_the_cap_is_413_unread(front):
     s = socket.create_connection(("127.0.0.1", f.port), timeout=10)
     try:
         s.sendall(_ingest_head([("Content-Length", str(9 << 20))], b""))
-        reply = s.recv(65536)
+        reply = read_all(s)
         assert reply.startswith(b"HTTP/1.1 413 ") and b"cap" in reply
     finally:
         s.close()
@@ -127,12 +127,7 @@ def test_expect_100_continue_gets_its_100_before_the_body(front):
         s.sendall(_ingest_head([("Content-Length", str(len(body))), ("Expect", "100-continue")], b""))
         assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         s.sendall(body)
-        reply = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
+        reply = read_all(s)
     finally:
         s.close()
     assert reply.startswith(b"HTTP/1.1 200 ") and reply.count(b"100 Continue") == 0
@@ -158,12 +153,7 @@ def test_a_body_shorter_than_its_content_length_is_answered_408_and_closed_holdi
         # meanwhile the only worker answers others: the short body holds none
         for i in range(3):
             assert f.post(upload_doc("other-%d" % i), timeout=5)[0] == 200
-        reply = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
+        reply = read_all(s)
         waited = time.monotonic() - t0
     finally:
         s.close()
@@ -193,7 +183,7 @@ def test_a_trickling_body_is_cut_at_the_request_timeout(front):
     t = threading.Thread(target=trickle)
     t.start()
     try:
-        reply = s.recv(65536)
+        reply = read_all(s)
         waited = time.monotonic() - t0
     finally:
         stop.set()

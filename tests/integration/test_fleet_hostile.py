@@ -3,13 +3,16 @@ sockets to a real graphsignal-server process: integers past 2^63, deep
 nesting, malformed framing, bodies that never arrive, idle-socket floods
 under a low file limit, one tenant flooding while another uploads, and
 API keys kept off the command line."""
+import gzip
 import os
+import socket
 import subprocess
+import time
 
 import orjson
 import pytest
 
-from support.fleet import NS, SERVER, T0, ServerProc, upload_doc
+from support.fleet import NS, SERVER, T0, ServerProc, raw_exchange, raw_head, read_all, upload_doc
 from support.gsrun import quiet_env
 
 from graphsignal.fleet import db as fdb
@@ -226,3 +229,32 @@ def test_keys_from_file_flag_and_environment_add_up(tmp_path):
     assert cfg.api_keys == ("f1", "shared", "c1", "e1") and cfg.key_on_command_line
     cfg = cli.parse_args(["--api-key-file=" + path], {})
     assert cfg.api_keys == ("f1", "shared") and not cfg.key_on_command_line
+
+
+# -- framing and timeouts, through the graphsignal-server process ---------------------------------------------------
+def test_the_server_process_refuses_duplicate_content_length_and_chunked_with_it(server):
+    body = gzip.compress(orjson.dumps(upload_doc("framing")))
+    base = [("X-API-Key", "key-a"), ("Content-Encoding", "gzip")]
+    for headers, status in (([("Content-Length", str(len(body)))] * 2, 400),
+                            ([("Content-Length", str(len(body))), ("Transfer-Encoding", "chunked")], 400),
+                            ([("Transfer-Encoding", "chunked")], 411)):
+        got, data, closed = raw_exchange(server.port, raw_head("POST", "/api/v1/ingest", base + headers, body))
+        assert got == status and closed is not None, data
+    assert server.get("/api/v1/signals?instance_id=framing")[0] == 404
+
+
+@pytest.mark.slow
+def test_the_server_process_closes_a_short_body_after_its_read_timeout(server):
+    """10 of 1000 declared bytes: 408 after the 10 s read timeout, and the
+    server answers others meanwhile."""
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    try:
+        t0 = time.monotonic()
+        s.sendall(raw_head("POST", "/api/v1/ingest", [("X-API-Key", "key-a"), ("Content-Length", "1000")],
+                           b"x" * 10))
+        assert server.get("/api/v1/instances")[0] == 200
+        reply = read_all(s)  # to the server's close
+        waited = time.monotonic() - t0
+    finally:
+        s.close()
+    assert reply.startswith(b"HTTP/1.1 408 ") and b"10 of 1000" in reply and waited >= 10

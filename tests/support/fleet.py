@@ -132,6 +132,19 @@ def raw_head(method, path, headers, body=b""):
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+def read_all(sock):
+    """What a connection says until the server closes it."""
+    out = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
 def raw_exchange(port, data, timeout=10.0):
     """Sends bytes on a new connection and reads until the server closes it
     (or timeout); returns (status or None, body bytes, seconds until the
