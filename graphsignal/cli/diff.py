@@ -1,19 +1,27 @@
 """graphsignal-diff BEFORE AFTER: what changed between two /signals
 payloads (files saved with GRAPHSIGNAL_SIGNALS_FILE or curl, or http://
 URLs of live endpoints), ranked by absolute change; see graphsignal.diff
-for what is compared and how."""
+for what is compared and how.
+
+Exit status: 0 with the comparison, 1 when a side cannot be read (one
+line on stderr says why: missing, too large, not JSON, not a payload,
+unreachable, too slow), 2 for a usage error. Every read is bounded
+(graphsignal.httpfetch.MAX_BYTES; a URL also by TIMEOUT per read and
+--timeout in all)."""
 import argparse
+import os
+import stat
 import sys
-import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 
 import orjson
 
-from graphsignal import __version__, diff
-from graphsignal.top.client import _get, _reason
+from graphsignal import __version__, diff, httpfetch
+from graphsignal.textsafe import clean
 
-TIMEOUT = 10.0  # seconds for a live endpoint to answer
+TIMEOUT = 10.0  # seconds for a live endpoint to connect or send the next bytes
+DEADLINE = 30.0  # seconds for a live endpoint's whole answer
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,7 @@ class DiffConfig:
     json: bool = False
     top: int = 20
     window: object = None  # None: windows when both have one; True / False: asked for
+    timeout: float = DEADLINE
 
 
 def _top(text):
@@ -32,6 +41,16 @@ def _top(text):
         raise argparse.ArgumentTypeError("not a whole number: %r" % text)
     if v < 0:
         raise argparse.ArgumentTypeError("must be 0 (all) or more, got %d" % v)
+    return v
+
+
+def _seconds(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number of seconds: %r" % text)
+    if not 0 < v <= 3600:
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 3600 seconds, got %s" % text)
     return v
 
 
@@ -54,54 +73,73 @@ def parser():
                    help="compare the payloads' ?window=N sections (default when both have one)")
     w.add_argument("--cumulative", dest="window", action="store_const", const=False,
                    help="compare the totals since start even when both payloads have a window")
+    p.add_argument("--timeout", type=_seconds, default=DEADLINE, metavar="SECONDS",
+                   help="seconds a URL has to send its whole payload (default: %(default)g)")
     p.add_argument("--version", action="version", version="graphsignal-diff " + __version__)
     return p
 
 
 def parse(argv):
     ns = parser().parse_args(argv)
-    return DiffConfig(before=ns.before, after=ns.after, json=ns.json, top=ns.top, window=ns.window)
+    return DiffConfig(before=ns.before, after=ns.after, json=ns.json, top=ns.top, window=ns.window,
+                      timeout=ns.timeout)
 
 
 class LoadError(Exception):
     pass
 
 
-def load(src, stdin=None):
-    """The payload at `src` (a path, '-', or an http(s):// URL) as a dict;
-    raises LoadError with the one line to show."""
-    if src.startswith(("http://", "https://")):
-        u = urllib.parse.urlsplit(src)
-        if u.path in ("", "/"):
-            src = urllib.parse.urlunsplit((u.scheme, u.netloc, "/signals", u.query, ""))
-        try:
-            data = _get(src, TIMEOUT)
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise LoadError("%s: %s" % (src, _reason(e)))
-    elif src == "-":
-        data = (stdin or sys.stdin.buffer).read()
-    else:
-        try:
-            with open(src, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise LoadError("%s: %s" % (src, e.strerror or e))
+def _read_bounded(f, limit):
+    """At most `limit` bytes of a file, a pipe or /dev/zero: a regular file
+    is judged by its size before anything is read."""
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise LoadError("%s: not JSON (%s)" % (src, e))
-    if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), list):
-        raise LoadError("%s: not a /signals payload (no metrics list)" % src)
-    return doc
+        st = os.fstat(f.fileno())
+        size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+    except (OSError, AttributeError, ValueError):  # a stand-in for stdin without a descriptor
+        size = 0
+    if size <= limit:
+        data = f.read(limit + 1)
+        size = len(data)
+    if size > limit:
+        raise httpfetch.FetchError("larger than %d MB (a /signals payload is a few MB)" % (limit >> 20))
+    return data
+
+
+def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES):
+    """The payload at `src` (a path, '-', or an http(s):// URL) as a dict;
+    raises LoadError with the one line to show (no control characters)."""
+    where = clean(src)
+    try:
+        if src.startswith(("http://", "https://")):
+            u = urllib.parse.urlsplit(src)
+            if u.path in ("", "/"):
+                src = urllib.parse.urlunsplit((u.scheme, u.netloc, "/signals", u.query, ""))
+                where = clean(src)
+            data = httpfetch.get(src, min(TIMEOUT, timeout), timeout, max_bytes)
+        elif src == "-":
+            data = _read_bounded(stdin or sys.stdin.buffer, max_bytes)
+        else:
+            try:
+                with open(src, "rb") as f:
+                    data = _read_bounded(f, max_bytes)
+            except OSError as e:
+                raise LoadError("%s: %s" % (where, clean(e.strerror or e)))
+        return httpfetch.parse_signals(data)
+    except httpfetch.FetchError as e:
+        raise LoadError("%s: %s" % (where, e))
+    except ValueError as e:  # a URL urllib cannot split (a bad port, brackets)
+        raise LoadError("%s: not a valid URL (%s)" % (where, clean(e)))
+    except MemoryError:
+        raise LoadError("%s: out of memory reading it" % where)
 
 
 def main(argv=None):
     cfg = parse(sys.argv[1:] if argv is None else argv)
     try:
-        before, after = load(cfg.before), load(cfg.after)
+        before, after = load(cfg.before, timeout=cfg.timeout), load(cfg.after, timeout=cfg.timeout)
     except LoadError as e:
         sys.stderr.write("graphsignal-diff: %s\n" % e)
-        return 2
+        return 1
     doc = diff.top(diff.compare(before, after, cfg.before, cfg.after, cfg.window), cfg.top)
     if cfg.json:
         out = {"changes": doc["changes"], "warnings": doc["warnings"], "before": doc["before"],

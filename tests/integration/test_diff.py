@@ -2,7 +2,8 @@
 reference payload and changed copies of it (exact numbers), on payloads
 of real runs under graphsignal-run (the CUPTI test shim's kernels, Python
 probes), on engine payloads built from real Prometheus texts, and through
-the command line (files, stdin, a live endpoint over HTTP, bad input)."""
+the command line (files, stdin, a live endpoint over HTTP, bad input, and
+hostile endpoints and files: garbage, endless bodies, a trickle)."""
 import copy
 import json
 import os
@@ -20,6 +21,7 @@ from graphsignal.sources import prometheus
 from graphsignal.sidecar.store import MetricStore
 from graphsignal.sidecar.windows import window_stats
 from support.gsrun import quiet_env, run_wrapped
+from support.hostile_http import BINARY, HostileServer, assert_clean, console_script, escapes_inside
 from test_cupti_collector import libs  # noqa: F401  (the fake libcupti and the injection library, built once)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
@@ -269,18 +271,92 @@ def test_stdin_and_a_live_endpoint_over_http():
         srv.stop()
 
 
+def one_line_exit_1(r, needle):
+    """Exit status 1, nothing on stdout, one printable line on stderr that
+    says why: no traceback, no byte the input held."""
+    assert r.returncode == 1, r
+    assert r.stdout == b""
+    assert b"Traceback" not in r.stderr
+    err = assert_clean(r.stderr)
+    assert err.count("\n") == 1 and err.endswith("\n") and err.startswith("graphsignal-diff: ") and needle in err, err
+    assert all(32 <= ord(c) < 127 for c in err[:-1]), err
+    return err
+
+
+def write(path, data):
+    path.write_bytes(data)
+    return str(path)
+
+
 @pytest.mark.parametrize("setup,needle", [
     (lambda d: str(d / "missing.json"), "No such file"),
-    (lambda d: (d / "x.json").write_text("{not json") and str(d / "x.json"), "not JSON"),
-    (lambda d: (d / "y.json").write_text("[1, 2]") and str(d / "y.json"), "not a /signals payload"),
+    (lambda d: write(d / "x.json", b"{not json"), "not JSON"),
+    (lambda d: write(d / "y.json", b"[1, 2]"), "not a /signals payload"),
     (lambda d: "http://127.0.0.1:9", "connection refused"),
+    (lambda d: write(d / "empty.json", b""), "empty, not a /signals payload"),
+    (lambda d: write(d / "page.json", b"\n <!DOCTYPE html><html>\x1b[2J</html>"), "an HTML or XML page, not JSON"),
+    (lambda d: write(d / "bin.json", BINARY * 100), "binary data, not JSON"),
+    (lambda d: write(d / "latin1.json", b'{"metrics": ["caf\xe9"]}'), "not JSON (str is not valid UTF-8"),
+    (lambda d: str(d), "Is a directory"),
+    (lambda d: "http://127.0.0.1:x/", "not a valid URL (nonnumeric port"),
+    (lambda d: "http://[::1/", "not a valid URL (Invalid IPv6 URL)"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, setup, needle):
-    r = run_cli(REFERENCE, setup(tmp_path))
-    assert r.returncode == 2
-    err = r.stderr.decode()
-    assert err.count("\n") == 1 and err.startswith("graphsignal-diff: ") and needle in err, err
-    assert r.stdout == b""
+def test_bad_input_is_one_line_and_exit_1(tmp_path, setup, needle):
+    one_line_exit_1(run_cli(REFERENCE, setup(tmp_path)), needle)
+
+
+def test_a_huge_file_or_an_endless_one_is_refused_without_reading_it_all(tmp_path):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:  # sparse: 300 MB on paper, nothing on disk
+        f.truncate(300 << 20)
+    one_line_exit_1(run_cli(REFERENCE, str(big)), "big.json: larger than 256 MB")
+    one_line_exit_1(run_cli(REFERENCE, "/dev/zero"), "/dev/zero: larger than 256 MB")
+    with open("/dev/zero", "rb") as zero:
+        r = subprocess.run(DIFF + ["-", REFERENCE], stdin=zero, capture_output=True, timeout=120)
+    one_line_exit_1(r, "-: larger than 256 MB")
+
+
+GS_DIFF = console_script("graphsignal-diff")
+
+
+@pytest.mark.parametrize("mode,needle,args", [
+    ("binary", "/signals: binary data, not JSON", []),
+    ("nohttp", "/signals: not an HTTP answer", []),
+    ("html", "/signals: an HTML or XML page, not JSON", []),
+    ("shape", "/signals: JSON, but not a /signals payload (no metrics list)", []),
+    ("error", "/signals: HTTP 500: \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m", []),  # escaped, not obeyed
+    ("error_huge", "/signals: HTTP 500\n", []),
+    # size: a 2 GB Content-Length is refused before the body, an endless body at the cap
+    # (a deadline far away, so that only the cap can end them)
+    ("huge", "/signals: the answer is 2048 MB, larger than 256 MB", ["--timeout", "600"]),
+    ("endless", "/signals: the answer is larger than 256 MB", ["--timeout", "600"]),
+    # one byte a second, of the body or of the status line: ended by the total deadline
+    ("trickle", "/signals: no complete answer within 2 s", ["--timeout", "2"]),
+    ("trickle_head", "/signals: no complete answer within 2 s", ["--timeout", "2"]),
+])
+def test_a_hostile_endpoint_is_one_line_and_exit_1(mode, needle, args):
+    with HostileServer(mode) as srv:
+        r = subprocess.run(GS_DIFF + [srv.url, REFERENCE] + args, capture_output=True, timeout=120)
+        assert srv.requests >= 1
+    err = one_line_exit_1(r, "graphsignal-diff: " + srv.url)
+    assert needle in err, err
+
+
+def test_control_characters_inside_a_payload_are_shown_escaped(tmp_path):
+    evil = write(tmp_path / "evil.json", escapes_inside(REFERENCE))
+    with HostileServer("payload", body=escapes_inside(REFERENCE)) as srv:
+        for after in (evil, srv.url):
+            r = subprocess.run(GS_DIFF + [REFERENCE, after], capture_output=True, timeout=120)
+            assert r.returncode == 0 and r.stderr == b"", r.stderr
+            out = assert_clean(r.stdout)
+            assert out.startswith("largest change: kernel evil\\x1b]0;pwned\\x07\\x1b[2J\\x9b: "), out
+            assert "{x\\x1b[31m=y\\x1b[0m}" in out
+
+
+def test_the_timeout_must_be_a_positive_number():
+    for bad in ("0", "-1", "soon", "7200"):
+        r = run_cli(REFERENCE, REFERENCE, "--timeout", bad)
+        assert r.returncode == 2 and b"--timeout" in r.stderr, r.stderr
 
 
 def test_usage_errors():
