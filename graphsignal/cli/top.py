@@ -9,7 +9,9 @@ import sys
 from dataclasses import dataclass
 
 from graphsignal import __version__
-from graphsignal.top.client import DEFAULT_HOST, DEFAULT_PORT
+from graphsignal.textsafe import clean
+from graphsignal.top import client
+from graphsignal.top.client import DEFAULT_HOST, DEFAULT_PORT, cannot_show
 from graphsignal.top.screen import run_interactive, run_once
 from graphsignal.top.state import KERNELS, TABLES
 
@@ -25,6 +27,7 @@ class TopConfig:
     no_color: bool = False
     table: str = KERNELS
     interval: float = 1.0
+    timeout: float = client.DEADLINE
 
 
 def _port(text):
@@ -57,6 +60,16 @@ def _interval(text):
     return v
 
 
+def _timeout(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number of seconds: %r" % text)
+    if not 0 < v <= 600:
+        raise argparse.ArgumentTypeError("timeout must be more than 0 and at most 600 seconds, got %s" % text)
+    return v
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="graphsignal-top",
@@ -74,6 +87,8 @@ def parser():
     p.add_argument("--table", choices=TABLES, default=KERNELS,
                    help="the table to show first (default: %(default)s)")
     p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    p.add_argument("--timeout", type=_timeout, default=client.DEADLINE, metavar="SECONDS",
+                   help="seconds the profiler has to send a whole payload (default: %(default)g)")
     p.add_argument("-V", "--version", action="version", version="graphsignal-top " + __version__)
     return p
 
@@ -81,13 +96,20 @@ def parser():
 def parse(argv):
     a = parser().parse_args(argv)
     return TopConfig(host=a.host, port=a.port, window=a.window, once=a.once, no_color=a.no_color, table=a.table,
-                     interval=a.interval)
+                     interval=a.interval, timeout=a.timeout)
 
 
 def main(argv=None) -> int:
     cfg = parse(sys.argv[1:] if argv is None else argv)
+    client.DEADLINE = cfg.timeout  # the screen fetches with the client's defaults
     if cfg.once:
-        return run_once(cfg)
+        try:
+            return run_once(cfg)
+        except OSError:
+            raise
+        except Exception as e:  # as the interactive screen does: one line, never a traceback
+            sys.stderr.write("graphsignal-top: %s:%d: %s\n" % (clean(cfg.host), cfg.port, cannot_show(e)))
+            return 1
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         sys.stderr.write("graphsignal-top: not a terminal; use --once to print a single frame "
                          "(e.g. graphsignal-top --once > frame.txt)\n")

@@ -2,20 +2,22 @@
 polls it.
 
 fetch() never raises for the failures a person can fix (nothing listening,
-wrong host, timeout, a sidecar without windows): it returns (payload,
-error, note) so the screen can say what is wrong and try again.
+wrong host, timeout, a sidecar without windows) nor for a hostile or broken
+endpoint (garbage, a body without end, one byte a second): it returns
+(payload, error, note) so the screen can say what is wrong in one line and
+try again. Reads are bounded by graphsignal.httpfetch: TIMEOUT per connect
+or read, DEADLINE per request, httpfetch.MAX_BYTES per body.
 """
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 
-import orjson
+from graphsignal import httpfetch
+from graphsignal.textsafe import clean
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 18259
 TIMEOUT = 2.0  # seconds: a refresh a second must not hang on a dead host
+DEADLINE = 5.0  # seconds for a whole answer, however slowly it trickles (graphsignal-top --timeout)
 
 
 def signals_url(host, port, window=None):
@@ -24,65 +26,37 @@ def signals_url(host, port, window=None):
     return url + ("?window=%d" % window if window else "")
 
 
-def _get(url, timeout):
-    req = urllib.request.Request(url, headers={"Accept": "application/json"})
-    # no proxies: the endpoint is local or on the operator's own network
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(req, timeout=timeout) as resp:
-        return resp.read()
-
-
-def _reason(e):
-    if isinstance(e, urllib.error.HTTPError):
-        try:
-            detail = orjson.loads(e.read()).get("error")
-        except Exception:  # the body is whatever the server sent; the status is enough
-            detail = None
-        return "HTTP %d%s" % (e.code, (": " + detail) if detail else "")
-    if isinstance(e, urllib.error.URLError):
-        r = e.reason
-        if isinstance(r, ConnectionRefusedError):
-            return "connection refused (is graphsignal-run running with this --listen-port?)"
-        if isinstance(r, socket.gaierror):
-            return "unknown host (%s)" % (r.strerror or r)
-        if isinstance(r, (socket.timeout, TimeoutError)):
-            return "timed out"
-        return str(r)
-    if isinstance(e, (socket.timeout, TimeoutError)):
-        return "timed out"
-    if isinstance(e, ConnectionError):
-        return "connection lost (%s)" % type(e).__name__
-    return "%s: %s" % (type(e).__name__, e)
-
-
-def fetch(host, port, window=None, timeout=TIMEOUT):
+def fetch(host, port, window=None, timeout=TIMEOUT, deadline=None):
     """(payload dict or None, error text or None, note or None). A sidecar
-    that refuses ?window (older versions) is asked again without it."""
+    that refuses ?window (older versions) is asked again without it.
+    `deadline` (default: DEADLINE, read at each call) bounds each request."""
+    deadline = DEADLINE if deadline is None else deadline
     try:
-        data = _get(signals_url(host, port, window), timeout)
-    except urllib.error.HTTPError as e:
-        if e.code == 400 and window:
+        data = httpfetch.get(signals_url(host, port, window), timeout, deadline)
+    except httpfetch.FetchError as e:
+        if e.status == 400 and window:
             try:
-                data = _get(signals_url(host, port), timeout)
-            except (urllib.error.URLError, OSError, ValueError) as e2:
-                return None, _reason(e2), None
+                data = httpfetch.get(signals_url(host, port), timeout, deadline)
+            except httpfetch.FetchError as e2:
+                return None, str(e2), None
             payload, err = _parse(data)
-            return payload, err, "this endpoint has no windows (%s); rates are unavailable" % _reason(e)
-        return None, _reason(e), None
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        return None, _reason(e), None
+            return payload, err, "this endpoint has no windows (%s); rates are unavailable" % e
+        return None, str(e), None
     payload, err = _parse(data)
     return payload, err, None
 
 
+def cannot_show(e):
+    """One line for an exception raised while reading a payload (a foreign
+    or hostile endpoint's JSON of the right outline and the wrong insides)."""
+    return "cannot show this payload: %s: %s" % (type(e).__name__, clean(str(e))[:200])
+
+
 def _parse(data):
     try:
-        payload = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        return None, "not a /signals payload (%s)" % e
-    if not isinstance(payload, dict) or "metrics" not in payload:
-        return None, "not a /signals payload (no metrics)"
-    return payload, None
+        return httpfetch.parse_signals(data), None
+    except httpfetch.FetchError as e:
+        return None, str(e)
 
 
 class SnapshotThread(threading.Thread):
@@ -109,7 +83,7 @@ class SnapshotThread(threading.Thread):
         try:
             self.state.update(payload, error, note)
         except Exception as e:  # a payload we cannot read must not end the screen
-            self.state.update(None, "cannot show this payload: %s: %s" % (type(e).__name__, e))
+            self.state.update(None, cannot_show(e))
         self.seq += 1
 
     def stop(self):

@@ -1,9 +1,11 @@
 """graphsignal-top --once against a live sidecar (probe, CUPTI-like and
-host data), and the command's behaviour around it."""
+host data), and the command's behaviour around it, hostile endpoints
+included."""
 import subprocess
 
 import pytest
 
+from support.hostile_http import REFERENCE, HostileServer, assert_clean, console_script, escapes_inside
 from support.top_sidecar import TOP, Sidecar, free_port
 
 
@@ -77,3 +79,54 @@ def test_help_and_version():
     assert r.returncode == 0 and b"--once" in r.stdout and b"--no-color" in r.stdout and b"--window" in r.stdout
     r = subprocess.run(TOP + ["--version"], stdout=subprocess.PIPE, timeout=30)
     assert r.returncode == 0 and r.stdout.startswith(b"graphsignal-top ")
+
+
+GS_TOP = console_script("graphsignal-top")
+
+
+@pytest.mark.parametrize("mode,needle,args", [
+    ("binary", "binary data, not JSON", []),
+    ("nohttp", "not an HTTP answer", []),
+    ("html", "an HTML or XML page, not JSON", []),
+    ("shape", "JSON, but not a /signals payload (no metrics list)", []),
+    ("error", "HTTP 500: \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m", []),  # escaped, not obeyed
+    ("error_huge", "HTTP 500\n", []),
+    ("huge", "the answer is 2048 MB, larger than 256 MB", ["--timeout", "600"]),
+    ("endless", "the answer is larger than 256 MB", ["--timeout", "600"]),
+    ("trickle", "no complete answer within 2 s", ["--timeout", "2"]),
+    ("trickle_head", "no complete answer within 2 s", ["--timeout", "2"]),
+])
+def test_once_against_a_hostile_endpoint_says_why_in_one_line_and_fails(mode, needle, args):
+    with HostileServer(mode) as srv:
+        r = subprocess.run(GS_TOP + ["--once", "--port", str(srv.port)] + args, capture_output=True, timeout=120)
+        assert srv.requests >= 1
+    assert r.returncode == 1
+    assert r.stderr == b""  # no traceback: the page says what is wrong
+    out = assert_clean(r.stdout)
+    said = [ln for ln in out.splitlines(True) if "127.0.0.1:%d unreachable: " % srv.port in ln]
+    assert len(said) == 1 and needle in said[0], out
+    assert "no CUDA kernel profile" in out  # the page keeps its shape
+
+
+def test_once_against_a_payload_it_cannot_show_is_one_line_on_stderr():
+    # the outline of a payload (a metrics list) with the wrong things inside
+    with HostileServer("inside") as srv:
+        r = subprocess.run(GS_TOP + ["--once", "--port", str(srv.port)], capture_output=True, timeout=120)
+    assert r.returncode == 1 and r.stdout == b""
+    err = assert_clean(r.stderr)
+    assert err.count("\n") == 1 and b"Traceback" not in r.stderr
+    assert err.startswith("graphsignal-top: 127.0.0.1:%d: cannot show this payload: " % srv.port), err
+
+
+def test_once_shows_control_characters_inside_a_payload_escaped():
+    with HostileServer("payload", body=escapes_inside(REFERENCE)) as srv:
+        r = subprocess.run(GS_TOP + ["--once", "--port", str(srv.port)], capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    out = assert_clean(r.stdout)
+    assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\x9b" in out, out
+
+
+def test_the_timeout_must_be_a_positive_number():
+    for bad in ("0", "-1", "soon", "601"):
+        r = subprocess.run(TOP + ["--once", "--timeout", bad], capture_output=True, timeout=30)
+        assert r.returncode == 2 and b"--timeout" in r.stderr, r.stderr
