@@ -320,8 +320,8 @@ class DB:
                                     "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
             if row is None:
                 return None
-            docs = [orjson.loads(d) for (d,) in self.conn.execute(
-                "SELECT doc FROM series WHERE owner=? AND instance_id=?", (owner, iid))]
+            rows = self.conn.execute("SELECT doc FROM series WHERE owner=? AND instance_id=?", (owner, iid)).fetchall()
+        docs = [orjson.loads(d) for (d,) in rows]  # decoded after the lock: others' uploads need it
         ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped = row
         docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))
         return {"profiler": orjson.loads(prof) if prof else None, "payload_ns": dec(payload_ns),
