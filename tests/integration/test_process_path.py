@@ -6,6 +6,7 @@ start-up imports nothing heavy; rings a dead run left are removed."""
 import fcntl
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -113,16 +114,26 @@ def test_a_dead_sidecar_never_reaches_the_workload(sig, tmp_path):
 
 def test_an_exception_in_the_sidecar_costs_one_line(tmp_path):
     # a numpy that cannot be imported, for the sidecar only (the workload
-    # does not import it): the sidecar fails while it starts
-    fake = tmp_path / "site" / "numpy"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('numpy is broken here on purpose')\n")
+    # does not import it): the sidecar fails while it starts. It comes
+    # through the user site, which is graphsignal's environment too (the
+    # workload's PYTHONPATH never reaches the sidecar): a .pth there puts
+    # the broken numpy first.
+    broken = tmp_path / "broken"
+    (broken / "numpy").mkdir(parents=True)
+    (broken / "numpy" / "__init__.py").write_text("raise ImportError('numpy is broken here on purpose')\n")
+    user_site = tmp_path / "userbase" / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / "broken_numpy.pth").write_text("import sys; sys.path.insert(0, %r)\n" % str(broken))
     gate = tmp_path / "gate"
     gate.write_text("")
-    env = quiet_env(PYTHONPATH=str(tmp_path / "site"))
+    env = quiet_env(PYTHONUSERBASE=str(tmp_path / "userbase"))
+    env.pop("PYTHONNOUSERSITE", None)
     bare = subprocess.run([PY, "-c", GATED, str(gate)], capture_output=True, timeout=60, env=env)
     gate.unlink()
     p, port = start([PY, "-c", GATED, str(gate)], env=env)
+    if not select.select([p.stderr], [], [], 60)[0]:  # fail, never hang, when the line does not come
+        p.kill()
+        pytest.fail("graphsignal-run said nothing within 60 s")
     line = p.stderr.readline().decode()
     gate.write_text("")
     out, err = p.communicate(timeout=60)
