@@ -9,11 +9,18 @@ writer is gone and its run is over. A run without a lock file is over too
 (the lock exists before the first ring of a run can), except for a sidecar
 of a version from before the lock, which retires a dead writer's ring
 itself within a second or so: such rings are left UNLOCKED_AGE seconds.
+Only files of the user running the cleanup are ever removed, root's
+included: each file is checked with lstat (a regular file or symlink owned
+by this euid), never by the error an unlink would give, and no symlink is
+followed.
+In a sticky /dev/shm nobody else can replace a file of ours between that
+check and the unlink.
 Standard library only: the supervisor uses this before the workload starts.
 """
 import errno
 import fcntl
 import os
+import stat
 import time
 
 from graphsignal import config
@@ -50,12 +57,16 @@ def pid_alive(pid, proc_root="/proc"):
     """False for a pid that is gone or a zombie (exited, not yet reaped)."""
     try:
         with open(os.path.join(proc_root, str(pid), "stat"), "rb") as f:
-            stat = f.read()
+            line = f.read()
     except OSError:
         return False
     # state follows the ")" that ends the command name
-    i = stat.rfind(b")")
-    return not (i >= 0 and stat[i + 2:i + 3] in (b"Z", b"X"))
+    i = line.rfind(b")")
+    return not (i >= 0 and line[i + 2:i + 3] in (b"Z", b"X"))
+
+
+def _ascii_int(s):
+    return int(s) if s.isascii() and s.isdigit() else None
 
 
 def parse(name):
@@ -67,17 +78,38 @@ def parse(name):
         return rest[:-len(LOCK_SUFFIX)], None, None
     run, _, tail = rest.partition("-")
     pid, _, kind = tail.partition("-")
-    if not run or not pid.isdigit() or not kind:
+    pid = _ascii_int(pid)
+    if not run or pid is None or not kind:
         return None
-    return run, int(pid), kind
+    return run, pid, kind
+
+
+def owned(path):
+    """True when path itself (lstat: not what a symlink names) is a regular
+    file or a symlink of this process's effective uid (unlinking a symlink
+    removes the link, never its target)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) and st.st_uid == os.geteuid()
 
 
 def run_is_over(run_id, shm_dir=SHM_DIR):
     """True when no process holds the run's lock, None when it has no lock
-    file, False while it lives. A lock file we may not open (another
-    user's) counts as alive."""
+    file, False while it lives. A lock file that is not ours (another
+    user's, a symlink) counts as alive: that run is not ours to clean."""
+    path = lock_path(run_id, shm_dir)
     try:
-        fd = os.open(lock_path(run_id, shm_dir), os.O_RDWR | os.O_CLOEXEC)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError:
@@ -95,8 +127,9 @@ def run_is_over(run_id, shm_dir=SHM_DIR):
 
 def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
     """Unlinks the rings of other runs that are over and whose writers are
-    gone, and those runs' lock files once they have no ring left. Returns
-    the names removed. Files we may not remove (another user's) stay."""
+    gone, and those runs' lock files once they have no ring
+    left. Returns the names removed. Only our own files go (see owned):
+    another user's stay, root's cleanup included."""
     now = time.time() if now is None else now
     try:
         names = os.listdir(shm_dir)
@@ -118,6 +151,8 @@ def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
             if pid is None:
                 continue
             path = os.path.join(shm_dir, name)
+            if not owned(path):
+                continue  # not ours to remove, nor to keep the lock for
             if pid_alive(pid, proc_root):
                 left += 1  # a live writer of a finished run: stale once it exits
             elif over is None and not _older(path, now - UNLOCKED_AGE):
@@ -127,13 +162,16 @@ def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
             else:
                 left += 1
         lock = PREFIX + run_id + LOCK_SUFFIX
-        if not left and any(pid is None for _, pid in files) and _unlink(os.path.join(shm_dir, lock)):
+        if not left and any(pid is None for _, pid in files) and owned(os.path.join(shm_dir, lock)) \
+                and _unlink(os.path.join(shm_dir, lock)):
             removed.append(lock)
     return removed
 
 
 def remove_run(run_id, shm_dir=SHM_DIR):
-    """Unlinks every ring of this run and its lock file (the run is ending)."""
+    """Unlinks every ring of this run and its lock file (the run is
+    ending): our own files only (see owned); a name another user took
+    stays theirs."""
     try:
         names = os.listdir(shm_dir)
     except OSError:
@@ -141,12 +179,17 @@ def remove_run(run_id, shm_dir=SHM_DIR):
     for name in names:
         parsed = parse(name)
         if parsed is not None and parsed[0] == run_id:
-            _unlink(os.path.join(shm_dir, name))
+            remove_own(os.path.join(shm_dir, name))
+
+
+def remove_own(path):
+    """Unlinks path when it is our own (see owned); True when it is gone."""
+    return owned(path) and _unlink(path)
 
 
 def _older(path, t):
     try:
-        return os.stat(path).st_mtime < t
+        return os.lstat(path).st_mtime < t
     except OSError:
         return False
 

@@ -22,7 +22,7 @@ from graphsignal.sidecar.aggregate import REJECTED_METRIC, UNNAMED, Aggregator
 from graphsignal.report import Reporter
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAMES, Ring, RingError, parse_ring_name
-from graphsignal.rings.stale import pid_alive
+from graphsignal.rings.stale import pid_alive, remove_own
 
 logger = logging.getLogger("graphsignal")
 
@@ -312,7 +312,8 @@ class Poller:
             st.ring.close()
 
     def cleanup_all(self):
-        """Unlinks every ring of this run (the sidecar is exiting)."""
+        """Unlinks every ring of this run (the sidecar is exiting): our own
+        files only, never a name another user took."""
         for fname, st in list(self.rings.items()):
             st.ring.unlink()
             st.ring.close()
@@ -320,10 +321,7 @@ class Poller:
         try:
             for fname in os.listdir(self.shm_dir):
                 if fname.startswith(self.prefix):
-                    try:
-                        os.unlink(os.path.join(self.shm_dir, fname))
-                    except OSError:
-                        pass
+                    remove_own(os.path.join(self.shm_dir, fname))  # never another user's file
         except OSError:
             pass
 

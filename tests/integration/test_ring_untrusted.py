@@ -154,10 +154,16 @@ def test_a_ring_of_another_uid_is_refused(run, caplog):
     c = instrument(w, "counter", "injected_total")
     w.write(L.REC_COUNTER, name_id=c, value=999_999)
     os.chown(ring_path(run_id), NOBODY, NOBODY)  # an unprivileged user's file, mode 0600
-    with caplog.at_level(logging.WARNING, logger="graphsignal"):
-        poller.poll_once()
-    assert poller.rings == {} and not find(store, "injected_total")
-    assert any("owned by uid %d" % NOBODY in m for m in warnings(caplog))
+    try:
+        with caplog.at_level(logging.WARNING, logger="graphsignal"):
+            poller.poll_once()
+        assert poller.rings == {} and not find(store, "injected_total")
+        assert any("owned by uid %d" % NOBODY in m for m in warnings(caplog))
+        poller.cleanup_all()
+        assert os.lstat(ring_path(run_id)).st_uid == NOBODY  # root's cleanup removes only its own files
+    finally:
+        w.unmap()
+        os.unlink(ring_path(run_id))
 
 
 def test_a_symlink_is_not_followed_and_its_target_is_not_written(run, caplog):
