@@ -114,7 +114,11 @@ void Collector::initialize() {
   graphsignal_ring_header* ring = graphsignal_ring_open(name, GRAPHSIGNAL_KIND_CUPTI, graphsignal_ring_env_capacity(),
                                                         GRAPHSIGNAL_RING_DEFAULT_STRINGS, &size);
   if (!ring) {
-    log(Level::kWarning, "cannot create /dev/shm/%s: %s; this process runs unprofiled", name, strerror(errno));
+    // Never retried: initialize() runs once per process (InitializeInjection).
+    // The header left the marker <name>.none, from which the sidecar reports it.
+    int err = errno;
+    log(Level::kWarning, "cannot create /dev/shm/%s: %s; this process runs unprofiled", name,
+        graphsignal_ring_error_text(err));
     return;
   }
   self_ = new Collector(ring, CollectorConfig::from_env());

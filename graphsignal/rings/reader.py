@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from graphsignal.rings import layout as L
+from graphsignal.textsafe import clean
 
 _W = L.HEADER_OFFSETS["write_index"]
 _R = L.HEADER_OFFSETS["read_index"]
@@ -33,15 +34,112 @@ MAX_NAME_ID = 1 << 24  # a name id above this is not one a writer hands out (ids
 MAX_NAME_BYTES = 64 << 10  # longest name kept (kernel symbols are long, not this long)
 
 
-def parse_ring_name(name, prefix):
-    """'gs-<run>-<pid>-<kind>' -> (pid, kind) or None."""
+# The names a writer's ring may take (probe.h's GRAPHSIGNAL_RING_NAME_ATTEMPTS):
+# <prefix><pid>-<kind>, then .1 .. .3 after it while the name before is held by
+# something that is not a ring of the writer's uid; a writer left without a
+# ring leaves the marker <name>.none (GRAPHSIGNAL_RING_MARKER_SUFFIX) holding
+# the reason. Held equal to the header's by tests/integration/test_ring_squat.py.
+NAME_ATTEMPTS = 4
+MARKER = "none"
+MARKER_MAX = 512  # bytes of a marker's reason read
+
+
+def ascii_int(s):
+    """int(s) for ASCII digits only, else None ('²'.isdigit() is true, int('²') raises)."""
+    return int(s) if s.isascii() and s.isdigit() else None
+
+
+def split_kind(tail):
+    """A name's kind part -> (kind, slot): 'probe' -> ('probe', 0), 'probe.2'
+    -> ('probe', 2), 'probe.none' -> ('probe', MARKER)."""
+    kind, dot, suffix = tail.rpartition(".")
+    if dot and kind:
+        if suffix == MARKER:
+            return kind, MARKER
+        n = ascii_int(suffix)
+        if n is not None:
+            return kind, n
+    return tail, 0
+
+
+def parse_ring_file(name, prefix):
+    """'<prefix><pid>-<kind>[.<n>|.none]' -> (pid, kind, slot), slot the
+    name's place among the names a ring may take (0: the plain name) or
+    MARKER; None for other names."""
     if not name.startswith(prefix):
         return None
-    rest = name[len(prefix):]
-    pid, _, kind = rest.partition("-")
-    if not pid.isdigit() or not kind:
+    pid, _, tail = name[len(prefix):].partition("-")
+    pid = ascii_int(pid)
+    if pid is None or not tail:
         return None
-    return int(pid), kind
+    kind, slot = split_kind(tail)
+    return pid, kind, slot
+
+
+def parse_ring_name(name, prefix):
+    """'gs-<run>-<pid>-<kind>[.<n>]' -> (pid, kind) or None (a marker is not a ring)."""
+    parsed = parse_ring_file(name, prefix)
+    if parsed is None or parsed[2] == MARKER:
+        return None
+    return parsed[0], parsed[1]
+
+
+def _describe(path):
+    """What holds path when it cannot be opened as a file of ours (an
+    RingError), or None when that is not the reason."""
+    name = os.path.basename(path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return RingError("%s: a symlink, not a ring; not followed" % name)
+    if stat.S_ISDIR(st.st_mode):
+        return RingError("%s: a directory, not a ring" % name)
+    if not stat.S_ISREG(st.st_mode):
+        return RingError("%s: not a regular file" % name)
+    if st.st_uid != os.geteuid():
+        return RingError("%s: owned by uid %d, not by this sidecar's uid %d" % (name, st.st_uid, os.geteuid()))
+    return None
+
+
+def _open_own(path, flags):
+    """Opens a regular file of our own uid with mode 0600, never through a
+    symlink and never waiting (a FIFO); RingError for anything else.
+    Returns (fd, stat)."""
+    name = os.path.basename(path)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            why = _describe(path)
+            if why is not None:
+                raise why
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RingError("%s: not a regular file" % name)
+        if st.st_uid != os.geteuid():
+            raise RingError("%s: owned by uid %d, not by this sidecar's uid %d" % (name, st.st_uid, os.geteuid()))
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            raise RingError("%s: mode %o, a ring is 0600" % (name, stat.S_IMODE(st.st_mode)))
+        return fd, st
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_marker(path):
+    """The reason a writer left in its marker (<ring name>.none: it has no
+    ring), control characters escaped; RingError when the marker is not a
+    file of ours (another user's, a symlink...)."""
+    fd, _ = _open_own(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, MARKER_MAX)
+    finally:
+        os.close(fd)
+    return clean(data.decode("utf-8", "replace")).strip()
 
 
 def _open_checked(path):
@@ -49,21 +147,9 @@ def _open_checked(path):
     through a symlink, only a regular file of our own uid with mode 0600
     whose pages are all reserved (a sparse segment can fault its reader).
     Returns (fd, size)."""
+    fd, st = _open_own(path, os.O_RDWR)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise RingError("%s: a symlink, not a ring; not followed" % os.path.basename(path))
-        raise
-    try:
-        st = os.fstat(fd)
         name = os.path.basename(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise RingError("%s: not a regular file" % name)
-        if st.st_uid != os.geteuid():
-            raise RingError("%s: owned by uid %d, not by this sidecar's uid %d" % (name, st.st_uid, os.geteuid()))
-        if stat.S_IMODE(st.st_mode) != 0o600:
-            raise RingError("%s: mode %o, a ring is 0600" % (name, stat.S_IMODE(st.st_mode)))
         if st.st_size < L.HEADER_SIZE:
             raise RingError("%s: %d bytes, smaller than a ring header" % (name, st.st_size))
         # Writers reserve every page (posix_fallocate). SEEK_HOLE cannot tell

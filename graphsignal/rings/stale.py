@@ -1,6 +1,8 @@
 """Rings a dead run left behind, and the lock that says a run is alive.
 
-A ring is /dev/shm/gs-<run>-<pid>-<kind>. Each run holds an exclusive
+A ring is /dev/shm/gs-<run>-<pid>-<kind>, or the same with .1 .. .3 after
+it (the name before was taken), and gs-<run>-<pid>-<kind>.none is the
+marker of a writer left without a ring. Each run holds an exclusive
 flock on /dev/shm/gs-<run>.run from before its workload starts until its
 last profiler process (supervisor or sidecar, which share the lock's open
 file) is gone, so "the run is over" is a lock anyone can take, whatever
@@ -70,7 +72,7 @@ def _ascii_int(s):
 
 
 def parse(name):
-    """'gs-<run>-<pid>-<kind>' -> (run, pid, kind); 'gs-<run>.run' -> (run, None, None); else None."""
+    """'gs-<run>-<pid>-<kind>[.<n>|.none]' -> (run, pid, kind); 'gs-<run>.run' -> (run, None, None); else None."""
     if not name.startswith(PREFIX):
         return None
     rest = name[len(PREFIX):]
@@ -81,6 +83,9 @@ def parse(name):
     pid = _ascii_int(pid)
     if not run or pid is None or not kind:
         return None
+    base, dot, suffix = kind.rpartition(".")
+    if dot and base and (suffix == "none" or _ascii_int(suffix) is not None):
+        kind = base
     return run, pid, kind
 
 
@@ -126,8 +131,8 @@ def run_is_over(run_id, shm_dir=SHM_DIR):
 
 
 def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
-    """Unlinks the rings of other runs that are over and whose writers are
-    gone, and those runs' lock files once they have no ring
+    """Unlinks the rings (and markers) of other runs that are over and whose
+    writers are gone, and those runs' lock files once they have no ring
     left. Returns the names removed. Only our own files go (see owned):
     another user's stay, root's cleanup included."""
     now = time.time() if now is None else now
@@ -169,8 +174,8 @@ def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
 
 
 def remove_run(run_id, shm_dir=SHM_DIR):
-    """Unlinks every ring of this run and its lock file (the run is
-    ending): our own files only (see owned); a name another user took
+    """Unlinks every ring and marker of this run and its lock file (the run
+    is ending): our own files only (see owned); a name another user took
     stays theirs."""
     try:
         names = os.listdir(shm_dir)

@@ -7,6 +7,13 @@ writer has closed them (FLAG_CLOSED) or exited. Once a second it tells the
 store which processes with series have exited. The store's history and
 prerendering are the sidecar clock's (graphsignal.sidecar.clock), not the
 poller's.
+
+A writer without a ring runs unprofiled; the poller says so once per
+process and writer kind (an `error` entry tagged with its process.pid) when
+it can know: the writer left its marker (<ring name>.none, holding the
+reason), or every name its ring may take (probe.h's
+GRAPHSIGNAL_RING_NAME_ATTEMPTS) is held by something that is not a ring of
+ours (then the marker's name may be taken too).
 """
 import ctypes
 import logging
@@ -21,7 +28,7 @@ from graphsignal import config
 from graphsignal.sidecar.aggregate import REJECTED_METRIC, UNNAMED, Aggregator
 from graphsignal.report import Reporter
 from graphsignal.rings import layout as L
-from graphsignal.rings.reader import MAX_NAMES, Ring, RingError, parse_ring_name
+from graphsignal.rings.reader import MARKER, MAX_NAMES, NAME_ATTEMPTS, Ring, RingError, parse_ring_file, read_marker
 from graphsignal.rings.stale import pid_alive, remove_own
 
 logger = logging.getLogger("graphsignal")
@@ -104,7 +111,8 @@ class Poller:
         self.gone_grace = gone_grace
         self.on_error = on_error
         self.rings = {}  # file name -> RingState
-        self.bad = set()  # file names refused or dropped (logged once)
+        self.bad = set()  # file names refused or dropped (logged once), and markers read
+        self.taken = {}  # (pid, kind) -> {slot: why} of the names its ring may take held by something not ours
         self.records_total = 0
         self.cycles = 0
         self._halt = threading.Event()
@@ -118,6 +126,8 @@ class Poller:
         self.next_sleep = interval
 
     # -- discovery -------------------------------------------------------------
+    MAX_TAKEN = 4096  # (pid, kind) pairs with taken names followed; beyond, each name is only refused
+
     def discover(self):
         try:
             names = os.listdir(self.shm_dir)
@@ -127,18 +137,59 @@ class Poller:
         for fname in names:
             if fname in self.rings or fname in self.bad:
                 continue
-            parsed = parse_ring_name(fname, self.prefix)
+            parsed = parse_ring_file(fname, self.prefix)
             if parsed is None:
                 continue
-            pid, kind_name = parsed
+            pid, kind_name, slot = parsed
             path = os.path.join(self.shm_dir, fname)
+            if slot == MARKER:
+                self._read_marker(fname, path, pid, kind_name)
+                continue
             try:
                 ring = Ring(path)
             except (RingError, OSError, ValueError) as e:
-                self.bad.add(fname)
-                self._warn_once(fname, "skipping ring %s" % e)
+                self._refused(fname, pid, kind_name, slot, e)
                 continue
             self.rings[fname] = RingState(ring, pid, kind_name, self.proc_root)
+
+    def _refused(self, fname, pid, kind_name, slot, why):
+        """A name of this run held by something that is not a ring of ours:
+        one line for the first such name of a writer (pid, kind); when all
+        the names its ring may take are held, that writer has no ring."""
+        self.bad.add(fname)
+        self._warn_once(("refused", pid, kind_name), "skipping ring %s" % why)
+        if slot == MARKER:
+            return
+        taken = self.taken.get((pid, kind_name))
+        if taken is None:
+            if len(self.taken) >= self.MAX_TAKEN:
+                return
+            taken = self.taken[(pid, kind_name)] = {}
+        taken[slot] = why
+        if all(i in taken for i in range(NAME_ATTEMPTS)):
+            self._no_ring(pid, kind_name, "all %d names its ring may take are held by something that is not a ring "
+                          "of this uid (%s)" % (NAME_ATTEMPTS, "; ".join(str(taken[i]) for i in range(NAME_ATTEMPTS))))
+
+    def _read_marker(self, fname, path, pid, kind_name):
+        """The marker a writer left without a ring (<ring name>.none)."""
+        try:
+            why = read_marker(path)
+        except (RingError, OSError) as e:
+            self._refused(fname, pid, kind_name, MARKER, e)
+            return
+        self.bad.add(fname)
+        self._no_ring(pid, kind_name, why or "no reason given")
+
+    def _no_ring(self, pid, kind_name, why):
+        """Says once per writer (pid, kind) that it runs unprofiled: an error
+        entry tagged with its process.pid and writer kind."""
+        if any(st.pid == pid and st.kind_name == kind_name for st in self.rings.values()):
+            return  # another copy of the header in that process did get a ring
+        if not self.reporter.first(("no_ring", pid, kind_name)):
+            return
+        msg = "process %d could not create its %s ring: %s; that writer runs unprofiled" % (pid, kind_name, why)
+        logger.warning("graphsignal: %s", msg)
+        self.store.add_error("error", msg, tags={"process.pid": str(pid), "writer": kind_name})
 
     def _warn_once(self, key, msg):
         self.reporter.once(key, msg)
@@ -312,8 +363,8 @@ class Poller:
             st.ring.close()
 
     def cleanup_all(self):
-        """Unlinks every ring of this run (the sidecar is exiting): our own
-        files only, never a name another user took."""
+        """Unlinks every ring and marker of this run (the sidecar is
+        exiting): our own files only, never a name another user took."""
         for fname, st in list(self.rings.items()):
             st.ring.unlink()
             st.ring.close()

@@ -98,6 +98,16 @@ extern "C" {
 #define GRAPHSIGNAL_RUN_ID_ENV "GRAPHSIGNAL_RUN_ID"
 #define GRAPHSIGNAL_RING_CAPACITY_ENV "GRAPHSIGNAL_RING_CAPACITY"
 #define GRAPHSIGNAL_RING_FLAG_CLOSED 1u
+/* The names a ring may take: <name>, then <name>.1 .. <name>.3 while the
+ * name before is held by something that is not a ring of this uid
+ * (another user's file, a symlink, a directory, a FIFO: taking a name must
+ * cost profiling at most, never the workload). A writer left without a ring
+ * leaves the marker <name>.none (mode 0600, its content the reason), so the
+ * sidecar can say which process runs unprofiled. Older copies of this
+ * header only ever make <name> (and dot-files): the fallback names and the
+ * marker are distinct from anything they make. */
+#define GRAPHSIGNAL_RING_NAME_ATTEMPTS 4
+#define GRAPHSIGNAL_RING_MARKER_SUFFIX ".none"
 
 /* Writer kinds (header.kind); also the last part of the ring's name. */
 #define GRAPHSIGNAL_KIND_TEST 0u
@@ -254,49 +264,58 @@ static inline graphsignal_ring_header* graphsignal_ring_map_fd(int fd, size_t* o
   return (graphsignal_ring_header*)p;
 }
 
-/*
- * Opens the ring /dev/shm/<name>, creating it when it does not exist.
- * Creation is atomic: the segment is built under a temporary name and
- * linked into place, so a concurrent opener (another thread, or another
- * translation unit with its own copy of this header) sees either no ring or
- * a complete one. Its memory is reserved up front (posix_fallocate): when
- * /dev/shm is full there is no ring (NULL, errno ENOSPC), never a ring whose
- * pages fault later. Returns NULL (and never aborts) on any failure, with
- * errno set. capacity is rounded up to a power of two (at most
- * GRAPHSIGNAL_RING_MAX_CAPACITY); strings_size 0 takes
- * graphsignal_ring_strings_for(capacity).
- */
-static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, uint32_t kind, uint64_t capacity,
-                                                             uint64_t strings_size, size_t* out_size) {
-  char path[256], tmp[300];
-  int fd, err;
+/* Why a writer has no ring (errno from graphsignal_ring_open), for its one
+ * line and its marker. */
+static inline const char* graphsignal_ring_error_text(int err) {
+  if (err == EEXIST)
+    return "every name it may take in " GRAPHSIGNAL_SHM_DIR " is held by something that is not its ring"
+           " (another user's file, a symlink, a directory)";
+  return strerror(err);
+}
+
+/* What holds a name (graphsignal_ring_attach_). */
+#define GRAPHSIGNAL_RING_ABSENT_ 0 /* nothing: the name is free */
+#define GRAPHSIGNAL_RING_TAKEN_ 1  /* something that is not a ring of ours */
+#define GRAPHSIGNAL_RING_FAILED_ 2 /* nothing could be told (out of descriptors or memory): errno */
+
+/* The ring at path when it is one of this uid's; else NULL and *fate.
+ * Never follows a symlink and never blocks (a FIFO opens at once). */
+static inline graphsignal_ring_header* graphsignal_ring_attach_(const char* path, size_t* out_size, int* fate) {
   size_t size = 0;
-  uint64_t cap = 1;
   graphsignal_ring_header* h;
-  if (!name || strlen(name) > 200 || strchr(name, '/')) {
-    errno = EINVAL;
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    *fate = errno == ENOENT                                         ? GRAPHSIGNAL_RING_ABSENT_
+            : (errno == EMFILE || errno == ENFILE || errno == ENOMEM) ? GRAPHSIGNAL_RING_FAILED_
+                                                                      : GRAPHSIGNAL_RING_TAKEN_;
     return NULL;
   }
-  snprintf(path, sizeof path, GRAPHSIGNAL_SHM_DIR "/%s", name);
-  fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd >= 0) {
-    h = graphsignal_ring_map_fd(fd, &size);
-    close(fd);
-    if (h && graphsignal_ring_valid(h, size)) {
-      if (out_size) *out_size = size;
-      return h;
-    }
-    if (h) munmap(h, size);
-    errno = EINVAL;
-    return NULL;
+  h = graphsignal_ring_map_fd(fd, &size);
+  close(fd);
+  if (h && graphsignal_ring_valid(h, size)) {
+    *out_size = size;
+    return h;
   }
-  while (cap < capacity && cap < GRAPHSIGNAL_RING_MAX_CAPACITY) cap <<= 1;
-  if (strings_size == 0) strings_size = graphsignal_ring_strings_for(cap);
-  if (strings_size > GRAPHSIGNAL_RING_MAX_STRINGS) strings_size = GRAPHSIGNAL_RING_MAX_STRINGS;
-  size = graphsignal_ring_total_size(cap, strings_size);
+  if (h) munmap(h, size);
+  *fate = GRAPHSIGNAL_RING_TAKEN_;
+  return NULL;
+}
+
+/* Creates the ring /dev/shm/<name> (path): built under a temporary name,
+ * its memory reserved (posix_fallocate), then linked into place. NULL with
+ * errno EEXIST when something took the name (or the temporary one)
+ * meanwhile. */
+static inline graphsignal_ring_header* graphsignal_ring_create_(const char* name, const char* path, uint32_t kind,
+                                                                uint64_t cap, uint64_t strings_size,
+                                                                size_t* out_size) {
+  char tmp[320];
+  int fd, err;
+  uint64_t strings = strings_size ? strings_size : graphsignal_ring_strings_for(cap);
+  size_t size = graphsignal_ring_total_size(cap, strings);
+  graphsignal_ring_header* h;
   snprintf(tmp, sizeof tmp, GRAPHSIGNAL_SHM_DIR "/.%s.tmp%ld.%p", name, (long)getpid(), (void*)&fd);
-  fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return NULL;
+  fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+  if (fd < 0) return NULL; /* errno: EEXIST when the temporary name is taken too */
   /* exactly 0600 whatever the umask: the sidecar accepts nothing else */
   err = fchmod(fd, 0600) != 0 ? errno : 0;
   if (!err && ftruncate(fd, (off_t)size) != 0) err = errno;
@@ -321,22 +340,99 @@ static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, u
   h->kind = kind;
   h->capacity = cap;
   h->strings_offset = GRAPHSIGNAL_RING_HEADER_SIZE + cap * GRAPHSIGNAL_RECORD_SIZE;
-  h->strings_size = strings_size;
+  h->strings_size = strings;
   h->writer_pid = (uint64_t)getpid();
   h->start_ns = graphsignal_ring_realtime_ns();
   __atomic_store_n(&h->magic, GRAPHSIGNAL_RING_MAGIC, __ATOMIC_RELEASE);
   if (link(tmp, path) != 0) {
-    /* Someone else created it first: use theirs. */
     err = errno;
     unlink(tmp);
     munmap(h, size);
-    if (err == EEXIST) return graphsignal_ring_open(name, kind, capacity, strings_size, out_size);
     errno = err;
     return NULL;
   }
   unlink(tmp);
-  if (out_size) *out_size = size;
+  *out_size = size;
   return h;
+}
+
+/* Leaves /dev/shm/<name>.none saying why this writer has no ring, for the
+ * sidecar; never through a symlink, never over an existing file, and a
+ * failure changes nothing. */
+static inline void graphsignal_ring_leave_marker_(const char* name, int err) {
+  char path[272], tmp[320];
+  const char* why = graphsignal_ring_error_text(err);
+  int fd = -1;
+  snprintf(path, sizeof path, GRAPHSIGNAL_SHM_DIR "/%s" GRAPHSIGNAL_RING_MARKER_SUFFIX, name);
+  snprintf(tmp, sizeof tmp, GRAPHSIGNAL_SHM_DIR "/.%s" GRAPHSIGNAL_RING_MARKER_SUFFIX ".tmp%ld.%p", name,
+           (long)getpid(), (void*)&fd);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+  if (fd < 0) return;
+  if (fchmod(fd, 0600) == 0) {
+    if (write(fd, why, strlen(why)) < 0) { /* a full /dev/shm: an empty marker still names the process */
+    }
+    if (link(tmp, path) != 0) { /* taken: the sidecar sees what holds it instead */
+    }
+  }
+  close(fd);
+  unlink(tmp);
+}
+
+/*
+ * Opens this process's ring /dev/shm/<name>, creating it when it does not
+ * exist. Creation is atomic: the segment is built under a temporary name
+ * and linked into place, so a concurrent opener (another thread, or
+ * another translation unit with its own copy of this header) sees either
+ * no ring or a complete one. A name held by anything but a ring of this
+ * uid is passed over for the next of GRAPHSIGNAL_RING_NAME_ATTEMPTS names
+ * (<name>.1 ...), each tried at most twice; when all are taken there is no
+ * ring (errno EEXIST). Its memory is reserved up front (posix_fallocate):
+ * when /dev/shm is full there is no ring (errno ENOSPC), never a ring whose
+ * pages fault later. Without a ring the marker <name>.none says why.
+ * Returns NULL (and never aborts, loops without bound or waits) on any
+ * failure, with errno set; the caller runs unprofiled and should not call
+ * again for every record. capacity is
+ * rounded up to a power of two (at most GRAPHSIGNAL_RING_MAX_CAPACITY);
+ * strings_size 0 takes graphsignal_ring_strings_for(capacity).
+ */
+static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, uint32_t kind, uint64_t capacity,
+                                                             uint64_t strings_size, size_t* out_size) {
+  char path[272], cand[216];
+  int i, fate = GRAPHSIGNAL_RING_ABSENT_, err = EEXIST;
+  size_t size = 0;
+  uint64_t cap = 1;
+  graphsignal_ring_header* h = NULL;
+  if (!name || strlen(name) > 200 || strchr(name, '/')) {
+    errno = EINVAL;
+    return NULL;
+  }
+  while (cap < capacity && cap < GRAPHSIGNAL_RING_MAX_CAPACITY) cap <<= 1;
+  if (strings_size > GRAPHSIGNAL_RING_MAX_STRINGS) strings_size = GRAPHSIGNAL_RING_MAX_STRINGS;
+  for (i = 0; i < GRAPHSIGNAL_RING_NAME_ATTEMPTS && !h; i++) {
+    if (i == 0)
+      snprintf(cand, sizeof cand, "%s", name);
+    else
+      snprintf(cand, sizeof cand, "%s.%d", name, i);
+    snprintf(path, sizeof path, GRAPHSIGNAL_SHM_DIR "/%s", cand);
+    h = graphsignal_ring_attach_(path, &size, &fate);
+    if (!h && fate == GRAPHSIGNAL_RING_ABSENT_) {
+      h = graphsignal_ring_create_(cand, path, kind, cap, strings_size, &size);
+      /* EEXIST: made meanwhile, by another thread or copy of this header (then it is ours) or not */
+      if (!h && errno == EEXIST) h = graphsignal_ring_attach_(path, &size, &fate);
+      else if (!h) fate = GRAPHSIGNAL_RING_FAILED_;
+    }
+    if (!h && fate == GRAPHSIGNAL_RING_FAILED_) {
+      err = errno;
+      break;
+    }
+  }
+  if (h) {
+    if (out_size) *out_size = size;
+    return h;
+  }
+  graphsignal_ring_leave_marker_(name, err);
+  errno = err;
+  return NULL;
 }
 
 /*
@@ -509,8 +605,9 @@ static inline int graphsignal_ring_name(char* out, size_t n, const char* kind_na
  *   graphsignal_record(g_batch_ns, graphsignal_now_ns() - t0);
  *
  * Under graphsignal-run (GRAPHSIGNAL_RUN_ID in the environment) registering
- * creates this process's probe ring, /dev/shm/gs-<run>-<pid>-probe, and every
- * record call is one ring write: a CAS on the write index, four stores and a
+ * creates this process's probe ring, /dev/shm/gs-<run>-<pid>-probe (or a
+ * fallback name, see GRAPHSIGNAL_RING_NAME_ATTEMPTS), and every record call
+ * is one ring write: a CAS on the write index, four stores and a
  * release store, lock-free, never waiting (a full ring drops and counts).
  * Outside graphsignal-run registration returns an inert entry, no shared
  * memory is created, and a record call is one predictable branch. NULL
@@ -783,7 +880,7 @@ static inline graphsignal_probe_entry* graphsignal_probe_register(const char* na
       if (!warned) {
         warned = 1;
         fprintf(stderr, "graphsignal: probes inactive: cannot create the probe ring in " GRAPHSIGNAL_SHM_DIR
-                        ": %s\n", strerror(errno));
+                        ": %s\n", graphsignal_ring_error_text(errno));
       }
       free(e->def);
       free(e);

@@ -1,7 +1,7 @@
 """Ring cleanup removes only the files of the user running it, root's
 included: ownership comes from lstat, never from whether an unlink fails
-(root's never does), and no symlink is followed. Rings and lock files
-alike; the stale cleanup of other runs, the
+(root's never does), and no symlink is followed. Rings, fallback rings,
+markers and lock files alike; the stale cleanup of other runs, the
 supervisor's end of run and the sidecar's exit alike."""
 import os
 import subprocess
@@ -55,8 +55,10 @@ def others(d, run, pid, target):
     return made
 
 
-def test_names_parse_as_their_writers():
+def test_names_with_fallbacks_and_markers_parse_as_their_writers():
     assert stale.parse("gs-r1-42-probe") == ("r1", 42, "probe")
+    assert stale.parse("gs-r1-42-probe.3") == ("r1", 42, "probe")
+    assert stale.parse("gs-r1-42-cupti.none") == ("r1", 42, "cupti")
     assert stale.parse("gs-r1.run") == ("r1", None, None)
     assert stale.parse("gs-r1-\u00b2-probe") is None  # '²'.isdigit() is true; int('²') would raise
     assert stale.parse(".gs-r1-42-probe.tmp42.0x7ff") is None
