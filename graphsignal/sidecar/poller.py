@@ -11,9 +11,11 @@ poller's.
 A writer without a ring runs unprofiled; the poller says so once per
 process and writer kind (an `error` entry tagged with its process.pid) when
 it can know: the writer left its marker (<ring name>.none, holding the
-reason), or every name its ring may take (probe.h's
-GRAPHSIGNAL_RING_NAME_ATTEMPTS) is held by something that is not a ring of
-ours (then the marker's name may be taken too).
+reason: every name taken, or no room within the /dev/shm budget), or every
+name its ring may take (probe.h's GRAPHSIGNAL_RING_NAME_ATTEMPTS) is held
+by something that is not a ring of ours (then the marker's name may be
+taken too). A ring smaller than the GRAPHSIGNAL_RING_CAPACITY its writer
+asked for (the budget shrank it) is said once per run.
 """
 import ctypes
 import logging
@@ -65,13 +67,26 @@ def process_environ(pid, proc_root="/proc"):
 
 
 # -- per-ring state -------------------------------------------------------------
+def requested_capacity(environ):
+    """The ring capacity GRAPHSIGNAL_RING_CAPACITY asks for in a writer's
+    environment, rounded up to a power of two as the header does; None when
+    unset or not a capacity the header takes."""
+    raw = environ.get(config.RING_CAPACITY_ENV, "")
+    if not (raw.isascii() and raw.isdigit()) or not L.MIN_CAPACITY <= int(raw) <= L.MAX_CAPACITY:
+        return None
+    return 1 << (int(raw) - 1).bit_length()
+
+
 class RingState:
     def __init__(self, ring, pid, kind_name, proc_root="/proc"):
         self.ring = ring
         self.pid = pid
         self.kind_name = kind_name
         self.base_tags = {"process.pid": str(pid)}
-        self.base_tags.update(rank_tags(process_environ(pid, proc_root)))
+        environ = process_environ(pid, proc_root)
+        self.base_tags.update(rank_tags(environ))
+        # the writer's own, or (gone already) the run's, which it inherited
+        self.requested_capacity = requested_capacity(environ or os.environ)
         self.devices = {}  # ordinal -> uuid string
         self.instruments = {}  # name_id -> (type, name, tags)
         self.meta = {}
@@ -150,7 +165,8 @@ class Poller:
             except (RingError, OSError, ValueError) as e:
                 self._refused(fname, pid, kind_name, slot, e)
                 continue
-            self.rings[fname] = RingState(ring, pid, kind_name, self.proc_root)
+            st = self.rings[fname] = RingState(ring, pid, kind_name, self.proc_root)
+            self._check_capacity(st)
 
     def _refused(self, fname, pid, kind_name, slot, why):
         """A name of this run held by something that is not a ring of ours:
@@ -190,6 +206,16 @@ class Poller:
         msg = "process %d could not create its %s ring: %s; that writer runs unprofiled" % (pid, kind_name, why)
         logger.warning("graphsignal: %s", msg)
         self.store.add_error("error", msg, tags={"process.pid": str(pid), "writer": kind_name})
+
+    def _check_capacity(self, st):
+        """Says once per run when the /dev/shm budget made a ring smaller
+        than the GRAPHSIGNAL_RING_CAPACITY its writer asked for."""
+        want = st.requested_capacity
+        if want is not None and st.ring.capacity < want:
+            self._warn_once("capacity_budget", "ring %s holds %d records, not the %d %s asks for: rings leave half of "
+                            "%s free for the workload; records that do not fit are counted in "
+                            "graphsignal_dropped_records" % (st.ring.name, st.ring.capacity, want,
+                                                             config.RING_CAPACITY_ENV, self.shm_dir))
 
     def _warn_once(self, key, msg):
         self.reporter.once(key, msg)

@@ -81,14 +81,26 @@ extern "C" {
 #define GRAPHSIGNAL_RING_HEADER_SIZE 256u
 #define GRAPHSIGNAL_RECORD_SIZE 32u
 /* Ring sizes. The whole segment is reserved (posix_fallocate) when it is
- * created, so a writer never faults on a page /dev/shm cannot back; the
- * default capacity is therefore sized from the free space of /dev/shm
- * (graphsignal_ring_env_capacity): the largest power of two whose segment
- * takes at most 1/16 of it, between MIN_DEFAULT and DEFAULT records. With
- * Docker's 64 MiB /dev/shm that is 65536 records (2 MiB + 1 MiB strings), so
- * 8 ranks with a CUPTI ring and a probe ring each fit in 48 MiB. */
+ * created, so a writer never faults on a page /dev/shm cannot back. The
+ * workload's own shared memory (DataLoader workers, NCCL) comes first, so
+ * rings live within a budget of /dev/shm (graphsignal_ring_room):
+ *   - the floor: creating a ring never takes /dev/shm below half of its size
+ *     free. A ring that would is made smaller, down to MIN_DEFAULT_CAPACITY
+ *     records (or the capacity asked for, when smaller), an explicit
+ *     GRAPHSIGNAL_RING_CAPACITY included; when not even that fits there is
+ *     no ring (errno ENOSPC) and that writer runs unprofiled. Checked again
+ *     once the memory is reserved (writers that start together all see the
+ *     same free space): a ring that took /dev/shm below the floor is given
+ *     back and made again smaller, a bounded number of times.
+ *   - the share: the default capacity (graphsignal_ring_default_capacity) is
+ *     the largest power of two, MIN_DEFAULT to DEFAULT records, whose segment
+ *     takes at most 1/8 of the space free above the floor, so each ring
+ *     leaves 7/8 of that room to the next: 16 writers on Docker's 64 MiB
+ *     /dev/shm get 4096 to 65536 records each and leave about 37 MiB free.
+ * A smaller ring drops more records when the sidecar falls behind; drops are
+ * counted (header.dropped), never waited for. */
 #define GRAPHSIGNAL_RING_DEFAULT_CAPACITY (1u << 19)     /* records: the largest default, 16 MiB */
-#define GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY (1u << 16) /* records: the smallest default, 2 MiB */
+#define GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY (1u << 12) /* records: the smallest the budget makes, 640 KiB */
 #define GRAPHSIGNAL_RING_MIN_CAPACITY 64u                /* GRAPHSIGNAL_RING_CAPACITY's bounds */
 #define GRAPHSIGNAL_RING_MAX_CAPACITY (1u << 26)         /* records: 2 GiB */
 #define GRAPHSIGNAL_RING_DEFAULT_STRINGS 0u /* 0: string area sized from the capacity (ring_strings_for) */
@@ -98,6 +110,8 @@ extern "C" {
 #define GRAPHSIGNAL_RUN_ID_ENV "GRAPHSIGNAL_RUN_ID"
 #define GRAPHSIGNAL_RING_CAPACITY_ENV "GRAPHSIGNAL_RING_CAPACITY"
 #define GRAPHSIGNAL_RING_FLAG_CLOSED 1u
+#define GRAPHSIGNAL_RING_FLOOR_DIV 2u /* the floor: rings leave 1/2 of /dev/shm free */
+#define GRAPHSIGNAL_RING_SHARE_DIV 8u /* the share: a default ring takes 1/8 of the room above the floor */
 /* The names a ring may take: <name>, then <name>.1 .. <name>.3 while the
  * name before is held by something that is not a ring of this uid
  * (another user's file, a symlink, a directory, a FIFO: taking a name must
@@ -264,12 +278,30 @@ static inline graphsignal_ring_header* graphsignal_ring_map_fd(int fd, size_t* o
   return (graphsignal_ring_header*)p;
 }
 
+#define GRAPHSIGNAL_RING_ROOM_UNKNOWN ((int64_t)(~(uint64_t)0 >> 1)) /* INT64_MAX */
+
+/* What creating a ring may reserve now: the bytes /dev/shm has free above
+ * its floor (half its size), negative below it; GRAPHSIGNAL_RING_ROOM_UNKNOWN
+ * when statvfs cannot tell (posix_fallocate still refuses what does not fit). */
+static inline int64_t graphsignal_ring_room(void) {
+  struct statvfs vfs;
+  uint64_t total, avail;
+  if (statvfs(GRAPHSIGNAL_SHM_DIR, &vfs) != 0 || vfs.f_blocks == 0 || vfs.f_frsize == 0)
+    return GRAPHSIGNAL_RING_ROOM_UNKNOWN;
+  total = (uint64_t)vfs.f_blocks * (uint64_t)vfs.f_frsize;
+  avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+  if (total > (uint64_t)GRAPHSIGNAL_RING_ROOM_UNKNOWN) return GRAPHSIGNAL_RING_ROOM_UNKNOWN;
+  return (int64_t)avail - (int64_t)(total / GRAPHSIGNAL_RING_FLOOR_DIV);
+}
+
 /* Why a writer has no ring (errno from graphsignal_ring_open), for its one
  * line and its marker. */
 static inline const char* graphsignal_ring_error_text(int err) {
   if (err == EEXIST)
     return "every name it may take in " GRAPHSIGNAL_SHM_DIR " is held by something that is not its ring"
            " (another user's file, a symlink, a directory)";
+  if (err == ENOSPC) return "No space left on device within the ring budget (rings leave half of " GRAPHSIGNAL_SHM_DIR
+                            " free for the workload)";
   return strerror(err);
 }
 
@@ -277,6 +309,7 @@ static inline const char* graphsignal_ring_error_text(int err) {
 #define GRAPHSIGNAL_RING_ABSENT_ 0 /* nothing: the name is free */
 #define GRAPHSIGNAL_RING_TAKEN_ 1  /* something that is not a ring of ours */
 #define GRAPHSIGNAL_RING_FAILED_ 2 /* nothing could be told (out of descriptors or memory): errno */
+#define GRAPHSIGNAL_RING_BUDGET_TRIES_ 4 /* reservations that may find the floor crossed by others meanwhile */
 
 /* The ring at path when it is one of this uid's; else NULL and *fate.
  * Never follows a symlink and never blocks (a FIFO opens at once). */
@@ -302,27 +335,47 @@ static inline graphsignal_ring_header* graphsignal_ring_attach_(const char* path
 }
 
 /* Creates the ring /dev/shm/<name> (path): built under a temporary name,
- * its memory reserved (posix_fallocate), then linked into place. NULL with
- * errno EEXIST when something took the name (or the temporary one)
- * meanwhile. */
+ * its memory reserved within the budget (see GRAPHSIGNAL_RING_FLOOR_DIV),
+ * then linked into place. NULL with errno EEXIST when something took the
+ * name (or the temporary one) meanwhile, ENOSPC when not even the smallest
+ * ring fits the budget. */
 static inline graphsignal_ring_header* graphsignal_ring_create_(const char* name, const char* path, uint32_t kind,
                                                                 uint64_t cap, uint64_t strings_size,
                                                                 size_t* out_size) {
   char tmp[320];
-  int fd, err;
-  uint64_t strings = strings_size ? strings_size : graphsignal_ring_strings_for(cap);
-  size_t size = graphsignal_ring_total_size(cap, strings);
+  int fd = -1, err = ENOSPC, attempt;
+  const uint64_t min_cap = cap < GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY ? cap : GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY;
+  uint64_t strings = strings_size;
+  size_t size = 0;
+  int64_t room;
   graphsignal_ring_header* h;
   snprintf(tmp, sizeof tmp, GRAPHSIGNAL_SHM_DIR "/.%s.tmp%ld.%p", name, (long)getpid(), (void*)&fd);
-  fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-  if (fd < 0) return NULL; /* errno: EEXIST when the temporary name is taken too */
-  /* exactly 0600 whatever the umask: the sidecar accepts nothing else */
-  err = fchmod(fd, 0600) != 0 ? errno : 0;
-  if (!err && ftruncate(fd, (off_t)size) != 0) err = errno;
-  if (!err) err = posix_fallocate(fd, 0, (off_t)size);
-  if (err) {
+  for (attempt = 0; attempt < GRAPHSIGNAL_RING_BUDGET_TRIES_; attempt++) {
+    room = graphsignal_ring_room();
+    for (;;) {
+      strings = strings_size ? strings_size : graphsignal_ring_strings_for(cap);
+      size = graphsignal_ring_total_size(cap, strings);
+      if (cap <= min_cap || room < 0 || (uint64_t)size <= (uint64_t)room) break;
+      cap >>= 1;
+    }
+    if (room < 0 || (uint64_t)size > (uint64_t)room) {
+      err = ENOSPC;
+      break;
+    }
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (fd < 0) return NULL; /* errno: EEXIST when the temporary name is taken too */
+    /* exactly 0600 whatever the umask: the sidecar accepts nothing else */
+    err = fchmod(fd, 0600) != 0 ? errno : 0;
+    if (!err && ftruncate(fd, (off_t)size) != 0) err = errno;
+    if (!err) err = posix_fallocate(fd, 0, (off_t)size);
+    if (!err && graphsignal_ring_room() < 0) err = ENOSPC; /* others took their share meanwhile */
+    if (!err) break;
     close(fd);
+    fd = -1;
     unlink(tmp);
+    if (err != ENOSPC) break;
+  }
+  if (fd < 0) {
     errno = err;
     return NULL;
   }
@@ -386,12 +439,13 @@ static inline void graphsignal_ring_leave_marker_(const char* name, int err) {
  * no ring or a complete one. A name held by anything but a ring of this
  * uid is passed over for the next of GRAPHSIGNAL_RING_NAME_ATTEMPTS names
  * (<name>.1 ...), each tried at most twice; when all are taken there is no
- * ring (errno EEXIST). Its memory is reserved up front (posix_fallocate):
- * when /dev/shm is full there is no ring (errno ENOSPC), never a ring whose
- * pages fault later. Without a ring the marker <name>.none says why.
- * Returns NULL (and never aborts, loops without bound or waits) on any
- * failure, with errno set; the caller runs unprofiled and should not call
- * again for every record. capacity is
+ * ring (errno EEXIST). Its memory is reserved up front within the /dev/shm
+ * budget (posix_fallocate; see GRAPHSIGNAL_RING_FLOOR_DIV): a ring that does
+ * not fit is made smaller, and when not even the smallest fits there is no
+ * ring (errno ENOSPC), never a ring whose pages fault later. Without a ring
+ * the marker <name>.none says why. Returns NULL (and never aborts, loops
+ * without bound or waits) on any failure, with errno set; the caller runs
+ * unprofiled and should not call again for every record. capacity is
  * rounded up to a power of two (at most GRAPHSIGNAL_RING_MAX_CAPACITY);
  * strings_size 0 takes graphsignal_ring_strings_for(capacity).
  */
@@ -548,15 +602,16 @@ static inline void graphsignal_ring_close(graphsignal_ring_header* h) {
   __atomic_fetch_or(&h->flags, (uint64_t)GRAPHSIGNAL_RING_FLAG_CLOSED, __ATOMIC_RELEASE);
 }
 
-/* The default capacity for the free space of /dev/shm (see
- * GRAPHSIGNAL_RING_DEFAULT_CAPACITY): rings of every process of a run fit. */
+/* The default capacity for this /dev/shm now: the largest power of two,
+ * MIN_DEFAULT to DEFAULT records, whose segment takes at most 1/SHARE_DIV of
+ * the space free above the floor (see GRAPHSIGNAL_RING_FLOOR_DIV). */
 static inline uint64_t graphsignal_ring_default_capacity(void) {
-  struct statvfs vfs;
-  uint64_t free_bytes, cap = GRAPHSIGNAL_RING_DEFAULT_CAPACITY;
-  if (statvfs(GRAPHSIGNAL_SHM_DIR, &vfs) != 0) return GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY;
-  free_bytes = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+  int64_t room = graphsignal_ring_room();
+  uint64_t share, cap = GRAPHSIGNAL_RING_DEFAULT_CAPACITY;
+  if (room == GRAPHSIGNAL_RING_ROOM_UNKNOWN) return 1u << 16; /* 3 MiB; the reservation says whether it fits */
+  share = room > 0 ? (uint64_t)room / GRAPHSIGNAL_RING_SHARE_DIV : 0;
   while (cap > GRAPHSIGNAL_RING_MIN_DEFAULT_CAPACITY &&
-         (uint64_t)graphsignal_ring_total_size(cap, graphsignal_ring_strings_for(cap)) * 16 > free_bytes)
+         (uint64_t)graphsignal_ring_total_size(cap, graphsignal_ring_strings_for(cap)) > share)
     cap >>= 1;
   return cap;
 }

@@ -1,7 +1,7 @@
 /* rank_writer N: one rank of a job: a CUPTI-kind ring (as the injection
  * library makes, through probe.h's functions) with N kernel records under
- * 4 names, and a probe histogram with N values. Prints "cupti yes|no probe
- * yes|no": whether each ring exists. */
+ * 4 names, and a probe histogram with N values. Prints "PID cupti yes|no
+ * probe yes|no": whether each ring exists. */
 #include <graphsignal/probe.h>
 
 int main(int argc, char** argv) {
@@ -25,6 +25,6 @@ int main(int argc, char** argv) {
   }
   h = graphsignal_probe_register("rank_step_nanoseconds", GRAPHSIGNAL_HISTOGRAM, NULL, NULL, 0);
   for (i = 0; i < n; i++) graphsignal_record(h, 1000 + i);
-  printf("cupti %s probe %s\n", ring ? "yes" : "no", graphsignal_probe_type_of(h) ? "yes" : "no");
+  printf("%ld cupti %s probe %s\n", (long)getpid(), ring ? "yes" : "no", graphsignal_probe_type_of(h) ? "yes" : "no");
   return 0;
 }
