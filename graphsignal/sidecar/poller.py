@@ -14,8 +14,11 @@ it can know: the writer left its marker (<ring name>.none, holding the
 reason: every name taken, or no room within the /dev/shm budget), or every
 name its ring may take (probe.h's GRAPHSIGNAL_RING_NAME_ATTEMPTS) is held
 by something that is not a ring of ours (then the marker's name may be
-taken too). A ring smaller than the GRAPHSIGNAL_RING_CAPACITY its writer
-asked for (the budget shrank it) is said once per run.
+taken too; the poller cannot tell whether that pid is one of the run's
+processes, so another user who takes every name of a pid that never ran
+makes one such entry, at most MAX_TAKEN in all). A ring smaller than the
+GRAPHSIGNAL_RING_CAPACITY its writer asked for (the budget shrank it) is
+said once per run.
 """
 import ctypes
 import logging
