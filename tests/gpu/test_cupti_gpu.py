@@ -8,6 +8,7 @@ Every workload runs under graphsignal-run (python -m graphsignal.cli.run)
 and is checked through the final /signals payload it writes
 (GRAPHSIGNAL_SIGNALS_FILE). Set GRAPHSIGNAL_TEST_ARTIFACTS=DIR to keep each
 run's payload and stderr there."""
+import glob
 import json
 import os
 import re
@@ -197,6 +198,57 @@ def test_kernel_time_total_within_1_percent_of_torch_profiler():
         with open(os.path.join(art, "profiler_comparison.json"), "w") as f:
             json.dump(summary, f)
     assert abs(ours_per - ref_per) <= 0.01 * ref_per
+
+
+SQUATTED = r"""
+import json, os, sys, time
+# Another user (uid 65534) takes this process's CUPTI ring names before CUDA
+# starts: the first one, or all four (the name, then .1 to .3).
+run, pid = os.environ["GRAPHSIGNAL_RUN_ID"], os.getpid()
+base = "/dev/shm/gs-%s-%d-cupti" % (run, pid)
+names = [base] + (["%s.%d" % (base, i) for i in (1, 2, 3)] if sys.argv[1] == "all" else [])
+child = os.fork()
+if child == 0:
+    os.setgid(65534)
+    os.setuid(65534)
+    for n in names:
+        os.symlink("/etc/passwd", n)
+    os._exit(0)
+os.waitpid(child, 0)
+import torch
+x = torch.zeros(1 << 20, device="cuda")
+t0 = time.monotonic()
+for _ in range(int(sys.argv[2])):
+    x.add_(1.0)
+torch.cuda.synchronize()
+print(json.dumps({"pid": pid, "value": float(x[0].item()), "seconds": time.monotonic() - t0, "squats": names}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as a second uid (65534)")
+@pytest.mark.parametrize("taken", ["first", "all"])
+def test_a_squatted_cupti_ring_name_never_reaches_the_workload(tmp_path, taken):
+    # before: graphsignal_ring_open recursed without bound (a ~40 s spin, then SIGSEGV of the workload)
+    script = tmp_path / "squatted.py"
+    script.write_text(SQUATTED)
+    adds = 20000
+    try:
+        (w,), signals, _ = run("squat_" + taken, str(script), taken, adds, timeout=120)
+    finally:
+        for path in glob.glob("/dev/shm/gs-*-cupti") + glob.glob("/dev/shm/gs-*-cupti.[123]"):
+            if os.lstat(path).st_uid == 65534:
+                os.unlink(path)
+    assert w["value"] == float(adds)  # the workload computed what it computes bare
+    fr = frames(signals, "cuda_kernels_nanoseconds", **{"process.pid": str(w["pid"])})
+    reports = [e for e in signals["errors"] if "could not create its cupti ring" in e["message"]]
+    if taken == "first":
+        # the fallback name: every launch counted, nothing reported
+        assert sum(n for _, n in fr.values()) == adds, fr
+        assert reports == [] and dropped(signals) == 0
+    else:
+        # no ring: unprofiled, said once
+        assert fr == {}
+        assert len(reports) == 1 and reports[0]["tags"].get("process.pid") == str(w["pid"]), signals["errors"]
 
 
 def test_two_processes_are_each_reported():
