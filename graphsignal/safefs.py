@@ -52,18 +52,29 @@ def _check_private_dir(path, what):
                          % (what, path, stat.S_IMODE(st.st_mode)))
 
 
-def _check_parent(path):
-    """A directory others may write must have the sticky bit, or they could
-    rename our directory away and put their own in its place after we
-    checked it."""
-    parent = os.path.dirname(os.path.abspath(path)) or "/"
-    try:
-        st = os.stat(parent)
-    except OSError as e:
-        raise UnsafePath("cannot use %s (%s)" % (parent, e.strerror or e)) from e
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        raise UnsafePath("%s is writable by other users and not sticky; not making private directories in it "
-                         "(set TMPDIR)" % parent)
+def _check_ancestors(path):
+    """Every directory from path up to / must be out of other users'
+    reach: owned by us or root, and not writable by others unless sticky
+    (/tmp). Otherwise whoever owns or may write one of them could rename
+    our directory away after we checked it and put their own in its place
+    (the workload's later processes read PYTHONPATH again). path is a real
+    path (no symlinks: realpath first)."""
+    d = path
+    while True:
+        try:
+            st = os.lstat(d)
+        except OSError as e:
+            raise UnsafePath("cannot use %s (%s)" % (d, e.strerror or e)) from e
+        if st.st_uid not in (0, _euid()):
+            raise UnsafePath("%s belongs to uid %d, who could swap what we make in it; not making private "
+                             "directories there (set TMPDIR)" % (d, st.st_uid))
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise UnsafePath("%s is writable by other users and not sticky; not making private directories in it "
+                             "(set TMPDIR)" % d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            return
+        d = parent
 
 
 def _mkdir_private(path, what):
@@ -80,7 +91,10 @@ def private_root(tmp_root=None):
     """Our per-user directory in the temp directory, made and checked
     (raises UnsafePath)."""
     root = tmp_root or os.path.join(tempfile.gettempdir(), "graphsignal-%d" % _euid())
-    _check_parent(root)
+    # the real path: what goes on PYTHONPATH must not pass through a
+    # symlink someone could point elsewhere later
+    root = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(root))), os.path.basename(root))
+    _check_ancestors(os.path.dirname(root))
     _mkdir_private(root, "graphsignal's temp directory")
     return root
 
@@ -110,12 +124,23 @@ def _kind(mode):
             "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
+def _is_descriptor(path):
+    """/proc/... and /dev/fd/... name files through a process's open
+    descriptors (/dev/stdout is a link to /proc/self/fd/1): renaming onto
+    what one points to would replace, say, the log file the workload's
+    stderr goes to."""
+    return path.startswith(("/proc/", "/dev/fd/")) or path in ("/proc", "/dev/fd")
+
+
 def output_target(path):
     """The path write_atomic() would replace for path: path itself, or
     what a symlink of ours points to. Raises UnsafePath for a target that
     is not a regular file or a missing name."""
     path = os.path.abspath(path)
     for _ in range(40):  # SYMLOOP_MAX
+        if _is_descriptor(path):
+            raise UnsafePath("%s names an open file descriptor (/dev/stdout, /dev/stderr, /proc/PID/fd); not "
+                             "replacing what it points to (name a regular file)" % path)
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -145,10 +170,13 @@ def write_atomic(path, data):
     target). Raises UnsafePath or OSError; leaves nothing behind."""
     target = output_target(path)
     directory = os.path.dirname(target)
+    mode = 0o666 & ~_umask()
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)  # a file replaced keeps its mode
+        st = os.stat(target)
+        if st.st_uid == _euid():
+            mode = stat.S_IMODE(st.st_mode) & 0o777  # a file of ours keeps its mode (never setuid, setgid, sticky)
     except FileNotFoundError:
-        mode = 0o666 & ~_umask()
+        pass
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
     try:
         try:

@@ -119,3 +119,17 @@ def test_output_on_a_full_filesystem_leaves_nothing_behind(tmp_path):
     assert proc.stdout.decode().splitlines() == ["ran", "left: filler"]
     lines = [x for x in _graphsignal_lines(proc) if "signals.json" in x]
     assert len(lines) == 1 and "No space left" in lines[0], proc.stderr
+
+
+def test_output_to_dev_stderr_never_replaces_the_log_it_goes_to(tmp_path):
+    # before: with 2>run.log, the payload was renamed onto run.log and the workload's stderr was gone
+    log = tmp_path / "run.log"
+    with open(str(log), "wb") as f:
+        proc = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), "--output", "/dev/stderr", "sh", "-c",
+                                        "echo IMPORTANT >&2"],
+                              env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"), stdout=subprocess.PIPE, stderr=f,
+                              timeout=120)
+    assert proc.returncode == 0
+    text = log.read_text()
+    assert "IMPORTANT" in text and "file descriptor" in text, text
+    assert os.listdir(str(tmp_path)) == ["run.log"]

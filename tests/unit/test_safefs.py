@@ -176,3 +176,69 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
                          timeout=60)
     assert out.stdout.split() == ["OSError", "27"], out  # EFBIG
     assert os.listdir(str(tmp_path)) == []
+
+
+@as_root
+@pytest.mark.parametrize("level", [1, 2])
+def test_a_temp_directory_below_another_users_directory_is_refused(tmp_path, level):
+    # before: a parent (or grandparent) of uid 65534 passed the mode check, and its owner could rename our
+    # private directory away after the check and put one with a sitecustomize.py in its place
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    _give(theirs)
+    tmpdir = theirs if level == 1 else theirs / "sub"
+    tmpdir.mkdir(exist_ok=True, mode=0o755)
+    with pytest.raises(safefs.UnsafePath, match="belongs to uid 65534"):
+        safefs.private_dir("py-abc", str(tmpdir / "gs"))
+    assert not (tmpdir / "gs").exists()
+
+
+def test_the_private_root_is_reached_by_its_real_path(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    d = safefs.private_dir("py-abc", str(link / "gs"))
+    assert d == str(real / "gs" / "py-abc")  # what goes on PYTHONPATH never passes through a symlink
+
+
+@pytest.mark.parametrize("target", ["/dev/stderr", "/dev/stdout", "/proc/self/fd/2", "/dev/fd/1"])
+def test_a_file_descriptor_is_never_a_target_even_when_it_points_to_a_regular_file(tmp_path, target):
+    # before: --output /dev/stderr with 2>run.log renamed the payload onto run.log
+    log = tmp_path / "run.log"
+    code = ("import sys; from graphsignal import safefs\n"
+            "try:\n    safefs.write_atomic(sys.argv[1], b'{}')\n"
+            "except safefs.UnsafePath as e:\n    print('refused:', e)\n")
+    with open(str(log), "wb") as f:  # stdout and stderr both go to the log, as with 2>run.log
+        out = subprocess.run([sys.executable, "-c", code, target], stdout=f, stderr=f, timeout=60)
+    assert out.returncode == 0
+    text = log.read_text()
+    assert "refused:" in text and "file descriptor" in text, text
+    assert os.listdir(str(tmp_path)) == ["run.log"]
+
+
+@as_root
+def test_another_users_file_lends_the_output_no_mode(tmp_path):
+    # before: a 04777 file of uid 65534 in a shared directory made root's payload setuid and world-writable
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(str(shared), 0o1777)
+    out = shared / "res.json"
+    out.write_text("x")
+    _give(out)
+    os.chmod(str(out), 0o4777)
+    old = os.umask(0o022)
+    try:
+        safefs.write_atomic(str(out), b"{}")
+    finally:
+        os.umask(old)
+    st = os.stat(str(out))
+    assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o644 and out.read_bytes() == b"{}"
+
+
+def test_our_own_files_mode_is_kept_without_setuid_bits(tmp_path):
+    out = tmp_path / "res.json"
+    out.write_text("x")
+    os.chmod(str(out), 0o4751)
+    safefs.write_atomic(str(out), b"{}")
+    assert stat.S_IMODE(os.stat(str(out)).st_mode) == 0o751
