@@ -30,10 +30,12 @@ import urllib.request
 
 import orjson
 
+from graphsignal import jsonsafe
 from graphsignal.textsafe import clean
 
 MAX_BYTES = 256 << 20  # real payloads are a few MB; 256 MB is far beyond any store's bounds
 MAX_ERROR_BODY = 64 << 10  # of an HTTP error's body, for its JSON "error" detail
+MAX_DEPTH = 64  # levels of nesting: a payload has 6, a window 8 (jsonsafe: deeper would crash orjson)
 MAX_LINE = 300  # characters of anything a server said that a message quotes
 CHUNK = 1 << 20
 # what a control character in a JSON string looks like in the raw bytes: an
@@ -142,7 +144,7 @@ def _read(resp, limit):
 
 def _error_detail(e):
     try:
-        detail = orjson.loads(e.read(MAX_ERROR_BODY)).get("error")
+        detail = jsonsafe.loads(e.read(MAX_ERROR_BODY), MAX_DEPTH).get("error")
     except Exception:  # the body is whatever the server sent; the status is enough
         return ""
     return ": " + _quote(detail) if isinstance(detail, str) and detail else ""
@@ -228,8 +230,8 @@ def parse_signals(data):
     """bytes -> a /signals payload (a dict with a metrics list), or
     FetchError saying what the bytes are instead."""
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
+        doc = jsonsafe.loads(data, MAX_DEPTH)
+    except (jsonsafe.TooDeep, orjson.JSONDecodeError) as e:
         first = bytes(data[:64]).lstrip()
         if not first:
             raise FetchError("empty, not a /signals payload")
@@ -237,6 +239,8 @@ def parse_signals(data):
             raise FetchError("an HTML or XML page, not JSON (is this the /signals endpoint?)")
         if _looks_binary(data):
             raise FetchError("binary data, not JSON")
+        if isinstance(e, jsonsafe.TooDeep):
+            raise FetchError("not a /signals payload: %s" % e)
         raise FetchError("not JSON (%s)" % _quote(e))
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), list):
         raise FetchError("JSON, but not a /signals payload (no metrics list)")

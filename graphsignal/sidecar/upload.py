@@ -43,7 +43,7 @@ import time
 import orjson
 import requests
 
-from graphsignal import __version__, config
+from graphsignal import __version__, config, jsonsafe
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api
 from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
@@ -239,7 +239,7 @@ def _detail(resp):
         return "redirects are not followed; set %s to the final URL" % api.ENV_API_BASE
     try:
         raw = resp.raw.read(2048, decode_content=True)
-        err = orjson.loads(raw).get("error")
+        err = jsonsafe.loads(raw, 8).get("error")
         return _one_line(err)[:200] if isinstance(err, str) else None
     except Exception:  # a body that is not our JSON error: the status says enough
         return None

@@ -19,10 +19,9 @@ import logging
 import re
 import threading
 
-import orjson
 import requests
 
-from graphsignal import __version__, config
+from graphsignal import __version__, config, jsonsafe
 from graphsignal.sidecar import api
 
 logger = logging.getLogger("graphsignal")
@@ -66,7 +65,7 @@ def check(base, http=None, current=__version__):
             if resp.status_code != 200:
                 logger.debug("graphsignal: version check: HTTP %d from %s", resp.status_code, url)
                 return None
-            latest = orjson.loads(resp.raw.read(MAX_ANSWER, decode_content=True)).get("latest")
+            latest = jsonsafe.loads(resp.raw.read(MAX_ANSWER, decode_content=True), 8).get("latest")
         finally:
             resp.close()
     except (requests.RequestException, ValueError, AttributeError, OSError) as e:

@@ -298,6 +298,8 @@ def write(path, data):
     (lambda d: write(d / "bin.json", BINARY * 100), "binary data, not JSON"),
     (lambda d: write(d / "latin1.json", b'{"metrics": ["caf\xe9"]}'), "not JSON (str is not valid UTF-8"),
     (lambda d: str(d), "Is a directory"),
+    # before: SIGSEGV (orjson recursed into the stack's end)
+    (lambda d: write(d / "deep.json", b"[" * 300000 + b"]" * 300000), "nest 300000 levels deep"),
     (lambda d: "http://127.0.0.1:x/", "not a valid URL (nonnumeric port"),
     (lambda d: "http://[::1/", "not a valid URL (Invalid IPv6 URL)"),
 ])
@@ -322,6 +324,7 @@ GS_DIFF = console_script("graphsignal-diff")
 @pytest.mark.parametrize("mode,needle,args", [
     ("binary", "/signals: binary data, not JSON", []),
     ("nohttp", "/signals: not an HTTP answer", []),
+    ("deep", "/signals: not a /signals payload: objects and lists nest 300000 levels deep", []),  # before: SIGSEGV
     ("html", "/signals: an HTML or XML page, not JSON", []),
     ("shape", "/signals: JSON, but not a /signals payload (no metrics list)", []),
     ("error", "/signals: HTTP 500: \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m", []),  # escaped, not obeyed

@@ -97,7 +97,7 @@ def _nested(levels):
             b'"metrics":[],"errors":[]}' % (b"[" * lists, b"]" * lists, T0))
 
 
-@pytest.mark.parametrize("levels", [33, 100, 254, 255, 1000, 1023])
+@pytest.mark.parametrize("levels", [33, 100, 254, 255, 1000, 1023, 300000])  # 300,000: SIGSEGV of the server before
 def test_nesting_deeper_than_32_is_a_400(server, levels):
     status, doc = server.post(None, raw=_nested(levels))
     assert status == 400, doc

@@ -87,6 +87,7 @@ GS_TOP = console_script("graphsignal-top")
 @pytest.mark.parametrize("mode,needle,args", [
     ("binary", "binary data, not JSON", []),
     ("nohttp", "not an HTTP answer", []),
+    ("deep", "not a /signals payload: objects and lists nest 300000 levels deep", []),  # before: SIGSEGV
     ("html", "an HTML or XML page, not JSON", []),
     ("shape", "JSON, but not a /signals payload (no metrics list)", []),
     ("error", "HTTP 500: \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m", []),  # escaped, not obeyed
