@@ -38,6 +38,9 @@ from graphsignal.rings.stale import pid_alive, remove_own
 
 logger = logging.getLogger("graphsignal")
 
+REFUSED_METRIC = "graphsignal_refused_ring_names"  # names of this run's rings held by something not ours
+NO_RING_METRIC = "graphsignal_writers_without_ring"  # writers that run unprofiled: no ring could be made
+
 RANK_ENV = (
     ("rank", ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")),
     ("local_rank", ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")),
@@ -131,6 +134,9 @@ class Poller:
         self.rings = {}  # file name -> RingState
         self.bad = set()  # file names refused or dropped (logged once), and markers read
         self.taken = {}  # (pid, kind) -> {slot: why} of the names its ring may take held by something not ours
+        self.refused = 0  # names refused (REFUSED_METRIC)
+        self._refused_writers = 0  # writers whose refusal was said
+        self.without_ring = 0  # writers reported without a ring (NO_RING_METRIC)
         self.records_total = 0
         self.cycles = 0
         self._halt = threading.Event()
@@ -145,6 +151,8 @@ class Poller:
 
     # -- discovery -------------------------------------------------------------
     MAX_TAKEN = 4096  # (pid, kind) pairs with taken names followed; beyond, each name is only refused
+    MAX_REFUSED_SAID = 8  # writers whose refused names get a line each; the rest share one
+    MAX_NO_RING_SAID = 16  # writers without a ring that get an error entry each; the rest share one line
 
     def discover(self):
         try:
@@ -173,10 +181,24 @@ class Poller:
 
     def _refused(self, fname, pid, kind_name, slot, why):
         """A name of this run held by something that is not a ring of ours:
-        one line for the first such name of a writer (pid, kind); when all
-        the names its ring may take are held, that writer has no ring."""
+        one line for the first such name of a writer (pid, kind), for the
+        first MAX_REFUSED_SAID writers (another user can make names by the
+        thousand: they must not flood the workload's console or push real
+        errors out of the list), then one line for all the rest; every
+        one counted. When all the names a writer's ring may take are held,
+        that writer has no ring."""
         self.bad.add(fname)
-        self._warn_once(("refused", pid, kind_name), "skipping ring %s" % why)
+        self.refused += 1
+        self.store.set_counter(REFUSED_METRIC, {}, self.refused)
+        key = ("refused", pid, kind_name)
+        if not self.reporter.said(key):
+            if self._refused_writers < self.MAX_REFUSED_SAID:
+                self._refused_writers += 1
+                self._warn_once(key, "skipping ring %s" % why)
+            else:
+                self._warn_once("refused_more", "more names in %s that this run's rings may take are held by "
+                                "something that is not a ring of this uid; skipping them without a word (counted "
+                                "in %s)" % (self.shm_dir, REFUSED_METRIC))
         if slot == MARKER:
             return
         taken = self.taken.get((pid, kind_name))
@@ -185,7 +207,7 @@ class Poller:
                 return
             taken = self.taken[(pid, kind_name)] = {}
         taken[slot] = why
-        if all(i in taken for i in range(NAME_ATTEMPTS)):
+        if all(i in taken for i in range(NAME_ATTEMPTS)) and self._could_be_ours(pid):
             self._no_ring(pid, kind_name, "all %d names its ring may take are held by something that is not a ring "
                           "of this uid (%s)" % (NAME_ATTEMPTS, "; ".join(str(taken[i]) for i in range(NAME_ATTEMPTS))))
 
@@ -199,12 +221,38 @@ class Poller:
         self.bad.add(fname)
         self._no_ring(pid, kind_name, why or "no reason given")
 
+    def _could_be_ours(self, pid):
+        """False when pid is a live process of another uid: only a process
+        writing as our uid could have made a ring we would read, so names
+        all held by others mean nothing about such a one. A pid that has
+        exited cannot be told apart from one another user made up; those
+        reports are bounded by MAX_NO_RING_SAID."""
+        try:
+            with open(os.path.join(self.proc_root, str(pid), "status"), "rb") as f:
+                for line in f:
+                    if line.startswith(b"Uid:"):
+                        uids = line.split()[1:]
+                        return str(os.geteuid()).encode() in (uids[1:2] + uids[3:4])  # effective, filesystem
+        except FileNotFoundError:
+            return True
+        except (OSError, IndexError):
+            pass
+        return False
+
     def _no_ring(self, pid, kind_name, why):
         """Says once per writer (pid, kind) that it runs unprofiled: an error
-        entry tagged with its process.pid and writer kind."""
+        entry tagged with its process.pid and writer kind, for the first
+        MAX_NO_RING_SAID writers, then one line for all the rest; every one
+        counted."""
         if any(st.pid == pid and st.kind_name == kind_name for st in self.rings.values()):
             return  # another copy of the header in that process did get a ring
         if not self.reporter.first(("no_ring", pid, kind_name)):
+            return
+        self.without_ring += 1
+        self.store.set_counter(NO_RING_METRIC, {}, self.without_ring)
+        if self.without_ring > self.MAX_NO_RING_SAID:
+            self._warn_once("no_ring_more", "more writers could not create their rings and run unprofiled (counted "
+                            "in %s)" % NO_RING_METRIC)
             return
         msg = "process %d could not create its %s ring: %s; that writer runs unprofiled" % (pid, kind_name, why)
         logger.warning("graphsignal: %s", msg)

@@ -5,6 +5,8 @@ with its pid and kind) when its marker says so, or when every name its ring
 may take is held by something that is not a ring of ours; a taken name
 with a free fallback is not such a writer."""
 import os
+import subprocess
+import time
 
 import pytest
 
@@ -16,7 +18,7 @@ from graphsignal.sidecar.store import MetricStore
 
 OTHER = 65534
 RUN = "n0n0n0n0n0n0"
-PID = 4242
+PID = (1 << 22) + 1  # above any pid_max: never a live process (of any uid)
 
 
 def reports(store):
@@ -96,3 +98,65 @@ def test_a_ring_under_a_fallback_name_is_read_as_its_writers():
         p.cleanup_all()
         os.rmdir(taken)
     assert not os.path.exists(taken + ".1")
+
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files of another uid")
+
+
+def _take(tmp_path, pid, kind="probe", marker=False):
+    base = "gs-%s-%d-%s" % (RUN, pid, kind)
+    names = [base] + ["%s.%d" % (base, i) for i in range(1, reader.NAME_ATTEMPTS)] + ([base + ".none"] if marker else [])
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+        os.chown(str(tmp_path / n), OTHER, OTHER)
+
+
+@as_root
+def test_thousands_of_names_another_user_made_cost_a_few_lines_and_no_real_error(tmp_path, caplog):
+    # before: 20,000 names of uid 65534 gave 10,000 lines on the workload's stderr and pushed real errors out
+    p = poller_in(tmp_path)
+    p.store.add_error("warning", "a real warning", tags={"source": "test"})
+    for pid in range(1000, 3000):
+        path = tmp_path / ("gs-%s-%d-probe" % (RUN, pid))
+        path.write_bytes(b"")
+        os.chown(str(path), OTHER, OTHER)
+    with caplog.at_level("WARNING", logger="graphsignal"):
+        p.poll_once()
+        p.poll_once()
+    said = [r for r in caplog.records if "skipping" in r.getMessage()]
+    assert len(said) == Poller.MAX_REFUSED_SAID + 1, len(said)
+    errors = p.store.snapshot().errors
+    assert any(e["message"] == "a real warning" for e in errors)
+    assert len(errors) <= Poller.MAX_REFUSED_SAID + 2
+    (c,) = [m for m in p.store.snapshot().series if m.name == "graphsignal_refused_ring_names"]
+    assert c.stats()["total"] == 2000
+
+
+@as_root
+def test_writers_without_a_ring_beyond_a_few_share_one_line_and_are_counted(tmp_path, caplog):
+    p = poller_in(tmp_path)
+    pids = [PID + 10 + i for i in range(40)]  # never live
+    for pid in pids:
+        _take(tmp_path, pid, marker=True)
+    with caplog.at_level("WARNING", logger="graphsignal"):
+        p.poll_once()
+    assert len(reports(p.store)) == Poller.MAX_NO_RING_SAID
+    assert len([r for r in caplog.records if "more writers could not create" in r.getMessage()]) == 1
+    (c,) = [m for m in p.store.snapshot().series if m.name == "graphsignal_writers_without_ring"]
+    assert c.stats()["total"] == len(pids)
+
+
+@as_root
+def test_names_taken_for_a_live_process_of_another_uid_say_nothing_of_our_writers(tmp_path):
+    other = subprocess.Popen(["sleep", "60"], user=OTHER, group=OTHER)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.stat("/proc/%d" % other.pid).st_uid != OTHER:
+            time.sleep(0.01)
+        _take(tmp_path, other.pid, marker=True)
+        p = poller_in(tmp_path)
+        p.poll_once()
+        assert reports(p.store) == []  # its "writer" could never have made a ring of ours
+    finally:
+        other.kill()
+        other.wait()
