@@ -77,11 +77,19 @@ def default_db(environ):
 
 def read_key_file(path):
     """The keys in a key file (one a line; blank lines and # comments
-    skipped). Raises UsageError for a file other users may read or write,
-    one that cannot be read, or one without keys."""
+    skipped). Raises UsageError for a file that is not a regular file of
+    ours (or root's), one other users may read or write, one that cannot
+    be read, or one without keys."""
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: a FIFO must not hang the start; it is refused below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise UsageError("--api-key-file %s is not a regular file" % path)
+            if st.st_uid not in (0, os.geteuid()):
+                raise UsageError("--api-key-file %s belongs to uid %d, who could change the keys at will: use a "
+                                 "file of your own" % (path, st.st_uid))
             if stat.S_IMODE(st.st_mode) & (stat.S_IROTH | stat.S_IWOTH):
                 raise UsageError("--api-key-file %s is readable or writable by other users (mode %04o): "
                                  "chmod o-rw %s" % (path, stat.S_IMODE(st.st_mode), path))

@@ -209,6 +209,25 @@ def test_a_key_file_other_users_can_read_or_write_is_refused(tmp_path):
     assert not os.path.exists(tmp_path / "x.db")  # refused before anything was opened
 
 
+def test_a_key_file_of_another_user_or_not_a_file_is_refused_at_once(tmp_path):
+    # before: root took another user's 0600 key file (its owner could rewrite the keys), a FIFO hung the start
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo, 0o600)
+    cases = [(fifo, "not a regular file")]
+    if os.geteuid() == 0:
+        theirs = _key_file(tmp_path, "EVILKEY\n", 0o600)
+        os.chown(theirs, 65534, 65534)
+        link = str(tmp_path / "link")
+        os.symlink(theirs, link)
+        cases += [(theirs, "belongs to uid 65534"), (link, "belongs to uid 65534")]
+    for path, needle in cases:
+        proc = subprocess.run(SERVER + ["--port", "0", "--db", str(tmp_path / "x.db"), "--api-key-file", path],
+                              capture_output=True, timeout=60, env=quiet_env())
+        lines = proc.stderr.decode().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not os.path.exists(tmp_path / "x.db")
+
+
 def test_api_key_on_the_command_line_still_works_with_a_warning(tmp_path):
     srv = ServerProc(tmp_path / "k.db", keys=("cmdline-key",)).start()
     try:
