@@ -41,9 +41,10 @@ REDACTED = "***"
 # "HF_TOKEN", "apiKey", "db.password", "Set-Cookie"), or a one-word name ends
 # with one (PGPASSWORD, CLIENTSECRET); "--tokenizer" and "--max-tokens" do not.
 SECRET_WORDS = frozenset(("key", "keys", "apikey", "token", "authtoken", "accesstoken", "secret", "secrets",
-                          "password", "passwords", "passwd", "auth", "authorization", "credential", "credentials",
-                          "cookie", "cookies", "sig", "signature"))
+                          "password", "passwords", "passwd", "passphrase", "auth", "authorization", "credential",
+                          "credentials", "cookie", "cookies", "sig", "signature", "bearer"))
 _SECRET_ENDINGS = ("password", "passwd", "secret", "token", "apikey")
+_NOT_PASSWORDS = frozenset(("bypass", "compass", "multipass", "onepass", "twopass", "firstpass", "secondpass"))
 # where a secret is kept, not the secret: --key-file PATH, HF_TOKEN_PATH, --password-env NAME
 _LOCATION_WORDS = frozenset(("file", "path", "dir", "env"))
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -92,6 +93,8 @@ def says_secret(name):
     last = words[-1]
     if last == "pass" or (last == "pwd" and len(words) > 1):  # DB_PASS, MYSQL_PWD; not PWD, the working directory
         return True
+    if len(words) == 1 and last.endswith("pass") and last not in _NOT_PASSWORDS:  # --dbpass, ROOTPASS
+        return True
     return any(w in SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words)
 
 
@@ -115,7 +118,13 @@ def _redact_words(words):
     out = []
     pending = None  # what the previous word says of this one
     program = ""
+    prev = ""
     for w in words:
+        prev, before = w, prev
+        if _SCRIPT_FLAG.match(before) and any(c.isspace() for c in w):
+            out.append(None)  # a script (sh -c "PGPASSWORD=x; psql ..."): its words, by rule 2
+            pending = None
+            continue
         if pending is not None and not _OPTION.match(w):
             out.append(pending(w))
             pending = None
@@ -190,8 +199,13 @@ def _unquoted(token):
 
 
 def _redact_script(text):
-    """Rule 2: rule 1 over the words of one argument, quoting kept."""
-    spans = [(m.start(), m.end(), _unquoted(m.group(0))) for m in _TOKEN.finditer(text)]
+    """Rule 2: rule 1 over the words of one argument, quoting kept, and
+    the shell's separators after a word (TOKEN=x; next) kept too."""
+    spans = []
+    for m in _TOKEN.finditer(text):
+        word = m.group(0)
+        bare = word.rstrip(_SEPARATORS)
+        spans.append((m.start(), m.start() + len(bare), _unquoted(bare)))
     done = _redact_words([inner for _, _, (_, inner) in spans])
     if not any(d is not None for d in done):
         return text
@@ -201,6 +215,10 @@ def _redact_script(text):
             parts.append(text[at:start] + quote + d + quote)
             at = end
     return "".join(parts) + text[at:]
+
+
+_SEPARATORS = ";&|)"  # what ends a word of a shell script without a space: TOKEN=x; echo
+_SCRIPT_FLAG = re.compile(r"^-[a-z]*c$")  # sh -c, bash -lc, sh -ec: the next argument is a script
 
 
 def _userinfo(m):

@@ -88,6 +88,14 @@ SECRETS = [
                     "&& curl --user \"al ice:p w\" y && HF_TOKEN=t2 python x.py"],
      ["bash", "-c", "mysql -uroot -p*** db && curl -u a:*** -H 'Authorization: ***' https://h "
                     "&& curl --user \"al ice:***\" y && HF_TOKEN=*** python x.py"]),
+    # a script that starts with an assignment keeps its other commands and its separators
+    (["sh", "-c", "PGPASSWORD=pw1; rm -rf x"], ["sh", "-c", "PGPASSWORD=***; rm -rf x"]),
+    (["bash", "-lc", "export TOKEN=pw2; echo hi|cat"], ["bash", "-lc", "export TOKEN=***; echo hi|cat"]),
+    # more names that say a secret
+    (["gpg", "--passphrase", "pw3", "--batch"], ["gpg", "--passphrase", "***", "--batch"]),
+    (["curl", "--oauth2-bearer", "pw4", "http://h"], ["curl", "--oauth2-bearer", "***", "http://h"]),
+    (["app", "--dbpass=x1", "ROOTPASS=x2", "--password=x y"], ["app", "--dbpass=***", "ROOTPASS=***",
+                                                              "--password=***"]),
 ]
 
 
@@ -130,6 +138,7 @@ ORDINARY = [
     ["python", "x.py", "--log-format", "%(asctime)s level:%(levelname)s", "12:30:00", "sk-learn", "hf_transfer",
      "--revision", "a3f9c2d1e4b5a6c7d8e9f0a1b2c3d4e5f6a7b8c9"],
     ["sh", "-c", "echo a=b"],
+    ["app", "--bypass", "proxy", "--compass", "n", "--bypass-cache", "true"],
     ["sh", "-c", "python -c 'import time; time.sleep(2)' --port 8000 && curl -s http://127.0.0.1:18259/signals"],
     [],
 ]
