@@ -21,6 +21,7 @@ a sidecar's own payloads have none (it cleans names as they arrive), and
 are not walked.
 """
 import http.client
+import os
 import re
 import socket
 import threading
@@ -30,7 +31,7 @@ import urllib.request
 
 import orjson
 
-from graphsignal import jsonsafe
+from graphsignal import config, jsonsafe
 from graphsignal.textsafe import clean
 
 MAX_BYTES = 256 << 20  # real payloads are a few MB; 256 MB is far beyond any store's bounds
@@ -41,6 +42,9 @@ CHUNK = 1 << 20
 # what a control character in a JSON string looks like in the raw bytes: an
 # escape \u0000-\u001f, \u007f-\u009f, or DEL and C1 characters as they are
 _CONTROL_IN_JSON = re.compile(rb"\\u00[0189][0-9a-fA-F]|\\u007[fF]|\x7f|\xc2[\x80-\x9f]")
+
+
+_FROM_ENV = object()
 
 
 class FetchError(Exception):
@@ -150,12 +154,18 @@ def _error_detail(e):
     return ": " + _quote(detail) if isinstance(detail, str) and detail else ""
 
 
-def get(url, timeout, deadline, max_bytes=MAX_BYTES):
+def get(url, timeout, deadline, max_bytes=MAX_BYTES, token=_FROM_ENV):
     """The body at `url` (bytes, at most max_bytes), within `timeout`
-    seconds per connect or read and `deadline` seconds in all."""
+    seconds per connect or read and `deadline` seconds in all. token: the
+    bearer token to send (default: GRAPHSIGNAL_SIGNALS_TOKEN when set);
+    never sent on to where a redirect points."""
+    if token is _FROM_ENV:
+        token = os.environ.get(config.SIGNALS_TOKEN_ENV) or None
     d = _Deadline(deadline)
     try:
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
+        if token:
+            req.add_unredirected_header("Authorization", "Bearer " + token)
         with _opener(d).open(req, timeout=timeout) as resp:
             length = resp.headers.get("Content-Length")
             if length is not None and length.strip().isdigit() and int(length) > max_bytes:

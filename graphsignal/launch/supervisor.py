@@ -126,6 +126,7 @@ class Supervisor:
         envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
         s = self.settings = self._checked_output(config.resolve(self.cfg, self.environ))
         env[RUN_ID_ENV] = self.run_id
+        env.pop(config.SIGNALS_TOKEN_ENV, None)  # the endpoint's, not the workload's
         env[GRAPH_TRACE_ENV] = s.cuda_graph_trace
         env[ROCM_TRACE_ENV] = s.rocm_kernel_trace
         if s.rocm_kernel_trace != "none" and config.rocm_tracing_library(injection.LIB_DIR) is None:

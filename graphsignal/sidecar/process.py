@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from graphsignal import __version__, safefs
+from graphsignal import __version__, config, safefs
 from graphsignal.report import Reporter
 from graphsignal.rings import stale
 from graphsignal.sidecar import channel
@@ -306,7 +306,8 @@ class Sidecar:
 
         guard = HostGuard(self.cfg["listen_host"])
         metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
-        self.server = ServerThread(make_app(self.store, window_stats, guard, metrics), self.cfg["listen_host"],
+        token = self.environ.get(config.SIGNALS_TOKEN_ENV) or None
+        self.server = ServerThread(make_app(self.store, window_stats, guard, metrics, token), self.cfg["listen_host"],
                                    self.cfg["listen_port"], on_error=self._sidecar_error, host_guard=guard)
         self.server.start()
 

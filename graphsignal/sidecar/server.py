@@ -14,6 +14,7 @@ visits cannot read /signals by pointing its own DNS name at 127.0.0.1
 idle clients cannot hold the server's threads.
 """
 import errno
+import hmac
 import ipaddress
 import logging
 import socket
@@ -25,6 +26,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
+from graphsignal.config import SIGNALS_TOKEN_ENV
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.report import Reporter
 
@@ -127,12 +129,16 @@ def _interface_addresses():
         return set()
 
 
-def make_app(store, windows=None, host_guard=None, exposition=None):
+def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
     """windows: optional callable(store, seconds) -> dict added to the
     payload for ?window=N (see graphsignal.sidecar.windows). host_guard: a
     HostGuard; requests it does not allow get 403. exposition: what
     serves /metrics (graphsignal.sidecar.exposition.Exposition; default:
-    one for this store without engine metrics)."""
+    one for this store without engine metrics). token: when set
+    (GRAPHSIGNAL_SIGNALS_TOKEN), /signals and /metrics answer only
+    requests with "Authorization: Bearer <token>" (401 otherwise);
+    /health stays open (it tells only that a profiler runs)."""
+    expected = ("Bearer " + token).encode() if token else None
     if exposition is None:
         from graphsignal.sidecar.exposition import Exposition
 
@@ -145,6 +151,11 @@ def make_app(store, windows=None, host_guard=None, exposition=None):
                                    "profiler was started with" % environ.get("HTTP_HOST")}, 403)
         elif req.method not in ("GET", "HEAD"):
             resp = _json({"error": "method not allowed: use GET"}, 405)
+        elif expected is not None and req.path in ("/signals", "/metrics") and not hmac.compare_digest(
+                (environ.get("HTTP_AUTHORIZATION") or "").encode("latin-1", "replace"), expected):
+            resp = _json({"error": "this profiler asks for a token: send Authorization: Bearer <token> (%s)"
+                                   % SIGNALS_TOKEN_ENV}, 401)
+            resp.headers["WWW-Authenticate"] = 'Bearer realm="graphsignal"'
         elif req.path == "/signals":
             resp = _signals(req)
         elif req.path == "/metrics":

@@ -97,3 +97,49 @@ def test_a_real_prometheus_scrapes_probe_counters_and_kernel_time(shim, tmp_path
                 p.kill()
                 p.wait(5)
         log.close()
+
+
+def test_a_real_prometheus_scrapes_with_the_token_and_is_refused_without(tmp_path):
+    prom = shutil.which("prometheus")
+    if prom is None:
+        pytest.skip("no prometheus binary (Debian: apt-get install prometheus; .ci/run tries)")
+    token = "prom-" + "3c2b1a09" * 4
+    port, prom_port = free_port(), free_port()
+    run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c", "import time; time.sleep(120)"],
+                           env=quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN=token), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    (tmp_path / "token").write_text(token + "\n")
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n"
+        "  - job_name: with_token\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+        "    authorization:\n      credentials_file: %s\n"
+        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
+        "  - job_name: without_token\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % (tmp_path / "token", port, port))
+    log = open(tmp_path / "prometheus.log", "wb")
+    server = subprocess.Popen([prom, "--config.file=%s" % (tmp_path / "prometheus.yml"),
+                               "--storage.tsdb.path=%s" % (tmp_path / "data"),
+                               "--web.listen-address=127.0.0.1:%d" % prom_port], stdout=log, stderr=log)
+    try:
+        def both_scraped():
+            try:
+                up = {r["metric"]["job"]: r["value"][1] for r in query(prom_port, "up")}
+            except OSError:
+                return None
+            return up if len(up) == 2 and up.get("with_token") == "1" else None
+        up = wait_for(both_scraped, 90.0, 0.5)
+        assert up, (tmp_path / "prometheus.log").read_text()[-3000:]
+        assert up["without_token"] == "0"  # 401: the scrape fails
+        assert query(prom_port, '{job="with_token", __name__=~"graphsignal_.+"}')
+        assert query(prom_port, '{job="without_token", __name__=~"graphsignal_.+"}') == []
+    finally:
+        server.terminate()
+        run.terminate()
+        for p in (server, run):
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        log.close()

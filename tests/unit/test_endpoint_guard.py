@@ -130,3 +130,22 @@ def test_the_bound_url_is_logged_once(served, caplog):
     lines = [r for r in caplog.records if "serving" in r.getMessage()]
     assert [r.getMessage() for r in lines] == ["graphsignal: serving http://127.0.0.1:%d/signals" % t.port]
     assert lines[0].levelno == logging.WARNING  # port 0 was asked for: shown at the default level
+
+
+# -- GRAPHSIGNAL_SIGNALS_TOKEN -------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/signals", "/metrics", "/signals?window=1"])
+def test_with_a_token_signals_and_metrics_answer_only_its_bearer(path):
+    app = make_app(MetricStore(), windows=lambda store, s: {}, token="s3cret-token")
+    for auth in (None, "Bearer wrong", "Bearer s3cret-toke", "bearer s3cret-token", "s3cret-token",
+                 "Bearer s3cret-token ", "Basic czNjcmV0LXRva2Vu"):
+        r = Client(app).get(path, headers={} if auth is None else {"Authorization": auth})
+        assert r.status_code == 401, auth
+        assert "GRAPHSIGNAL_SIGNALS_TOKEN" in r.get_json()["error"] and "s3cret" not in r.get_data(as_text=True)
+        assert r.headers["WWW-Authenticate"].startswith("Bearer")
+    assert Client(app).get(path, headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+
+
+def test_with_a_token_health_stays_open_and_without_one_nothing_is_asked():
+    assert Client(make_app(MetricStore(), token="t")).get("/health").status_code == 200
+    assert Client(make_app(MetricStore())).get("/signals").status_code == 200
+    assert Client(make_app(MetricStore(), token="")).get("/signals").status_code == 200

@@ -1,0 +1,128 @@
+"""GRAPHSIGNAL_SIGNALS_TOKEN: with it, /signals and /metrics answer only
+requests that bear it, graphsignal-top and graphsignal-diff send it from
+the same variable, the workload never sees it, and a redirect never
+carries it to another server."""
+import http.server
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from graphsignal import httpfetch
+from support.gsrun import GS_RUN, free_port, quiet_env, wait_for
+from support.hostile_http import REFERENCE, console_script
+
+TOKEN = "tok-" + "9f8e7d6c5b4a" * 2
+PY = sys.executable
+
+
+def _status(url, token=None):
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None  # not up yet
+
+
+def test_a_run_with_a_token_serves_only_its_bearers_and_the_clients_send_it(tmp_path):
+    port = free_port()
+    gate = tmp_path / "gate"
+    code = ("import os, sys, time\n"
+            "print('workload sees the token:', 'GRAPHSIGNAL_SIGNALS_TOKEN' in os.environ, flush=True)\n"
+            "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\n")
+    env = quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN=TOKEN)
+    run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), PY, "-c", code, str(gate)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        assert wait_for(lambda: _status(base + "/health") == 200, timeout=60)
+        assert _status(base + "/signals") == 401 and _status(base + "/metrics") == 401
+        assert _status(base + "/signals", "wrong") == 401
+        assert _status(base + "/signals", TOKEN) == 200 and _status(base + "/metrics", TOKEN) == 200
+        top = subprocess.run(console_script("graphsignal-top") + ["--once", "--port", str(port)], env=env,
+                             capture_output=True, timeout=60)
+        assert top.returncode == 0 and b"unreachable" not in top.stdout, top.stdout[-2000:]
+        no_token = subprocess.run(console_script("graphsignal-top") + ["--once", "--port", str(port)],
+                                  env=quiet_env(), capture_output=True, timeout=60)
+        assert no_token.returncode == 1 and b"HTTP 401" in no_token.stdout
+        diff = subprocess.run(console_script("graphsignal-diff") + [REFERENCE, base + "/signals"], env=env,
+                              capture_output=True, timeout=60)
+        assert diff.returncode == 0, diff.stderr
+    finally:
+        gate.write_text("")
+        out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    assert out.splitlines()[0] == b"workload sees the token: False"
+
+
+def test_a_redirect_never_carries_the_token_elsewhere():
+    seen = []
+
+    class Catch(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"metrics": []}')
+
+        def log_message(self, *a):
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Catch)
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:%d/signals" % other.server_port)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    first = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (first, other)]
+    for t in threads:
+        t.start()
+    try:
+        body = httpfetch.get("http://127.0.0.1:%d/signals" % first.server_port, 5, 10, token=TOKEN)
+    finally:
+        for s in (first, other):
+            s.shutdown()
+            s.server_close()
+    assert body == b'{"metrics": []}'
+    assert seen == ["Bearer " + TOKEN, None]
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_without_the_variable_no_authorization_is_sent(monkeypatch, value):
+    monkeypatch.delenv("GRAPHSIGNAL_SIGNALS_TOKEN", raising=False)
+    if value is not None:
+        monkeypatch.setenv("GRAPHSIGNAL_SIGNALS_TOKEN", value)
+    req_headers = []
+
+    class Catch(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            req_headers.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Catch)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        httpfetch.get("http://127.0.0.1:%d/" % srv.server_port, 5, 10)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert req_headers == [None]
