@@ -72,10 +72,7 @@ SIDECAR_THREAD_CAPS = {name: "1" for name in (
 # Interpreter settings of the user's that would make the sidecar print
 # (a faulthandler dump, warnings) or linger (inspect mode) on the
 # workload's stderr; the sidecar is ours, not the user's Python program.
-# And PYTHONPATH: it is the workload's (another numpy, a torch build), and
-# the sidecar imports only from graphsignal's own environment, which is
-# this interpreter's sys.path without it, plus the directory graphsignal
-# itself came from (_start_sidecar puts that first).
+# PYTHONPATH too: the sidecar gets its sys.path whole (sidecar_path).
 SIDECAR_DROPPED_ENV = ("PYTHONINSPECT", "PYTHONFAULTHANDLER", "PYTHONWARNINGS", "PYTHONVERBOSE", "PYTHONDEVMODE",
                        "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME", "PYTHONDEBUG", "PYTHONASYNCIODEBUG",
                        "PYTHONPATH")
@@ -368,11 +365,11 @@ class Supervisor:
             env.update(SIDECAR_THREAD_CAPS)
             # Not `-m`: that would put the working directory first on
             # sys.path, where a stray numpy.py or graphsignal/ would win.
-            root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
             # Our signal mask (HANDLED blocked) is inherited through exec:
             # unblock first thing, so SIGTERM ends it even during start-up.
-            code = ("import sys; sys.path[0] = %r; import signal; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-                    "from graphsignal.sidecar.process import main; sys.exit(main(sys.argv[1:]))" % root)
+            code = ("import sys; sys.path[:] = %r; import signal; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+                    "from graphsignal.sidecar.process import main; sys.exit(main(sys.argv[1:]))"
+                    % sidecar_path(sys.path, self.environ.get("PYTHONPATH", "")))
             stderr_fd = dict(self.out_fds)["stderr"]
             self.sidecar = subprocess.Popen([sys.executable, "-c", code] + argv, env=env, pass_fds=fds,
                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -616,6 +613,22 @@ class _NoSidecar:
 
     def close(self):
         pass
+
+
+def sidecar_path(path, pythonpath):
+    """The sidecar's sys.path: graphsignal's own environment first, which
+    is the directory graphsignal came from, then this interpreter's
+    sys.path without PYTHONPATH's entries (its site-packages, the user
+    site), and PYTHONPATH's entries last, so that a dependency found only
+    there (an install with --target) is still found, but a numpy the
+    workload's PYTHONPATH carries never wins over graphsignal's own. Never
+    the working directory ('' or a relative entry), where a stray numpy.py
+    or graphsignal/ would win."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
+    extra = {os.path.abspath(p) for p in pythonpath.split(os.pathsep) if p}
+    entries = [os.path.abspath(p) for p in path if p and os.path.isabs(p)]
+    out = [root] + [p for p in entries if p not in extra] + [p for p in entries if p in extra]
+    return list(dict.fromkeys(out))
 
 
 def _cpu_ticks(pid):

@@ -117,3 +117,15 @@ def test_the_workloads_pythonpath_never_reaches_the_sidecar(tmp_path):
     assert b"profiler stopped" not in proc.stderr and b"failed" not in proc.stderr, proc.stderr
     assert signals is not None
     assert any(m["name"] == "process_cpu_time_nanoseconds" for m in signals["metrics"])
+
+
+def test_the_sidecar_path_puts_graphsignals_environment_before_pythonpath():
+    import graphsignal
+    from graphsignal.launch.supervisor import sidecar_path
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
+    path = ["", "/pp/first", "/usr/lib/python311.zip", "/venv/site-packages", "relative", "/pp/second", root]
+    got = sidecar_path(path, "/pp/first:/pp/second:relative")
+    # graphsignal's own directory, its interpreter's environment, then PYTHONPATH (a --target install of
+    # a dependency is still found there); never the working directory or a relative entry
+    assert got == [root, "/usr/lib/python311.zip", "/venv/site-packages", "/pp/first", "/pp/second"]
