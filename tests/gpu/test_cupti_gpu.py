@@ -242,8 +242,8 @@ def test_a_squatted_cupti_ring_name_never_reaches_the_workload(tmp_path, taken):
     fr = frames(signals, "cuda_kernels_nanoseconds", **{"process.pid": str(w["pid"])})
     reports = [e for e in signals["errors"] if "could not create its cupti ring" in e["message"]]
     if taken == "first":
-        # the fallback name: every launch counted, nothing reported
-        assert sum(n for _, n in fr.values()) == adds, fr
+        # the fallback name: every launch counted (torch.zeros' fill kernel aside), nothing reported
+        assert [n for k, (_, n) in fr.items() if "CUDAFunctorOnSelf_add" in k] == [adds], fr
         assert reports == [] and dropped(signals) == 0
     else:
         # no ring: unprofiled, said once
