@@ -136,11 +136,11 @@ def output_target(path):
     """The path write_atomic() would replace for path: path itself, or
     what a symlink of ours points to. Raises UnsafePath for a target that
     is not a regular file or a missing name."""
-    path = os.path.abspath(path)
+    path = given = os.path.abspath(path)
     for _ in range(40):  # SYMLOOP_MAX
         if _is_descriptor(path):
-            raise UnsafePath("%s names an open file descriptor (/dev/stdout, /dev/stderr, /proc/PID/fd); not "
-                             "replacing what it points to (name a regular file)" % path)
+            raise UnsafePath("%s names an open file descriptor%s; not replacing what it points to (name a regular "
+                             "file)" % (given, "" if path == given else " (%s)" % path))
         try:
             st = os.lstat(path)
         except FileNotFoundError:
