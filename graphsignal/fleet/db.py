@@ -47,7 +47,7 @@ MINUTE_ROWS_NS = 24 * HOUR_NS  # per-minute history this far back, hourly beyond
 MAX_ERRORS = 100  # kept per instance
 MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
 MAX_INSTANCES = 10_000  # per key
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (module docstring)
 U64_MAX = (1 << 64) - 1
 _ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors")), ("series", ("updated_ns",)),
@@ -107,7 +107,7 @@ CREATE TABLE IF NOT EXISTS instances (
   first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
   last_seq INTEGER, uploads INTEGER NOT NULL DEFAULT 0, dropped_errors INTEGER,
   resources BLOB, engine BLOB, errors BLOB,
-  history_minute INTEGER,
+  history_minute INTEGER, ended_ns INTEGER, exit_status INTEGER,
   PRIMARY KEY (owner, instance_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (last_seen_ns);
@@ -137,11 +137,13 @@ class DB:
         self.conn.execute("PRAGMA synchronous=%s" % ("FULL" if sync == "full" else "NORMAL"))
         self.conn.execute("PRAGMA busy_timeout=5000")
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, SCHEMA_VERSION):
-            raise RuntimeError("%s has schema version %d; this graphsignal-server reads versions 1 and %d"
+        if version not in (0, 1, 2, SCHEMA_VERSION):
+            raise RuntimeError("%s has schema version %d; this graphsignal-server reads versions 1 to %d"
                                % (path, version, SCHEMA_VERSION))
         if version == 1:
             self._upgrade_from_1()
+        if version in (1, 2):
+            self._upgrade_from_2()
         self.conn.executescript(_SCHEMA)
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
         self._next_expiry = 0
@@ -156,6 +158,22 @@ class DB:
                 # x - (2^63 - 1) - 1: 2^63 itself is no SQLite integer literal
                 c.execute("UPDATE %s SET %s" % (table, ", ".join("%s = %s - ? - 1" % (col, col) for col in cols)),
                           [OFFSET - 1] * len(cols))
+            c.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def _upgrade_from_2(self):
+        """Version 3 keeps the workload's end (ended_ns, exit_status) per
+        instance: two columns, null for what was uploaded before."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            have = {r[1] for r in c.execute("PRAGMA table_info(instances)")}
+            for col in ("ended_ns", "exit_status"):
+                if have and col not in have:
+                    c.execute("ALTER TABLE instances ADD COLUMN %s INTEGER" % col)
             c.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
             c.execute("COMMIT")
         except BaseException:
@@ -223,6 +241,9 @@ class DB:
         if "engine" in doc:
             sets.append("engine=?")
             args.append(orjson.dumps(doc["engine"]))
+        if doc.get("ended_ns") is not None:  # a run ends once: later uploads (the final one) keep it
+            sets += ["ended_ns=?", "exit_status=?"]
+            args += [enc(doc["ended_ns"]), doc.get("exit_status")]
         c.execute("UPDATE instances SET %s WHERE owner=? AND instance_id=?" % ", ".join(sets),
                   args + [owner, iid])
         return {"accepted": True, "instance_id": iid, "seq": doc.get("seq"), "series": written}
@@ -316,16 +337,18 @@ class DB:
         """The instance's latest snapshot in /signals's shape, or None."""
         with self.lock:
             row = self.conn.execute("SELECT context, profiler, start_ns, payload_ns, resources, engine, errors, "
-                                    "first_seen_ns, last_seen_ns, uploads, last_seq, dropped_errors FROM instances "
-                                    "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
+                                    "first_seen_ns, last_seen_ns, uploads, last_seq, dropped_errors, ended_ns, "
+                                    "exit_status FROM instances WHERE owner=? AND instance_id=?",
+                                    (owner, iid)).fetchone()
             if row is None:
                 return None
             rows = self.conn.execute("SELECT doc FROM series WHERE owner=? AND instance_id=?", (owner, iid)).fetchall()
         docs = [orjson.loads(d) for (d,) in rows]  # decoded after the lock: others' uploads need it
-        ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped = row
+        (ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped, ended,
+         status) = row
         docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))
         return {"profiler": orjson.loads(prof) if prof else None, "payload_ns": dec(payload_ns),
-                "start_ns": dec(start_ns),
+                "start_ns": dec(start_ns), "ended_ns": dec(ended), "exit_status": status,
                 "context": orjson.loads(ctx), "metrics": docs, "errors": orjson.loads(errors) if errors else [],
                 "resources": orjson.loads(resources) if resources else [],
                 "engine": orjson.loads(engine) if engine else None,

@@ -170,6 +170,10 @@ def validate(doc):
     if not _is_int(doc.get("payload_ns")) or not 0 <= doc["payload_ns"] <= U64_MAX:
         raise BadBody("payload_ns must be an integer from 0 to 2^64-1 (epoch ns)")
     _opt_int(doc.get("start_ns"), "start_ns")
+    _opt_int(doc.get("ended_ns"), "ended_ns")
+    status = doc.get("exit_status")
+    if status is not None and (type(status) is not int or not -128 <= status <= 255):
+        raise BadBody("exit_status must be an integer from -128 to 255 (an exit code, or -N for signal N), or null")
     _opt_int(doc.get("seq"), "seq")
     _opt_int(doc.get("dropped_errors"), "dropped_errors")
     metrics = doc.get("metrics", [])

@@ -99,6 +99,8 @@ class Supervisor:
         self.child = None
         self.child_pgid = None  # the workload's own process group
         self.child_rc = None
+        self.launch_ns = None  # epoch ns just before the workload was started
+        self.child_ended_ns = None  # epoch ns when it was reaped
         self.streams = []
         self.stdin_closed = False
         self.pumps = []
@@ -267,6 +269,7 @@ class Supervisor:
             rc = os.waitstatus_to_exitcode(status)
             if pid == self.child.pid:
                 self.child.returncode = self.child_rc = rc
+                self.child_ended_ns = time.time_ns()
             elif self.sidecar is not None and pid == self.sidecar.pid:
                 self.sidecar.returncode = rc
                 self._sidecar_exited(rc)
@@ -344,6 +347,7 @@ class Supervisor:
             "supervisor_pid": os.getpid(),
             "child_pid": self.child.pid,
             "child_start_time": start_time(self.child.pid),
+            "launch_ns": self.launch_ns,
             "command": command,
             "metrics_url": self.metrics_url,
             "engine": self.engine.engine if self.engine is not None else None,
@@ -415,7 +419,7 @@ class Supervisor:
         self.sidecar_stopping = True
         if sc.returncode is None:
             if self._wants_final():
-                self.sender.exit(rc)
+                self.sender.exit(rc, self.child_ended_ns)
                 self._wait_final(sc, self.settings.linger)
             else:
                 # Nothing it would still do could be seen (no file, and no
@@ -500,6 +504,7 @@ class Supervisor:
         hand_over = self.ctty is not None and self._foreground() == os.getpgrp()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
         try:
+            self.launch_ns = time.time_ns()
             self.child = self.spawn(command, env, hand_over, mask)
         except (OSError, subprocess.SubprocessError) as e:
             if hand_over:
@@ -608,7 +613,7 @@ class _NoSidecar:
     def closed(self, stream):
         pass
 
-    def exit(self, returncode):
+    def exit(self, returncode, ended_ns=None):
         return False
 
     def close(self):

@@ -11,7 +11,8 @@ is one tag byte and its payload, delivered whole and in order.
   b"g" + JSON    {"stream", "bytes"}: that many bytes of the stream were not
                  sent (the sidecar was behind); the stream goes on after a gap
   b"c" + name    the stream ended (EOF, or handed to a detached pump)
-  b"x" + JSON    {"returncode", "gaps"}: the workload has exited; the last message
+  b"x" + JSON    {"returncode", "gaps", "ended_ns"}: the workload has exited
+                 (ended_ns: when the supervisor reaped it, epoch ns); the last message
 
 and one message the other way, from the sidecar once it has the exit:
 
@@ -174,10 +175,10 @@ class Sender:
     def closed(self, stream):
         self._send(CLOSED, stream.encode())
 
-    def exit(self, returncode):
+    def exit(self, returncode, ended_ns=None):
         """The last message; the gaps not yet announced travel with it. Waits
         (up to 2 s) for room: this one must arrive if the sidecar lives."""
-        payload = json.dumps({"returncode": returncode, "gaps": self.pending_gap}).encode()
+        payload = json.dumps({"returncode": returncode, "gaps": self.pending_gap, "ended_ns": ended_ns}).encode()
         if self.dead:
             return False
         try:

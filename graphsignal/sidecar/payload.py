@@ -1,7 +1,9 @@
 """The /signals document.
 
 The shape follows the reference payload agents already read: profiler,
-payload_ns, start_ns, context, metrics, errors, resources, engine. It is
+payload_ns, start_ns, context, metrics, errors, resources, engine, plus
+ended_ns and exit_status (null while the workload runs; the final payload
+has them). start_ns is the workload's launch. It is
 rendered from one StoreSnapshot (graphsignal.sidecar.store), whose series carry
 their own cached JSON, so the document is framed from pre-serialized
 pieces and the engine summary describes the same moment.
@@ -59,6 +61,8 @@ class Signals(TypedDict, total=False):
     profiler: Profiler
     payload_ns: int
     start_ns: int
+    ended_ns: Optional[int]
+    exit_status: Optional[int]
     context: Dict[str, Any]
     metrics: List[Metric]
     errors: List[ErrorEntry]
@@ -80,6 +84,8 @@ def render(snap: "StoreSnapshot", extra: Optional[Mapping[str, Any]] = None, met
         "profiler": {"version": __version__},
         "payload_ns": snap.taken_ns,
         "start_ns": snap.start_ns,
+        "ended_ns": snap.ended_ns,
+        "exit_status": snap.exit_status,
         "context": dict(snap.context),
     }
     # dumps never fails on a number (integers beyond 64 bits become floats): data

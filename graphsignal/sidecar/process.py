@@ -198,6 +198,7 @@ class Feed(threading.Thread):
                 if isinstance(rc, int):
                     self.child.returncode = rc
                     self._record_exit(rc)
+                    self.store.set_ended(d.get("ended_ns"), rc)
                 return True
 
     def _gap(self, stream, n):
@@ -231,6 +232,7 @@ class Sidecar:
         self.child = feed.child
         self.metrics_url = cfg.get("metrics_url")
         self.store = MetricStore()
+        self.store.set_started(cfg.get("launch_ns"))
         self.store.set_context(**{"instance.id": self.run_id, "host.name": os.uname().nodename})
         self.reporter = Reporter(self.store, {"source": "sidecar"})
         self.poller = None
@@ -346,11 +348,13 @@ class Sidecar:
         self.reporter.say(msg, "error", log_level=logging.WARNING)
         self.child.signal(signal.SIGTERM)
         if self.child.wait_gone(SUPERVISOR_GONE_WAIT):
+            self.store.set_ended(None, None)  # when, as seen from here; its status went with the supervisor
             return
         self.reporter.say("the workload (pid %d) was still running %ds after SIGTERM; sending SIGKILL to it and its "
                           "process group" % (self.child.pid, SUPERVISOR_GONE_WAIT), "error", log_level=logging.WARNING)
         self.child.kill_group()
-        self.child.wait_gone(SUPERVISOR_GONE_WAIT)
+        if self.child.wait_gone(SUPERVISOR_GONE_WAIT):
+            self.store.set_ended(None, -signal.SIGKILL)
 
     # -- stop -------------------------------------------------------------------
     def stop(self):

@@ -340,17 +340,21 @@ class HistorySnapshot(collections.abc.Mapping):
 class StoreSnapshot:
     """The store at one moment, immutable, read without the store's lock.
 
-    taken_ns: when (epoch ns); start_ns: when the store began; context:
+    taken_ns: when (epoch ns); start_ns: when the workload was launched (or
+    the store began); ended_ns, exit_status: the workload's end and exit
+    status (None while it runs); context:
     {key: value}; errors: the kept error entries (dicts), oldest first;
     errors_total: entries ever added; resources: resource dicts in payload
     order; series: SeriesViews in payload order (name, tags, type);
     encoded: their JSON (bytes) when taken with encode=True, without any
     that could not be serialized; history: the HistoryView."""
 
-    __slots__ = ("taken_ns", "start_ns", "context", "errors", "errors_total", "resources", "series", "encoded",
-                 "history")
+    __slots__ = ("taken_ns", "start_ns", "ended_ns", "exit_status", "context", "errors", "errors_total",
+                 "resources", "series", "encoded", "history")
     taken_ns: int
     start_ns: int
+    ended_ns: Optional[int]
+    exit_status: Optional[int]
     context: Mapping[str, Any]
     errors: Tuple["ErrorEntry", ...]
     errors_total: int
@@ -393,6 +397,8 @@ class MetricStore:
         self.max_frames = max_frames
         self.history_seconds = history_seconds
         self.start_ns = clock()
+        self.ended_ns = None  # the workload's end (set_ended)
+        self.exit_status = None
         self._series = {}  # (name, type, tags_key) -> Series
         self._series_dropped = 0
         self._errors = collections.deque(maxlen=MAX_ERRORS)
@@ -676,6 +682,25 @@ class MetricStore:
         with self._lock:
             self._context.update(values)
 
+    def set_started(self, started_ns):
+        """The workload's launch (epoch ns): the payload's start_ns, so its
+        covered time is the workload's, not the sidecar's, which comes up
+        after it. Only moves the start earlier, and never by more than an
+        hour (a clock that jumped is not a launch)."""
+        if isinstance(started_ns, int) and not isinstance(started_ns, bool):
+            with self._lock:
+                if self.start_ns - 3600 * 10**9 <= started_ns < self.start_ns:
+                    self.start_ns = started_ns
+
+    def set_ended(self, ended_ns, exit_status, ts=None):
+        """The workload's end (epoch ns) and exit status (its exit code, or
+        -N for a death by signal N): a payload with ended_ns is the record
+        of a finished run."""
+        with self._lock:
+            self.ended_ns = ended_ns if isinstance(ended_ns, int) and not isinstance(ended_ns, bool) else (
+                ts or self.clock())
+            self.exit_status = exit_status
+
     # -- the clock's work (graphsignal.sidecar.clock) ----------------------------
     def take_history(self, ts=None):
         """Appends a snapshot of every series' cumulative state (once a
@@ -765,7 +790,8 @@ class MetricStore:
             if meta is None:
                 meta = self._meta = _Meta(self._errors, self._resources)
             return StoreSnapshot(
-                taken_ns=self.clock(), start_ns=self.start_ns, context=types.MappingProxyType(dict(self._context)),
+                taken_ns=self.clock(), start_ns=self.start_ns, ended_ns=self.ended_ns, exit_status=self.exit_status,
+                context=types.MappingProxyType(dict(self._context)),
                 errors=meta.errors,
                 errors_total=self._errors_total, resources=meta.resources, series=tuple(self._views),
                 encoded=(tuple(self._encoded) if not self._left else tuple(e for e in self._encoded if e))

@@ -165,6 +165,7 @@ class Uploader:
         context = snap.get("context") or {}
         head = {"schema": SCHEMA, "instance_id": context.get("instance.id"), "context": context,
                 "profiler": snap.get("profiler"), "start_ns": snap.get("start_ns"),
+                "ended_ns": snap.get("ended_ns"), "exit_status": snap.get("exit_status"),
                 "payload_ns": snap.get("payload_ns"), "seq": self.seq,
                 "errors": [e for _, e in errors], "dropped_errors": self.dropped_errors}
         res_fp = _resources_fingerprint(snap.get("resources") or [])

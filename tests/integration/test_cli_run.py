@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -23,6 +24,18 @@ def test_exit_code_passes_through(code):
     assert signals is not None
     exits = [e for e in signals["errors"] if "exited with code" in e["message"]]
     assert (len(exits) == 1) == (code != 0)
+
+
+@pytest.mark.parametrize("code,status", [("sys.exit(3)", 3), ("os.kill(os.getpid(), 9)", -9), ("pass", 0)])
+def test_the_final_payload_covers_the_workload_from_its_launch_to_its_end(code, status):
+    # before: start_ns was the sidecar's start, after the workload's; nothing said the run had ended
+    t0 = time.time_ns()
+    proc, signals = run_wrapped([PY, "-c", "import os, sys, time; time.sleep(0.5); " + code])
+    t1 = time.time_ns()
+    assert proc.returncode == status
+    assert t0 <= signals["start_ns"] <= signals["ended_ns"] <= signals["payload_ns"] <= t1
+    assert signals["ended_ns"] - signals["start_ns"] >= 0.5e9  # the workload's whole life
+    assert signals["exit_status"] == status
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT])

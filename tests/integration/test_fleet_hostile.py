@@ -29,7 +29,7 @@ def server(tmp_path_factory):
 
 
 # -- integers and nesting ------------------------------------------------------------------------------------------
-INT_FIELDS = ("payload_ns", "start_ns", "seq", "dropped_errors", "updated_ns")
+INT_FIELDS = ("payload_ns", "start_ns", "ended_ns", "seq", "dropped_errors", "updated_ns")
 
 
 def _with(field, value, iid):
@@ -69,6 +69,18 @@ def test_integers_outside_0_to_2_64_minus_1_are_a_400_naming_the_field(server, f
         status, doc = server.post(None, raw=raw)
         assert status == 400 and field in doc["error"], (text, doc)
     assert server.get("/api/v1/signals?instance_id=bad-int-" + field)[0] == 404  # nothing stored
+
+
+def test_the_exit_status_is_stored_as_sent_and_checked(server):
+    for i, (status, code) in enumerate(((-9, 200), (0, 200), (255, 200), (256, 400), (-129, 400), ("1", 400),
+                                        (1.5, 400), (True, 400))):
+        iid = "exit-%d" % i
+        got, doc = server.post(upload_doc(iid, ended_ns=T0, exit_status=status))
+        assert got == code, (status, doc)
+        if code == 200:
+            assert server.get("/api/v1/signals?instance_id=" + iid)[1]["exit_status"] == status
+        else:
+            assert "exit_status" in doc["error"]
 
 
 def test_history_and_windows_work_past_2_63(server):
@@ -163,6 +175,27 @@ def test_a_version_1_database_is_converted_and_reads_the_same(tmp_path):
     assert before[0]["instance"]["seq"] == 3 and before[0]["payload_ns"] == T0 + 122 * NS
     db.close()
 
+
+
+def test_a_version_2_database_gets_the_workloads_end_and_reads_the_same(tmp_path):
+    path = str(tmp_path / "v2.db")
+    db = DB(path, clock=lambda: T0)
+    owner = fdb.owner_of("key-a")
+    db.ingest(owner, upload_doc("old", T0, seq=1, start_ns=T0 - NS))
+    before = db.snapshot(owner, "old")
+    for col in ("ended_ns", "exit_status"):  # back to version 2's layout
+        db.conn.execute("ALTER TABLE instances DROP COLUMN %s" % col)
+    db.conn.execute("PRAGMA user_version=2")
+    db.close()
+    db = DB(path, clock=lambda: T0 + NS)
+    assert db.conn.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION == 3
+    assert db.snapshot(owner, "old") == before and before["ended_ns"] is None
+    # the run's final upload says how it ended; it stays
+    db.ingest(owner, upload_doc("old", T0 + NS, seq=2, start_ns=T0 - NS, ended_ns=T0 + NS // 2, exit_status=-9))
+    db.ingest(owner, upload_doc("old", T0 + 2 * NS, seq=3, start_ns=T0 - NS))
+    snap = db.snapshot(owner, "old")
+    assert (snap["ended_ns"], snap["exit_status"]) == (T0 + NS // 2, -9)
+    db.close()
 
 
 # -- API keys off the command line ---------------------------------------------------------------------------------
