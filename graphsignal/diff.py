@@ -1,30 +1,43 @@
-"""What changed between two /signals payloads: graphsignal-diff.
+"""What changed between two /signals payloads, or two sets of runs:
+graphsignal-diff.
 
 compare(before, after) takes two payloads (dicts, as GET /signals returns
-them or GRAPHSIGNAL_SIGNALS_FILE saves them) and returns
+them or GRAPHSIGNAL_SIGNALS_FILE saves them), or two lists of payloads
+(several runs of each side), and returns
 
     {"before": {...}, "after": {...},      # what each side covers
+     "normalized_by": {...},               # what the values are per
      "changes": [{"kind", "metric", "frame", "tags", "stat", "unit",
                   "before", "after", "delta", "ratio", ...}],
      "warnings": [...]}
 
-Sides. A payload taken with ?window=N on both sides is compared over its
+Sides. Payloads taken with ?window=N on both sides are compared over their
 windows; otherwise over the cumulative metrics, each covering
-payload_ns - start_ns. Rates are per second of that covered time, so runs
-of different length compare fairly. Series are matched by their tags
-without the ones that differ from run to run (process.pid,
-process.root_pid, device.uuid, device.bus_id) and summed where several
-match (processes of one device without ranks).
+payload_ns - start_ns (start_ns: the workload's launch). Series are matched
+by their tags without the ones that differ from run to run (process.pid,
+process.root_pid, device.uuid, device.bus_id, duration) and summed where
+several match (processes of one device without ranks).
+
+What a value is per (normalized_by), decided once for the pair:
+- per unit of NAME, with per=NAME (--per): each run's count of NAME (a
+  counter's total, a histogram's count, a profile's calls);
+- per generated token, when every run has an engine summary with tokens;
+- the run's total, when every run ended (ended_ns: the final payload of a
+  run of a fixed amount of work, the usual benchmark) and the metrics are
+  cumulative; a warning says when the runs' call counts show that they did
+  not do the same work;
+- per second of covered time otherwise (a live service, windows).
+A faster fixed-work run covers less time, so per second an unchanged stage
+would seem to grow: totals (or a unit of work) name the stage that changed.
 
 Changes, one per
 - profile frame (kernels, CUDA graphs, copies by kind with their
-  host_memory tag, memsets, syncs, probe profiles): stat
-  "per_second" = frame value per second of covered time (ns/s for the
-  _nanoseconds profiles: 1e9 is one second of GPU or host time per
-  second), with `total`, `calls`, `per_call` (value per call) and `share`
-  (of its profile) before and after; kernel frames add display_name and
-  category;
-- counter: "per_second", with `total`;
+  host_memory tag, memsets, syncs, probe profiles): stat "total",
+  "per_second", "per_token" or "per_<NAME>": the frame's value so
+  normalized (ns for the _nanoseconds profiles), with `total`, `calls`,
+  `per_call` (value per call) and `share` (of its profile) before and
+  after; kernel frames add display_name and category;
+- counter: the same stat, with `total`;
 - histogram: "mean", with p50 and p95 (and count);
 - engine summary concept (since start): generation/prompt tokens per
   second, and the mean, p50 and p95 of TTFT, ITL, TPOT and E2E latency.
@@ -32,19 +45,25 @@ Changes, one per
 `before`/`after` are null where the series or frame exists on one side
 only (`only` then says which side has it), `delta` counts such a missing
 side as zero, `ratio` is after / before (null when before is 0 or
-missing). Within each kind (profiles, counters, histograms, engine, in
-that order: their units differ) changes are sorted by absolute delta.
+missing). With several runs on a side, its value is the median of its
+runs, `spread` gives each side's [min, max], and `significant` says
+whether the sides' ranges are apart (false: the change is inside the
+run-to-run noise). Within each kind (profiles, counters, histograms,
+engine, in that order: their units differ) changes are sorted by absolute
+delta, significant ones first.
 
 Time profiles taken in different CUDA graph trace modes measure different
 things (whole graph replays versus kernels one by one): they are left out
-with a warning.
+with a warning. A series whose time is an estimate on one side (tag
+duration: sampled) and exact on the other is compared with a warning.
 """
 import math
+import statistics
 
 from graphsignal import kernel_names
 
 NS = 1_000_000_000
-VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id"))
+VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id", "duration"))
 # profiles whose meaning --cuda-graph-trace changes: in node mode kernels
 # (and copies) inside graphs are timed one by one instead of whole replays
 TRACE_DEPENDENT = frozenset(("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
@@ -54,10 +73,16 @@ MAX_FRAMES = 250  # a profile lists its largest 250 frames
 KINDS = ("profile", "counter", "histogram", "engine")
 ENGINE_RATES = ("generation_tokens", "prompt_tokens")
 ENGINE_LATENCIES = ("ttft", "itl", "tpot", "e2e")
+SAME_WORK = 0.02  # call counts within 2% (median over frames): the runs did the same work
+MIN_CALLS = 10  # frames with fewer calls on a side say nothing about the work done
 
 
 class NotAPayload(ValueError):
     """The document is not a /signals payload; the message says why."""
+
+
+class CannotCompare(ValueError):
+    """The payloads cannot be compared as asked (--per NAME missing)."""
 
 
 def _tkey(tags):
@@ -78,6 +103,7 @@ class Side:
         self.payload = payload
         start, end = _num(payload.get("start_ns")), _num(payload.get("payload_ns"))
         self.cumulative_seconds = (end - start) / NS if start is not None and end is not None and end > start else 0.0
+        self.ended = _num(payload.get("ended_ns")) is not None
         win = payload.get("window") if use_window else None
         self.source = "window" if isinstance(win, dict) else "cumulative"
         if self.source == "window":
@@ -93,9 +119,10 @@ class Side:
         self.counters = {}  # (metric, tkey) -> total
         self.histograms = {}  # (metric, tkey) -> [series stats]
         self.tags = {}  # key -> tags as shown
-        for m in metrics:
-            if isinstance(m, dict):
-                self._add(m)
+        self.sampled = {}  # profile key -> {"sampled" (an estimated time), "exact"}: how its frames were timed
+        self.metrics = [m for m in metrics if isinstance(m, dict)]
+        for m in self.metrics:
+            self._add(m)
         self.engine = _engine(payload)
 
     def _add(self, m):
@@ -105,6 +132,9 @@ class Side:
         tags = m.get("tags") if isinstance(m.get("tags"), dict) else {}
         key = (name, _tkey(tags))
         self.tags.setdefault(key, {k: str(v) for k, v in tags.items() if k not in VOLATILE_TAGS})
+        if type_ == "profile" and st.get("frames"):  # how its time was measured, where it has any
+            kinds = self.sampled.setdefault(key, set())
+            kinds.add("sampled" if tags.get("duration") == "sampled" else "exact")
         if type_ == "profile":
             frames = st.get("frames") if isinstance(st.get("frames"), list) else []
             prof = self.profiles.setdefault(key, {})
@@ -126,12 +156,41 @@ class Side:
         elif type_ == "histogram":
             self.histograms.setdefault(key, []).append(st)
 
-    def rate(self, value):
-        return value / self.seconds if value is not None and self.seconds > 0 else None
+    def count_of(self, name):
+        """How many of NAME this side did: a counter's total, a histogram's
+        count or a profile's calls, summed over its series; None when it
+        has no metric of that name."""
+        found, n = False, 0
+        for (metric, _), total in self.counters.items():
+            if metric == name:
+                found, n = True, n + total
+        for (metric, _), series in self.histograms.items():
+            if metric == name:
+                found, n = True, n + sum(_num(s.get("count")) or 0 for s in series)
+        for (metric, _), frames in self.profiles.items():
+            if metric == name:
+                found, n = True, n + sum(s for _, s in frames.values())
+        return n if found else None
+
+    def tokens(self):
+        """Generated tokens over what this side covers (the engine's
+        counter since start, or its difference over the window), or None."""
+        if self.source == "window":
+            try:
+                from graphsignal import engine_summary
+
+                as_totals = [dict(m, stats={"total": (m.get("stats") or {}).get("delta")})
+                             if m.get("type") == "counter" else m for m in self.metrics]
+                e = engine_summary.summarize(as_totals)
+            except Exception:  # a foreign window's metrics: no per-token figures
+                return None
+        else:
+            e = self.engine
+        return _num((e or {}).get("generation_tokens_total"))
 
     def describe(self):
         return {"label": self.label, "source": self.source, "covered_seconds": round(self.seconds, 6),
-                "cuda_graph_trace_mode": self.trace_mode}
+                "cuda_graph_trace_mode": self.trace_mode, "ended": self.ended}
 
 
 def _trace_mode(metrics):
@@ -156,6 +215,48 @@ def _engine(payload):
         return engine_summary.summarize(payload["metrics"])
     except Exception:  # an engine summary of a foreign payload is a nicety
         return None
+
+
+# -- what the values are per ----------------------------------------------------------
+class Norm:
+    """What profile and counter values are divided by, per run."""
+
+    def __init__(self, name, stat, per, why, divisors):
+        self.name, self.stat, self.per, self.why = name, stat, per, why
+        self.divisors = divisors  # {id(side): divisor}
+
+    def of(self, side, value):
+        d = self.divisors.get(id(side))
+        return value / d if value is not None and d else None
+
+    def unit(self, base):
+        return base + ("/" + self.per if self.per else "")
+
+    def describe(self, B, A):
+        return {"name": self.name, "stat": self.stat, "why": self.why,
+                "before": [self.divisors.get(id(s)) for s in B], "after": [self.divisors.get(id(s)) for s in A]}
+
+
+def _normalization(B, A, per):
+    runs = B + A
+    if per:
+        counts = {id(s): s.count_of(per) for s in runs}
+        missing = [s.label for s in runs if not counts[id(s)]]
+        if missing:
+            raise CannotCompare("--per %s: %s %s no counter, histogram or profile of that name, or it is 0" % (
+                per, " and ".join(missing), "has" if len(missing) == 1 else "have"))
+        return Norm("per " + per, "per_" + per, per, "per unit of %s (--per)" % per, counts)
+    tokens = {id(s): s.tokens() for s in runs}
+    if all(tokens.values()):
+        return Norm("per generated token", "per_token", "token",
+                    "per generated token (every run has an engine summary with tokens)", tokens)
+    if all(s.source == "cumulative" and s.ended for s in runs):
+        return Norm("run", "total", None, "totals of each run (every run ended: a fixed amount of work is assumed; "
+                    "--per NAME to name the work)", {id(s): 1 for s in runs})
+    open_ended = [s.label for s in runs if not s.ended or s.source == "window"]
+    return Norm("second", "per_second", "second", "per second of covered time (%s: open-ended)" % (
+        "windows" if any(s.source == "window" for s in runs) else ", ".join(open_ended[:3])),
+        {id(s): s.seconds for s in runs})
 
 
 # -- comparing ------------------------------------------------------------------------
@@ -187,90 +288,210 @@ def _unit(metric):
     return "count"
 
 
-def compare(before, after, before_label="BEFORE", after_label="AFTER", use_window=None):
-    """The comparison document (see the module doc). `use_window`: None
-    compares windows when both payloads have one; False forces the
-    cumulative metrics; True wants windows (a warning when one is missing)."""
+def _median(values):
+    """The median of the runs' values (None where a side has none)."""
+    vs = [v for v in values if v is not None]
+    return statistics.median(vs) if vs else None
+
+
+class _Runs:
+    """One value per run of each side, and what they make together."""
+
+    def __init__(self, before, after):
+        self.before, self.after = before, after
+
+    def pair(self):
+        return _median(self.before), _median(self.after)
+
+    def noise(self):
+        """{spread, significant} with several runs on a side; {} else."""
+        b = [v for v in self.before if v is not None]
+        a = [v for v in self.after if v is not None]
+        if len(self.before) < 2 and len(self.after) < 2:
+            return {}
+        out = {"spread": {"before": [min(b), max(b)] if b else None, "after": [min(a), max(a)] if a else None}}
+        if b and a:
+            out["significant"] = max(a) < min(b) or min(a) > max(b)
+        else:
+            out["significant"] = True  # on one side only: appeared or went away
+        return out
+
+
+def compare(before, after, before_label="BEFORE", after_label="AFTER", use_window=None, per=None):
+    """The comparison document (see the module doc). before, after: a
+    payload or a list of payloads (runs); labels likewise. `use_window`:
+    None compares windows when every payload has one; False forces the
+    cumulative metrics; True wants windows (a warning when one is
+    missing). per: a metric name to normalize by (see the module doc)."""
+    before, after = _runs(before), _runs(after)
+    before_label, after_label = _labels(before_label, len(before)), _labels(after_label, len(after))
     want = use_window
-    both = all(isinstance(p, dict) and isinstance(p.get("window"), dict) for p in (before, after))
+    every = [p for p in before + after]
+    both = all(isinstance(p, dict) and isinstance(p.get("window"), dict) for p in every)
     warnings = []
     if want is None:
         want = both
     elif want and not both:
         warnings.append("a window was asked for but %s has none: comparing the cumulative metrics" % (
-            " and ".join(lbl for lbl, p in ((before_label, before), (after_label, after))
+            " and ".join(lbl for lbl, p in zip(before_label + after_label, every)
                          if not (isinstance(p, dict) and isinstance(p.get("window"), dict)))))
         want = False
-    B, A = Side(before, want, before_label), Side(after, want, after_label)
-    for s in (B, A):
-        if s.seconds <= 0:
+    B = [Side(p, want, lbl) for p, lbl in zip(before, before_label)]
+    A = [Side(p, want, lbl) for p, lbl in zip(after, after_label)]
+    norm = _normalization(B, A, per)
+    for s in B + A:
+        if norm.name == "second" and s.seconds <= 0:
             warnings.append("%s covers no time (a payload from the first second of a run?): its rates are null"
                             % s.label)
     changes = []
-    changes += _profiles(B, A, warnings)
-    changes += _counters(B, A)
+    changes += _profiles(B, A, norm, warnings)
+    changes += _counters(B, A, norm)
     changes += _histograms(B, A)
     changes += _engines(B, A)
+    if norm.name == "run":
+        _check_same_work(B, A, warnings)
+    _check_estimates(B, A, warnings)
     order = {k: i for i, k in enumerate(KINDS)}
-    changes.sort(key=lambda c: (order[c["kind"]], -abs(c["delta"] or 0), c["metric"], c["frame"] or "",
-                                sorted(c["tags"].items())))
-    return {"before": B.describe(), "after": A.describe(), "changes": changes, "warnings": warnings}
+    changes.sort(key=lambda c: (order[c["kind"]], c.get("significant") is False, -abs(c["delta"] or 0),
+                                c["metric"], c["frame"] or "", sorted(c["tags"].items())))
+    return {"before": _describe(B), "after": _describe(A), "normalized_by": norm.describe(B, A),
+            "changes": changes, "warnings": warnings}
 
 
-def _profiles(B, A, warnings):
+def _runs(p):
+    return list(p) if isinstance(p, (list, tuple)) else [p]
+
+
+def _labels(label, n):
+    if isinstance(label, (list, tuple)):
+        return list(label)
+    return [label] if n == 1 else ["%s#%d" % (label, i + 1) for i in range(n)]
+
+
+def _describe(sides):
+    if len(sides) == 1:
+        return sides[0].describe()
+    d = sides[0].describe()
+    d.update(label=", ".join(s.label for s in sides), runs=len(sides),
+             covered_seconds=round(_median([s.seconds for s in sides]), 6),
+             ended=all(s.ended for s in sides),
+             source=sides[0].source if len({s.source for s in sides}) == 1 else "mixed",
+             cuda_graph_trace_mode=_one_mode(sides))
+    return d
+
+
+def _one_mode(sides):
+    modes = {s.trace_mode for s in sides}
+    return modes.pop() if len(modes) == 1 else "mixed"
+
+
+def _check_same_work(B, A, warnings):
+    """Totals compare equal work only: the median ratio of call counts over
+    the frames both sides call often says whether the runs did the same."""
+    ratios = []
+    for key in set().union(*(s.profiles for s in B)) & set().union(*(s.profiles for s in A)):
+        frames = set().union(*(s.profiles.get(key, {}) for s in B + A))
+        for f in frames:
+            nb = _median([s.profiles.get(key, {}).get(f, [0, 0])[1] for s in B])
+            na = _median([s.profiles.get(key, {}).get(f, [0, 0])[1] for s in A])
+            if nb and na and nb >= MIN_CALLS and na >= MIN_CALLS:
+                ratios.append(na / nb)
+    if ratios:
+        r = statistics.median(ratios)
+        if abs(r - 1) > SAME_WORK:
+            warnings.append("the runs did not do the same work (calls x%.2f after, the median over %d frames): "
+                            "totals compare unequal work; name the work with --per NAME (a probe counter of steps "
+                            "or requests)" % (r, len(ratios)))
+
+
+def _check_estimates(B, A, warnings):
+    said = set()
+    for key in sorted(set().union(*(s.sampled for s in B)) & set().union(*(s.sampled for s in A))):
+        kb = set().union(*(s.sampled.get(key, set()) for s in B))
+        ka = set().union(*(s.sampled.get(key, set()) for s in A))
+        if kb != ka and len(kb) == len(ka) == 1 and key[0] not in said:
+            said.add(key[0])
+            warnings.append("%s: the time is %s in BEFORE and %s in AFTER (duration: sampled is an estimate from "
+                            "sampling windows): compare its counts and bytes, not its time" % (
+                                key[0], "an estimate" if "sampled" in kb else "exact",
+                                "an estimate" if "sampled" in ka else "exact"))
+
+
+def _profiles(B, A, norm, warnings):
     left_out = set()
-    if B.trace_mode and A.trace_mode and B.trace_mode != A.trace_mode:
-        left_out = {k for k in set(B.profiles) | set(A.profiles) if k[0] in TRACE_DEPENDENT}
+    mb, ma = _one_mode(B), _one_mode(A)
+    if mb and ma and (mb != ma or "mixed" in (mb, ma)):
+        left_out = {k for s in B + A for k in s.profiles if k[0] in TRACE_DEPENDENT}
         if left_out:
             warnings.append(
                 "%s was taken in CUDA graph trace mode %s and %s in %s: %s are left out (graph mode times whole "
                 "replays, node mode the kernels inside them; compare runs taken in the same mode)" % (
-                    B.label, B.trace_mode, A.label, A.trace_mode,
+                    _describe(B)["label"], mb, _describe(A)["label"], ma,
                     ", ".join(sorted({k[0] for k in left_out}))))
     out = []
     cut = set()
-    for key in sorted(set(B.profiles) | set(A.profiles)):
+    for key in sorted(set().union(*(s.profiles for s in B + A))):
         if key in left_out:
             continue
         metric = key[0]
-        pb, pa = B.profiles.get(key), A.profiles.get(key)
-        tb = sum(v for v, _ in pb.values()) if pb is not None else None
-        ta = sum(v for v, _ in pa.values()) if pa is not None else None
-        unit = _unit(metric) + "/second"
-        tags = B.tags.get(key) or A.tags.get(key) or {}
-        for frame in sorted(set(pb or ()) | set(pa or ())):
-            fb = (pb or {}).get(frame)
-            fa = (pa or {}).get(frame)
-            if (fb is None and key in B.truncated) or (fa is None and key in A.truncated):
-                cut.add(metric)
-            vb, sb = (fb if fb is not None else (None, None))
-            va, sa = (fa if fa is not None else (None, None))
-            extra = {
-                "total": _pair(vb, va), "calls": _pair(sb, sa),
-                "per_call": _pair(vb / sb if sb else None, va / sa if sa else None),
-                "share": {"before": vb / tb if vb is not None and tb else None,
-                          "after": va / ta if va is not None and ta else None},
-            }
+        unit = norm.unit(_unit(metric))
+        tags = _first(s.tags.get(key) for s in B + A) or {}
+        frames = sorted(set().union(*(s.profiles.get(key, {}) for s in B + A)))
+        tot = {id(s): sum(v for v, _ in s.profiles[key].values()) for s in B + A if key in s.profiles}
+        for frame in frames:
+            cols = {}
+            for side, runs in (("before", B), ("after", A)):
+                vals, calls, per_call, share, normed = [], [], [], [], []
+                present = any(key in s.profiles and frame in s.profiles[key] for s in runs)
+                for s in runs:
+                    f = s.profiles.get(key, {}).get(frame)
+                    if f is None and key in s.truncated:
+                        cut.add(metric)
+                    v, n = (f if f is not None else (0, 0)) if present else (None, None)
+                    vals.append(v)
+                    calls.append(n)
+                    per_call.append(v / n if v is not None and n else None)
+                    share.append(v / tot[id(s)] if v is not None and tot.get(id(s)) else None)
+                    normed.append(norm.of(s, v))
+                cols[side] = (vals, calls, per_call, share, normed)
+            (vb, cb, pb, shb, nb), (va, ca, pa, sha, na) = cols["before"], cols["after"]
+            runs = _Runs(nb, na)
+            extra = {"total": _pair(_median(vb), _median(va)), "calls": _pair(_median(cb), _median(ca)),
+                     "per_call": _pair(_median(pb), _median(pa)),
+                     "share": {"before": _median(shb), "after": _median(sha)}}
+            extra.update(runs.noise())
             if metric in kernel_names.KERNEL_PROFILES:
-                n = A.names.get(frame) or B.names.get(frame)
+                n = _first(s.names.get(frame) for s in A + B)
                 if n is None:
                     d = kernel_names.describe(frame)
                     n = (d.display_name, d.category)
                 extra["display_name"], extra["category"] = n[0], n[1]
-            out.append(_change("profile", metric, frame, tags, "per_second", unit, B.rate(vb), A.rate(va),
-                               **extra))
+            b, a = runs.pair()
+            out.append(_change("profile", metric, frame, tags, norm.stat, unit, b, a, **extra))
     for metric in sorted(cut):
         warnings.append("%s lists only its %d largest frames on one side: a frame missing there may be below the "
                         "cut rather than absent" % (metric, MAX_FRAMES))
     return out
 
 
-def _counters(B, A):
+def _first(items):
+    for x in items:
+        if x is not None:
+            return x
+    return None
+
+
+def _counters(B, A, norm):
     out = []
-    for key in sorted(set(B.counters) | set(A.counters)):
-        vb, va = B.counters.get(key), A.counters.get(key)
-        out.append(_change("counter", key[0], None, B.tags.get(key) or A.tags.get(key) or {}, "per_second",
-                           _unit(key[0]) + "/second", B.rate(vb), A.rate(va), total=_pair(vb, va)))
+    for key in sorted(set().union(*(s.counters for s in B + A))):
+        present_b = any(key in s.counters for s in B)
+        present_a = any(key in s.counters for s in A)
+        tb = [s.counters.get(key, 0) if present_b else None for s in B]
+        ta = [s.counters.get(key, 0) if present_a else None for s in A]
+        runs = _Runs([norm.of(s, v) for s, v in zip(B, tb)], [norm.of(s, v) for s, v in zip(A, ta)])
+        b, a = runs.pair()
+        out.append(_change("counter", key[0], None, _first(s.tags.get(key) for s in B + A) or {}, norm.stat,
+                           norm.unit(_unit(key[0])), b, a, total=_pair(_median(tb), _median(ta)), **runs.noise()))
     return out
 
 
@@ -301,43 +522,57 @@ def _hist_stats(series):
     return count, mean, q[0], q[1]
 
 
+_NO_STATS = (None, None, None, None)
+
+
 def _histograms(B, A):
     out = []
-    for key in sorted(set(B.histograms) | set(A.histograms)):
-        hb = _hist_stats(B.histograms[key]) if key in B.histograms else (None, None, None, None)
-        ha = _hist_stats(A.histograms[key]) if key in A.histograms else (None, None, None, None)
-        out.append(_change("histogram", key[0], None, B.tags.get(key) or A.tags.get(key) or {}, "mean",
-                           _unit(key[0]), hb[1], ha[1], p50=_pair(hb[2], ha[2]), p95=_pair(hb[3], ha[3]),
-                           count=_pair(hb[0], ha[0])))
+    for key in sorted(set().union(*(s.histograms for s in B + A))):
+        hb = [_hist_stats(s.histograms[key]) if key in s.histograms else _NO_STATS for s in B]
+        ha = [_hist_stats(s.histograms[key]) if key in s.histograms else _NO_STATS for s in A]
+        col = lambda runs, i: [r[i] for r in runs]  # noqa: E731
+        runs = _Runs(col(hb, 1), col(ha, 1))
+        b, a = runs.pair()
+        out.append(_change("histogram", key[0], None, _first(s.tags.get(key) for s in B + A) or {}, "mean",
+                           _unit(key[0]), b, a, p50=_pair(_median(col(hb, 2)), _median(col(ha, 2))),
+                           p95=_pair(_median(col(hb, 3)), _median(col(ha, 3))),
+                           count=_pair(_median(col(hb, 0)), _median(col(ha, 0))), **runs.noise()))
     return out
 
 
 def _engines(B, A):
-    eb, ea = B.engine, A.engine
-    if not eb and not ea:
+    if not any(s.engine for s in B + A):
         return []
-    eb, ea = eb or {}, ea or {}
     out = []
     # engine totals are since the engine started: per second of the
     # payload's cumulative time, whatever the other changes compare
     for concept in ENGINE_RATES:
-        vb, va = _num(eb.get(concept + "_total")), _num(ea.get(concept + "_total"))
-        if vb is None and va is None:
+        vb = [_num((s.engine or {}).get(concept + "_total")) for s in B]
+        va = [_num((s.engine or {}).get(concept + "_total")) for s in A]
+        if all(v is None for v in vb + va):
             continue
-        rb = vb / B.cumulative_seconds if vb is not None and B.cumulative_seconds > 0 else None
-        ra = va / A.cumulative_seconds if va is not None and A.cumulative_seconds > 0 else None
+        runs = _Runs([v / s.cumulative_seconds if v is not None and s.cumulative_seconds > 0 else None
+                      for s, v in zip(B, vb)],
+                     [v / s.cumulative_seconds if v is not None and s.cumulative_seconds > 0 else None
+                      for s, v in zip(A, va)])
+        b, a = runs.pair()
         out.append(_change("engine", "engine." + concept + "_per_second", None, {}, "per_second",
-                           "tokens/second", rb, ra, total=_pair(vb, va)))
+                           "tokens/second", b, a, total=_pair(_median(vb), _median(va)), **runs.noise()))
     for concept in ENGINE_LATENCIES:
-        lb = eb.get(concept + "_seconds") if isinstance(eb.get(concept + "_seconds"), dict) else {}
-        la = ea.get(concept + "_seconds") if isinstance(ea.get(concept + "_seconds"), dict) else {}
-        if not lb and not la:
+        def lat(s, stat):
+            d = (s.engine or {}).get(concept + "_seconds")
+            return _num(d.get(stat)) if isinstance(d, dict) else None
+
+        if all(lat(s, "mean") is None and lat(s, "count") is None for s in B + A) and not any(
+                isinstance((s.engine or {}).get(concept + "_seconds"), dict) for s in B + A):
             continue
-        out.append(_change("engine", "engine." + concept + "_seconds", None, {}, "mean", "seconds",
-                           _num(lb.get("mean")), _num(la.get("mean")),
-                           p50=_pair(_num(lb.get("p50")), _num(la.get("p50"))),
-                           p95=_pair(_num(lb.get("p95")), _num(la.get("p95"))),
-                           count=_pair(_num(lb.get("count")), _num(la.get("count")))))
+        runs = _Runs([lat(s, "mean") for s in B], [lat(s, "mean") for s in A])
+        b, a = runs.pair()
+        out.append(_change("engine", "engine." + concept + "_seconds", None, {}, "mean", "seconds", b, a,
+                           p50=_pair(_median([lat(s, "p50") for s in B]), _median([lat(s, "p50") for s in A])),
+                           p95=_pair(_median([lat(s, "p95") for s in B]), _median([lat(s, "p95") for s in A])),
+                           count=_pair(_median([lat(s, "count") for s in B]), _median([lat(s, "count") for s in A])),
+                           **runs.noise()))
     return out
 
 
@@ -366,7 +601,8 @@ _SHORT = {"cuda_kernels_nanoseconds": "kernel", "cuda_graphs_nanoseconds": "grap
 def _fmt(v, unit):
     if v is None:
         return "-"
-    if unit.startswith("nanoseconds"):
+    base, _, per = unit.partition("/")
+    if base == "nanoseconds":
         a = abs(v)
         if a >= 1e9:
             s = "%.2f s" % (v / 1e9)
@@ -376,9 +612,9 @@ def _fmt(v, unit):
             s = "%.1f us" % (v / 1e3)
         else:
             s = "%.0f ns" % v
-    elif unit.startswith("seconds"):
+    elif base == "seconds":
         return _fmt(v * 1e9, "nanoseconds" + unit[len("seconds"):])
-    elif unit.startswith("bytes"):
+    elif base == "bytes":
         a, s = abs(v), None
         for div, u in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
             if a >= div:
@@ -388,7 +624,7 @@ def _fmt(v, unit):
     else:
         a = abs(v)
         s = ("%.3g" % v) if a < 1000 else ("%.1fk" % (v / 1e3) if a < 1e6 else "%.1fM" % (v / 1e6))
-    return s + ("/s" if unit.endswith("/second") else "")
+    return s + ("/s" if per == "second" else "/" + per if per else "")
 
 
 def _fmt_delta(c, unit):
@@ -405,9 +641,10 @@ def _ratio(c):
     if c.get("only") == "before":
         return "gone"
     r = c.get("ratio")
+    mark = "~" if c.get("significant") is False else ""  # inside the run-to-run spread
     if r is None:
-        return "-"
-    return "x%.2f" % r if r < 10 else "x%.0f" % r
+        return mark + "-"
+    return mark + ("x%.2f" % r if r < 10 else "x%.0f" % r)
 
 
 def _pct(v):
@@ -446,10 +683,14 @@ def _varying(changes):
 
 def headline(doc):
     """One line: the largest change of time (or, without profiles, the
-    first change), naming what changed."""
+    first change), naming what changed; with several runs a side, the
+    largest outside the run-to-run spread."""
     changes = doc["changes"]
     times = [c for c in changes if c["kind"] == "profile" and c["unit"].startswith("nanoseconds")]
-    c = max(times, key=lambda c: abs(c["delta"] or 0)) if times else (changes[0] if changes else None)
+    real = [c for c in times if c.get("significant") is not False]
+    noisy = bool(times) and not real
+    pool = real or times
+    c = max(pool, key=lambda c: abs(c["delta"] or 0)) if pool else (changes[0] if changes else None)
     if c is None:
         return "no changes: neither payload has anything to compare"
     if not any(x["delta"] for x in changes):
@@ -459,25 +700,39 @@ def headline(doc):
     rest = ": %s -> %s (%s, %s)" % (_fmt(c["before"], unit), _fmt(c["after"], unit), _fmt_delta(c, unit), _ratio(c))
     if c["kind"] == "profile" and c.get("category"):
         rest += " [%s]" % c["category"]
+    if noisy:
+        return "no change outside the run-to-run spread; the largest inside it: %s %s%s" % (what, name, rest)
     return "largest change: %s %s%s" % (what, name, rest)
+
+
+_PER_TITLE = {"second": "per second of covered time", "run": "totals of each run",
+              "per generated token": "per generated token"}
 
 
 def to_text(doc, width=160):
     """The comparison for people: a headline, what each side covers, the
     warnings, then a table per kind sorted by absolute change."""
     lines = [headline(doc)]
+    norm = doc.get("normalized_by") or {"name": "second", "why": "per second of covered time"}
     for side in ("before", "after"):
         d = doc[side]
-        lines.append("  %-6s %s: %s, %.2f s covered, cuda graph trace %s" % (
-            side, d["label"], d["source"], d["covered_seconds"], d["cuda_graph_trace_mode"] or "-"))
+        lines.append("  %-6s %s: %s, %.2f s covered%s, cuda graph trace %s%s" % (
+            side, d["label"], d["source"], d["covered_seconds"], " (median)" if d.get("runs") else "",
+            d["cuda_graph_trace_mode"] or "-", ", ended" if d.get("ended") else ""))
+    lines.append("  compared: " + norm["why"])
+    multi = any("significant" in c for c in doc["changes"])
+    if multi:
+        lines.append("  values are medians of the runs; ~ marks a change inside the run-to-run spread")
     for w in doc["warnings"]:
         lines.append("warning: " + w)
     by_kind = {}
     for c in doc["changes"]:
         by_kind.setdefault(c["kind"], []).append(c)
     left = doc.get("left_out") or {}
-    titles = {"profile": "PROFILES: time (or value) per second of covered time, largest change first",
-              "counter": "COUNTERS: per second of covered time",
+    per = _PER_TITLE.get(norm["name"], norm["name"])
+    titles = {"profile": "PROFILES: time (or value)%s %s, largest change first" % (
+                  "" if norm["name"] == "second" else ",", per),
+              "counter": "COUNTERS: %s" % per,
               "histogram": "HISTOGRAMS: mean, p50, p95",
               "engine": "ENGINE (since start)"}
     for kind in KINDS:
@@ -492,7 +747,7 @@ def to_text(doc, width=160):
                 "BEFORE", "AFTER", "CHANGE", "RATIO", "PER CALL", "SHARE", "WHAT", "NAME"))
             for c in rows:
                 what, name = _name(c, varying)
-                u, pu = c["unit"], c["unit"].replace("/second", "")
+                u, pu = c["unit"], c["unit"].partition("/")[0]
                 pc = c["per_call"]
                 lines.append("  %12s %12s %12s %6s  %-23s %-12s %-6s %s" % (
                     _fmt(c["before"], u), _fmt(c["after"], u), _fmt_delta(c, u), _ratio(c),
@@ -513,7 +768,7 @@ def to_text(doc, width=160):
             for c in rows:
                 _, name = _name(c, varying)
                 u = c["unit"]
-                tu = u.replace("/second", "")
+                tu = u.partition("/")[0]
                 lines.append("  %12s %12s %12s %6s  %-23s %s" % (
                     _fmt(c["before"], u), _fmt(c["after"], u), _fmt_delta(c, u), _ratio(c),
                     "%s -> %s" % (_fmt(c["total"]["before"], tu), _fmt(c["total"]["after"], tu)), name))

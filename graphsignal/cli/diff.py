@@ -1,7 +1,9 @@
 """graphsignal-diff BEFORE AFTER: what changed between two /signals
 payloads (files saved with GRAPHSIGNAL_SIGNALS_FILE or curl, or http://
 URLs of live endpoints), ranked by absolute change; see graphsignal.diff
-for what is compared and how.
+for what is compared and how. graphsignal-diff B1 B2 B3 -- A1 A2 A3
+compares several runs of each side: medians, with each change's
+run-to-run spread.
 
 Exit status: 0 with the comparison, 1 when a side cannot be read (one
 line on stderr says why: missing, too large, not JSON, not a payload,
@@ -14,6 +16,7 @@ import stat
 import sys
 import urllib.parse
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import orjson
 
@@ -26,12 +29,13 @@ DEADLINE = 30.0  # seconds for a live endpoint's whole answer
 
 @dataclass(frozen=True)
 class DiffConfig:
-    before: str
-    after: str
+    before: Tuple[str, ...]  # one payload a run
+    after: Tuple[str, ...]
     json: bool = False
     top: int = 20
     window: object = None  # None: windows when both have one; True / False: asked for
     timeout: float = DEADLINE
+    per: Optional[str] = None  # normalize by this metric's count (--per)
 
 
 def _top(text):
@@ -57,13 +61,20 @@ def _seconds(text):
 def parser():
     p = argparse.ArgumentParser(
         prog="graphsignal-diff",
-        description="Compare two /signals payloads (BEFORE and AFTER a change) and rank what changed: time per "
+        usage="graphsignal-diff [options] BEFORE AFTER\n       graphsignal-diff [options] BEFORE... -- AFTER...",
+        description="Compare /signals payloads from BEFORE and AFTER a change and rank what changed: time per "
                     "kernel, CUDA graph, copy, sync and probe frame (total, per call, share), counters, "
-                    "histograms and the engine summary, per second of covered time.",
-        epilog="BEFORE/AFTER: a file (GRAPHSIGNAL_SIGNALS_FILE, or curl -s .../signals > before.json), '-' for "
+                    "histograms and the engine summary; as totals of each run when the runs ended (a fixed "
+                    "amount of work), per generated token for engines, per second of covered time for live "
+                    "services, or per unit of --per NAME. With several runs a side (BEFORE... -- AFTER...) "
+                    "each change carries its run-to-run spread, and changes inside it are marked and ranked "
+                    "last.",
+        epilog="BEFORE/AFTER: a file (graphsignal-run --output, or curl -s .../signals > before.json), '-' for "
                "stdin, or an http:// URL of a live endpoint (http://127.0.0.1:18259 means its /signals).")
-    p.add_argument("before", metavar="BEFORE", help="the payload before the change")
-    p.add_argument("after", metavar="AFTER", help="the payload after the change")
+    p.add_argument("payloads", nargs="+", metavar="PAYLOAD", help="BEFORE AFTER, or BEFORE runs -- AFTER runs")
+    p.add_argument("--per", metavar="NAME",
+                   help="compare per unit of NAME: a probe counter of steps or requests, a histogram's count or a "
+                        "profile's calls, in each run")
     p.add_argument("--json", action="store_true", help='print {"changes": [...], "warnings": [...]} as JSON')
     p.add_argument("--top", type=_top, default=20, metavar="N",
                    help="at most N changes of each kind (profiles, counters, histograms, engine); 0 lists all "
@@ -79,10 +90,32 @@ def parser():
     return p
 
 
+_SPLIT = "\0--"  # no file has this name
+
+
 def parse(argv):
-    ns = parser().parse_args(argv)
-    return DiffConfig(before=ns.before, after=ns.after, json=ns.json, top=ns.top, window=ns.window,
-                      timeout=ns.timeout)
+    """DiffConfig from the arguments; argparse's usage error (exit 2) for
+    anything else than BEFORE AFTER or BEFORE... -- AFTER... ."""
+    argv = list(argv)
+    p = parser()
+    # "--" splits the runs (options may come anywhere): a marker argparse keeps as a payload
+    split = "--" in argv
+    if split:
+        argv[argv.index("--")] = _SPLIT
+    ns = p.parse_intermixed_args(argv)
+    if split:
+        i = ns.payloads.index(_SPLIT)
+        before, after = tuple(ns.payloads[:i]), tuple(ns.payloads[i + 1:])
+        if not before or not after or _SPLIT in after:
+            p.error("give BEFORE... -- AFTER...: one or more payloads on each side of one --")
+    else:
+        if len(ns.payloads) != 2:
+            p.error("give BEFORE AFTER (one payload each), or BEFORE... -- AFTER... (several runs a side)")
+        before, after = (ns.payloads[0],), (ns.payloads[1],)
+    if sum(x == "-" for x in before + after) > 1:
+        p.error("'-' (stdin) can be one payload only")
+    return DiffConfig(before=before, after=after, json=ns.json, top=ns.top, window=ns.window, timeout=ns.timeout,
+                      per=ns.per)
 
 
 class LoadError(Exception):
@@ -136,14 +169,21 @@ def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES):
 def main(argv=None):
     cfg = parse(sys.argv[1:] if argv is None else argv)
     try:
-        before, after = load(cfg.before, timeout=cfg.timeout), load(cfg.after, timeout=cfg.timeout)
+        before = [load(src, timeout=cfg.timeout) for src in cfg.before]
+        after = [load(src, timeout=cfg.timeout) for src in cfg.after]
     except LoadError as e:
         sys.stderr.write("graphsignal-diff: %s\n" % e)
         return 1
-    doc = diff.top(diff.compare(before, after, cfg.before, cfg.after, cfg.window), cfg.top)
+    try:
+        doc = diff.compare(before, after, [clean(x) for x in cfg.before], [clean(x) for x in cfg.after],
+                           cfg.window, cfg.per)
+    except diff.CannotCompare as e:
+        sys.stderr.write("graphsignal-diff: %s\n" % clean(str(e)))
+        return 1
+    doc = diff.top(doc, cfg.top)
     if cfg.json:
         out = {"changes": doc["changes"], "warnings": doc["warnings"], "before": doc["before"],
-               "after": doc["after"]}
+               "after": doc["after"], "normalized_by": doc["normalized_by"]}
         if doc.get("left_out"):
             out["left_out"] = doc["left_out"]
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")

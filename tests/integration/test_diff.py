@@ -65,7 +65,8 @@ def test_a_payload_against_itself_changes_nothing():
     ref = reference()
     covered = (ref["payload_ns"] - ref["start_ns"]) / S
     assert doc["before"] == {"label": "BEFORE", "source": "cumulative", "covered_seconds": round(covered, 6),
-                             "cuda_graph_trace_mode": "graph"}
+                             "cuda_graph_trace_mode": "graph", "ended": False}
+    assert doc["normalized_by"]["name"] == "second"  # a payload of a live run (no ended_ns): per second
     fill = one(doc, frame=FILL)
     assert fill["display_name"] == "vectorized_elementwise_kernel<FillFunctor>" and fill["category"] == "memory"
     assert fill["before"] == pytest.approx(5112898 / covered)
@@ -446,3 +447,148 @@ def test_diff_of_two_real_runs_names_the_gemm_first(two_runs, tmp_path):
     assert out["warnings"] == []
     # the cumulative twin of the CPU gauge is compared too
     assert [c for c in out["changes"] if c["metric"] == "process_cpu_time_nanoseconds"]
+
+
+# -- what the values are per: work done, not wall time (fixed work, live services, engines, --per) ----------
+def stage_run(per_call, steps=100, seconds=None, ended=True, extra=None, pid="1", sampled_copy=None):
+    """The final payload of a run of `steps` steps of stages {name: ns per
+    call}; it covers the stages' time (or `seconds`)."""
+    s = MetricStore()
+    s.add_profile("demo_stage_nanoseconds", {"process.pid": pid},
+                  [(name, ns * steps, steps) for name, ns in per_call.items()])
+    s.set_counter("demo_steps_total", {"process.pid": pid}, steps)
+    if sampled_copy is not None:
+        tags = {"process.pid": pid, "host_memory": "pinned"}
+        if sampled_copy:
+            tags["duration"] = "sampled"
+        s.add_profile("cuda_memcpy_nanoseconds", tags, [("host_to_device", 1000 * steps, steps)])
+    for name, (kind, tags, value) in (extra or {}).items():
+        if kind == "counter":
+            s.set_counter(name, tags, value)
+    doc = orjson.loads(build_signals(s))
+    covered = seconds if seconds is not None else sum(per_call.values()) * steps / S
+    doc["payload_ns"] = doc["start_ns"] + int(covered * S)
+    if ended:
+        doc["ended_ns"], doc["exit_status"] = doc["payload_ns"] - 1000, 0
+    return doc
+
+
+def headline_of(doc):
+    return diff.to_text(doc).splitlines()[0]
+
+
+@pytest.mark.parametrize("after,named", [
+    ({"load": 2.2e6, "compute": 1e6}, "compute"),  # a stage got faster: the run got shorter
+    ({"load": 2.2e6, "compute": 9e6}, "compute"),  # a stage got slower: the run got longer
+    ({"load": 4.4e6, "compute": 4e6}, "load"),  # the other stage changed
+])
+def test_fixed_work_runs_are_compared_by_totals_and_name_the_stage_that_changed(after, named):
+    # before: per second of covered time, the unchanged stage's share of a shorter run grew as much as the
+    # changed one's shrank, and it was named the largest change in 4 of 6 runs of SKILL.md's example
+    before = {"load": 2.2e6, "compute": 4e6}
+    doc = diff.compare(stage_run(before), stage_run(after))
+    assert doc["normalized_by"]["name"] == "run" and doc["warnings"] == []
+    top = changes(doc, kind="profile")[0]
+    assert top["frame"] == named and top["stat"] == "total" and top["unit"] == "nanoseconds"
+    assert top["before"] == before[named] * 100 and top["after"] == after[named] * 100
+    unchanged = [c for c in changes(doc, kind="profile") if c["frame"] != named]
+    assert all(c["delta"] == 0 for c in unchanged)
+    assert headline_of(doc).startswith("largest change: probe demo_stage_nanoseconds " + named)
+    assert "compared: totals of each run" in diff.to_text(doc)
+
+
+def test_runs_that_did_different_work_are_warned_about_and_per_names_the_work():
+    b, a = stage_run({"load": 2e6, "compute": 4e6}, steps=100), stage_run({"load": 2e6, "compute": 4e6}, steps=50)
+    doc = diff.compare(b, a)
+    assert doc["normalized_by"]["name"] == "run"
+    assert len(doc["warnings"]) == 1 and "not do the same work" in doc["warnings"][0] and "x0.50" in doc["warnings"][0]
+    per = diff.compare(b, a, per="demo_steps_total")
+    assert per["normalized_by"]["name"] == "per demo_steps_total" and per["warnings"] == []
+    assert all(c["delta"] == 0 for c in changes(per, kind="profile"))  # the same per step
+    assert one(per, frame="compute")["unit"] == "nanoseconds/demo_steps_total"
+    # a profile's calls or a histogram's count name the work as well
+    assert diff.compare(b, a, per="demo_stage_nanoseconds")["normalized_by"]["before"] == [200]
+    with pytest.raises(diff.CannotCompare, match="--per nosuch: BEFORE and AFTER have no"):
+        diff.compare(b, a, per="nosuch")
+
+
+def test_live_runs_are_compared_per_second():
+    # a service measured for 10 s each time: open-ended, no ended_ns
+    b = stage_run({"decode": 1e6}, steps=1000, seconds=10, ended=False)
+    a = stage_run({"decode": 2e6}, steps=1000, seconds=10, ended=False)
+    doc = diff.compare(b, a)
+    assert doc["normalized_by"]["name"] == "second"
+    c = one(doc, frame="decode")
+    assert c["stat"] == "per_second" and c["before"] == pytest.approx(1e8) and c["after"] == pytest.approx(2e8)
+    # one side live is enough: its time is not a run's whole work
+    assert diff.compare(stage_run({"decode": 1e6}), a)["normalized_by"]["name"] == "second"
+
+
+def test_engine_runs_are_compared_per_generated_token():
+    b, a = engine_payload("sglang_reconstructed.txt"), engine_payload("sglang_1.txt")
+    for doc, tokens, kernel_ns in ((b, None, 5e9), (a, None, 6e9)):
+        doc["metrics"].append({"name": "cuda_graphs_nanoseconds", "type": "profile", "tags": {},
+                               "stats": {"frames": [{"name": "graph_1", "value": kernel_ns, "samples": 10}]},
+                               "updated_ns": doc["payload_ns"]})
+    doc = diff.compare(b, a)
+    assert doc["normalized_by"]["name"] == "per generated token"
+    tb, ta = b["engine"]["generation_tokens_total"], a["engine"]["generation_tokens_total"]
+    assert doc["normalized_by"]["before"] == [tb] and doc["normalized_by"]["after"] == [ta]
+    g = one(doc, frame="graph_1")
+    assert g["stat"] == "per_token" and g["unit"] == "nanoseconds/token"
+    assert g["before"] == pytest.approx(5e9 / tb) and g["after"] == pytest.approx(6e9 / ta)
+    assert "/token" in diff.to_text(doc)
+
+
+def test_several_runs_a_side_carry_their_spread_and_noise_ranks_last():
+    def runs(compute, load_jitter):
+        return [stage_run({"load": 2e6 + j, "compute": compute}) for j in load_jitter]
+
+    # compute: 4 -> 3 ms, far outside its spread; load: unchanged but noisy, with a small shift inside the noise
+    doc = diff.compare(runs(4e6, (0, 40e3, -40e3)), runs(3e6, (20e3, -50e3, 60e3)))
+    comp, load = one(doc, frame="compute"), one(doc, frame="load")
+    assert comp["significant"] is True and comp["spread"] == {"before": [4e8, 4e8], "after": [3e8, 3e8]}
+    assert comp["before"] == 4e8 and comp["after"] == 3e8  # medians of the runs
+    assert load["significant"] is False and load["spread"]["before"] == [2e6 * 100 - 4e6, 2e6 * 100 + 4e6]
+    prof = changes(doc, kind="profile")
+    assert prof.index(comp) < prof.index(load)
+    assert headline_of(doc).startswith("largest change: probe demo_stage_nanoseconds compute")
+    assert doc["before"]["runs"] == 3 and doc["before"]["label"] == "BEFORE#1, BEFORE#2, BEFORE#3"
+    # nothing outside the spread: the headline says so
+    quiet = diff.compare(runs(4e6, (0, 40e3, -40e3)), runs(4e6, (20e3, -50e3, 60e3)))
+    assert headline_of(quiet).startswith("no change outside the run-to-run spread; the largest inside it: ")
+    assert "~x" in diff.to_text(quiet)
+
+
+def test_mixed_collections_are_warned_about_and_mixed_trace_modes_left_out():
+    b = stage_run({"x": 1e6}, sampled_copy=False)
+    a = stage_run({"x": 1e6}, sampled_copy=True)
+    doc = diff.compare(b, a)
+    c = one(doc, metric="cuda_memcpy_nanoseconds")
+    assert "only" not in c and c["tags"] == {"host_memory": "pinned"}  # matched across collections
+    (w,) = doc["warnings"]
+    assert "cuda_memcpy_nanoseconds" in w and "exact in BEFORE and an estimate in AFTER" in w
+    before, after = reference(), reference()
+    metric(after, "cuda_graph_trace_mode")["stats"]["value"] = 1
+    assert not changes(diff.compare([before, before], [after, after]), metric="cuda_kernels_nanoseconds")
+
+
+def test_the_command_line_takes_several_runs_a_side_and_per(tmp_path):
+    files = []
+    for i, compute in enumerate((4e6, 4.1e6, 3.9e6, 2e6, 2.1e6)):
+        p = tmp_path / ("run%d.json" % i)
+        p.write_text(json.dumps(stage_run({"load": 2e6, "compute": compute})))
+        files.append(str(p))
+    r = run_cli(*files[:3], "--", *files[3:], "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["normalized_by"]["name"] == "run" and out["before"]["runs"] == 3 and out["after"]["runs"] == 2
+    c = out["changes"][0]
+    assert c["frame"] == "compute" and c["significant"] is True and c["before"] == 4e8
+    r = run_cli(files[0], files[3], "--per", "demo_steps_total")
+    assert r.returncode == 0 and "compared: per unit of demo_steps_total" in r.stdout.decode(), r.stdout
+    r = run_cli(files[0], files[3], "--per", "nosuch")
+    assert r.returncode == 1 and r.stderr.decode().startswith("graphsignal-diff: --per nosuch:"), r.stderr
+    for bad in ([files[0], "--"], [files[0], files[1], files[2]], ["-", "--", "-"]):
+        r = run_cli(*bad)
+        assert r.returncode == 2 and b"usage" in r.stderr, (bad, r.stderr)
