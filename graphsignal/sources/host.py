@@ -298,6 +298,34 @@ def redact_command_line(args):
     return list(_redact_cached(args))
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: the task is exiting
+
+
+def exiting(pid, proc_root="/proc"):
+    """True once the process's main thread began to exit (PF_EXITING in
+    /proc/PID/stat's flags, or a zombie), or when it is gone: from then on
+    /proc reads its memory as it is being freed, down to 0."""
+    try:
+        with open("%s/%d/stat" % (proc_root, pid), "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+        return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def peak_rss(pid, proc_root="/proc"):
+    """The process's peak resident memory (VmHWM) in bytes, or None."""
+    try:
+        with open("%s/%d/status" % (proc_root, pid), "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 class ProcessTree:
     """The workload's processes: the root and its descendants."""
 
@@ -353,6 +381,11 @@ class HostSource(Source):
         s.set_gauge("host_memory_available_bytes", {}, int(vm.available), ts)
         root = self.tree.root_pid_fn()
         for p in self.tree.refresh():
+            # a process that began to exit has freed (or is freeing) its
+            # memory: its last readings are the ones from before, so none is
+            # taken from then on, and one taken while it began is dropped
+            if exiting(p.pid):
+                continue
             try:
                 with p.oneshot():
                     cpu = p.cpu_percent(interval=None)
@@ -364,6 +397,9 @@ class HostSource(Source):
                     cmd = p.cmdline() if p.pid not in self.cmdline_read else None
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
+            peak = peak_rss(p.pid)
+            if exiting(p.pid):
+                continue
             tags = {"process.pid": str(p.pid)}
             s.set_gauge("process_cpu_usage_percent", tags, round(cpu, 2), ts)
             # its cumulative twin: the process's own user + system time
@@ -373,6 +409,8 @@ class HostSource(Source):
             self.cpu_totals.update(p.pid, started, cpu_ns)
             s.set_gauge("process_memory_usage_bytes", tags, int(mem.rss), ts)
             s.set_gauge("process_memory_virtual_bytes", tags, int(mem.vms), ts)
+            if peak is not None:
+                s.set_gauge("process_memory_peak_bytes", tags, peak, ts)
             rtags = {"process.pid": str(p.pid), "process.root_pid": str(root)}
             attrs = {"process.parent_pid": str(ppid)}
             if cmd is not None:
