@@ -24,6 +24,7 @@ import ctypes
 import logging
 import os
 import select
+import struct
 import threading
 import time
 
@@ -387,7 +388,8 @@ class Poller:
         self._thread.start()
 
     def _run(self):
-        watch = _DirWatch.open(self.shm_dir, self._wake[0] if self._wake is not None else None)
+        watch = _DirWatch.open(self.shm_dir, self._wake[0] if self._wake is not None else None,
+                               os.fsencode(self.prefix))
         try:
             while not self._halt.is_set():
                 t0 = time.monotonic()
@@ -455,18 +457,22 @@ class Poller:
 
 
 class _DirWatch:
-    """inotify on the ring directory: wait() returns early when a file is
-    created or moved in. None where inotify is not available (then the
-    poller just sleeps)."""
+    """inotify on the ring directory: wait() returns early when a file of
+    this run (a name that starts with `prefix`) is created or moved in.
+    Other files (other runs' rings, a DataLoader's shared memory) do not
+    wake it. None where inotify is not available (then the poller just
+    sleeps)."""
 
-    IN_MOVED_TO, IN_CREATE = 0x80, 0x100
+    IN_MOVED_TO, IN_CREATE, IN_Q_OVERFLOW = 0x80, 0x100, 0x4000
+    _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then the name
 
-    def __init__(self, fd, wake_fd=None):
+    def __init__(self, fd, wake_fd=None, prefix=None):
         self.fd = fd
         self.wake_fd = wake_fd  # readable: the poller is stopping
+        self.prefix = prefix  # bytes, or None: any file wakes it
 
     @classmethod
-    def open(cls, path, wake_fd=None):
+    def open(cls, path, wake_fd=None, prefix=None):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -475,23 +481,49 @@ class _DirWatch:
             if libc.inotify_add_watch(fd, os.fsencode(path), cls.IN_CREATE | cls.IN_MOVED_TO) < 0:
                 os.close(fd)
                 return None
-            return cls(fd, wake_fd)
+            return cls(fd, wake_fd, prefix)
         except (OSError, AttributeError):
             return None
 
+    def _ours(self, buf):
+        """Whether a read of events names a file of this run (or lost some:
+        the queue overflowed)."""
+        off, ev = 0, self._EVENT
+        while off + ev.size <= len(buf):
+            _, mask, _, length = ev.unpack_from(buf, off)
+            name = bytes(buf[off + ev.size:off + ev.size + length]).rstrip(b"\0")
+            off += ev.size + length
+            if mask & self.IN_Q_OVERFLOW or self.prefix is None or name.startswith(self.prefix):
+                return True
+        return False
+
     def wait(self, timeout):
-        """True when something appeared within timeout seconds."""
+        """True when a file of this run appeared (or stop() was called)
+        within timeout seconds."""
+        deadline = time.monotonic() + timeout
+        fds = [self.fd] if self.wake_fd is None else [self.fd, self.wake_fd]
         try:
-            fds = [self.fd] if self.wake_fd is None else [self.fd, self.wake_fd]
-            ready = select.select(fds, [], [], timeout)[0]
-            if self.fd in ready:
-                while os.read(self.fd, 65536):
+            while True:
+                ready = select.select(fds, [], [], max(0.0, deadline - time.monotonic()))[0]
+                if not ready:
+                    return False
+                if self.wake_fd in ready:
+                    return True
+                ours = False
+                try:
+                    while True:
+                        buf = os.read(self.fd, 65536)
+                        if not buf:
+                            break
+                        ours = ours or self._ours(buf)
+                except BlockingIOError:
                     pass
-        except BlockingIOError:
-            pass
+                if ours:
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
         except OSError:
             return False
-        return bool(ready)
 
     def close(self):
         try:

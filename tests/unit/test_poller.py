@@ -294,3 +294,26 @@ def test_with_no_ring_the_thread_sleeps_until_one_appears():
     assert idle_cycles <= 3, idle_cycles
     # stop() cut the 60 s idle wait short (join gives up after 5 s otherwise)
     assert not poller._thread.is_alive()
+
+
+def test_files_of_other_runs_do_not_wake_an_idle_poller():
+    # before: any file made in /dev/shm (another run's rings, a DataLoader's segments) woke it for a cycle,
+    # and the idle test above failed whenever other tests ran beside it
+    run_id = "t" + uuid.uuid4().hex[:10]
+    poller = Poller(MetricStore(), run_id, interval=0.05, retire_interval=60.0)
+    poller.start()
+    others = ["/dev/shm/gs-o%s-%d-probe" % (uuid.uuid4().hex[:10], i) for i in range(40)]
+    try:
+        time.sleep(0.3)
+        start = poller.cycles
+        for path in others:
+            with open(path, "wb"):
+                pass
+            time.sleep(0.01)
+        time.sleep(0.3)
+        woken = poller.cycles - start
+    finally:
+        for path in others:
+            os.unlink(path)
+        poller.stop()
+    assert woken == 0, woken
