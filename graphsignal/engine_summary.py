@@ -43,6 +43,24 @@ and for a llama-server too old to export the counter):
                                        an average batch step, since start
   prompt_tokens_cached_total           prompt_tokens_cached_total
 
+What the workload did for those tokens, from graphsignal's own
+measurements (null where not measured: no CUPTI, no GPU telemetry), over
+the same span as the engine's counters (since start, and in `window`):
+
+  work_per_token, work_per_request     {gpu_busy_nanoseconds, kernel_launches,
+                                       kernel_nanoseconds, graph_replays,
+                                       graph_nanoseconds, syncs,
+                                       sync_nanoseconds, cpu_nanoseconds,
+                                       copies: {kind: {host_memory: {count,
+                                       bytes}}}} divided by generated tokens
+                                       (null without tokens) and by finished
+                                       requests (the e2e histogram's count;
+                                       null where the engine has none, as
+                                       llama.cpp)
+
+Engines count a request's tokens when it finishes, so over a short window
+the per-token figures swing with the requests that happened to end in it.
+
 and in `window`: prompt_seconds_per_token,
 decode_tokens_per_second_per_request, decode_calls_per_second and
 busy_slots_per_decode over the window (the latter is the average gauge
@@ -152,6 +170,15 @@ GAUGES = ("requests_running", "requests_waiting", "kv_cache_usage")
 COUNTERS = ("prompt_tokens", "generation_tokens")
 LATENCIES = ("ttft", "itl", "tpot", "e2e")
 
+# graphsignal's own measurements, put against the engine's tokens and requests
+GPU_BUSY = "gpu_busy_time_nanoseconds"
+CPU_TIME = "process_cpu_time_nanoseconds"  # the tree's: tag scope=process_tree
+WORK_PROFILES = {"cuda_kernels_nanoseconds": ("kernel_launches", "kernel_nanoseconds"),
+                 "cuda_graphs_nanoseconds": ("graph_replays", "graph_nanoseconds"),
+                 "cuda_sync_nanoseconds": ("syncs", "sync_nanoseconds")}
+COPY_TIME, COPY_BYTES = "cuda_memcpy_nanoseconds", "cuda_memcpy_bytes"
+WORK_NAMES = frozenset(WORK_PROFILES) | {GPU_BUSY, CPU_TIME, COPY_TIME, COPY_BYTES}
+
 ALL_NAMES = frozenset(n for per in NAMES.values() for names in per.values() for n in names) \
     | frozenset(LLAMACPP_ITL) | frozenset(LLAMACPP_EXTRA) | {SCRAPE_TS, SCRAPE_UP}
 
@@ -159,13 +186,106 @@ ALL_NAMES = frozenset(n for per in NAMES.values() for names in per.values() for 
 # -- selection ----------------------------------------------------------------------
 
 def _index(metrics):
-    """name -> list of metric dicts (only names the table knows)."""
+    """name -> list of metric dicts (only names the table knows, and the
+    measurements work() reads)."""
     idx = {}
     for m in metrics:
         name = m.get("name")
-        if name in ALL_NAMES:
+        if name in ALL_NAMES or name in WORK_NAMES:
             idx.setdefault(name, []).append(m)
     return idx
+
+
+# -- what the workload did -----------------------------------------------------------
+
+def _count(stats, windowed):
+    """A counter's value: its total, or in a window document its delta."""
+    return _num((stats or {}).get("delta" if windowed else "total"))
+
+
+def _profile_sums(stats, windowed):
+    """(value, calls) of a profile series: its frames summed, or in a
+    window document the series' own value and samples."""
+    st = stats or {}
+    if windowed:
+        return _num(st.get("value")), _num(st.get("samples"))
+    frames = st.get("frames") or []
+    return sum(_num(f.get("value")) or 0 for f in frames), sum(_num(f.get("samples")) or 0 for f in frames)
+
+
+def work(idx, windowed=False):
+    """What the workload did, from graphsignal's own series in idx (see
+    the module doc); a key is None when nothing measured it."""
+    out = {"gpu_busy_nanoseconds": None, "cpu_nanoseconds": None}
+    busy = [_count(m.get("stats"), windowed) for m in idx.get(GPU_BUSY, ())]
+    out["gpu_busy_nanoseconds"] = _sum(busy)
+    cpu = [_count(m.get("stats"), windowed) for m in idx.get(CPU_TIME, ())
+           if (m.get("tags") or {}).get("scope") == "process_tree"]
+    out["cpu_nanoseconds"] = _sum(cpu)
+    for name, (calls_key, ns_key) in WORK_PROFILES.items():
+        ms = idx.get(name, ())
+        sums = [_profile_sums(m.get("stats"), windowed) for m in ms]
+        out[calls_key] = sum(n or 0 for _, n in sums) if ms else None
+        out[ns_key] = sum(v or 0 for v, _ in sums) if ms else None
+    copies = {}
+    for m in idx.get(COPY_TIME, ()):
+        mem = (m.get("tags") or {}).get("host_memory") or "device"
+        st = m.get("stats") or {}
+        for f in st.get("frames") or []:
+            if isinstance(f, dict) and isinstance(f.get("name"), str):
+                c = copies.setdefault(f["name"], {}).setdefault(mem, {"count": 0, "bytes": None})
+                c["count"] += _num(f.get("samples")) or 0
+    for m in idx.get(COPY_BYTES, ()):
+        tags = m.get("tags") or {}
+        kind, mem = tags.get("kind"), tags.get("host_memory") or "device"
+        v = _count(m.get("stats"), windowed)
+        if isinstance(kind, str) and v is not None:
+            c = copies.setdefault(kind, {}).setdefault(mem, {"count": None, "bytes": 0})
+            c["bytes"] = (c["bytes"] or 0) + v
+    out["copies"] = copies if (idx.get(COPY_TIME) or idx.get(COPY_BYTES)) else None
+    return out
+
+
+def _minus(a, b):
+    """a - b over work() documents (None where either is None or it went back)."""
+    if isinstance(a, dict):
+        return {k: _minus(v, (b or {}).get(k) if isinstance(b, dict) else None) for k, v in a.items()}
+    if a is None or b is None or a < b:
+        return None if a is None else (a if b is None else None)
+    return a - b
+
+
+def _per(w, n):
+    """A work() document divided by n (None without n)."""
+    if not n or n <= 0:
+        return None
+    if isinstance(w, dict):
+        return {k: _per(v, n) if isinstance(v, dict) else (None if v is None else v / n) for k, v in w.items()}
+    return None if w is None else w / n
+
+
+def _requests(hists):
+    e2e = hists.get("e2e")
+    return e2e[0] if e2e is not None else None
+
+
+def window_work(metrics):
+    """For a window document's metrics (deltas): {generation_tokens,
+    requests, work_per_token, work_per_request} over the window, or None
+    without an engine."""
+    idx = _index(metrics)
+    engine = detect_engine(idx, _hint(idx))
+    if engine is None:
+        return None
+    as_totals = {name: [dict(m, stats={"total": (m.get("stats") or {}).get("delta")})
+                        if m.get("type") == "counter" else m for m in ms] for name, ms in idx.items()}
+    _, gen = _pick(as_totals, engine, "generation_tokens")
+    tokens = _sum(_counter_values(gen)) if gen else None
+    _, e2e = _pick(idx, engine, "e2e")
+    requests = _sum((m.get("stats") or {}).get("count") for m in e2e) if e2e else None
+    w = work(idx, windowed=True)
+    return {"engine": engine, "generation_tokens": tokens, "requests": requests,
+            "work_per_token": _per(w, tokens), "work_per_request": _per(w, requests)}
 
 
 def _keep(engine, m):
@@ -382,9 +502,20 @@ def summarize(metrics, prev_metrics=None, seconds=None):
     if engine is None:
         return None
     out, hists = _cumulative(idx, engine)
+    done = work(idx)
+    out["work_per_token"] = _per(done, out["generation_tokens_total"])
+    out["work_per_request"] = _per(done, _requests(hists))
     out["window"] = None
     if prev_metrics is not None:
-        out["window"] = _window(idx, _index(prev_metrics), engine, out, hists, seconds)
+        pidx = _index(prev_metrics)
+        out["window"] = _window(idx, pidx, engine, out, hists, seconds)
+        if out["window"] is not None:
+            prev, phists = _cumulative(pidx, engine)
+            did = _minus(done, work(pidx))
+            tokens = _minus(out["generation_tokens_total"], prev["generation_tokens_total"])
+            requests = _minus(_requests(hists), _requests(phists))
+            out["window"]["work_per_token"] = _per(did, tokens)
+            out["window"]["work_per_request"] = _per(did, requests)
     return out
 
 
@@ -433,10 +564,11 @@ def from_snapshot(snap: "StoreSnapshot", window_seconds: float = WINDOW_SECONDS)
     `window_seconds` old or, while the engine has been scraped for less
     than that, the oldest snapshot taken after its first scrape (and at
     least 1 s old)."""
-    metrics = [d for d in (_metric(v.name, v.type, v.tags, v.kind, v.state) for v in snap.named(ALL_NAMES))
-               if d is not None]
-    if not metrics:
+    names = ALL_NAMES | WORK_NAMES
+    if not snap.named(ALL_NAMES):
         return None
+    metrics = [d for d in (_metric(v.name, v.type, v.tags, v.kind, v.state) for v in snap.named(names))
+               if d is not None]
     prev, seconds = None, None
     now = snap.taken_ns
     history = snap.history
@@ -451,7 +583,7 @@ def from_snapshot(snap: "StoreSnapshot", window_seconds: float = WINDOW_SECONDS)
             break
     if chosen is not None:
         ts, point = chosen
-        prev = [d for d in (_metric(k[0], k[1], k[2], history.kind(k), v) for k, v in point.items_named(ALL_NAMES))
+        prev = [d for d in (_metric(k[0], k[1], k[2], history.kind(k), v) for k, v in point.items_named(names))
                 if d is not None]
         seconds = (now - ts) / 1e9
     return summarize(metrics, prev, seconds)

@@ -506,6 +506,12 @@ class Profile(Series):
         return {k: (v[0], v[1]) for k, v in self.frames.items()}
 
     @staticmethod
+    def plain_stats(state):
+        """Every frame's value and samples, uncut and unnamed (for sums over
+        series: graphsignal.engine_summary.work)."""
+        return {"frames": [{"name": k, "value": v[0], "samples": v[1]} for k, v in (state or {}).items()]}
+
+    @staticmethod
     def stats_of(state, name=None, max_frames=MAX_FRAMES):
         items = sorted(state.items(), key=lambda kv: kv[1][0], reverse=True)[:max_frames]
         frames = [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]

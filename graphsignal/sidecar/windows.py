@@ -17,7 +17,10 @@ The document:
      "covered_seconds": 5.002,          # end_ns - start_ns, in seconds
      "partial": false,                  # true: less history than N exists
      "snapshots": 6,                    # snapshots inside [start, end]
-     "metrics": [{"name", "type", "tags", "new_in_window", "stats": {...}}]}
+     "metrics": [{"name", "type", "tags", "new_in_window", "stats": {...}}],
+     "engine": {...}}                   # with an engine: its tokens and requests in
+                                        # the window and work_per_token / _request
+                                        # (graphsignal.engine_summary.window_work)
 
 `metrics` has the order and keys of the payload's own `metrics`, with
 `stats` over the window instead of since start:
@@ -88,8 +91,26 @@ def window_of(snap, seconds):
                     "stats": stats})
     doc = {"seconds": seconds, "start_ns": start_ns, "end_ns": end_ns, "covered_seconds": round(covered, 6),
            "partial": partial, "snapshots": ei - si + 1, "metrics": out}
+    engine = _engine_work(out)
+    if engine is not None:
+        doc["engine"] = engine
     if covered == 0:
         doc["note"] = "one snapshot so far: deltas are 0 and rates null until the next (about a second)"
     elif partial:
         doc["note"] = "the run's history covers %.3f of the %d seconds asked for" % (covered, seconds)
     return doc
+
+
+def _engine_work(metrics):
+    """The engine's tokens and requests in the window, and what the
+    workload did for them (graphsignal.engine_summary.window_work); None
+    without an engine. A failure there costs this part only."""
+    try:
+        from graphsignal import engine_summary
+
+        return engine_summary.window_work(metrics)
+    except Exception as e:
+        from graphsignal import report
+
+        report.once(("windows", "engine_work"), "window engine figures failed: %s: %s" % (type(e).__name__, e))
+        return None

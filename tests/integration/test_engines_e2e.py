@@ -138,6 +138,15 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
     final_doc = json.loads(final.read_text())
     assert final_doc["engine"]["engine"] == "vllm"
     assert final_doc["engine"]["generation_tokens_total"] >= 50
+    # what the workload did per generated token and per finished request, from our own measurements: the
+    # process tree's CPU time here (no CUPTI, no GPU: those figures are null, not 0)
+    eng = final_doc["engine"]
+    (tree,) = [m for m in metric(final_doc, "process_cpu_time_nanoseconds") if m["tags"].get("scope")]
+    cpu = tree["stats"]["total"]
+    assert cpu > 0
+    assert eng["work_per_token"]["cpu_nanoseconds"] == cpu / eng["generation_tokens_total"]
+    assert eng["work_per_request"]["cpu_nanoseconds"] == cpu / eng["e2e_seconds"]["count"]
+    assert eng["work_per_token"]["kernel_launches"] is None and eng["work_per_token"]["copies"] is None
     died = [e for e in final_doc["errors"] if e["message"] == "EngineCore died: fake failure"]
     assert len(died) == 1 and died[0]["tags"]["stream"] == "stderr" and died[0]["level"] == "error"
     assert [e["tags"].get("exit.code") for e in final_doc["errors"] if "exit.code" in e["tags"]] == ["3"]

@@ -83,3 +83,20 @@ def test_llamacpp_node_mode_ranks_ggml_kernels_by_symbol_and_category():
 def test_recorded_payloads_dropped_nothing(name):
     doc = load(name)
     assert all(m["stats"]["total"] == 0 for m in series(doc, "graphsignal_dropped_records")), name
+
+
+def test_work_per_generated_token_of_the_recorded_llamacpp_runs():
+    # SKILL.md quotes these: the engine summary recomputed from the recorded series
+    from graphsignal import engine_summary
+
+    c4 = engine_summary.summarize(load("llamacpp_graph_c4")["metrics"])
+    w = c4["work_per_token"]
+    assert c4["generation_tokens_total"] == 22016 and c4["work_per_request"] is None  # llama.cpp counts no requests
+    assert round(w["graph_replays"], 2) == 0.25 and round(w["syncs"], 1) == 9.6
+    assert round(w["copies"]["host_to_device"]["pinned"]["count"], 1) == 1.5
+    assert round(w["copies"]["device_to_host"]["pinned"]["bytes"]) == 128012
+    assert round(w["gpu_busy_nanoseconds"] / 1e3) == 125 and round(w["cpu_nanoseconds"] / 1e3) == 398
+    c1 = engine_summary.summarize(load("llamacpp_node_c1")["metrics"])["work_per_token"]
+    assert round(c1["kernel_launches"]) == 117 and round(c1["syncs"], 1) == 20.1 and c1["graph_replays"] == 0
+    assert round(c1["copies"]["host_to_device"]["pinned"]["count"], 1) == 6.0
+    assert round(c1["gpu_busy_nanoseconds"] / 1e3) == 374 and round(c1["cpu_nanoseconds"] / 1e3) == 934
