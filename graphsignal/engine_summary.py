@@ -204,10 +204,10 @@ def _count(stats, windowed):
 
 
 def _profile_sums(stats, windowed):
-    """(value, calls) of a profile series: its frames summed, or in a
-    window document the series' own value and samples."""
+    """(value, calls) of a profile series: its own value and samples where
+    given (a window document, from_snapshot's sums), else its frames summed."""
     st = stats or {}
-    if windowed:
+    if windowed or "samples" in st:
         return _num(st.get("value")), _num(st.get("samples"))
     frames = st.get("frames") or []
     return sum(_num(f.get("value")) or 0 for f in frames), sum(_num(f.get("samples")) or 0 for f in frames)
@@ -548,7 +548,11 @@ def _window(idx, pidx, engine, cur, hists, seconds):
 
 def _metric(name, type_, tags, kind, state):
     """The payload dict of a series state, without quantiles (None: not
-    one the summary reads)."""
+    one the summary reads). Profiles other than the copies' are summed
+    here, not listed frame by frame (a kernel profile has hundreds)."""
+    if type_ == "profile" and name != COPY_TIME and isinstance(state, dict):
+        stats = {"value": sum(v for v, _ in state.values()), "samples": sum(n for _, n in state.values())}
+        return {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
     stats = kind.plain_stats(state) if kind is not None else None
     return None if stats is None else {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
 
