@@ -7,6 +7,8 @@ tested on real data on every machine.
   gemm_fp32/gemm_bf16      tests/gpu/test_agent_loop_gpu.py's 4096^3 GEMM loops
   llamacpp_graph_c4        default mode, 4 concurrent clients, 128-token completions
   llamacpp_node_c1         --cuda-graph-trace node, 1 client
+  llamacpp_graph_c1        default mode, 1 client (2026-12-02: a final payload with ended_ns,
+                           exit_status and the engine summary's work_per_token)
 """
 import json
 import os
@@ -100,3 +102,26 @@ def test_work_per_generated_token_of_the_recorded_llamacpp_runs():
     assert round(c1["kernel_launches"]) == 117 and round(c1["syncs"], 1) == 20.1 and c1["graph_replays"] == 0
     assert round(c1["copies"]["host_to_device"]["pinned"]["count"], 1) == 6.0
     assert round(c1["gpu_busy_nanoseconds"] / 1e3) == 374 and round(c1["cpu_nanoseconds"] / 1e3) == 934
+
+
+def test_a_final_llamacpp_payload_says_how_the_run_ended_and_what_a_token_cost():
+    # recorded 2026-12-02 (default mode, 1 client, 128-token requests): the summary the sidecar itself wrote
+    doc = load("llamacpp_graph_c1")
+    assert doc["start_ns"] < doc["ended_ns"] <= doc["payload_ns"] and doc["exit_status"] == 0
+    e = doc["engine"]
+    assert e["generation_tokens_total"] == e["decode_calls_total"] == 11008  # one decode step a token
+    w = e["work_per_token"]
+    assert round(w["graph_replays"], 3) == 1.0 and round(w["syncs"], 1) == 20.1
+    assert round(w["copies"]["host_to_device"]["pinned"]["count"], 2) == 6.0
+    assert round(w["copies"]["device_to_host"]["pinned"]["count"], 2) == 1.0
+    assert round(w["copies"]["device_to_host"]["pinned"]["bytes"] / 1000) == 128  # the logits, n_vocab x 4 bytes
+    assert e["work_per_request"] is None
+    # what the sidecar wrote is what the engine summary computes from the payload's own series
+    again = engine_summary_of(doc)["work_per_token"]
+    assert again["syncs"] == w["syncs"] and again["graph_replays"] == w["graph_replays"]
+
+
+def engine_summary_of(doc):
+    from graphsignal import engine_summary
+
+    return engine_summary.summarize(doc["metrics"])
