@@ -148,37 +148,38 @@ class DB:
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
         self._next_expiry = 0
 
-    def _upgrade_from_1(self):
-        """Version 1 stored the upload's integers as they were (all below
-        2^63: larger ones were refused): subtract 2^63, in one transaction."""
+    def _migrate(self, step, to_version):
+        """step(cursor) and the new user_version in one transaction: a file
+        is at one version or the next, never between."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            for table, cols in _ENCODED:
-                # x - (2^63 - 1) - 1: 2^63 itself is no SQLite integer literal
-                c.execute("UPDATE %s SET %s" % (table, ", ".join("%s = %s - ? - 1" % (col, col) for col in cols)),
-                          [OFFSET - 1] * len(cols))
-            c.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
+            step(c)
+            c.execute("PRAGMA user_version=%d" % to_version)
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
             raise
 
+    def _upgrade_from_1(self):
+        """Version 1 stored the upload's integers as they were (all below
+        2^63: larger ones were refused): subtract 2^63."""
+        def step(c):
+            for table, cols in _ENCODED:
+                # x - (2^63 - 1) - 1: 2^63 itself is no SQLite integer literal
+                c.execute("UPDATE %s SET %s" % (table, ", ".join("%s = %s - ? - 1" % (col, col) for col in cols)),
+                          [OFFSET - 1] * len(cols))
+        self._migrate(step, 2)
+
     def _upgrade_from_2(self):
         """Version 3 keeps the workload's end (ended_ns, exit_status) per
         instance: two columns, null for what was uploaded before."""
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        def step(c):
             have = {r[1] for r in c.execute("PRAGMA table_info(instances)")}
             for col in ("ended_ns", "exit_status"):
                 if have and col not in have:
                     c.execute("ALTER TABLE instances ADD COLUMN %s INTEGER" % col)
-            c.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+        self._migrate(step, 3)
 
     def close(self):
         with self.lock:

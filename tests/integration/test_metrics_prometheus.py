@@ -2,6 +2,7 @@
 sidecar's /metrics while graphsignal-run profiles a workload that writes
 CUPTI kernel activity through the CUPTI test shim and counts requests with
 a probe; queries through Prometheus's HTTP API return both series."""
+import contextlib
 import json
 import os
 import shutil
@@ -43,23 +44,42 @@ def query(port, promql):
     return doc["data"]["result"]
 
 
-def test_a_real_prometheus_scrapes_probe_counters_and_kernel_time(shim, tmp_path):
+@contextlib.contextmanager
+def prometheus_beside(tmp_path, run_cmd, env, scrape_configs):
+    """graphsignal-run run_cmd, and a real Prometheus scraping it with
+    scrape_configs (YAML text, %(port)d the listen port); yields
+    (listen port, Prometheus's port); both stopped at the end."""
     prom = shutil.which("prometheus")
     if prom is None:
         pytest.skip("no prometheus binary (Debian: apt-get install prometheus; .ci/run tries)")
     port, prom_port = free_port(), free_port()
-    env = quiet_env(GS_SHIM=shim, GS_CHILD_SECONDS=120)
-    run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, CHILD], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: graphsignal\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % port)
+    run = subprocess.Popen(GS_RUN + ["--listen-port", str(port)] + run_cmd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                                             "scrape_configs:\n" + scrape_configs % {"port": port})
     log = open(tmp_path / "prometheus.log", "wb")
     server = subprocess.Popen([prom, "--config.file=%s" % (tmp_path / "prometheus.yml"),
                                "--storage.tsdb.path=%s" % (tmp_path / "data"),
                                "--web.listen-address=127.0.0.1:%d" % prom_port], stdout=log, stderr=log)
     try:
+        yield port, prom_port
+    finally:
+        server.terminate()
+        run.terminate()
+        for p in (server, run):
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        log.close()
+
+
+def test_a_real_prometheus_scrapes_probe_counters_and_kernel_time(shim, tmp_path):
+    jobs = ("  - job_name: graphsignal\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+            "    static_configs:\n      - targets: ['127.0.0.1:%(port)d']\n")
+    with prometheus_beside(tmp_path, [sys.executable, CHILD], quiet_env(GS_SHIM=shim, GS_CHILD_SECONDS=120),
+                           jobs) as (port, prom_port):
         def ready():
             try:
                 up = query(prom_port, 'up{job="graphsignal"}')
@@ -87,41 +107,18 @@ def test_a_real_prometheus_scrapes_probe_counters_and_kernel_time(shim, tmp_path
         # Prometheus ingested the whole scrape (it drops a scrape it cannot parse)
         (scraped,) = query(prom_port, 'scrape_samples_scraped{job="graphsignal"}')
         assert float(scraped["value"][1]) > 10
-    finally:
-        server.terminate()
-        run.terminate()
-        for p in (server, run):
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
-        log.close()
 
 
 def test_a_real_prometheus_scrapes_with_the_token_and_is_refused_without(tmp_path):
-    prom = shutil.which("prometheus")
-    if prom is None:
-        pytest.skip("no prometheus binary (Debian: apt-get install prometheus; .ci/run tries)")
     token = "prom-" + "3c2b1a09" * 4
-    port, prom_port = free_port(), free_port()
-    run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c", "import time; time.sleep(120)"],
-                           env=quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN=token), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
     (tmp_path / "token").write_text(token + "\n")
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: with_token\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        "    authorization:\n      credentials_file: %s\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
-        "  - job_name: without_token\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % (tmp_path / "token", port, port))
-    log = open(tmp_path / "prometheus.log", "wb")
-    server = subprocess.Popen([prom, "--config.file=%s" % (tmp_path / "prometheus.yml"),
-                               "--storage.tsdb.path=%s" % (tmp_path / "data"),
-                               "--web.listen-address=127.0.0.1:%d" % prom_port], stdout=log, stderr=log)
-    try:
+    jobs = ("  - job_name: with_token\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+            "    authorization:\n      credentials_file: %s\n"
+            "    static_configs:\n      - targets: ['127.0.0.1:%%(port)d']\n"
+            "  - job_name: without_token\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+            "    static_configs:\n      - targets: ['127.0.0.1:%%(port)d']\n" % (tmp_path / "token"))
+    with prometheus_beside(tmp_path, [sys.executable, "-c", "import time; time.sleep(120)"],
+                           quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN=token), jobs) as (port, prom_port):
         def both_scraped():
             try:
                 up = {r["metric"]["job"]: r["value"][1] for r in query(prom_port, "up")}
@@ -133,13 +130,3 @@ def test_a_real_prometheus_scrapes_with_the_token_and_is_refused_without(tmp_pat
         assert up["without_token"] == "0"  # 401: the scrape fails
         assert query(prom_port, '{job="with_token", __name__=~"graphsignal_.+"}')
         assert query(prom_port, '{job="without_token", __name__=~"graphsignal_.+"}') == []
-    finally:
-        server.terminate()
-        run.terminate()
-        for p in (server, run):
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
-        log.close()

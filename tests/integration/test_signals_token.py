@@ -2,6 +2,7 @@
 requests that bear it, graphsignal-top and graphsignal-diff send it from
 the same variable, the workload never sees it, and a redirect never
 carries it to another server."""
+import contextlib
 import http.server
 import subprocess
 import sys
@@ -61,43 +62,47 @@ def test_a_run_with_a_token_serves_only_its_bearers_and_the_clients_send_it(tmp_
     assert out.splitlines()[0] == b"workload sees the token: False"
 
 
-def test_a_redirect_never_carries_the_token_elsewhere():
+@contextlib.contextmanager
+def serving(answer):
+    """A real HTTP server on 127.0.0.1 whose GETs are answered by
+    answer(handler) and whose Authorization headers are kept; yields
+    (port, the headers seen)."""
     seen = []
 
-    class Catch(http.server.BaseHTTPRequestHandler):
+    class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             seen.append(self.headers.get("Authorization"))
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"metrics": []}')
+            answer(self)
 
         def log_message(self, *a):
             pass
 
-    other = http.server.HTTPServer(("127.0.0.1", 0), Catch)
-
-    class Redirect(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            seen.append(self.headers.get("Authorization"))
-            self.send_response(302)
-            self.send_header("Location", "http://127.0.0.1:%d/signals" % other.server_port)
-            self.end_headers()
-
-        def log_message(self, *a):
-            pass
-
-    first = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (first, other)]
-    for t in threads:
-        t.start()
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        body = httpfetch.get("http://127.0.0.1:%d/signals" % first.server_port, 5, 10, token=TOKEN)
+        yield srv.server_port, seen
     finally:
-        for s in (first, other):
-            s.shutdown()
-            s.server_close()
+        srv.shutdown()
+        srv.server_close()
+
+
+def _ok(h, body=b'{"metrics": []}'):
+    h.send_response(200)
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def test_a_redirect_never_carries_the_token_elsewhere():
+    with serving(_ok) as (other, seen_there):
+        def redirect(h):
+            h.send_response(302)
+            h.send_header("Location", "http://127.0.0.1:%d/signals" % other)
+            h.end_headers()
+
+        with serving(redirect) as (first, seen_first):
+            body = httpfetch.get("http://127.0.0.1:%d/signals" % first, 5, 10, token=TOKEN)
     assert body == b'{"metrics": []}'
-    assert seen == ["Bearer " + TOKEN, None]
+    assert seen_first == ["Bearer " + TOKEN] and seen_there == [None]
 
 
 @pytest.mark.parametrize("value", [None, ""])
@@ -105,24 +110,6 @@ def test_without_the_variable_no_authorization_is_sent(monkeypatch, value):
     monkeypatch.delenv("GRAPHSIGNAL_SIGNALS_TOKEN", raising=False)
     if value is not None:
         monkeypatch.setenv("GRAPHSIGNAL_SIGNALS_TOKEN", value)
-    req_headers = []
-
-    class Catch(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            req_headers.append(self.headers.get("Authorization"))
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.HTTPServer(("127.0.0.1", 0), Catch)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        httpfetch.get("http://127.0.0.1:%d/" % srv.server_port, 5, 10)
-    finally:
-        srv.shutdown()
-        srv.server_close()
-    assert req_headers == [None]
+    with serving(_ok) as (port, seen):
+        httpfetch.get("http://127.0.0.1:%d/" % port, 5, 10)
+    assert seen == [None]
