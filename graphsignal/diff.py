@@ -774,6 +774,9 @@ def to_text(doc, width=160):
                     "%s -> %s" % (_fmt(c["total"]["before"], tu), _fmt(c["total"]["after"], tu)), name))
         if left.get(kind):
             lines.append("  ... %d more (--top 0 lists all)" % left[kind])
-    # the headline is never cut: it is the one line that names the change
-    # (a long kernel name and its category); table rows fit the width
-    return "\n".join([lines[0]] + [ln if len(ln) <= width else ln[:width - 1] + "\u2026" for ln in lines[1:]]) + "\n"
+    # the headline, what was compared and the warnings are never cut: they
+    # are what a reader acts on (a long kernel name and its category, what
+    # to pass next); table rows fit the width
+    whole = ("  compared: ", "warning: ")
+    return "\n".join([lines[0]] + [ln if len(ln) <= width or ln.startswith(whole) else ln[:width - 1] + "\u2026"
+                                    for ln in lines[1:]]) + "\n"

@@ -502,6 +502,7 @@ def test_runs_that_did_different_work_are_warned_about_and_per_names_the_work():
     doc = diff.compare(b, a)
     assert doc["normalized_by"]["name"] == "run"
     assert len(doc["warnings"]) == 1 and "not do the same work" in doc["warnings"][0] and "x0.50" in doc["warnings"][0]
+    assert doc["warnings"][0] in diff.to_text(doc, width=80)  # whole, whatever the width
     per = diff.compare(b, a, per="demo_steps_total")
     assert per["normalized_by"]["name"] == "per demo_steps_total" and per["warnings"] == []
     assert all(c["delta"] == 0 for c in changes(per, kind="profile"))  # the same per step
