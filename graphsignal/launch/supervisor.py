@@ -46,7 +46,7 @@ import threading
 import time
 
 import graphsignal
-from graphsignal import config, envcheck, report, safefs
+from graphsignal import config, envcheck, procfs, report, safefs
 from graphsignal.config import GRAPH_TRACE_ENV, ROCM_TRACE_ENV, RUN_ID_ENV
 from graphsignal.launch import engines, injection
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
@@ -460,12 +460,12 @@ class Supervisor:
         try:
             done = lambda: sc.returncode is not None or bool(hurried)  # noqa: E731
             start = last_beat = time.monotonic()
-            cpu = _cpu_ticks(sc.pid)
+            cpu = procfs.cpu_ticks(sc.pid)
             while not done():
                 now = time.monotonic()
                 # Progress: a heartbeat (the sidecar has the exit and works on
                 # it, or lingers), or CPU time spent (it is still starting up)
-                cpu, was = _cpu_ticks(sc.pid), cpu
+                cpu, was = procfs.cpu_ticks(sc.pid), cpu
                 if self.sender.heard() or cpu != was:
                     last_beat = now
                 if now - last_beat >= SIDECAR_FINAL_STALL:
@@ -634,17 +634,6 @@ def sidecar_path(path, pythonpath):
     entries = [os.path.abspath(p) for p in path if p and os.path.isabs(p)]
     out = [root] + [p for p in entries if p not in extra] + [p for p in entries if p in extra]
     return list(dict.fromkeys(out))
-
-
-def _cpu_ticks(pid):
-    """utime + stime of pid in clock ticks, or None when it cannot be read."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _reserve_std_fds():

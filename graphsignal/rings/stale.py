@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from graphsignal import config
+from graphsignal import config, procfs
 
 SHM_DIR = config.SHM_DIR
 PREFIX = config.RING_PREFIX
@@ -57,14 +57,7 @@ def hold_run_lock(run_id, shm_dir=SHM_DIR):
 
 def pid_alive(pid, proc_root="/proc"):
     """False for a pid that is gone or a zombie (exited, not yet reaped)."""
-    try:
-        with open(os.path.join(proc_root, str(pid), "stat"), "rb") as f:
-            line = f.read()
-    except OSError:
-        return False
-    # state follows the ")" that ends the command name
-    i = line.rfind(b")")
-    return not (i >= 0 and line[i + 2:i + 3] in (b"Z", b"X"))
+    return procfs.alive(pid, proc_root)
 
 
 def _ascii_int(s):

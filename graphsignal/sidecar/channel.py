@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from graphsignal import config
+from graphsignal import config, procfs
 
 DATA = {"stdout": b"1", "stderr": b"2"}
 STREAM_OF = {b"1": "stdout", b"2": "stderr"}
@@ -299,9 +299,4 @@ def describe_status(rc):
 def start_time(pid):
     """The process's start time in clock ticks since boot (with the pid, it
     names one process even after the pid is reused)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rfind(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    return procfs.start_time(pid)

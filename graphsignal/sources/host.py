@@ -14,6 +14,7 @@ import re
 
 import psutil
 
+from graphsignal import procfs
 from graphsignal.sources import Source, SourceUnavailable
 from graphsignal.sources.twins import ProcessCpuTotals
 
@@ -298,22 +299,6 @@ def redact_command_line(args):
     return list(_redact_cached(args))
 
 
-PF_EXITING = 0x4  # include/linux/sched.h: the task is exiting
-
-
-def exiting(pid, proc_root="/proc"):
-    """True once the process's main thread began to exit (PF_EXITING in
-    /proc/PID/stat's flags, or a zombie), or when it is gone: from then on
-    /proc reads its memory as it is being freed, down to 0."""
-    try:
-        with open("%s/%d/stat" % (proc_root, pid), "rb") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
-        return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & PF_EXITING)
-    except (OSError, ValueError, IndexError):
-        return True
-
-
 def peak_rss(pid, proc_root="/proc"):
     """The process's peak resident memory (VmHWM) in bytes, or None."""
     try:
@@ -384,7 +369,7 @@ class HostSource(Source):
             # a process that began to exit has freed (or is freeing) its
             # memory: its last readings are the ones from before, so none is
             # taken from then on, and one taken while it began is dropped
-            if exiting(p.pid):
+            if procfs.exiting(p.pid):
                 continue
             try:
                 with p.oneshot():
@@ -398,7 +383,7 @@ class HostSource(Source):
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
             peak = peak_rss(p.pid)
-            if exiting(p.pid):
+            if procfs.exiting(p.pid):
                 continue
             tags = {"process.pid": str(p.pid)}
             s.set_gauge("process_cpu_usage_percent", tags, round(cpu, 2), ts)
