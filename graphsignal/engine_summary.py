@@ -508,9 +508,9 @@ def summarize(metrics, prev_metrics=None, seconds=None):
     out["window"] = None
     if prev_metrics is not None:
         pidx = _index(prev_metrics)
-        out["window"] = _window(idx, pidx, engine, out, hists, seconds)
+        prev, phists = _cumulative(pidx, engine)
+        out["window"] = _window(idx, pidx, engine, out, hists, prev, phists, seconds)
         if out["window"] is not None:
-            prev, phists = _cumulative(pidx, engine)
             did = _minus(done, work(pidx))
             tokens = _minus(out["generation_tokens_total"], prev["generation_tokens_total"])
             requests = _minus(_requests(hists), _requests(phists))
@@ -519,13 +519,12 @@ def summarize(metrics, prev_metrics=None, seconds=None):
     return out
 
 
-def _window(idx, pidx, engine, cur, hists, seconds):
+def _window(idx, pidx, engine, cur, hists, prev, phists, seconds):
     ts, pts = _scrape_ts(idx), _scrape_ts(pidx)
     if ts is not None and pts is not None:
         seconds = (ts - pts) / 1e9
     if not seconds or seconds <= 0:
         return None
-    prev, phists = _cumulative(pidx, engine)
     w = {"seconds": round(seconds, 3)}
     for concept in COUNTERS:
         w[concept + "_per_second"] = _rate(cur[concept + "_total"], prev[concept + "_total"], seconds)
