@@ -326,7 +326,7 @@ def compare(before, after, before_label="BEFORE", after_label="AFTER", use_windo
     before, after = _runs(before), _runs(after)
     before_label, after_label = _labels(before_label, len(before)), _labels(after_label, len(after))
     want = use_window
-    every = [p for p in before + after]
+    every = before + after
     both = all(isinstance(p, dict) and isinstance(p.get("window"), dict) for p in every)
     warnings = []
     if want is None:
