@@ -17,8 +17,8 @@ starts.
 """
 import logging
 import os
-from dataclasses import dataclass
-from typing import Mapping, Optional, Protocol, Sequence, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 logger = logging.getLogger("graphsignal")
 
@@ -49,6 +49,21 @@ SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 
 GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
+TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
+
+# -- defaults, each defined once ------------------------------------------------------
+DEFAULT_LISTEN_HOST = "127.0.0.1"  # /signals is local unless --listen-host says otherwise
+DEFAULT_LISTEN_PORT = 18259
+DEFAULT_SERVER_PORT = 18260  # graphsignal-server
+DEFAULT_API_BASE = "https://api.graphsignal.com"
+DEFAULT_GRAPH_TRACE = "graph"
+DEFAULT_ROCM_TRACE = "none"
+DEFAULT_TOP_FRAMES = 50  # /metrics: frames exported per profile
+MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
+DEFAULT_LOG_LEVEL = "WARNING"
+# The workload's own device selection, which GPU telemetry follows (unless
+# GRAPHSIGNAL_ALL_GPUS): each backend reads the names it knows, in its order.
+VISIBLE_DEVICES_ENVS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
 def ring_prefix(run_id: str, prefix: str = RING_PREFIX) -> str:
@@ -58,65 +73,79 @@ def ring_prefix(run_id: str, prefix: str = RING_PREFIX) -> str:
     return "%s%s-" % (prefix, run_id)
 
 
+# -- ports ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PortRange:
+    """The ports one kind of option accepts (every port option of every
+    command is checked by one of the two below)."""
+
+    what: str
+    low: int
+    high: int
+
+    def parse(self, raw: str) -> int:
+        """The port in `raw`; raises ValueError with the reason."""
+        text = raw.strip()
+        if not (text.isascii() and text.isdigit()):
+            raise ValueError("expects a port number, got %r" % raw)
+        port = int(text)
+        if not self.low <= port <= self.high:
+            raise ValueError("expects %s, between %d and %d, got %d" % (self.what, self.low, self.high, port))
+        return port
+
+
+BIND_PORT = PortRange("a port to bind (0 picks a free one)", 0, 65535)
+CONNECT_PORT = PortRange("a port to connect to", 1, 65535)
+
+
+# -- one value per option --------------------------------------------------------------
+FLAG, ENVIRONMENT, DEFAULT = "flag", "environment", "default"
+
+
 def resolve_choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
-                  default: str) -> str:
+                   default: str) -> str:
     """The flag wins; an env value outside `choices` warns and falls back."""
+    return _choice(flag_value, environ, env_name, choices, default)[0]
+
+
+def _choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
+            default: str) -> Tuple[str, str]:
     if flag_value is not None:
-        return flag_value
+        return flag_value, FLAG
     raw = environ.get(env_name)
     if raw is None or raw == "":
-        return default
+        return default, DEFAULT
     val = raw.strip().lower()
     if val not in choices:
         logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, "|".join(choices), default)
-        return default
-    return val
+        return default, DEFAULT
+    return val, ENVIRONMENT
 
 
-class Flags(Protocol):
-    """What resolve() reads of graphsignal.cli.run.RunConfig."""
-
-    @property
-    def command(self) -> Sequence[str]: ...
-    @property
-    def metrics_port(self) -> Optional[int]: ...
-    @property
-    def listen_host(self) -> str: ...
-    @property
-    def listen_port(self) -> int: ...
-    @property
-    def cuda_graph_trace(self) -> Optional[str]: ...
-    @property
-    def rocm_kernel_trace(self) -> Optional[str]: ...
-    @property
-    def output(self) -> Optional[str]: ...
+def _yes(environ: Mapping[str, str], name: str) -> Tuple[bool, str]:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return False, DEFAULT
+    return raw.strip().lower() in TRUE_WORDS, ENVIRONMENT
 
 
-@dataclass(frozen=True)
-class Settings:
-    """A run's configuration, resolved once from graphsignal-run's flags
-    (graphsignal.cli.run.RunConfig) and its environment.
+def _text(environ: Mapping[str, str], name: str, strip: bool = True) -> Tuple[Optional[str], str]:
+    raw = environ.get(name)
+    value = (raw or "").strip() if strip else raw
+    return (value, ENVIRONMENT) if value else (None, DEFAULT)
 
-    cuda_graph_trace: "graph" | "node"; rocm_kernel_trace: "none" | "all";
-    signals_file: where the final payload goes (--output, else
-    GRAPHSIGNAL_SIGNALS_FILE; None: nowhere); linger: seconds (0: none);
-    uploads: GRAPHSIGNAL_API_KEY is set."""
 
-    command: Tuple[str, ...]
-    metrics_port: Optional[int]
-    listen_host: str
-    listen_port: int
-    cuda_graph_trace: str
-    rocm_kernel_trace: str
-    signals_file: Optional[str]
-    linger: float
-    uploads: bool
-
-    @property
-    def wants_final(self) -> bool:
-        """The sidecar has work after the workload exits: the final payload
-        to write, to keep serving, or to upload."""
-        return bool(self.signals_file or self.linger or self.uploads)
+def top_frames(environ: Mapping[str, str]) -> Tuple[int, str]:
+    """N of GRAPHSIGNAL_METRICS_TOP_FRAMES (1..MAX_TOP_FRAMES); a bad value
+    warns once and falls back to the default."""
+    raw = (environ.get(METRICS_TOP_FRAMES_ENV) or "").strip()
+    if not raw:
+        return DEFAULT_TOP_FRAMES, DEFAULT
+    if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_TOP_FRAMES:
+        return int(raw), ENVIRONMENT
+    logger.warning("graphsignal: %s=%r is not a number of frames between 1 and %d; using %d", METRICS_TOP_FRAMES_ENV,
+                   raw, MAX_TOP_FRAMES, DEFAULT_TOP_FRAMES)
+    return DEFAULT_TOP_FRAMES, DEFAULT
 
 
 def linger_seconds(raw: Optional[str]) -> float:
@@ -127,22 +156,287 @@ def linger_seconds(raw: Optional[str]) -> float:
     return float(envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0) if raw else 0.0
 
 
+class Flags(Protocol):
+    """What resolve() reads of graphsignal.cli.run.RunConfig (None: not
+    given on the command line)."""
+
+    @property
+    def command(self) -> Sequence[str]: ...
+    @property
+    def metrics_port(self) -> Optional[int]: ...
+    @property
+    def listen_host(self) -> Optional[str]: ...
+    @property
+    def listen_port(self) -> Optional[int]: ...
+    @property
+    def cuda_graph_trace(self) -> Optional[str]: ...
+    @property
+    def rocm_kernel_trace(self) -> Optional[str]: ...
+    @property
+    def output(self) -> Optional[str]: ...
+
+
+# Where each setting can come from: (flag, environment variable); None: not that way.
+SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
+    "command": (None, None),
+    "metrics_port": ("--metrics-port", None),
+    "listen_host": ("--listen-host", None),
+    "listen_port": ("--listen-port", None),
+    "cuda_graph_trace": ("--cuda-graph-trace", GRAPH_TRACE_ENV),
+    "rocm_kernel_trace": ("--rocm-kernel-trace", ROCM_TRACE_ENV),
+    "signals_file": ("--output", SIGNALS_FILE_ENV),
+    "linger": (None, LINGER_ENV),
+    "signals_token": (None, SIGNALS_TOKEN_ENV),
+    "api_key": (None, API_KEY_ENV),
+    "api_base": (None, API_BASE_ENV),
+    "version_check": (None, DISABLE_VERSION_CHECK_ENV),
+    "all_gpus": (None, ALL_GPUS_ENV),
+    "visible_devices": (None, ",".join(VISIBLE_DEVICES_ENVS)),
+    "metrics_top_frames": (None, METRICS_TOP_FRAMES_ENV),
+    "metrics_engine": (None, METRICS_ENGINE_ENV),
+    "log_level": (None, LOG_LEVEL_ENV),
+}
+SECRET = ("signals_token", "api_key")  # --print-config says whether they are set, never what they are
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A run's configuration, every option of both processes, resolved once
+    from graphsignal-run's flags (graphsignal.cli.run.RunConfig) and its
+    environment (resolve()). The supervisor sends it to the sidecar
+    (to_dict() through the channel, from_dict() there), which hands values
+    on: no part of the sidecar reads the environment for an option.
+
+    command: the workload's argv as given; metrics_port: the engine's
+    metrics port (None: derived from the engine's own flags);
+    cuda_graph_trace: "graph" | "node"; rocm_kernel_trace: "none" | "all";
+    signals_file: where the final payload goes (None: nowhere); linger:
+    seconds /signals stays up after the exit (0: none); signals_token: the
+    bearer token /signals and /metrics ask for (None: none); api_key: the
+    upload key, stripped (None: no uploads); api_base: the API's base URL
+    as given (None: DEFAULT_API_BASE; the sidecar checks it); all_gpus:
+    telemetry for every GPU; visible_devices: the workload's
+    VISIBLE_DEVICES_ENVS that are set, as (name, value);
+    metrics_top_frames: frames /metrics exports per profile;
+    metrics_engine: /metrics re-exports the engine's own series;
+    log_level: both processes' log level name. origins: (setting, where
+    its value came from), for --print-config."""
+
+    command: Tuple[str, ...] = ()
+    metrics_port: Optional[int] = None
+    listen_host: str = DEFAULT_LISTEN_HOST
+    listen_port: int = DEFAULT_LISTEN_PORT
+    cuda_graph_trace: str = DEFAULT_GRAPH_TRACE
+    rocm_kernel_trace: str = DEFAULT_ROCM_TRACE
+    signals_file: Optional[str] = None
+    linger: float = 0.0
+    signals_token: Optional[str] = None
+    api_key: Optional[str] = None
+    api_base: Optional[str] = None
+    version_check: bool = True
+    all_gpus: bool = False
+    visible_devices: Tuple[Tuple[str, str], ...] = ()
+    metrics_top_frames: int = DEFAULT_TOP_FRAMES
+    metrics_engine: bool = False
+    log_level: str = DEFAULT_LOG_LEVEL
+    origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
+
+    @property
+    def uploads(self) -> bool:
+        """GRAPHSIGNAL_API_KEY is set."""
+        return bool(self.api_key)
+
+    @property
+    def wants_final(self) -> bool:
+        """The sidecar has work after the workload exits: the final payload
+        to write, to keep serving, or to upload."""
+        return bool(self.signals_file or self.linger or self.uploads)
+
+    def origin(self, name: str) -> str:
+        """Where a setting's value came from: "flag --x", "environment
+        NAME" or "default"."""
+        how = dict(self.origins).get(name, DEFAULT)
+        flag, env = SOURCES.get(name, (None, None))
+        if name == "command":
+            return "command line"
+        if name == "visible_devices" and how == ENVIRONMENT:
+            return "environment " + ",".join(n for n, _ in self.visible_devices)
+        if how == FLAG and flag:
+            return "flag " + flag
+        if how == ENVIRONMENT and env:
+            return "environment " + env
+        return DEFAULT
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON types, for the channel (from_dict() reads it back)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["command"] = list(self.command)
+        d["visible_devices"] = [list(p) for p in self.visible_devices]
+        d["origins"] = [list(p) for p in self.origins]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Settings":
+        """The Settings to_dict() wrote; raises ValueError for anything
+        else (a missing or ill-typed setting)."""
+        kw: Dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in d:
+                raise ValueError("settings: %s is missing" % f.name)
+            kw[f.name] = _typed(f.name, d[f.name])
+        return cls(**kw)
+
+    def describe(self) -> List[Tuple[str, str, str]]:
+        """(setting, value as shown, where it came from) for every setting;
+        secrets show only whether they are set."""
+        rows = []
+        for f in fields(self):
+            if f.name == "origins":
+                continue
+            v = getattr(self, f.name)
+            if f.name in SECRET:
+                shown = "(set, not shown)" if v else "(not set)"
+            elif f.name == "command":
+                shown = " ".join(v) if v else "(none)"
+            elif f.name == "visible_devices":
+                shown = " ".join("%s=%s" % p for p in v) if v else "(not set: every GPU)"
+            elif v is None:
+                shown = {"metrics_port": "(from the engine's own flags)", "signals_file": "(none)",
+                         "api_base": DEFAULT_API_BASE}.get(f.name, "(none)")
+            else:
+                shown = str(v)
+            rows.append((f.name, shown, self.origin(f.name)))
+        return rows
+
+
+_KINDS: Dict[str, Tuple[type, ...]] = {
+    "command": (list,), "metrics_port": (int, type(None)), "listen_host": (str,), "listen_port": (int,),
+    "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
+    "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
+    "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
+    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "origins": (list,),
+}
+
+
+def _pairs(name: str, v: Any) -> Tuple[Tuple[str, str], ...]:
+    if not all(isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in v):
+        raise ValueError("settings: %s holds something other than pairs of strings" % name)
+    return tuple((p[0], p[1]) for p in v)
+
+
+def _typed(name: str, given: Any) -> Any:
+    kinds = _KINDS[name]
+    if not isinstance(given, kinds) or (isinstance(given, bool) and bool not in kinds):
+        raise ValueError("settings: %s is a %s" % (name, type(given).__name__))
+    v: Any = given
+    if name == "command":
+        if not all(isinstance(a, str) for a in v):
+            raise ValueError("settings: command holds something other than strings")
+        return tuple(v)
+    if name in ("visible_devices", "origins"):
+        return _pairs(name, v)
+    if name == "linger":
+        return float(v)
+    return v
+
+
 def resolve(cfg: "Flags", environ: Mapping[str, str]) -> Settings:
-    """Settings from a RunConfig and an environment (a bad environment
-    value gets one line and its default)."""
+    """Settings from a RunConfig and an environment: the flag wins, then
+    the environment, then the default (a bad environment value gets one
+    line and its default)."""
+    origins: List[Tuple[str, str]] = []
+
+    def take(name: str, value_origin: Tuple[Any, str]) -> Any:
+        value, origin = value_origin
+        origins.append((name, origin))
+        return value
+
+    def flag(name: str, value: Any, default: Any) -> Any:
+        return take(name, (value, FLAG) if value is not None else (default, DEFAULT))
+
+    linger_raw = environ.get(LINGER_ENV)
+    linger = linger_seconds(linger_raw)
+    visible = tuple((n, environ[n]) for n in VISIBLE_DEVICES_ENVS if n in environ)
+    token = environ.get(SIGNALS_TOKEN_ENV) or None
     return Settings(
-        command=tuple(cfg.command),
-        metrics_port=cfg.metrics_port,
-        listen_host=cfg.listen_host,
-        listen_port=cfg.listen_port,
-        cuda_graph_trace=resolve_choice(cfg.cuda_graph_trace, environ, GRAPH_TRACE_ENV, GRAPH_TRACE_CHOICES,
-                                        "graph"),
-        rocm_kernel_trace=resolve_choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV, ROCM_TRACE_CHOICES,
-                                         "none"),
-        signals_file=cfg.output or environ.get(SIGNALS_FILE_ENV) or None,
-        linger=linger_seconds(environ.get(LINGER_ENV)),
-        uploads=bool((environ.get(API_KEY_ENV) or "").strip()),
+        command=take("command", (tuple(cfg.command), FLAG)),
+        metrics_port=flag("metrics_port", cfg.metrics_port, None),
+        listen_host=flag("listen_host", cfg.listen_host, DEFAULT_LISTEN_HOST),
+        listen_port=flag("listen_port", cfg.listen_port, DEFAULT_LISTEN_PORT),
+        cuda_graph_trace=take("cuda_graph_trace", _choice(cfg.cuda_graph_trace, environ, GRAPH_TRACE_ENV,
+                                                          GRAPH_TRACE_CHOICES, DEFAULT_GRAPH_TRACE)),
+        rocm_kernel_trace=take("rocm_kernel_trace", _choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV,
+                                                            ROCM_TRACE_CHOICES, DEFAULT_ROCM_TRACE)),
+        signals_file=take("signals_file", (cfg.output, FLAG) if cfg.output else _text(environ, SIGNALS_FILE_ENV,
+                                                                                       strip=False)),
+        linger=take("linger", (linger, ENVIRONMENT if linger else DEFAULT)),
+        signals_token=take("signals_token", (token, ENVIRONMENT if token else DEFAULT)),
+        api_key=take("api_key", _text(environ, API_KEY_ENV)),
+        api_base=take("api_base", _text(environ, API_BASE_ENV)),
+        version_check=not take("version_check", _yes(environ, DISABLE_VERSION_CHECK_ENV)),
+        all_gpus=take("all_gpus", _yes(environ, ALL_GPUS_ENV)),
+        visible_devices=take("visible_devices", (visible, ENVIRONMENT if visible else DEFAULT)),
+        metrics_top_frames=take("metrics_top_frames", top_frames(environ)),
+        metrics_engine=take("metrics_engine", _yes(environ, METRICS_ENGINE_ENV)),
+        log_level=take("log_level", _log_level(environ)),
+        origins=tuple(origins),
     )
+
+
+def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:
+    """Settings with no flags given (tests, benchmarks, tools)."""
+    return resolve(_NoFlags(tuple(command)), environ)
+
+
+@dataclass(frozen=True)
+class _NoFlags:
+    command: Tuple[str, ...]
+    metrics_port: Optional[int] = None
+    listen_host: Optional[str] = None
+    listen_port: Optional[int] = None
+    cuda_graph_trace: Optional[str] = None
+    rocm_kernel_trace: Optional[str] = None
+    output: Optional[str] = None
+
+
+def _log_level(environ: Mapping[str, str]) -> Tuple[str, str]:
+    raw = (environ.get(LOG_LEVEL_ENV) or "").strip().upper()
+    if not raw:
+        return DEFAULT_LOG_LEVEL, DEFAULT
+    if isinstance(logging.getLevelName(raw), int):
+        return raw, ENVIRONMENT
+    return DEFAULT_LOG_LEVEL, DEFAULT
+
+
+def log_level_of(environ: Mapping[str, str]) -> int:
+    """GRAPHSIGNAL_LOG_LEVEL as a logging level (WARNING when unset or not
+    a level's name), for the moment before Settings exist."""
+    level = logging.getLevelName(_log_level(environ)[0])
+    return level if isinstance(level, int) else logging.WARNING
+
+
+def print_config(s: Settings, environ: Mapping[str, str]) -> str:
+    """--print-config's text: every setting, its value and where it came
+    from, then the numeric variables the workload's writers read (checked
+    as graphsignal-run checks them: a bad value is dropped)."""
+    from graphsignal import envcheck
+
+    rows = [("setting", "value", "from")] + s.describe()
+    for name, (_, _, _, unit, default) in envcheck.NUMERIC.items():
+        if name == LINGER_ENV:
+            continue  # the linger setting above
+        v = envcheck.value(environ, name)
+        if v is None:
+            rows.append((name, "%s (%s)" % (default, unit), DEFAULT))
+        else:
+            rows.append((name, "%s (%s)" % (v, unit), "environment " + name))
+    return _table(rows)
+
+
+def _table(rows: Sequence[Tuple[str, str, str]]) -> str:
+    w0 = max(len(r[0]) for r in rows)
+    w1 = min(48, max(len(r[1]) for r in rows))
+    return "".join("%-*s  %-*s  %s\n" % (w0, a, w1, b, c) for a, b, c in rows)
 
 
 def rocm_tracing_library(lib_dir: str) -> Optional[str]:

@@ -56,7 +56,7 @@ def main(argv=None):
 
     nvml = TimedNvml()
     store = MetricStore()
-    src = GpuTelemetry(store, [NvmlBackend(nvml, interval=args.interval)], {"GRAPHSIGNAL_ALL_GPUS": "1"})
+    src = GpuTelemetry(store, [NvmlBackend(nvml, interval=args.interval)], all_gpus=True)
     t0 = time.thread_time()
     try:
         src.setup()

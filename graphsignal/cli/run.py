@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from graphsignal import __version__
+from graphsignal import __version__, config
 
 USAGE = """usage: graphsignal-run [OPTIONS] COMMAND [ARGS...]
 
@@ -17,6 +17,9 @@ http://127.0.0.1:18259/signals while it runs.
 options (before the command):
   -h, --help                 show this help and exit
   -V, --version              print the profiler version and exit
+  --print-config             print every setting as this command line and
+                             environment resolve it, and where each came from
+                             (flag, environment, default), then exit
   --check                    check this install and host for GPU profiling: the
                              CUPTI libraries built and their headers, the driver's
                              CUDA version, what a Python workload here would load;
@@ -36,10 +39,6 @@ options (before the command):
                              GRAPHSIGNAL_SIGNALS_FILE; the flag wins)
 """
 
-DEFAULT_LISTEN_HOST = "127.0.0.1"
-DEFAULT_LISTEN_PORT = 18259
-
-
 class UsageError(Exception):
     pass
 
@@ -47,15 +46,16 @@ class UsageError(Exception):
 @dataclass(frozen=True)
 class RunConfig:
     command: Tuple[str, ...]
-    metrics_port: Optional[int] = None
-    listen_host: str = DEFAULT_LISTEN_HOST
-    listen_port: int = DEFAULT_LISTEN_PORT
+    metrics_port: Optional[int] = None  # None: not given (config.Settings holds the defaults)
+    listen_host: Optional[str] = None
+    listen_port: Optional[int] = None
     cuda_graph_trace: Optional[str] = None  # None: not given on the command line
     rocm_kernel_trace: Optional[str] = None
     output: Optional[str] = None  # the final payload's file (None: GRAPHSIGNAL_SIGNALS_FILE, if set)
     show_help: bool = False
     show_version: bool = False
     check: bool = False
+    print_config: bool = False
 
 
 _VALUED = {
@@ -66,23 +66,23 @@ _VALUED = {
     "--rocm-kernel-trace": "rocm_kernel_trace",
     "--output": "output",
 }
-_CHOICES = {"cuda_graph_trace": ("graph", "node"), "rocm_kernel_trace": ("none", "all")}
+_CHOICES = {"cuda_graph_trace": config.GRAPH_TRACE_CHOICES, "rocm_kernel_trace": config.ROCM_TRACE_CHOICES}
+_PORTS = {"metrics_port": config.CONNECT_PORT, "listen_port": config.BIND_PORT}
 
 
-def _port(opt, raw):
+def _port(opt, raw, ports):
     try:
-        p = int(raw)
-    except ValueError:
-        raise UsageError("%s expects a port number, got %r" % (opt, raw))
-    if not 0 <= p <= 65535:
-        raise UsageError("%s expects a port between 0 and 65535, got %d" % (opt, p))
-    return p
+        return ports.parse(raw)
+    except ValueError as e:
+        raise UsageError("%s %s" % (opt, e))
 
 
 def parse_args(argv):
     """Parses graphsignal-run's own options; raises UsageError."""
     values = {}
-    flags = {"show_help": False, "show_version": False, "check": False}
+    flags = {"show_help": False, "show_version": False, "check": False, "print_config": False}
+    switches = {"-h": "show_help", "--help": "show_help", "-V": "show_version", "--version": "show_version",
+                "--check": "check", "--print-config": "print_config"}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -91,16 +91,8 @@ def parse_args(argv):
             break
         if not arg.startswith("-") or arg == "-":
             break
-        if arg in ("-h", "--help"):
-            flags["show_help"] = True
-            i += 1
-            continue
-        if arg in ("-V", "--version"):
-            flags["show_version"] = True
-            i += 1
-            continue
-        if arg == "--check":
-            flags["check"] = True
+        if arg in switches:
+            flags[switches[arg]] = True
             i += 1
             continue
         opt, eq, val = arg.partition("=")
@@ -114,8 +106,8 @@ def parse_args(argv):
         else:
             i += 1
         field = _VALUED[opt]
-        if field in ("metrics_port", "listen_port"):
-            values[field] = _port(opt, val)
+        if field in _PORTS:
+            values[field] = _port(opt, val, _PORTS[field])
         elif field in _CHOICES:
             if val not in _CHOICES[field]:
                 raise UsageError("%s must be one of %s, got %r" % (opt, "|".join(_CHOICES[field]), val))
@@ -125,7 +117,7 @@ def parse_args(argv):
                 raise UsageError("%s needs a non-empty value" % opt)
             values[field] = val
     command = tuple(argv[i:])
-    if not command and not (flags["show_help"] or flags["show_version"] or flags["check"]):
+    if not command and not any(flags.values()):
         raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
     return RunConfig(command=command, **values, **flags)
 
@@ -142,6 +134,11 @@ def main(argv=None) -> int:
         return 0
     if cfg.show_version:
         sys.stdout.write("graphsignal %s\n" % __version__)
+        return 0
+    if cfg.print_config:
+        import os
+
+        sys.stdout.write(config.print_config(config.resolve(cfg, os.environ), os.environ))
         return 0
     if cfg.check:
         from graphsignal import doctor

@@ -46,8 +46,8 @@ options:
                           slow connections take none
 """
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 18260
+DEFAULT_HOST = config.DEFAULT_LISTEN_HOST
+DEFAULT_PORT = config.DEFAULT_SERVER_PORT
 ENV_KEYS = config.SERVER_API_KEYS_ENV
 
 
@@ -136,12 +136,9 @@ def parse_args(argv, environ):
             i += 1
         if opt == "--port":
             try:
-                port = int(val)
-            except ValueError:
-                raise UsageError("--port expects a port number, got %r" % val)
-            if not 0 <= port <= 65535:
-                raise UsageError("--port expects a port between 0 and 65535, got %d" % port)
-            vals["port"] = port
+                vals["port"] = config.BIND_PORT.parse(val)
+            except ValueError as e:
+                raise UsageError("--port %s" % e)
         elif opt == "--retention-days":
             try:
                 days = float(val)

@@ -8,7 +8,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from graphsignal import __version__
+from graphsignal import __version__, config
 from graphsignal.textsafe import clean
 from graphsignal.top import client
 from graphsignal.top.client import DEFAULT_HOST, DEFAULT_PORT, cannot_show
@@ -32,12 +32,9 @@ class TopConfig:
 
 def _port(text):
     try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a port number: %r" % text)
-    if not 1 <= v <= 65535:
-        raise argparse.ArgumentTypeError("port must be 1..65535, got %d" % v)
-    return v
+        return config.CONNECT_PORT.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
 
 
 def _window(text):

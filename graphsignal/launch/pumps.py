@@ -16,7 +16,7 @@ import termios
 import threading
 import time
 
-from graphsignal.sidecar import channel
+from graphsignal import channel
 
 logger = logging.getLogger("graphsignal")
 

@@ -7,7 +7,7 @@ sidecar does, not even a crash, reaches the workload.
 
 Never harm the workload: only the console pumps are essential (a workload
 writing into a pipe nobody reads would block); they never wait for the
-sidecar (graphsignal.sidecar.channel drops and counts), and when the
+sidecar (graphsignal.channel drops and counts), and when the
 sidecar dies the run goes on, unprofiled, with one line saying so.
 
 Imports are kept to the standard library and the light parts of this
@@ -51,8 +51,8 @@ from graphsignal.config import GRAPH_TRACE_ENV, ROCM_TRACE_ENV, RUN_ID_ENV
 from graphsignal.launch import engines, injection
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
 from graphsignal.rings import stale
-from graphsignal.sidecar import channel
-from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
+from graphsignal import channel
+from graphsignal.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
 
 logger = logging.getLogger("graphsignal")
 
@@ -91,7 +91,7 @@ class Supervisor:
         self.environ = dict(os.environ if environ is None else environ)
         self.out_fds = (("stdout", stdout_fd), ("stderr", stderr_fd))
         self.run_id = os.urandom(6).hex()
-        self.settings = None  # config.Settings, resolved once by child_env (after logging is set up)
+        self.settings = None  # config.Settings, resolved once by run() (after logging is set up)
         self.notes = []  # (level, message) for the sidecar's error list
         self.reporter = report.Reporter(sink=lambda level, msg: self.notes.append((level, msg)))
         self.metrics_url = None
@@ -123,7 +123,7 @@ class Supervisor:
     def child_env(self, command):
         env = dict(self.environ)
         envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
-        s = self.settings = self._checked_output(config.resolve(self.cfg, self.environ))
+        s = self.settings
         env[RUN_ID_ENV] = self.run_id
         env.pop(config.SIGNALS_TOKEN_ENV, None)  # the endpoint's, not the workload's
         env[GRAPH_TRACE_ENV] = s.cuda_graph_trace
@@ -138,18 +138,20 @@ class Supervisor:
     def _checked_output(self, s):
         """Settings without a signals file that could never be written
         safely (a device, a directory, another user's symlink): said now,
-        once, rather than after a long run."""
+        once, rather than after a long run. A file that can be written is
+        held by its absolute path (the sidecar has another working folder)."""
         if s.signals_file:
             try:
                 safefs.output_target(s.signals_file)
             except safefs.UnsafePath as e:
                 self.reporter.say("%s: the final payload will not be written" % e)
                 return dataclasses.replace(s, signals_file=None)
+            return dataclasses.replace(s, signals_file=os.path.abspath(s.signals_file))
         return s
 
     def prepare_command(self):
-        command = list(self.cfg.command)
-        prepared = self._guard("engine launcher", engines.prepare, command, self.cfg.metrics_port, self._note)
+        command = list(self.settings.command)
+        prepared = self._guard("engine launcher", engines.prepare, command, self.settings.metrics_port, self._note)
         if prepared is None:
             return command
         self.metrics_url = prepared.metrics_url
@@ -326,13 +328,8 @@ class Supervisor:
         """The channel exists before the pumps start, so the sidecar, which
         starts after them, gets the workload's first bytes too (the kernel
         holds them meanwhile)."""
-        # The capture never looks past a line's first MAX_LINE bytes (it
-        # keeps them and marks the line cut): a little more than that is all
-        # it needs of any line. Imported here, after the workload started.
-        from graphsignal.sidecar import console
-
         ours, self._sidecar_end = channel.pair()
-        self.sender = channel.Sender(ours, line_limit=console.MAX_LINE + len(console.CUT) + 1)
+        self.sender = channel.Sender(ours, line_limit=channel.LINE_LIMIT)
 
     def _start_sidecar(self, command):
         theirs, self._sidecar_end = self._sidecar_end, None
@@ -341,7 +338,6 @@ class Supervisor:
             pidfd = os.pidfd_open(self.child.pid)
         except (AttributeError, OSError):
             pass
-        signals_file = self._signals_file()
         cfg = {
             "run_id": self.run_id,
             "supervisor_pid": os.getpid(),
@@ -351,11 +347,7 @@ class Supervisor:
             "command": command,
             "metrics_url": self.metrics_url,
             "engine": self.engine.engine if self.engine is not None else None,
-            "listen_host": self.cfg.listen_host,
-            "listen_port": self.cfg.listen_port,
-            "environ": self.environ,
-            "signals_file": os.path.abspath(signals_file) if signals_file else None,
-            "linger": self.settings.linger or None,
+            "settings": self.settings.to_dict(),
             "notes": self.notes,
         }
         cfg_fd = None
@@ -433,10 +425,6 @@ class Supervisor:
                 self._wait(lambda: sc.returncode is not None, SIDECAR_STOP_WAIT)
         self.sender.close()
 
-    def _signals_file(self):
-        """Where the final payload goes: --output, else GRAPHSIGNAL_SIGNALS_FILE."""
-        return self.settings.signals_file
-
     def _wants_final(self):
         """The sidecar has work after the workload exits: the final payload
         to write (GRAPHSIGNAL_SIGNALS_FILE), to keep serving (LINGER) or to
@@ -495,7 +483,8 @@ class Supervisor:
     def run(self):
         closed = _reserve_std_fds()  # before we open anything
         self.stdin_closed = 0 in closed
-        setup_logging(self.environ)
+        setup_logging(config.log_level_of(self.environ))
+        self.settings = self._checked_output(config.resolve(self.cfg, self.environ))
         command = self.prepare_command()
         env = self.child_env(command)
         self.lock_fd = self._guard("run lock", stale.hold_run_lock, self.run_id)

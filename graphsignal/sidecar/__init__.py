@@ -1,7 +1,7 @@
 """The sidecar: the heavy half of graphsignal-run (poller, sources, server),
 in its own process so that nothing it does, not even a crash, reaches the
 workload. The supervisor (graphsignal.launch.supervisor) starts it after
-the workload and feeds it through graphsignal.sidecar.channel.
+the workload and feeds it through graphsignal.channel.
 
 This package's __init__ and channel module import nothing heavy: the
 supervisor imports them before the workload starts.

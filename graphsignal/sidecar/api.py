@@ -11,17 +11,18 @@ from graphsignal import config
 logger = logging.getLogger("graphsignal")
 
 ENV_API_BASE = config.API_BASE_ENV
-DEFAULT_API_BASE = "https://api.graphsignal.com"
+DEFAULT_API_BASE = config.DEFAULT_API_BASE
 
 
 class BadBase(ValueError):
     pass
 
 
-def api_base(environ):
-    """The API base URL (no trailing slash) from GRAPHSIGNAL_API_BASE, or
-    the default; raises BadBase for anything but an http(s) URL."""
-    raw = (environ.get(ENV_API_BASE) or "").strip() or DEFAULT_API_BASE
+def api_base(given):
+    """The API base URL (no trailing slash) from GRAPHSIGNAL_API_BASE's
+    value (config.Settings.api_base), or the default when None; raises
+    BadBase for anything but an http(s) URL."""
+    raw = (given or "").strip() or DEFAULT_API_BASE
     try:
         parts = urlsplit(raw)
         parts.port  # noqa: B018 (raises ValueError for a bad port)

@@ -47,10 +47,10 @@ import re
 import threading
 import time
 
+from graphsignal.channel import CUT, MAX_LINE  # a line keeps its first MAX_LINE bytes, the rest is cut
 from graphsignal.report import Reporter
 from graphsignal.textsafe import clean
 
-MAX_LINE = 2048  # bytes of a line that are kept; the rest is cut
 MAX_BLOCK_HEAD = 20  # first lines of a traceback kept...
 MAX_BLOCK_TAIL = 100  # ...and its last lines (the exception is at the end)
 MAX_OPEN = 16  # tracebacks collected at once per stream (one per process prefix)
@@ -62,7 +62,6 @@ DROPPED_METRIC = "console_errors_dropped_total"
 UNSCANNED_METRIC = "console_unscanned_bytes_total"
 MAX_QUEUED = 4 << 20  # bytes waiting for the scanner; beyond, output is passed through unscanned
 CLOSE_WAIT = 2.0  # seconds close_stream waits for the scanner to reach the end of the stream
-CUT = b" [cut]"
 
 logger = logging.getLogger("graphsignal")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -1,5 +1,5 @@
 """The sidecar process: poller, sources, console capture and the /signals
-server, fed by the supervisor through graphsignal.sidecar.channel.
+server, fed by the supervisor through graphsignal.channel.
 
 Started by the supervisor after the workload, in a session of its own, as
   python -c '...main(argv)' --channel-fd N --config-fd M [--child-pidfd K]
@@ -27,8 +27,8 @@ import time
 from graphsignal import __version__, config, safefs
 from graphsignal.report import Reporter
 from graphsignal.rings import stale
-from graphsignal.sidecar import channel
-from graphsignal.sidecar.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
+from graphsignal import channel
+from graphsignal.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
 
 logger = logging.getLogger("graphsignal")
 
@@ -220,14 +220,183 @@ class Feed(threading.Thread):
                                  tags={"process.pid": pid, "exit.code": str(rc)})
 
 
+class Part:
+    """A long-running part of the sidecar. Sidecar.parts() lists them in
+    start order (cheapest first: the rings are read and the endpoint is
+    up while the sources' libraries still load). At the end, final() runs
+    in FINAL_ORDER (what feeds the store, then the rings' last drain, then
+    what sends the store away), then the final payload is written and the
+    sidecar lingers, then close() runs in reverse start order. Each step
+    runs inside a guard: a failure is one line, and the rest goes on."""
+
+    name = ""
+    final_step = ""  # the guard's words for final(); "" when it has none
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def final(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+FINAL_ORDER = ("sources", "poller", "uploader")
+
+
+class _Clock(Part):
+    name = "clock"
+
+    def __init__(self, sc):
+        self.sc, self.clock = sc, None
+
+    def start(self):
+        from graphsignal.sidecar.clock import StoreClock
+
+        self.clock = StoreClock(self.sc.store).start()
+
+    def close(self):
+        if self.clock is not None:
+            self.clock.stop()
+
+
+class _Poller(Part):
+    name = "poller"
+    final_step = "final drain"
+
+    def __init__(self, sc):
+        self.sc, self.poller = sc, None
+
+    def start(self):
+        from graphsignal.sidecar.poller import Poller
+
+        self.poller = Poller(self.sc.store, self.sc.run_id, on_error=self.sc._sidecar_error)
+        self.poller.start()
+
+    def final(self):
+        if self.poller is not None:
+            self.poller.stop(True)
+
+    def close(self):
+        if self.poller is not None:
+            self.poller.cleanup_all()  # the rings of this run
+
+
+class _Server(Part):
+    name = "server"
+
+    def __init__(self, sc):
+        self.sc, self.server = sc, None
+
+    def start(self):
+        from graphsignal.sidecar.exposition import Exposition
+        from graphsignal.sidecar.server import HostGuard, ServerThread, make_app
+        from graphsignal.sidecar.windows import window_stats
+
+        sc, st = self.sc, self.sc.settings
+        guard = HostGuard(st.listen_host)
+        metrics = Exposition(sc.store, sc._engine_series, st.metrics_top_frames, st.metrics_engine)
+        self.server = ServerThread(make_app(sc.store, window_stats, guard, metrics, st.signals_token),
+                                   st.listen_host, st.listen_port, on_error=sc._sidecar_error, host_guard=guard)
+        self.server.start()
+
+    def close(self):
+        if self.server is not None:
+            self.server.stop()
+
+
+class _Sources(Part):
+    name = "sources"
+    final_step = "stopping the sources"
+
+    def __init__(self, sc):
+        self.sc, self.threads = sc, []
+
+    def start(self):
+        from graphsignal.sources import SourceContext, SourceThread, registry
+
+        sc = self.sc
+        child = sc.child
+        ctx = SourceContext(store=sc.store, settings=sc.settings, root_pid=lambda: child.pid,
+                            alive=lambda: child.poll() is None, metrics_url=sc.metrics_url,
+                            engine=sc.cfg.get("engine"))
+        for src in registry.make_sources(ctx):
+            t = SourceThread(src, sc.store)
+            t.start()
+            self.threads.append(t)
+
+    def final(self):
+        for t in self.threads:
+            self.sc._guard("stopping " + t.source.name, t.stop, 5.0, True)
+
+    def engine_series(self):
+        """Keys of the series scraped from the engine's endpoint (what
+        /metrics leaves out unless asked): the scraper's own record of what
+        it wrote in its last good scrape."""
+        keys = set()
+        for t in self.threads:
+            keys.update(getattr(t.source, "_keys", ()))
+        return keys
+
+
+class _Uploader(Part):
+    """Only with GRAPHSIGNAL_API_KEY (upload.start returns None without)."""
+
+    name = "uploader"
+    final_step = "final upload"
+
+    def __init__(self, sc):
+        self.sc, self.thread = sc, None
+
+    def start(self):
+        from graphsignal.sidecar import upload
+
+        st = self.sc.settings
+        self.thread = upload.start(self.sc.store, st.api_key, st.api_base)
+
+    def final(self):
+        if self.thread is not None:
+            from graphsignal.sidecar import upload
+
+            self.thread.stop(upload.FINAL_DEADLINE)
+
+
+class _VersionCheck(Part):
+    """One request on a daemon thread: nothing to stop."""
+
+    name = "version check"
+
+    def __init__(self, sc):
+        self.sc = sc
+
+    def start(self):
+        from graphsignal.sidecar import version_check
+
+        st = self.sc.settings
+        if st.version_check:
+            version_check.start(self.sc.store, st.api_base)
+
+
+class _Once(Part):
+    """A step of the start that leaves nothing running."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def start(self):
+        self.fn()
+
+
 class Sidecar:
     def __init__(self, cfg, feed):
         from graphsignal.sidecar.store import MetricStore
 
         self.cfg = cfg
+        self.settings = config.Settings.from_dict(cfg["settings"])
+        setup_logging(config.log_level_of({config.LOG_LEVEL_ENV: self.settings.log_level}))
         self.feed = feed
         self.sock = feed.sock
-        self.environ = dict(cfg.get("environ") or {})
         self.run_id = cfg["run_id"]
         self.child = feed.child
         self.metrics_url = cfg.get("metrics_url")
@@ -235,12 +404,15 @@ class Sidecar:
         self.store.set_started(cfg.get("launch_ns"))
         self.store.set_context(**{"instance.id": self.run_id, "host.name": os.uname().nodename})
         self.reporter = Reporter(self.store, {"source": "sidecar"})
-        self.poller = None
-        self.clock = None
-        self.server = None
-        self.uploader = None
-        self.sources = []
+        self.sources = _Sources(self)
         self.channel_eof = False
+        self._parts = [_Clock(self), _Poller(self), _Server(self), _Once("process resources", self._register_root),
+                       self.sources, _Uploader(self), _VersionCheck(self),
+                       _Once("stale ring cleanup", self._remove_stale)]
+
+    def parts(self):
+        """The long-running parts, in start order (Part)."""
+        return list(self._parts)
 
     # -- guarded helpers ---------------------------------------------------------
     def _guard(self, what, fn, *args):
@@ -249,23 +421,20 @@ class Sidecar:
     def _sidecar_error(self, msg):
         self.reporter.entry(msg)
 
+    def _engine_series(self):
+        return self.sources.engine_series()
+
     # -- start ------------------------------------------------------------------
     def start(self):
         for level, msg in self.cfg.get("notes") or ():
             self.store.add_error(level, msg, tags={"source": "sidecar"})
         self.feed.store.attach(self.store)
-        # Cheapest imports first: the rings are read and the endpoint is up
-        # while the sources' libraries (psutil, NVML, requests) still load.
-        self._guard("clock", self._start_clock)
-        self._guard("poller", self._start_poller)
-        self._guard("server", self._start_server)
-        self._guard("process resources", self._register_root)
-        self._guard("sources", self._start_sources)
-        self._guard("uploader", self._start_uploader)
-        self._guard("version check", self._start_version_check)
-        self._guard("stale ring cleanup", self._remove_stale)
+        for part in self._parts:
+            self._guard(part.name, part.start)
 
     def _register_root(self):
+        """The host and the root process, known before the first host poll,
+        so even a short-lived workload has them."""
         from graphsignal.sources.host import redact_command_line
 
         u = os.uname()
@@ -277,61 +446,6 @@ class Sidecar:
         self.store.set_resource("process", {"process.pid": pid, "process.root_pid": pid}, {
             "process.parent_pid": str(self.cfg.get("supervisor_pid")),
             "process.command_line": " ".join(redact_command_line(self.cfg["command"]))})
-
-    def _start_clock(self):
-        from graphsignal.sidecar.clock import StoreClock
-
-        self.clock = StoreClock(self.store).start()
-
-    def _start_poller(self):
-        from graphsignal.sidecar.poller import Poller
-
-        self.poller = Poller(self.store, self.run_id, on_error=self._sidecar_error)
-        self.poller.start()
-
-    def _start_sources(self):
-        from graphsignal.sources import SourceContext, SourceThread, registry
-
-        child = self.child
-        ctx = SourceContext(store=self.store, environ=self.environ, root_pid=lambda: child.pid,
-                            alive=lambda: child.poll() is None, metrics_url=self.metrics_url,
-                            engine=self.cfg.get("engine"))
-        for src in registry.make_sources(ctx):
-            t = SourceThread(src, self.store)
-            t.start()
-            self.sources.append(t)
-
-    def _start_server(self):
-        from graphsignal.sidecar.server import HostGuard, ServerThread, make_app
-        from graphsignal.sidecar.exposition import Exposition
-        from graphsignal.sidecar.windows import window_stats
-
-        guard = HostGuard(self.cfg["listen_host"])
-        metrics = Exposition.from_env(self.store, self.environ, self._engine_series)
-        token = self.environ.get(config.SIGNALS_TOKEN_ENV) or None
-        self.server = ServerThread(make_app(self.store, window_stats, guard, metrics, token), self.cfg["listen_host"],
-                                   self.cfg["listen_port"], on_error=self._sidecar_error, host_guard=guard)
-        self.server.start()
-
-    def _engine_series(self):
-        """Keys of the series scraped from the engine's endpoint (what
-        /metrics leaves out unless asked): the scraper's own record of what
-        it wrote in its last good scrape."""
-        keys = set()
-        for t in self.sources:
-            keys.update(getattr(t.source, "_keys", ()))
-        return keys
-
-    def _start_uploader(self):
-        """Only with GRAPHSIGNAL_API_KEY (upload.start returns None without)."""
-        from graphsignal.sidecar import upload
-
-        self.uploader = upload.start(self.store, self.environ)
-
-    def _start_version_check(self):
-        from graphsignal.sidecar import version_check
-
-        version_check.start(self.store, self.environ)
 
     def _remove_stale(self):
         removed = stale.remove_stale(self.run_id)
@@ -358,29 +472,18 @@ class Sidecar:
 
     # -- stop -------------------------------------------------------------------
     def stop(self):
-        for t in self.sources:
-            self._guard("stopping " + t.source.name, t.stop, 5.0, True)
-        if self.poller is not None:
-            self._guard("final drain", self.poller.stop, True)
-        if self.uploader is not None:
-            from graphsignal.sidecar import upload
-
-            self._guard("final upload", self.uploader.stop, upload.FINAL_DEADLINE)
-        path = self.cfg.get("signals_file")
+        by_name = {p.name: p for p in self._parts}
+        for name in FINAL_ORDER:
+            part = by_name[name]
+            self._guard(part.final_step, part.final)
+        path = self.settings.signals_file
         if path:
             self._guard("writing " + path, self._write_signals, path)
-        linger = self.cfg.get("linger")
-        if linger:
-            try:
-                self._linger(max(0.0, min(float(linger), 3600.0)))
-            except ValueError:
-                logger.warning("graphsignal: GRAPHSIGNAL_LINGER=%r is not a number of seconds", linger)
-        if self.server is not None:
-            self._guard("server shutdown", self.server.stop)
-        if self.clock is not None:
-            self._guard("clock", self.clock.stop)
-        if self.poller is not None:
-            self._guard("ring cleanup", self.poller.cleanup_all)
+        if self.settings.linger:
+            self._linger(self.settings.linger)
+        for part in reversed(self._parts):
+            if type(part).close is not Part.close:
+                self._guard("stopping the " + part.name, part.close)
 
     def _linger(self, seconds):
         """Keeps serving for seconds, or until the supervisor closes the
@@ -460,7 +563,8 @@ def _thread_died(args):
 def main(argv=None):
     # The supervisor's signal mask is inherited through exec.
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    setup_logging(os.environ)  # the supervisor's environment, thread caps aside
+    # the supervisor's environment (thread caps aside) until the settings come
+    setup_logging(config.log_level_of(os.environ))
     threading.excepthook = _thread_died
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)

@@ -65,10 +65,10 @@ BYTES_METRIC = "graphsignal_upload_bytes_total"
 DROPPED_METRIC = "graphsignal_upload_dropped_errors_total"
 
 
-def api_key(environ):
-    """The key, or None when uploads are off. Raises ValueError for a key
-    an HTTP header cannot carry."""
-    key = (environ.get(ENV_API_KEY) or "").strip()
+def api_key(given):
+    """The key (config.Settings.api_key), or None when uploads are off.
+    Raises ValueError for a key an HTTP header cannot carry."""
+    key = (given or "").strip()
     if not key:
         return None
     if not key.isprintable() or not key.isascii():
@@ -301,14 +301,15 @@ class UploaderThread(threading.Thread):
             self.join(deadline + 0.1)
 
 
-def start(store, environ):
-    """The running uploader thread, or None without GRAPHSIGNAL_API_KEY.
-    A bad key or base is one log line and no uploads."""
+def start(store, key, base=None):
+    """The running uploader thread, or None without a key
+    (GRAPHSIGNAL_API_KEY; base: GRAPHSIGNAL_API_BASE's value, None for the
+    default). A bad key or base is one log line and no uploads."""
     try:
-        key = api_key(environ)
+        key = api_key(key)
         if key is None:
             return None
-        base = api.api_base(environ)
+        base = api.api_base(base)
     except ValueError as e:
         logger.warning("graphsignal: %s", e)
         store.add_error("warning", str(e), tags={"source": "upload"})

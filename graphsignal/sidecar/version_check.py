@@ -21,12 +21,11 @@ import threading
 
 import requests
 
-from graphsignal import __version__, config, jsonsafe
+from graphsignal import __version__, jsonsafe
 from graphsignal.sidecar import api
 
 logger = logging.getLogger("graphsignal")
 
-ENV_DISABLE = config.DISABLE_VERSION_CHECK_ENV
 VERSION_PATH = "/api/v1/version"
 TIMEOUT = 2.0  # seconds, connect and read each
 MAX_ANSWER = 4096  # bytes read of the answer
@@ -47,10 +46,6 @@ def newer(latest, current=__version__):
     """True when `latest` is a final release above `current`."""
     a, b = release(latest), release(current.split("+")[0].split(".dev")[0])
     return a is not None and b is not None and a > b
-
-
-def disabled(environ):
-    return (environ.get(ENV_DISABLE) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def check(base, http=None, current=__version__):
@@ -83,13 +78,13 @@ def run(store, base, http=None):
     store.set_resource("host", {}, {"profiler.latest_version": latest})
 
 
-def start(store, environ):
-    """Starts the check on a daemon thread; None when it is off or the
-    base URL is not usable (silently: offline and odd setups are normal)."""
-    if disabled(environ):
-        return None
+def start(store, base=None):
+    """Starts the check on a daemon thread (the caller asks only when
+    GRAPHSIGNAL_DISABLE_VERSION_CHECK is not set: config.Settings.version_check);
+    None when the base URL (None: the default) is not usable (silently:
+    offline and odd setups are normal)."""
     try:
-        base = api.api_base(environ)
+        base = api.api_base(base)
     except api.BadBase as e:
         logger.debug("graphsignal: version check: %s", e)
         return None

@@ -10,8 +10,9 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Optional
 
+from graphsignal import config
 from graphsignal.report import Reporter
 
 logger = logging.getLogger("graphsignal")
@@ -33,12 +34,13 @@ def _always() -> bool:
 @dataclass(frozen=True)
 class SourceContext:
     """What a source is given of its run, and all it may know of the
-    sidecar: the store it writes, the workload's environment, its root
+    sidecar: the store it writes, the run's settings (config.Settings: a
+    source reads its options there, never in the environment), its root
     process (root_pid() -> pid or None; alive() -> whether it still runs),
     and the engine's metrics URL and engine name (None without an engine)."""
 
     store: Any
-    environ: Dict[str, str] = field(default_factory=dict)
+    settings: config.Settings = field(default_factory=config.Settings)
     root_pid: Callable[[], Optional[int]] = _no_pid
     alive: Callable[[], bool] = _always
     metrics_url: Optional[str] = None

@@ -239,21 +239,19 @@ def select_devices(devices, entries, resolve=None):
     return out
 
 
-def _truthy(value):
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def scope(devices, backend, environ):
-    """(selected devices, one-line note when none)."""
-    if _truthy(environ.get(ENV_ALL_GPUS)):
+def scope(devices, backend, visible, all_gpus=False):
+    """(selected devices, one-line note when none). visible: the
+    workload's device-selection variables (config.VISIBLE_DEVICES_ENVS)
+    that are set; all_gpus: GRAPHSIGNAL_ALL_GPUS."""
+    if all_gpus:
         return select_devices(devices, None), None
     for name in backend.visible_env:
-        if name in environ:
-            picked = select_devices(devices, parse_visible(environ[name]), backend.resolve)
+        if name in visible:
+            picked = select_devices(devices, parse_visible(visible[name]), backend.resolve)
             note = None
             if not picked:
                 note = "no %s GPU is visible to the workload (%s=%r); set %s=1 to watch all %d" % (
-                    backend.vendor, name, environ[name], ENV_ALL_GPUS, len(devices))
+                    backend.vendor, name, visible[name], ENV_ALL_GPUS, len(devices))
             return picked, note
     return select_devices(devices, None), None
 
@@ -285,17 +283,20 @@ class _Counter:
 class GpuTelemetry(Source):
     """Polls every selected GPU of every backend about once a second.
 
-    `backends`: Backend instances (pass fakes in tests); `environ`: the
-    workload's environment (scoping); `clock`: monotonic seconds (rates).
+    `backends`: Backend instances (pass fakes in tests); `visible`: the
+    workload's device-selection variables that are set (name -> value,
+    config.Settings.visible_devices); `all_gpus`: every GPU, whatever the
+    workload sees (GRAPHSIGNAL_ALL_GPUS); `clock`: monotonic seconds (rates).
     """
 
     name = "gpu"
     interval = 1.0
 
-    def __init__(self, store, backends, environ, clock=time.monotonic):
+    def __init__(self, store, backends, visible=None, all_gpus=False, clock=time.monotonic):
         self.store = store
         self.backends = list(backends)
-        self.environ = dict(environ)
+        self.visible = dict(visible or {})
+        self.all_gpus = all_gpus
         self.clock = clock
         self.active = []  # (backend, [Device])
         self._counters = {}  # (id(dev), key) -> _Counter
@@ -312,7 +313,7 @@ class GpuTelemetry(Source):
             except BackendUnavailable as e:
                 reasons.append(str(e))
                 continue
-            picked, note = scope(devices, b, self.environ)
+            picked, note = scope(devices, b, self.visible, self.all_gpus)
             if not picked:
                 reasons.append(note or "%s found no GPU" % b.vendor)
                 b.close()

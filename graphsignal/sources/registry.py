@@ -32,4 +32,4 @@ def gpu_source(ctx):
     mod = amdsmi.load_module()
     if mod is not None:
         backends.append(amdsmi.AmdSmiBackend(amdsmi.AmdSmi(mod, on_error=on_error("amdsmi"))))
-    return GpuTelemetry(ctx.store, backends, ctx.environ)
+    return GpuTelemetry(ctx.store, backends, dict(ctx.settings.visible_devices), all_gpus=ctx.settings.all_gpus)

@@ -11,11 +11,11 @@ or read, DEADLINE per request, httpfetch.MAX_BYTES per body.
 import threading
 import time
 
-from graphsignal import httpfetch
+from graphsignal import config, httpfetch
 from graphsignal.textsafe import clean
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 18259
+DEFAULT_HOST = config.DEFAULT_LISTEN_HOST
+DEFAULT_PORT = config.DEFAULT_LISTEN_PORT
 TIMEOUT = 2.0  # seconds: a refresh a second must not hang on a dead host
 DEADLINE = 5.0  # seconds for a whole answer, however slowly it trickles (graphsignal-top --timeout)
 

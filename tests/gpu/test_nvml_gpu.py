@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from graphsignal import config
 from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.nvml import Nvml, NvmlBackend
 from graphsignal.sidecar.store import COUNTER, GAUGE, MetricStore
@@ -51,7 +52,8 @@ class Telemetry:
 
     def __init__(self, environ):
         self.store = MetricStore()
-        self.src = GpuTelemetry(self.store, [NvmlBackend(Nvml())], environ)
+        s = config.from_environ(environ)
+        self.src = GpuTelemetry(self.store, [NvmlBackend(Nvml())], dict(s.visible_devices), all_gpus=s.all_gpus)
         self.src.setup()
 
     def devices(self):

@@ -175,10 +175,10 @@ def test_the_final_upload_keeps_its_deadline_when_the_server_hangs():
 def test_a_bad_key_or_base_is_one_line_and_no_uploads(caplog):
     s = MetricStore()
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
-        assert upload.start(s, {"GRAPHSIGNAL_API_KEY": "k", "GRAPHSIGNAL_API_BASE": "ftp://example.com"}) is None
-        assert upload.start(s, {"GRAPHSIGNAL_API_KEY": "k\r\nX-Evil: 1"}) is None
-        assert upload.start(s, {"GRAPHSIGNAL_API_KEY": "  "}) is None
-        assert upload.start(s, {}) is None
+        assert upload.start(s, "k", "ftp://example.com") is None
+        assert upload.start(s, "k\r\nX-Evil: 1") is None
+        assert upload.start(s, "  ") is None
+        assert upload.start(s, None) is None
     assert len(caplog.records) == 2
     assert "GRAPHSIGNAL_API_BASE" in caplog.records[0].getMessage()
     assert "GRAPHSIGNAL_API_KEY" in caplog.records[1].getMessage()

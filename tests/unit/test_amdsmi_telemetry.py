@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from graphsignal import config
 from graphsignal.sources import SourceContext, SourceUnavailable, amdsmi as amd
 from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.registry import gpu_source as make_source
@@ -24,7 +25,8 @@ class Rig:
         self.smi = FakeAmdSmi(gpus if gpus is not None else [FakeAmdGpu(0)], init_error=init_error)
         self.store = MetricStore()
         door = amd.AmdSmi(self.smi, on_error=lambda m: self.store.add_error("warning", m))
-        self.src = GpuTelemetry(self.store, [amd.AmdSmiBackend(door)], environ or {})
+        s = config.from_environ(environ or {})
+        self.src = GpuTelemetry(self.store, [amd.AmdSmiBackend(door)], dict(s.visible_devices), all_gpus=s.all_gpus)
 
     def start(self):
         self.src.setup()

@@ -8,7 +8,7 @@ import socket
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphsignal.sidecar import channel
+from graphsignal import channel
 from graphsignal.sidecar import console
 from graphsignal.sidecar.console import ConsoleCapture
 from graphsignal.sidecar.store import MetricStore

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from graphsignal import config
 from graphsignal.sources import SourceThread, SourceUnavailable
 from graphsignal.sources.gpu import GpuTelemetry, parse_visible, select_devices, Device
 from graphsignal.sources.nvml import Nvml, NvmlBackend, NvmlUnavailable
@@ -34,8 +35,9 @@ class Rig:
         self.nvml = Nvml(module=self.nv, on_error=lambda m: self.store.add_error("warning", m))
         self.clock = Clock()
         # slow_every=1: every field on every poll, so each test sees each read
-        self.src = GpuTelemetry(self.store, [NvmlBackend(self.nvml, slow_every=slow_every)], environ or {},
-                                clock=self.clock)
+        s = config.from_environ(environ or {})
+        self.src = GpuTelemetry(self.store, [NvmlBackend(self.nvml, slow_every=slow_every)], dict(s.visible_devices),
+                                all_gpus=s.all_gpus, clock=self.clock)
 
     def start(self):
         self.src.setup()
@@ -605,7 +607,7 @@ def test_graphsignal_all_gpus_watches_every_gpu():
 def _Sup(environ):
     from graphsignal.sources import SourceContext
 
-    return SourceContext(store=MetricStore(), environ=environ)
+    return SourceContext(store=MetricStore(), settings=config.from_environ(environ))
 
 
 def test_the_registry_gets_one_gpu_source(monkeypatch):

@@ -1,6 +1,7 @@
 """What the supervisor hands the sidecar: a config document and a channel.
+Here, outside both processes' packages, because both import it.
 
-The config is one JSON document in an unlinked memory file whose
+The config (the run's facts and its config.Settings, to_dict()) is one JSON document in an unlinked memory file whose
 descriptor the sidecar inherits (any size, never blocks the supervisor,
 and not on a command line where `ps` would show the workload's
 arguments). The channel is an AF_UNIX SOCK_SEQPACKET pair: every message
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from graphsignal import config, procfs
+from graphsignal import procfs
 
 DATA = {"stdout": b"1", "stderr": b"2"}
 STREAM_OF = {b"1": "stdout", b"2": "stderr"}
@@ -54,7 +55,12 @@ BEAT_INTERVAL = 0.5  # seconds between the sidecar's heartbeats after the exit
 CHUNK = 1 << 16  # bytes the pumps read at once; a message is at most CHUNK + 1
 SEND_BUFFER = 1 << 20  # bytes of console the kernel holds for a busy sidecar (capped by net.core.wmem_max)
 
-ENV_LOG_LEVEL = config.LOG_LEVEL_ENV
+# The console capture (graphsignal.sidecar.console) keeps a line's first
+# MAX_LINE bytes and marks the rest cut with CUT: a little more than that
+# is all the channel carries of any line (LINE_LIMIT).
+MAX_LINE = 2048
+CUT = b" [cut]"
+LINE_LIMIT = MAX_LINE + len(CUT) + 1
 EXIT_REPORTED = 75  # the sidecar's exit status when it has said itself, in one line, why it stopped
 
 _FLAGS = getattr(socket, "MSG_DONTWAIT", 0x40) | getattr(socket, "MSG_NOSIGNAL", 0x4000)
@@ -271,9 +277,10 @@ def read_config(fd):
 
 
 # -- shared by both processes ---------------------------------------------------------
-def setup_logging(environ):
+def setup_logging(level):
+    """graphsignal's log lines go to stderr, at `level` (a logging level:
+    config.log_level_of() before Settings exist, Settings.log_level after)."""
     logger = logging.getLogger("graphsignal")
-    level = getattr(logging, environ.get(ENV_LOG_LEVEL, "WARNING").upper(), logging.WARNING)
     logger.setLevel(level)
     if not logger.handlers:
         h = logging.StreamHandler(sys.stderr)
