@@ -18,7 +18,7 @@ starts.
 import logging
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 logger = logging.getLogger("graphsignal")
 
@@ -156,24 +156,18 @@ def linger_seconds(raw: Optional[str]) -> float:
     return float(envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0) if raw else 0.0
 
 
-class Flags(Protocol):
-    """What resolve() reads of graphsignal.cli.run.RunConfig (None: not
-    given on the command line)."""
+@dataclass(frozen=True)
+class Flags:
+    """graphsignal-run's options as given on its command line (None: not
+    given); graphsignal.cli.run.RunConfig adds its switches."""
 
-    @property
-    def command(self) -> Sequence[str]: ...
-    @property
-    def metrics_port(self) -> Optional[int]: ...
-    @property
-    def listen_host(self) -> Optional[str]: ...
-    @property
-    def listen_port(self) -> Optional[int]: ...
-    @property
-    def cuda_graph_trace(self) -> Optional[str]: ...
-    @property
-    def rocm_kernel_trace(self) -> Optional[str]: ...
-    @property
-    def output(self) -> Optional[str]: ...
+    command: Tuple[str, ...] = ()
+    metrics_port: Optional[int] = None
+    listen_host: Optional[str] = None
+    listen_port: Optional[int] = None
+    cuda_graph_trace: Optional[str] = None
+    rocm_kernel_trace: Optional[str] = None
+    output: Optional[str] = None  # the final payload's file
 
 
 # Where each setting can come from: (flag, environment variable); None: not that way.
@@ -340,7 +334,7 @@ def _typed(name: str, given: Any) -> Any:
     return v
 
 
-def resolve(cfg: "Flags", environ: Mapping[str, str]) -> Settings:
+def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
     """Settings from a RunConfig and an environment: the flag wins, then
     the environment, then the default (a bad environment value gets one
     line and its default)."""
@@ -385,18 +379,7 @@ def resolve(cfg: "Flags", environ: Mapping[str, str]) -> Settings:
 
 def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:
     """Settings with no flags given (tests, benchmarks, tools)."""
-    return resolve(_NoFlags(tuple(command)), environ)
-
-
-@dataclass(frozen=True)
-class _NoFlags:
-    command: Tuple[str, ...]
-    metrics_port: Optional[int] = None
-    listen_host: Optional[str] = None
-    listen_port: Optional[int] = None
-    cuda_graph_trace: Optional[str] = None
-    rocm_kernel_trace: Optional[str] = None
-    output: Optional[str] = None
+    return resolve(Flags(command=tuple(command)), environ)
 
 
 def _log_level(environ: Mapping[str, str]) -> Tuple[str, str]:

@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 import orjson
 
 from graphsignal import __version__, diff, httpfetch
+from graphsignal.cli import args
 from graphsignal.textsafe import clean
 
 TIMEOUT = 10.0  # seconds for a live endpoint to connect or send the next bytes
@@ -38,24 +39,8 @@ class DiffConfig:
     per: Optional[str] = None  # normalize by this metric's count (--per)
 
 
-def _top(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a whole number: %r" % text)
-    if v < 0:
-        raise argparse.ArgumentTypeError("must be 0 (all) or more, got %d" % v)
-    return v
-
-
-def _seconds(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number of seconds: %r" % text)
-    if not 0 < v <= 3600:
-        raise argparse.ArgumentTypeError("must be more than 0 and at most 3600 seconds, got %s" % text)
-    return v
+_top = args.number(int, 0, 1_000_000, "the number of rows (0: all)")
+_seconds = args.number(float, 0, 3600, "the timeout's seconds", low_open=True)
 
 
 def parser():

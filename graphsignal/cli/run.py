@@ -5,9 +5,9 @@ Options come before the command; the first argument that is not an option
 """
 import sys
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 from graphsignal import __version__, config
+from graphsignal.cli import args
 
 USAGE = """usage: graphsignal-run [OPTIONS] COMMAND [ARGS...]
 
@@ -44,14 +44,10 @@ class UsageError(Exception):
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    command: Tuple[str, ...]
-    metrics_port: Optional[int] = None  # None: not given (config.Settings holds the defaults)
-    listen_host: Optional[str] = None
-    listen_port: Optional[int] = None
-    cuda_graph_trace: Optional[str] = None  # None: not given on the command line
-    rocm_kernel_trace: Optional[str] = None
-    output: Optional[str] = None  # the final payload's file (None: GRAPHSIGNAL_SIGNALS_FILE, if set)
+class RunConfig(config.Flags):
+    """The command line: the options (config.Flags, resolved into
+    config.Settings with the environment) and the switches."""
+
     show_help: bool = False
     show_version: bool = False
     check: bool = False
@@ -127,13 +123,8 @@ def main(argv=None) -> int:
     try:
         cfg = parse_args(argv)
     except UsageError as e:
-        sys.stderr.write("graphsignal-run: error: %s\n" % e)
-        return 2
-    if cfg.show_help:
-        sys.stdout.write(USAGE)
-        return 0
-    if cfg.show_version:
-        sys.stdout.write("graphsignal %s\n" % __version__)
+        return args.usage_error("graphsignal-run", e)
+    if args.help_or_version(cfg, USAGE, "graphsignal %s" % __version__):
         return 0
     if cfg.print_config:
         import os

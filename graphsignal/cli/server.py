@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from graphsignal import __version__, config
+from graphsignal.cli import args
 
 USAGE = """usage: graphsignal-server [OPTIONS]
 
@@ -186,13 +187,8 @@ def main(argv=None, environ=None) -> int:
     try:
         cfg = parse_args(argv, environ)
     except UsageError as e:
-        sys.stderr.write("graphsignal-server: error: %s\n" % e)
-        return 2
-    if cfg.show_help:
-        sys.stdout.write(USAGE)
-        return 0
-    if cfg.show_version:
-        sys.stdout.write("graphsignal-server %s\n" % __version__)
+        return args.usage_error("graphsignal-server", e)
+    if args.help_or_version(cfg, USAGE, "graphsignal-server %s" % __version__):
         return 0
     if not cfg.api_keys:
         sys.stderr.write("graphsignal-server: error: no API keys: give --api-key-file PATH or %s=KEY1,KEY2 "

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from graphsignal import __version__, config
+from graphsignal.cli import args
 from graphsignal.textsafe import clean
 from graphsignal.top import client
 from graphsignal.top.client import DEFAULT_HOST, DEFAULT_PORT, cannot_show
@@ -37,34 +38,9 @@ def _port(text):
         raise argparse.ArgumentTypeError(str(e))
 
 
-def _window(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a whole number of seconds: %r" % text)
-    if not 1 <= v <= MAX_WINDOW:
-        raise argparse.ArgumentTypeError("window must be 1..%d seconds, got %d" % (MAX_WINDOW, v))
-    return v
-
-
-def _interval(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number of seconds: %r" % text)
-    if not 0.2 <= v <= 60:
-        raise argparse.ArgumentTypeError("interval must be 0.2..60 seconds, got %s" % text)
-    return v
-
-
-def _timeout(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number of seconds: %r" % text)
-    if not 0 < v <= 600:
-        raise argparse.ArgumentTypeError("timeout must be more than 0 and at most 600 seconds, got %s" % text)
-    return v
+_window = args.number(int, 1, MAX_WINDOW, "the window's seconds")
+_interval = args.number(float, 0.2, 60, "the interval's seconds")
+_timeout = args.number(float, 0, 600, "the timeout's seconds", low_open=True)
 
 
 def parser():

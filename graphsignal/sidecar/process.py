@@ -231,15 +231,24 @@ class Part:
 
     name = ""
     final_step = ""  # the guard's words for final(); "" when it has none
+    close_with = ""  # the method of what begin() started that close() calls; "" when nothing
+
+    def __init__(self, sc):
+        self.sc = sc
+        self.running = None  # what begin() started
 
     def start(self) -> None:
+        self.running = self.begin()
+
+    def begin(self):
         raise NotImplementedError
 
     def final(self) -> None:
         pass
 
     def close(self) -> None:
-        pass
+        if self.running is not None and self.close_with:
+            getattr(self.running, self.close_with)()
 
 
 FINAL_ORDER = ("sources", "poller", "uploader")
@@ -247,49 +256,36 @@ FINAL_ORDER = ("sources", "poller", "uploader")
 
 class _Clock(Part):
     name = "clock"
+    close_with = "stop"
 
-    def __init__(self, sc):
-        self.sc, self.clock = sc, None
-
-    def start(self):
+    def begin(self):
         from graphsignal.sidecar.clock import StoreClock
 
-        self.clock = StoreClock(self.sc.store).start()
-
-    def close(self):
-        if self.clock is not None:
-            self.clock.stop()
+        return StoreClock(self.sc.store).start()
 
 
 class _Poller(Part):
     name = "poller"
     final_step = "final drain"
+    close_with = "cleanup_all"  # the rings of this run
 
-    def __init__(self, sc):
-        self.sc, self.poller = sc, None
-
-    def start(self):
+    def begin(self):
         from graphsignal.sidecar.poller import Poller
 
-        self.poller = Poller(self.sc.store, self.sc.run_id, on_error=self.sc._sidecar_error)
-        self.poller.start()
+        poller = Poller(self.sc.store, self.sc.run_id, on_error=self.sc._sidecar_error)
+        poller.start()
+        return poller
 
     def final(self):
-        if self.poller is not None:
-            self.poller.stop(True)
-
-    def close(self):
-        if self.poller is not None:
-            self.poller.cleanup_all()  # the rings of this run
+        if self.running is not None:
+            self.running.stop(True)
 
 
 class _Server(Part):
     name = "server"
+    close_with = "stop"
 
-    def __init__(self, sc):
-        self.sc, self.server = sc, None
-
-    def start(self):
+    def begin(self):
         from graphsignal.sidecar.exposition import Exposition
         from graphsignal.sidecar.server import HostGuard, ServerThread, make_app
         from graphsignal.sidecar.windows import window_stats
@@ -297,23 +293,17 @@ class _Server(Part):
         sc, st = self.sc, self.sc.settings
         guard = HostGuard(st.listen_host)
         metrics = Exposition(sc.store, sc._engine_series, st.metrics_top_frames, st.metrics_engine)
-        self.server = ServerThread(make_app(sc.store, window_stats, guard, metrics, st.signals_token),
-                                   st.listen_host, st.listen_port, on_error=sc._sidecar_error, host_guard=guard)
-        self.server.start()
-
-    def close(self):
-        if self.server is not None:
-            self.server.stop()
+        server = ServerThread(make_app(sc.store, window_stats, guard, metrics, st.signals_token),
+                              st.listen_host, st.listen_port, on_error=sc._sidecar_error, host_guard=guard)
+        server.start()
+        return server
 
 
 class _Sources(Part):
     name = "sources"
     final_step = "stopping the sources"
 
-    def __init__(self, sc):
-        self.sc, self.threads = sc, []
-
-    def start(self):
+    def begin(self):
         from graphsignal.sources import SourceContext, SourceThread, registry
 
         sc = self.sc
@@ -321,13 +311,15 @@ class _Sources(Part):
         ctx = SourceContext(store=sc.store, settings=sc.settings, root_pid=lambda: child.pid,
                             alive=lambda: child.poll() is None, metrics_url=sc.metrics_url,
                             engine=sc.cfg.get("engine"))
+        threads = []
         for src in registry.make_sources(ctx):
             t = SourceThread(src, sc.store)
             t.start()
-            self.threads.append(t)
+            threads.append(t)
+        return threads
 
     def final(self):
-        for t in self.threads:
+        for t in self.running or ():
             self.sc._guard("stopping " + t.source.name, t.stop, 5.0, True)
 
     def engine_series(self):
@@ -335,7 +327,7 @@ class _Sources(Part):
         /metrics leaves out unless asked): the scraper's own record of what
         it wrote in its last good scrape."""
         keys = set()
-        for t in self.threads:
+        for t in self.running or ():
             keys.update(getattr(t.source, "_keys", ()))
         return keys
 
@@ -346,20 +338,17 @@ class _Uploader(Part):
     name = "uploader"
     final_step = "final upload"
 
-    def __init__(self, sc):
-        self.sc, self.thread = sc, None
-
-    def start(self):
+    def begin(self):
         from graphsignal.sidecar import upload
 
         st = self.sc.settings
-        self.thread = upload.start(self.sc.store, st.api_key, st.api_base)
+        return upload.start(self.sc.store, st.api_key, st.api_base)
 
     def final(self):
-        if self.thread is not None:
+        if self.running is not None:
             from graphsignal.sidecar import upload
 
-            self.thread.stop(upload.FINAL_DEADLINE)
+            self.running.stop(upload.FINAL_DEADLINE)
 
 
 class _VersionCheck(Part):
@@ -367,24 +356,21 @@ class _VersionCheck(Part):
 
     name = "version check"
 
-    def __init__(self, sc):
-        self.sc = sc
-
-    def start(self):
+    def begin(self):
         from graphsignal.sidecar import version_check
 
         st = self.sc.settings
-        if st.version_check:
-            version_check.start(self.sc.store, st.api_base)
+        return version_check.start(self.sc.store, st.api_base) if st.version_check else None
 
 
 class _Once(Part):
     """A step of the start that leaves nothing running."""
 
-    def __init__(self, name, fn):
+    def __init__(self, sc, name, fn):
+        super().__init__(sc)
         self.name, self.fn = name, fn
 
-    def start(self):
+    def begin(self):
         self.fn()
 
 
@@ -406,9 +392,9 @@ class Sidecar:
         self.reporter = Reporter(self.store, {"source": "sidecar"})
         self.sources = _Sources(self)
         self.channel_eof = False
-        self._parts = [_Clock(self), _Poller(self), _Server(self), _Once("process resources", self._register_root),
-                       self.sources, _Uploader(self), _VersionCheck(self),
-                       _Once("stale ring cleanup", self._remove_stale)]
+        self._parts = [_Clock(self), _Poller(self), _Server(self),
+                       _Once(self, "process resources", self._register_root), self.sources, _Uploader(self),
+                       _VersionCheck(self), _Once(self, "stale ring cleanup", self._remove_stale)]
 
     def parts(self):
         """The long-running parts, in start order (Part)."""
@@ -482,7 +468,7 @@ class Sidecar:
         if self.settings.linger:
             self._linger(self.settings.linger)
         for part in reversed(self._parts):
-            if type(part).close is not Part.close:
+            if part.close_with:
                 self._guard("stopping the " + part.name, part.close)
 
     def _linger(self, seconds):
