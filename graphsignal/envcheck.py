@@ -24,6 +24,8 @@ NUMERIC = {
     RING_CAPACITY_ENV: (int, *RING_CAPACITY_BOUNDS, "records per ring", "sized from the free space of /dev/shm"),
     "GRAPHSIGNAL_LINGER": (float, 0, 3600, "seconds", "0"),
     "GRAPHSIGNAL_PROBE_CUDA_INTERVAL_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
+    # the CUPTI library's own ranges (csrc/cupti/collector.cpp, CollectorConfig::from_env);
+    # tests/integration/test_cupti_env_bounds.py holds them equal against the built library
     "GRAPHSIGNAL_CUPTI_FLUSH_MS": (int, 10, 60000, "milliseconds", "the library's"),
     "GRAPHSIGNAL_CUPTI_MAX_BUFFERS": (int, 2, 4096, "buffers", "the library's"),
     "GRAPHSIGNAL_CUPTI_CALLBACKS": (int, 0, 1, "0 or 1", "1"),
