@@ -16,10 +16,10 @@ import os
 import re
 from typing import Dict, Optional, Union
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CANDIDATES = (
-    os.path.join(_HERE, "_include", "graphsignal", "probe.h"),  # installed with the package
-    os.path.join(_HERE, "..", "include", "graphsignal", "probe.h"),  # source tree
+    os.path.join(_PACKAGE, "_include", "graphsignal", "probe.h"),  # installed with the package
+    os.path.join(_PACKAGE, "..", "include", "graphsignal", "probe.h"),  # source tree
 )
 
 _DEFINE = re.compile(r"^#define[ \t]+(GRAPHSIGNAL_\w+)[ \t]+(.*?)[ \t]*(?:/\*.*)?$", re.M)
