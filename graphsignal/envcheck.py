@@ -9,14 +9,23 @@ import logging
 import math
 from typing import List, Mapping, MutableMapping, Optional, Tuple, Union
 
+from graphsignal.rings import header
+
 logger = logging.getLogger("graphsignal")
+
+# The ring writers' own bounds (probe.h), read from the header's text: the
+# supervisor loads no native module.
+RING_CAPACITY_ENV = header.string("GRAPHSIGNAL_RING_CAPACITY_ENV")
+RING_CAPACITY_BOUNDS = (header.integer("GRAPHSIGNAL_RING_MIN_CAPACITY"),
+                        header.integer("GRAPHSIGNAL_RING_MAX_CAPACITY"))
 
 # name: (kind, lowest, highest, unit, default as users read it)
 NUMERIC = {
-    "GRAPHSIGNAL_RING_CAPACITY": (int, 64, 1 << 26, "records per ring",
-                                  "sized from the free space of /dev/shm"),
+    RING_CAPACITY_ENV: (int, *RING_CAPACITY_BOUNDS, "records per ring", "sized from the free space of /dev/shm"),
     "GRAPHSIGNAL_LINGER": (float, 0, 3600, "seconds", "0"),
     "GRAPHSIGNAL_PROBE_CUDA_INTERVAL_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
+    # the CUPTI library's own ranges (csrc/cupti/collector.cpp, CollectorConfig::from_env);
+    # tests/integration/test_cupti_env_bounds.py holds them equal against the built library
     "GRAPHSIGNAL_CUPTI_FLUSH_MS": (int, 10, 60000, "milliseconds", "the library's"),
     "GRAPHSIGNAL_CUPTI_MAX_BUFFERS": (int, 2, 4096, "buffers", "the library's"),
     "GRAPHSIGNAL_CUPTI_CALLBACKS": (int, 0, 1, "0 or 1", "1"),

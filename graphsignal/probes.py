@@ -11,6 +11,8 @@ Outside graphsignal-run every instrument is inert (no shared memory, a
 call costs one C branch behind the Python call). Values of histograms,
 counters and profiles are non-negative integers; gauges take floats.
 """
+from graphsignal.rings import header  # standard library only; read when an instrument is refused
+
 try:
     from graphsignal import _gsnative  # type: ignore[attr-defined]  # compiled: no stubs
 except ImportError:
@@ -49,7 +51,8 @@ class _Instrument:
         self.tags = tags
         self._e = _register(name.encode(), self._type, keys, values)
         if not self._e:  # NULL: refused by probe.h
-            raise ValueError("invalid instrument %r (tags: %d, at most 16)" % (name, len(keys)))
+            raise ValueError("invalid instrument %r (tags: %d, at most %d)" % (
+                name, len(keys), header.integer("GRAPHSIGNAL_PROBE_MAX_TAGS")))
 
     @property
     def active(self):

@@ -28,6 +28,10 @@
 // Not covered by callbacks (the activity collection counts them): copies to
 // and from CUDA arrays, batched copies (cudaMemcpyBatchAsync), 3D peer
 // copies.
+//
+// The hooked entry points are a table (api_table.h); their parameters are
+// decoded in api_params.cpp; api_callbacks.cpp enables the callbacks and
+// dispatches each call.
 #pragma once
 
 #include <cupti.h>
@@ -101,7 +105,7 @@ class ApiCallbacks {
   static constexpr int kMaxCbid = 1024;
   static constexpr int kMaxIgnored = 16;
 
-  struct Api;  // one hooked entry point (api_callbacks.cpp's tables)
+  struct Api;  // one hooked entry point (api_table.h)
 
  private:
   struct Copy {
@@ -111,8 +115,19 @@ class ApiCallbacks {
     CUstream stream;
   };
 
+  // A copy between two addresses, before its sides are classified.
+  struct LinearCopy {
+    uintptr_t src, dst;
+    int rt_kind;  // a cudaMemcpyKind, or -1: the driver's direction in Api::flags
+  };
+
   void on_exit(const Api& api, const CUpti_CallbackData* cb);
+  // What a call's parameters say (api_params.cpp): false for nothing to count.
   bool copy_of(const Api& api, const void* params, Copy* out);
+  static bool peer_copy_of(const Api& api, const void* params, Copy* out);
+  bool described_copy_of(const Api& api, const void* params, Copy* out);  // the driver's 2D/3D descriptors
+  bool linear_copy_of(const Api& api, const void* params, Copy* out, LinearCopy* l);
+  void classify_linear_copy(const Api& api, const LinearCopy& l, Copy* out);
   bool memset_of(const Api& api, const void* params, uint64_t* bytes, uintptr_t* dst, CUstream* stream);
   bool skip_stream(CUstream stream, bool ptsz);
   uint16_t device_of(CUcontext ctx);

@@ -31,6 +31,9 @@ static unsigned long env_number(const char* name, unsigned long def, unsigned lo
   return v;
 }
 
+// The ranges below are graphsignal-run's too (graphsignal.envcheck.NUMERIC
+// drops a bad value before the workload starts);
+// tests/integration/test_cupti_env_bounds.py holds the two equal.
 CollectorConfig CollectorConfig::from_env() {
   CollectorConfig c;
   // graphsignal-run resolves --cuda-graph-trace / the variable (and warns

@@ -38,9 +38,9 @@ MAX_NAME_BYTES = 64 << 10  # longest name kept (kernel symbols are long, not thi
 # <prefix><pid>-<kind>, then .1 .. .3 after it while the name before is held by
 # something that is not a ring of the writer's uid; a writer left without a
 # ring leaves the marker <name>.none (GRAPHSIGNAL_RING_MARKER_SUFFIX) holding
-# the reason. Held equal to the header's by tests/integration/test_ring_squat.py.
-NAME_ATTEMPTS = 4
-MARKER = "none"
+# the reason.
+NAME_ATTEMPTS = L.RING_NAME_ATTEMPTS
+MARKER = L.RING_MARKER_SUFFIX[1:]  # the suffix without its dot
 MARKER_MAX = 512  # bytes of a marker's reason read
 
 

@@ -16,12 +16,12 @@ from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAME_ID
 
 # Calls counted by the CUPTI library's API callbacks, aggregated per thread
-# (probe.h GRAPHSIGNAL_REC_*_SAMPLED, _SYNC_AGG; tests/test_cupti_translation.py
-# holds these to the header). A record carries its number of calls; copy and
-# memset times are estimates from sampled activity, tagged duration=sampled.
-REC_MEMCPY_SAMPLED = getattr(L, "REC_MEMCPY_SAMPLED", 14)
-REC_MEMSET_SAMPLED = getattr(L, "REC_MEMSET_SAMPLED", 15)
-REC_SYNC_AGG = getattr(L, "REC_SYNC_AGG", 16)
+# (probe.h GRAPHSIGNAL_REC_*_SAMPLED, _SYNC_AGG). A record carries its number
+# of calls; copy and memset times are estimates from sampled activity, tagged
+# duration=sampled.
+REC_MEMCPY_SAMPLED = L.REC_MEMCPY_SAMPLED
+REC_MEMSET_SAMPLED = L.REC_MEMSET_SAMPLED
+REC_SYNC_AGG = L.REC_SYNC_AGG
 SAMPLED_TAGS = {"duration": "sampled"}
 
 CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
@@ -248,96 +248,100 @@ class Aggregator:
     def _on_graph(self, st, g, ts):
         self._profile_by_name_device("cuda_graphs_nanoseconds", st, g, ts)
 
-    def _on_memcpy(self, st, g, ts):
-        # key: copy kind, memory kinds (src | dst << 8), device
+    # Copy, memset and sync records come exact (activity records) or counted
+    # by the API callbacks (the sampled types); both pass the same checks.
+
+    def _memcpy_keys(self, st, g, *values):
+        """[(copy kind, memory kinds src | dst << 8, device, records, sums
+        of values...)] per distinct key of copy records; a key with a field
+        out of range is counted (bad_field), not returned."""
         k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
         key, w2 = _compose(k1, g["device"])
-        uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
+        uniq, counts, sums = group_sums(key, *values)
+        out = []
         bad = {}
-        for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
+        for k, c, *s in zip(uniq.tolist(), counts.tolist(), *(x.tolist() for x in sums)):
             dev = k % w2
             copy_kind, mem = divmod(k // w2, w1)
             if dev >= MAX_DEVICES or copy_kind >= MAX_KIND or (mem & 0xFF) >= MAX_KIND or (mem >> 8) >= MAX_KIND:
                 self._count(bad, "bad_field", c, "memcpy kind %d, memory kinds 0x%x, device %d" % (copy_kind, mem, dev))
                 continue
-            kind = cuda_names.memcpy_kind(copy_kind)
-            tags = st.device_tags(dev)
-            host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
-            if host_mem:
-                tags["host_memory"] = host_mem
-            self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
-            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
+            out.append((copy_kind, mem, dev, c, *s))
         self._flush_bad(st, bad)
+        return out
+
+    def _kind_device_keys(self, st, g, what, *values):
+        """[(kind, device, records, sums of values...)] per distinct (sub,
+        device) of memset or sync records (`what` names the kind in the
+        line said); a key out of range is counted (bad_field), not returned."""
+        key, width = _compose(g["sub"], g["device"])
+        uniq, counts, sums = group_sums(key, *values)
+        out = []
+        bad = {}
+        for k, c, *s in zip(uniq.tolist(), counts.tolist(), *(x.tolist() for x in sums)):
+            kind, dev = divmod(k, width)
+            if dev >= MAX_DEVICES or kind >= MAX_KIND:
+                self._count(bad, "bad_field", c, "%s %d, device %d" % (what, kind, dev))
+                continue
+            out.append((kind, dev, c, *s))
+        self._flush_bad(st, bad)
+        return out
+
+    def _add_copy(self, st, copy_kind, mem, dev, ns, nbytes, calls, ts, extra_tags=None):
+        kind = cuda_names.memcpy_kind(copy_kind)
+        tags = st.device_tags(dev)
+        host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
+        if host_mem:
+            tags["host_memory"] = host_mem
+        if extra_tags:
+            tags.update(extra_tags)
+        self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(ns), int(calls))], ts)
+        self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(nbytes), ts)
+
+    def _add_memset(self, st, mem, dev, ns, nbytes, calls, ts, extra_tags=None):
+        kind = cuda_names.memory_kind(mem)
+        tags = st.device_tags(dev)
+        if extra_tags:
+            tags.update(extra_tags)
+        self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(ns), int(calls))], ts)
+        self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(nbytes), ts)
+
+    def _add_syncs(self, st, keys, ts):
+        """keys: [(sync kind, device, ns, calls)]; one profile per device."""
+        by_tags = {}
+        for kind, dev, t, c in keys:
+            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
+        for dev, frames in by_tags.items():
+            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
+
+    def _on_memcpy(self, st, g, ts):
+        for copy_kind, mem, dev, c, t, b in self._memcpy_keys(st, g, g["value"], g["extra"]):
+            self._add_copy(st, copy_kind, mem, dev, t, b, c, ts)
 
     def _on_memset(self, st, g, ts):
-        key, width = _compose(g["sub"], g["device"])
-        uniq, counts, (ns, nbytes) = group_sums(key, g["value"], g["extra"])
-        bad = {}
-        for k, c, t, b in zip(uniq.tolist(), counts.tolist(), ns.tolist(), nbytes.tolist()):
-            mem, dev = divmod(k, width)
-            if dev >= MAX_DEVICES or mem >= MAX_KIND:
-                self._count(bad, "bad_field", c, "memory kind %d, device %d" % (mem, dev))
-                continue
-            kind = cuda_names.memory_kind(mem)
-            tags = st.device_tags(dev)
-            self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
-            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
-        self._flush_bad(st, bad)
+        for mem, dev, c, t, b in self._kind_device_keys(st, g, "memory kind", g["value"], g["extra"]):
+            self._add_memset(st, mem, dev, t, b, c, ts)
+
+    def _on_sync(self, st, g, ts):
+        keys = self._kind_device_keys(st, g, "sync kind", g["value"])
+        self._add_syncs(st, [(kind, dev, t, c) for kind, dev, c, t in keys], ts)
 
     def _on_memcpy_sampled(self, st, g, ts):
         """Copies counted by API callbacks: name_id src | dst << 8 | calls << 16."""
-        nid = g["name_id"]
-        k1, w1 = _compose(g["sub"], nid & 0xFFFF)
-        key, w2 = _compose(k1, g["device"])
-        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], nid >> 16)
-        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
-            dev = k % w2
-            copy_kind, mem = divmod(k // w2, w1)
-            kind = cuda_names.memcpy_kind(copy_kind)
-            tags = st.device_tags(dev)
-            host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
-            if host_mem:
-                tags["host_memory"] = host_mem
-            tags.update(SAMPLED_TAGS)
-            self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(t), int(c))], ts)
-            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=kind), int(b), ts)
+        keys = self._memcpy_keys(st, g, g["value"], g["extra"], g["name_id"] >> 16)
+        for copy_kind, mem, dev, _, t, b, calls in keys:
+            self._add_copy(st, copy_kind, mem, dev, t, b, calls, ts, SAMPLED_TAGS)
 
     def _on_memset_sampled(self, st, g, ts):
         """Memsets counted by API callbacks: name_id calls."""
-        key, width = _compose(g["sub"], g["device"])
-        uniq, _, (ns, nbytes, calls) = group_sums(key, g["value"], g["extra"], g["name_id"])
-        for k, t, b, c in zip(uniq.tolist(), ns.tolist(), nbytes.tolist(), calls.tolist()):
-            mem, dev = divmod(k, width)
-            kind = cuda_names.memory_kind(mem)
-            tags = dict(st.device_tags(dev), **SAMPLED_TAGS)
-            self.store.add_profile("cuda_memset_nanoseconds", tags, [(kind, int(t), int(c))], ts)
-            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=kind), int(b), ts)
+        for mem, dev, _, t, b, calls in self._kind_device_keys(st, g, "memory kind", g["value"], g["extra"],
+                                                               g["name_id"]):
+            self._add_memset(st, mem, dev, t, b, calls, ts, SAMPLED_TAGS)
 
     def _on_sync_agg(self, st, g, ts):
         """Syncs counted and timed by API callbacks: name_id calls, value host ns."""
-        key, width = _compose(g["sub"], g["device"])
-        uniq, _, (ns, calls) = group_sums(key, g["value"], g["name_id"])
-        by_tags = {}
-        for k, t, c in zip(uniq.tolist(), ns.tolist(), calls.tolist()):
-            kind, dev = divmod(k, width)
-            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
-        for dev, frames in by_tags.items():
-            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
-
-    def _on_sync(self, st, g, ts):
-        key, width = _compose(g["sub"], g["device"])
-        uniq, counts, (ns,) = group_sums(key, g["value"])
-        by_tags = {}
-        bad = {}
-        for k, c, t in zip(uniq.tolist(), counts.tolist(), ns.tolist()):
-            kind, dev = divmod(k, width)
-            if dev >= MAX_DEVICES or kind >= MAX_KIND:
-                self._count(bad, "bad_field", c, "sync kind %d, device %d" % (kind, dev))
-                continue
-            by_tags.setdefault(dev, []).append((cuda_names.sync_kind(kind), int(t), int(c)))
-        for dev, frames in by_tags.items():
-            self.store.add_profile("cuda_sync_nanoseconds", st.device_tags(dev), frames, ts)
-        self._flush_bad(st, bad)
+        keys = self._kind_device_keys(st, g, "sync kind", g["value"], g["name_id"])
+        self._add_syncs(st, [(kind, dev, t, calls) for kind, dev, _, t, calls in keys], ts)
 
     def _unknown_instrument(self, bad, want, nid, n):
         self._count(bad, "unknown_instrument", n, "record for unknown %s instrument %d" % (want, nid))
@@ -478,7 +482,7 @@ class Aggregator:
         L.REC_HISTOGRAM: _on_histogram,
         L.REC_PROFILE: _on_profile,
         L.REC_HISTOGRAM_AGG: _on_histogram_agg,
-        REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
-        REC_MEMSET_SAMPLED: _on_memset_sampled,
-        REC_SYNC_AGG: _on_sync_agg,
+        L.REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
+        L.REC_MEMSET_SAMPLED: _on_memset_sampled,
+        L.REC_SYNC_AGG: _on_sync_agg,
     }

@@ -122,7 +122,7 @@ class Poller:
     BATCH = 1 << 20  # records per drain (the scratch buffer is reused)
     MIN_INTERVAL = 0.002  # seconds: the shortest sleep while a ring fills fast
 
-    def __init__(self, store, run_id, shm_dir="/dev/shm", interval=0.05, proc_root="/proc",
+    def __init__(self, store, run_id, shm_dir=L.SHM_DIR, interval=0.05, proc_root="/proc",
                  retire_interval=1.0, gone_grace=1.0, on_error=None):
         self.store = store
         self.prefix = config.ring_prefix(run_id, L.RING_PREFIX)  # the header's, through the helper

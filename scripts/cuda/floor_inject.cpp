@@ -50,7 +50,7 @@ static bool wants(const char* kinds, const char* kind) {
   return false;
 }
 
-// The entry points of graphsignal's hybrid collection (csrc/cupti/api_callbacks.cpp):
+// The entry points of graphsignal's hybrid collection (csrc/cupti/api_table.cpp):
 // sync, memcpy, memset families of both APIs.
 static const unsigned kRuntime[] = {131, 239, 165, 126, 137, 147, 247, 31, 215, 41, 225, 32, 216, 44, 228, 144, 245,
                                     145, 246, 39, 223, 47, 231, 40, 224, 48, 232, 160, 161, 49, 233, 51, 235, 50, 234,
