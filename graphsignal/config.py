@@ -6,11 +6,10 @@ then hand the one value around).
 What C writers must agree on with the sidecar (the run-id variable, the
 ring-name format, the shared-memory folder) is defined in
 include/graphsignal/probe.h. The sidecar reads them from the header through
-the compiled helper (graphsignal.rings.layout: SHM_DIR, RING_PREFIX,
-RUN_ID_ENV, RING_CAPACITY_ENV); the supervisor, which starts the workload
-before any native module loads, uses the copies below, and
-tests/integration/test_config.py keeps the header, the helper and these
-copies equal.
+the compiled helper (graphsignal.rings.layout); the supervisor, which starts
+the workload before any native module loads, reads the header's text
+(graphsignal.rings.header), and tests/unit/test_header_constants.py holds
+the two equal.
 
 Standard library only: the supervisor imports this before the workload
 starts.
@@ -20,13 +19,15 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from graphsignal.rings import header
+
 logger = logging.getLogger("graphsignal")
 
-# -- what C writers agree on (include/graphsignal/probe.h) ---------------------------
-RUN_ID_ENV = "GRAPHSIGNAL_RUN_ID"  # GRAPHSIGNAL_RUN_ID_ENV: set for the workload only under graphsignal-run
-RING_PREFIX = "gs-"  # GRAPHSIGNAL_RING_PREFIX: a ring is <prefix><run id>-<pid>-<kind>
-SHM_DIR = "/dev/shm"  # GRAPHSIGNAL_SHM_DIR
-RING_CAPACITY_ENV = "GRAPHSIGNAL_RING_CAPACITY"  # GRAPHSIGNAL_RING_CAPACITY_ENV
+# -- what C writers agree on (include/graphsignal/probe.h, read from its text) -------
+RUN_ID_ENV = header.string("GRAPHSIGNAL_RUN_ID_ENV")  # set for the workload only under graphsignal-run
+RING_PREFIX = header.string("GRAPHSIGNAL_RING_PREFIX")  # a ring is <prefix><run id>-<pid>-<kind>
+SHM_DIR = header.string("GRAPHSIGNAL_SHM_DIR")
+RING_CAPACITY_ENV = header.string("GRAPHSIGNAL_RING_CAPACITY_ENV")
 
 # -- graphsignal-run (the supervisor) -------------------------------------------------
 GRAPH_TRACE_ENV = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"  # --cuda-graph-trace
