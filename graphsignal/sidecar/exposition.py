@@ -424,6 +424,25 @@ class _Families:
         return iter(self.families)
 
 
+def _content(v):
+    """What a view's rows are made of, cheaply: a histogram's count and sum
+    (and an engine's buckets) without its quantiles (a cumulative count
+    and sum that did not move is a histogram that did not: see parts()),
+    else its state."""
+    return v.kind.plain_stats(v.state) if v.type == "histogram" else v.state
+
+
+def _same(a, b):
+    """Whether two contents are equal and of one type; False when they
+    cannot be compared (then the view is read in full)."""
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
 class _State:
     """What the last render of one (content type, engine) pair left: the
     series views in order, each with its layout and rows, the plan, and
@@ -500,15 +519,15 @@ class Exposition:
             o = old[i]
             if v is o:
                 continue  # unchanged: the store hands out the same view until the series changes
-            if v.name != o.name or v.type != o.type or (v.tags is not o.tags and v.tags != o.tags):
-                return False
+            if v.tags is not o.tags and (v.name != o.name or v.type != o.type or v.tags != o.tags):
+                return False  # another series (a series' views share its tags)
+            if _same(_content(v), _content(o)):
+                continue  # touched (set again to what it held): nothing to render
             key, layout, rows = st.entries[i]
             if layout is False:
                 return False  # a series that could not be written changed: maybe it can now
             if layout is None:
                 continue  # left out (the engine's, or a name clash) and still the same series
-            if v.type == "profile" and v.state == o.state:
-                continue  # touched (set again to what it held): nothing to render
             s = shown(v, self.top_frames, max_frames)
             if s is None:
                 return False
