@@ -58,7 +58,7 @@ class HistogramStats(TypedDict):
     min and max are null for an engine's buckets (not measured)."""
 
     count: int
-    sum: float
+    sum: Optional[float]  # None: an engine that exports no _sum
     min: Optional[float]
     max: Optional[float]
     mean: Optional[float]
