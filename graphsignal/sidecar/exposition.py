@@ -43,8 +43,9 @@ histogram's count, sum and bins from the type's own stats, a profile's top
 frames from its state. Every number is what /signals writes and a JSON
 parser reads back (NaN and infinities are null, integers beyond 64 bits
 floats), so /metrics says what /signals says; a series with a value JSON
-cannot hold is left out, as /signals leaves it out. A scrape of /metrics is no read of /signals:
-it does not keep the store serializing JSON (MetricStore.prerender).
+cannot hold is left out, as /signals leaves it out. A scrape of /metrics
+is no read of /signals: it does not keep the store serializing JSON
+(MetricStore.prerender).
 
 Cost: prometheus_client writes a few microseconds per sample, too slow to
 re-render 5,000 series every scrape. So Exposition keeps each series'
@@ -439,7 +440,7 @@ def _same(a, b):
         return False
     try:
         return bool(a == b)
-    except Exception:
+    except (TypeError, ValueError):  # e.g. arrays: their == is no bool
         return False
 
 
