@@ -141,7 +141,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["graphsignal", "graphsignal.*"]),
-    package_data={"graphsignal": ["_include/graphsignal/*.h"]},
+    package_data={"graphsignal": ["_include/graphsignal/*.h", "schema/signals.schema.json"]},
     include_package_data=False,
     cffi_modules=["graphsignal/_native_build.py:ffibuilder"],
     setup_requires=["cffi>=1.15"],
@@ -161,7 +161,7 @@ setup(
         "cu12": ["nvidia-cuda-cupti-cu12; sys_platform == 'linux'",
                  "nvidia-cuda-runtime-cu12; sys_platform == 'linux'"],
         "cu13": ["nvidia-cuda-cupti; sys_platform == 'linux'", "nvidia-cuda-runtime; sys_platform == 'linux'"],
-        "test": ["pytest>=7", "hypothesis>=6", "build>=1"],
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4"],
     },
     entry_points={
         "console_scripts": [

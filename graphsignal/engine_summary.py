@@ -77,15 +77,13 @@ see the same batch, so only tp_rank "0" is read. Everything else is summed.
 The functions work on the payload's `metrics` list (dicts with name, type,
 tags, stats), so graphsignal-top can call summarize() on two /signals
 payloads; from_snapshot() builds the same input from a store snapshot
-(graphsignal.sidecar.store) and its per-second history.
+(graphsignal.signals_model.StoreSnapshot) and its per-second history.
 """
 import math
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import Any, Dict, Optional
 
 from graphsignal import histo
-
-if TYPE_CHECKING:
-    from graphsignal.sidecar.store import StoreSnapshot
+from graphsignal.signals_model import StoreSnapshot
 
 VLLM, SGLANG, TRTLLM, LLAMACPP = "vllm", "sglang", "trtllm", "llamacpp"
 ENGINES = (VLLM, SGLANG, TRTLLM, LLAMACPP)
@@ -561,7 +559,7 @@ def from_store(store, window_seconds=WINDOW_SECONDS):
     return from_snapshot(store.snapshot(), window_seconds)
 
 
-def from_snapshot(snap: "StoreSnapshot", window_seconds: float = WINDOW_SECONDS) -> Optional[Dict[str, Any]]:
+def from_snapshot(snap: StoreSnapshot, window_seconds: float = WINDOW_SECONDS) -> Optional[Dict[str, Any]]:
     """summarize() over a StoreSnapshot's series, with the window taken
     from its per-second history: the latest snapshot at least
     `window_seconds` old or, while the engine has been scraped for less

@@ -37,6 +37,16 @@ counter of one name), or two series whose tags sanitize to the same
 labels, is exported once, for the first in /signals order; the others
 are counted in `graphsignal_metrics_conflicting_series`.
 
+Source: the store's snapshot (MetricStore.snapshot(), without JSON), its
+series views read directly: a gauge's value, a counter's total and a
+histogram's count, sum and bins from the type's own stats, a profile's top
+frames from its state. Every number is what /signals writes and a JSON
+parser reads back (NaN and infinities are null, integers beyond 64 bits
+floats), so /metrics says what /signals says; a series with a value JSON
+cannot hold is left out, as /signals leaves it out. A scrape of /metrics
+is no read of /signals: it does not keep the store serializing JSON
+(MetricStore.prerender).
+
 Cost: prometheus_client writes a few microseconds per sample, too slow to
 re-render 5,000 series every scrape. So Exposition keeps each series'
 rendered lines, keyed by what the series showed (its value, total, count
@@ -45,9 +55,11 @@ series that changed since the last scrape, all of them in one call; the
 response is those lines reassembled family by family, byte for byte what
 one prometheus_client call over everything writes (tests compare the two).
 """
+import heapq
 import logging
+import math
 import threading
-from typing import Dict, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -57,7 +69,9 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from graphsignal import config
-from graphsignal.sidecar.snapshot import metrics_snapshot, metrics_snapshot_encoded, series_content
+from graphsignal.sidecar.series import dumps
+from graphsignal.sidecar.store import MetricStore
+from graphsignal.signals_model import SeriesKey, SeriesViewLike
 
 logger = logging.getLogger("graphsignal")
 
@@ -169,6 +183,58 @@ def series_key(s):
     return s["name"], s["type"], orjson.dumps(s["tags"])
 
 
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # orjson's integers
+
+
+def _plain(x):
+    """x as /signals writes it and a JSON parser reads it back: NaN and
+    infinities None, integers beyond 64 bits floats (None beyond a float).
+    Raises what /signals would (a value JSON cannot hold)."""
+    t = type(x)
+    if t is int:
+        if _INT_MIN <= x <= _INT_MAX:
+            return x
+        try:
+            return float(x)
+        except OverflowError:
+            return None
+    if t is float:
+        return x if math.isfinite(x) else None
+    if x is None or t is bool or t is str:
+        return x
+    return orjson.loads(dumps(x))  # numpy scalars and the rest: their own JSON, read back
+
+
+def _plain_list(xs):
+    return [x if type(x) is int and _INT_MIN <= x <= _INT_MAX else _plain(x) for x in xs]
+
+
+def shown(v: SeriesViewLike, top: int, max_frames: int) -> Optional[Dict[str, Any]]:
+    """What /metrics shows of a series view, as the payload's metric dict
+    ({name, type, tags, stats}) with only the stats read here, or None
+    when a value cannot be written (the series is left out, as /signals
+    leaves it out). top: frames per profile; max_frames: the payload's."""
+    type_ = v.type
+    try:
+        if type_ == "profile":
+            # the payload's order (value, largest first; ties as made), without sorting every frame
+            items = heapq.nlargest(min(top, max_frames), (v.state or {}).items(), key=lambda kv: kv[1][0])
+            frames = [{"name": k, "value": _plain(fv), "samples": _plain(fs)} for k, (fv, fs) in items]
+            stats: Dict[str, Any] = {"frames": frames}
+        else:
+            st = v.stats()
+            if type_ == "gauge":
+                stats = {"value": _plain(st["value"])}
+            elif type_ == "counter":
+                stats = {"total": _plain(st["total"])}
+            else:
+                stats = {"count": _plain(st["count"]), "sum": _plain(st["sum"]), "bins": _plain_list(st["bins"]),
+                         "counts": _plain_list(st["counts"])}
+    except (TypeError, ValueError, OverflowError):  # orjson.JSONEncodeError is a TypeError
+        return None
+    return {"name": v.name, "type": type_, "tags": v.tags, "stats": stats}
+
+
 class _Planner:
     """Assigns series to families in exposition order, one at a time."""
 
@@ -256,9 +322,10 @@ class Collector:
     store: collect() yields the Metric families of the module doc."""
 
     def __init__(self, series, top_frames=DEFAULT_TOP_FRAMES, engine_keys=None, engine=False):
-        """series: metrics_snapshot(store); engine_keys: the set of
-        (name, type, tags tuple) that came from the engine's endpoint;
-        engine: export those too."""
+        """series: the payload's metric dicts ({name, type, tags, stats}:
+        shown() of a snapshot's views, or a /signals document's metrics);
+        engine_keys: the set of (name, type, tags tuple) that came from the
+        engine's endpoint; engine: export those too."""
         self.series = series
         self.top_frames = top_frames
         self.engine_keys = engine_keys
@@ -358,15 +425,33 @@ class _Families:
         return iter(self.families)
 
 
+def _content(v):
+    """What a view's rows are made of, cheaply: a histogram's count and sum
+    (and an engine's buckets) without its quantiles (a cumulative count
+    and sum that did not move is a histogram that did not: see parts()),
+    else its state."""
+    return v.kind.plain_stats(v.state) if v.type == "histogram" else v.state
+
+
+def _same(a, b):
+    """Whether two contents are equal and of one type; False when they
+    cannot be compared (then the view is read in full)."""
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # e.g. arrays: their == is no bool
+        return False
+
+
 class _State:
     """What the last render of one (content type, engine) pair left: the
-    series in order, each with its raw JSON, layout and rows, the plan, and
+    series views in order, each with its layout and rows, the plan, and
     the rendered header of each family."""
 
     def __init__(self):
-        self.raws = []
-        self.contents = []  # the raws without their updated_ns
-        self.entries = []  # per series: (key, layout, rows); layout None: not exported
+        self.views = []
+        self.entries = []  # per series: (key, layout, rows); layout None: not exported, False: not writable
         self.plan = []
         self.engine_keys = None
         self.heads = {}  # family name -> header lines
@@ -375,72 +460,87 @@ class _State:
 class Exposition:
     """Renders /metrics for one store. engine_keys: callable -> set of
     series keys that came from the engine's endpoint (empty when there is
-    none)."""
+    none); top_frames: frames exported per profile (1..MAX_TOP_FRAMES);
+    engine: re-export the engine's series (a scrape's ?engine= overrides
+    it). Settings come as these values; from_env() reads them from an
+    environment mapping."""
 
-    def __init__(self, store, engine_keys=None, top_frames=DEFAULT_TOP_FRAMES, engine=False):
+    def __init__(self, store: MetricStore, engine_keys: Optional[Callable[[], Set[SeriesKey]]] = None,
+                 top_frames: int = DEFAULT_TOP_FRAMES, engine: bool = False) -> None:
+        if not 1 <= top_frames <= MAX_TOP_FRAMES:
+            raise ValueError("top_frames must be between 1 and %d, not %r" % (MAX_TOP_FRAMES, top_frames))
         self.store = store
         self.engine_keys = engine_keys
         self.top_frames = top_frames
         self.engine = engine
         self._lock = threading.Lock()
-        self._states = {}  # (content type, engine) -> _State
+        self._states: Dict[Tuple[str, bool], _State] = {}  # (content type, engine) -> _State
         self.rendered_samples = 0  # samples prometheus_client wrote in the last render
         self.replanned = False  # the last render laid out every series afresh
 
     @classmethod
-    def from_env(cls, store, environ, engine_keys=None):
+    def from_env(cls, store: MetricStore, environ: Mapping[str, str],
+                 engine_keys: Optional[Callable[[], Set[SeriesKey]]] = None) -> "Exposition":
+        """An Exposition configured by GRAPHSIGNAL_METRICS_TOP_FRAMES and
+        GRAPHSIGNAL_METRICS_ENGINE as found in `environ` (a mapping given,
+        never os.environ)."""
         engine = (environ.get(ENV_ENGINE) or "").strip().lower() in ("1", "true", "yes")
         return cls(store, engine_keys, top_frames_from_env(environ), engine)
 
     def _keys(self):
         return self.engine_keys() if self.engine_keys is not None else set()
 
-    def collector(self, engine=None):
+    def collector(self, engine: Optional[bool] = None) -> Collector:
         """The plain collector over the store as it is now (no cache)."""
-        return Collector(metrics_snapshot(self.store), self.top_frames, self._keys(),
-                         self.engine if engine is None else engine)
+        snap = self.store.snapshot()
+        series = [m for m in (shown(v, self.top_frames, snap.max_frames) for v in snap.series) if m is not None]
+        return Collector(series, self.top_frames, self._keys(), self.engine if engine is None else engine)
 
-    def render(self, accept=None, engine=None):
+    def render(self, accept: Optional[str] = None, engine: Optional[bool] = None) -> Tuple[bytes, str]:
         """(body bytes, content type) for a scrape with this Accept header.
         engine: re-export engine metrics (None: as configured)."""
         encoder, content_type = choose_encoder(accept or "")
         engine = self.engine if engine is None else engine
-        raws = metrics_snapshot_encoded(self.store)
+        snap = self.store.snapshot()
         keys = self._keys()
         with self._lock:
             st = self._states.get((content_type, engine))
             if st is None:
                 st = self._states[(content_type, engine)] = _State()
-            return self._render(st, raws, keys, engine, encoder, content_type), content_type
+            return self._render(st, snap.series, snap.max_frames, keys, engine, encoder, content_type), content_type
 
-    def _update(self, st, raws, keys):
-        """Brings st's rows up to date with raws in place; False when the
-        series or their layout changed (then everything is laid out anew)."""
-        if len(raws) != len(st.raws) or keys != st.engine_keys:
+    def _update(self, st, views, max_frames, keys):
+        """Brings st's rows up to date with the views in place; False when
+        the series or their layout changed (then everything is laid out
+        anew)."""
+        if len(views) != len(st.views) or keys != st.engine_keys:
             return False
-        old, contents = st.raws, st.contents
-        for i, raw in enumerate(raws):
-            if raw is old[i]:
-                continue
-            content = series_content(raw)
-            if content == contents[i]:
-                continue  # touched (telemetry re-set the same value): nothing to render
-            contents[i] = content
-            s = orjson.loads(raw)
+        old = st.views
+        for i, v in enumerate(views):
+            o = old[i]
+            if v is o:
+                continue  # unchanged: the store hands out the same view until the series changes
+            if v.tags is not o.tags and (v.name != o.name or v.type != o.type or v.tags != o.tags):
+                return False  # another series (a series' views share its tags)
+            if _same(_content(v), _content(o)):
+                continue  # touched (set again to what it held): nothing to render
             key, layout, rows = st.entries[i]
-            if series_key(s) != key:
-                return False
+            if layout is False:
+                return False  # a series that could not be written changed: maybe it can now
             if layout is None:
                 continue  # left out (the engine's, or a name clash) and still the same series
+            s = shown(v, self.top_frames, max_frames)
+            if s is None:
+                return False
             if layout[0] == "summary" and s["stats"].get("bins"):
                 return False  # an engine summary that grew buckets: a histogram now
             for row, (fp, build) in zip(rows, parts(s, layout, self.top_frames)):
                 if fp != row.fingerprint:
                     row.fingerprint, row.build, row.lines = fp, build, None
-        st.raws = list(raws)
+        st.views = list(views)
         return True
 
-    def _replan(self, st, raws, keys, engine):
+    def _replan(self, st, views, max_frames, keys, engine):
         old = {}
         for fam, rows in st.plan:
             for row in rows:
@@ -448,8 +548,11 @@ class Exposition:
                     old[(fam.name, row.key)] = (row.fingerprint, row.lines)
         planner = _Planner(keys, engine, self.top_frames)
         entries = []
-        for raw in raws:
-            s = orjson.loads(raw)
+        for v in views:
+            s = shown(v, self.top_frames, max_frames)
+            if s is None:
+                entries.append((None, False, None))
+                continue
             placed = planner.place(s)
             entries.append((series_key(s), None, None) if placed is None else (placed[1][0].key,) + placed)
         plan = planner.plan()
@@ -458,14 +561,13 @@ class Exposition:
                 hit = old.get((fam.name, row.key))
                 if hit is not None and hit[0] == row.fingerprint:
                     row.lines = hit[1]
-        st.raws, st.entries, st.plan, st.engine_keys = list(raws), entries, plan, set(keys)
-        st.contents = [series_content(raw) for raw in raws]
+        st.views, st.entries, st.plan, st.engine_keys = list(views), entries, plan, set(keys)
         st.heads = {name: h for name, h in st.heads.items() if name in planner.families}
 
-    def _render(self, st, raws, keys, engine, encoder, ctype):
-        self.replanned = not self._update(st, raws, keys)
+    def _render(self, st, views, max_frames, keys, engine, encoder, ctype):
+        self.replanned = not self._update(st, views, max_frames, keys)
         if self.replanned:
-            self._replan(st, raws, keys, engine)
+            self._replan(st, views, max_frames, keys, engine)
         todo = []
         for fam, rows in st.plan:
             missed = [row for row in rows if row.lines is None]

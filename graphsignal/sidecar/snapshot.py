@@ -1,7 +1,8 @@
 """The seam through which the sidecar's readers (the /metrics exposition,
 the uploader) read the store: /signals's shape, from one store snapshot
-(graphsignal.sidecar.store.StoreSnapshot) and its series' cached JSON, so a reader
-never touches a series and never holds the store's lock while it works.
+(graphsignal.signals_model.StoreSnapshot) and its series' cached JSON, so
+a reader never touches a series and never holds the store's lock while it
+works.
 """
 import orjson
 

@@ -13,6 +13,7 @@ from support.cbuild import compile_c
 from graphsignal import __version__
 from graphsignal.cli.run import RunConfig, UsageError, parse_args
 from support.gsrun import GS_RUN, free_port, get_json, quiet_env, run_wrapped, wait_for
+from support.schema import assert_valid
 
 PY = sys.executable
 
@@ -36,6 +37,7 @@ def test_the_final_payload_covers_the_workload_from_its_launch_to_its_end(code, 
     assert t0 <= signals["start_ns"] <= signals["ended_ns"] <= signals["payload_ns"] <= t1
     assert signals["ended_ns"] - signals["start_ns"] >= 0.5e9  # the workload's whole life
     assert signals["exit_status"] == status
+    assert_valid(signals)  # the final payload follows the shipped JSON Schema
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT])
@@ -126,6 +128,9 @@ def test_endpoint_serves_while_the_workload_runs_and_closes_after():
     status, body = wait_for(lambda: _try(url + "/signals"))
     assert status == 200 and body["profiler"]["version"] == __version__
     assert wait_for(lambda: any(m["name"] == "process_cpu_usage_percent" for m in _try(url + "/signals")[1]["metrics"]))
+    # live payloads, plain and with a window, follow the shipped JSON Schema
+    assert_valid(_try(url + "/signals")[1])
+    assert_valid(_try(url + "/signals?window=5")[1])
     assert _try(url + "/health")[1]["status"] == "ok"
     p.stdin.close()
     assert p.wait(30) == 0

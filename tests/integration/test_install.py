@@ -32,7 +32,8 @@ SDIST_NEEDS = ["README.md", "SKILL.md", "LICENSE", "pyproject.toml", "setup.py",
                "include/graphsignal/probe.h", "include/graphsignal/probe_cuda.h", "csrc/cupti_build.py",
                "csrc/probe_lib.c", "csrc/compat/glibc_compat.h", "csrc/cupti/injection.cpp",
                "csrc/cupti/exports.map", "graphsignal/_native_build.py", "graphsignal/launch/cuda_discovery.py",
-               "tests/conftest.py", "tests/support/cupti/test_shim.cpp", "scripts/nocuda.py"]
+               "tests/conftest.py", "tests/support/cupti/test_shim.cpp", "scripts/nocuda.py",
+               "graphsignal/schema/signals.schema.json"]
 
 
 def _run(cmd, **kw):
@@ -123,6 +124,13 @@ def test_wheel_without_toolkit_has_both_cuda_majors_from_the_header_wheels(wheel
     assert not glob.glob(os.path.join(wheel["dir"], "nvidia"))
     assert sorted(os.listdir(os.path.join(wheel["dir"], "graphsignal", "_include", "graphsignal"))) == [
         "probe.h", "probe_cuda.h", "probe_rocm.h"]
+
+
+def test_wheel_ships_the_signals_schema(wheel):
+    with open(os.path.join(wheel["dir"], "graphsignal", "schema", "signals.schema.json")) as f:
+        shipped = json.load(f)
+    with open(os.path.join(ROOT, "graphsignal", "schema", "signals.schema.json")) as f:
+        assert shipped == json.load(f)
 
 
 def test_wheel_holds_nothing_an_earlier_build_left(wheel):

@@ -1,0 +1,250 @@
+"""The /signals document's shape and the store snapshot it is rendered from.
+
+The TypedDicts below are the payload as readers see it (SPEC.md is the
+contract; units are in the names). graphsignal.signals_schema turns them
+into the JSON Schema shipped with the package
+(graphsignal/schema/signals.schema.json): a change here is a change of
+the payload.
+
+StoreSnapshot is the store at one moment (graphsignal.sidecar.store makes
+it). Its series and history are read through the protocols below, so this
+module, and every reader that needs only it (graphsignal.engine_summary,
+which graphsignal-top and graphsignal-diff call too), imports nothing of
+the sidecar.
+
+This module imports nothing of graphsignal.
+"""
+from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Optional, Protocol, Tuple,
+                    TypedDict, Union)
+
+__all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
+           "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Signals",
+           "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
+
+
+# -- the document ----------------------------------------------------------------------
+# JSON has one number type: `float` below is any JSON number (an integer too), `int`
+# an integer. Integers beyond 64 bits are written as floats (graphsignal.sidecar.store's
+# module doc), so a total or a sum is a float.
+class Profiler(TypedDict):
+    version: str
+
+
+class _FrameBase(TypedDict):
+    name: str
+    value: float  # in the profile's unit (its name says it)
+    samples: int
+
+
+class Frame(_FrameBase, total=False):
+    """A profile frame; kernel profiles add display_name and category
+    (graphsignal.kernel_names)."""
+
+    display_name: str
+    category: str
+
+
+class GaugeStats(TypedDict):
+    value: Optional[float]  # None: not measured
+
+
+class CounterStats(TypedDict):
+    total: Optional[float]  # since start; None: not measured
+
+
+class HistogramStats(TypedDict):
+    """Since start. bins: upper bounds of the non-empty bins (probes: log-linear
+    bins; engines: their `le` buckets, None for +Inf), counts: per bin.
+    min and max are null for an engine's buckets (not measured)."""
+
+    count: int
+    sum: Optional[float]  # None: an engine that exports no _sum
+    min: Optional[float]
+    max: Optional[float]
+    mean: Optional[float]
+    p50: Optional[float]
+    p95: Optional[float]
+    p99: Optional[float]
+    bins: List[Optional[float]]
+    counts: List[int]
+
+
+class ProfileStats(TypedDict):
+    frames: List[Frame]  # largest value first
+
+
+class GaugeMetric(TypedDict):
+    """A series (graphsignal.sidecar.series); updated_ns: its last change
+    (epoch ns), None before its first."""
+
+    name: str
+    type: Literal["gauge"]
+    tags: Dict[str, str]
+    stats: GaugeStats
+    updated_ns: Optional[int]
+
+
+class CounterMetric(TypedDict):
+    name: str
+    type: Literal["counter"]
+    tags: Dict[str, str]
+    stats: CounterStats
+    updated_ns: Optional[int]
+
+
+class HistogramMetric(TypedDict):
+    name: str
+    type: Literal["histogram"]
+    tags: Dict[str, str]
+    stats: HistogramStats
+    updated_ns: Optional[int]
+
+
+class ProfileMetric(TypedDict):
+    name: str
+    type: Literal["profile"]
+    tags: Dict[str, str]
+    stats: ProfileStats
+    updated_ns: Optional[int]
+
+
+Metric = Union[GaugeMetric, CounterMetric, HistogramMetric, ProfileMetric]
+
+
+class ErrorEntry(TypedDict):
+    level: str  # "warning" | "error" | ...
+    message: str
+    exception: Optional[str]
+    tags: Dict[str, str]
+    timestamp_ns: int  # first seen
+    last_ns: int  # last seen
+    count: int
+    resolved_ns: Optional[int]  # when its condition cleared (None: current)
+
+
+class Resource(TypedDict):
+    kind: str
+    tags: Dict[str, str]
+    attributes: Dict[str, Any]
+    first_seen_ts: int  # epoch seconds
+    last_seen_ts: int
+
+
+class _SignalsBase(TypedDict):
+    profiler: Profiler
+    payload_ns: int
+    start_ns: int  # the workload's launch
+    ended_ns: Optional[int]  # None while the workload runs
+    exit_status: Optional[int]  # its exit code, or -N for a death by signal N
+    context: Dict[str, Any]
+    metrics: List[Metric]  # in order of name, tags, type
+    errors: List[ErrorEntry]  # oldest first
+    resources: List[Resource]
+    engine: Optional[Dict[str, Any]]  # graphsignal.engine_summary; None without an engine
+
+
+class Signals(_SignalsBase, total=False):
+    """GET /signals: every key but `window` is always there."""
+
+    window: Dict[str, Any]  # with ?window=N (graphsignal.sidecar.windows)
+
+
+# -- what a snapshot holds ---------------------------------------------------------------
+SeriesKey = Tuple[str, str, Tuple[Tuple[str, str], ...]]  # (name, type, sorted tags)
+
+
+class SeriesViewLike(Protocol):
+    """One series as of a snapshot (graphsignal.sidecar.series.SeriesView):
+    immutable; state is read by the maths of its type, `kind`."""
+
+    name: str
+    type: str
+    tags: Mapping[str, str]
+    updated_ns: Optional[int]
+    state: Any
+    kind: Any
+    created: int  # the order series were made in
+
+    @property
+    def key(self) -> SeriesKey: ...
+
+    def stats(self) -> Dict[str, Any]: ...
+
+    def encoded(self) -> bytes: ...
+
+
+class HistoryPointLike(Protocol):
+    """{series key: cumulative state} as of one history snapshot
+    (graphsignal.sidecar.history.HistorySnapshot)."""
+
+    def get(self, key: Any, default: Any = None) -> Any: ...
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def items_named(self, names: Collection[str]) -> List[Tuple[Any, Any]]: ...
+
+    def has_name(self, name: str) -> bool: ...
+
+
+class HistoryViewLike(Protocol):
+    """The per-second history as of one snapshot, a sequence of (ts_ns,
+    HistoryPointLike), oldest first (graphsignal.sidecar.history.HistoryView)."""
+
+    times: Tuple[int, ...]
+    max_snapshots: int
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> Tuple[int, HistoryPointLike]: ...
+
+    def __iter__(self) -> Iterator[Tuple[int, HistoryPointLike]]: ...
+
+    def __reversed__(self) -> Iterator[Tuple[int, HistoryPointLike]]: ...
+
+    def span(self, seconds: float) -> Optional[Tuple[int, int]]: ...
+
+    def kind(self, key: Any) -> Any: ...
+
+    def runs(self, key: Any, start: int, end: int) -> List[Tuple[Any, int]]: ...
+
+
+class StoreSnapshot:
+    """The store at one moment, immutable, read without the store's lock.
+
+    taken_ns: when (epoch ns); start_ns: when the workload was launched (or
+    the store began); ended_ns, exit_status: the workload's end and exit
+    status (None while it runs); context:
+    {key: value}; errors: the kept error entries (dicts), oldest first;
+    errors_total: entries ever added; resources: resource dicts in payload
+    order; series: SeriesViews in payload order (name, tags, type);
+    encoded: their JSON (bytes) when taken with encode=True, without any
+    that could not be serialized; history: the HistoryView; max_frames:
+    the frames a profile lists in the payload, the largest first."""
+
+    __slots__ = ("taken_ns", "start_ns", "ended_ns", "exit_status", "context", "errors", "errors_total",
+                 "resources", "series", "encoded", "history", "max_frames")
+    taken_ns: int
+    start_ns: int
+    ended_ns: Optional[int]
+    exit_status: Optional[int]
+    context: Mapping[str, Any]
+    errors: Tuple[ErrorEntry, ...]
+    errors_total: int
+    resources: Tuple[Resource, ...]
+    series: Tuple[SeriesViewLike, ...]
+    encoded: Optional[Tuple[bytes, ...]]
+    history: HistoryViewLike
+    max_frames: int
+
+    def __init__(self, **kw: Any) -> None:
+        for k, v in kw.items():
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a StoreSnapshot is immutable")
+
+    def named(self, names: Collection[str]) -> List[SeriesViewLike]:
+        """The series with one of these names, in the order they were made."""
+        return sorted((v for v in self.series if v.name in names), key=lambda v: v.created)
