@@ -59,7 +59,7 @@ import heapq
 import logging
 import math
 import threading
-from typing import Any, Callable, Dict, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -75,10 +75,8 @@ from graphsignal.signals_model import SeriesKey, SeriesViewLike
 
 logger = logging.getLogger("graphsignal")
 
-ENV_TOP_FRAMES = config.METRICS_TOP_FRAMES_ENV
-ENV_ENGINE = config.METRICS_ENGINE_ENV
-DEFAULT_TOP_FRAMES = 50
-MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
+DEFAULT_TOP_FRAMES = config.DEFAULT_TOP_FRAMES
+MAX_TOP_FRAMES = config.MAX_TOP_FRAMES  # what /signals itself lists per profile
 PREFIX = "graphsignal_"
 CONFLICTS_METRIC = "graphsignal_metrics_conflicting_series"
 NS = 1e9
@@ -402,19 +400,6 @@ def _count_sum(fname, labels, count, stats, div):
     return [Sample(fname + "_count", labels, count), Sample(fname + "_sum", labels, total / div)]
 
 
-def top_frames_from_env(environ):
-    """N of GRAPHSIGNAL_METRICS_TOP_FRAMES (1..250); a bad value warns once
-    and falls back to the default."""
-    raw = (environ.get(ENV_TOP_FRAMES) or "").strip()
-    if not raw:
-        return DEFAULT_TOP_FRAMES
-    if raw.isdigit() and 1 <= int(raw) <= MAX_TOP_FRAMES:
-        return int(raw)
-    logger.warning("graphsignal: %s=%r is not a number of frames between 1 and %d; using %d", ENV_TOP_FRAMES, raw,
-                   MAX_TOP_FRAMES, DEFAULT_TOP_FRAMES)
-    return DEFAULT_TOP_FRAMES
-
-
 class _Families:
     """A collector over prepared families (what the encoders call)."""
 
@@ -462,8 +447,7 @@ class Exposition:
     series keys that came from the engine's endpoint (empty when there is
     none); top_frames: frames exported per profile (1..MAX_TOP_FRAMES);
     engine: re-export the engine's series (a scrape's ?engine= overrides
-    it). Settings come as these values; from_env() reads them from an
-    environment mapping."""
+    it). Settings come as these values (from_settings(): config.Settings')."""
 
     def __init__(self, store: MetricStore, engine_keys: Optional[Callable[[], Set[SeriesKey]]] = None,
                  top_frames: int = DEFAULT_TOP_FRAMES, engine: bool = False) -> None:
@@ -479,13 +463,11 @@ class Exposition:
         self.replanned = False  # the last render laid out every series afresh
 
     @classmethod
-    def from_env(cls, store: MetricStore, environ: Mapping[str, str],
-                 engine_keys: Optional[Callable[[], Set[SeriesKey]]] = None) -> "Exposition":
-        """An Exposition configured by GRAPHSIGNAL_METRICS_TOP_FRAMES and
-        GRAPHSIGNAL_METRICS_ENGINE as found in `environ` (a mapping given,
-        never os.environ)."""
-        engine = (environ.get(ENV_ENGINE) or "").strip().lower() in ("1", "true", "yes")
-        return cls(store, engine_keys, top_frames_from_env(environ), engine)
+    def from_settings(cls, store: MetricStore, settings: config.Settings,
+                      engine_keys: Optional[Callable[[], Set[SeriesKey]]] = None) -> "Exposition":
+        """An Exposition as the run's settings configure it
+        (GRAPHSIGNAL_METRICS_TOP_FRAMES, GRAPHSIGNAL_METRICS_ENGINE)."""
+        return cls(store, engine_keys, settings.metrics_top_frames, settings.metrics_engine)
 
     def _keys(self):
         return self.engine_keys() if self.engine_keys is not None else set()

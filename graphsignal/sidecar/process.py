@@ -292,7 +292,7 @@ class _Server(Part):
 
         sc, st = self.sc, self.sc.settings
         guard = HostGuard(st.listen_host)
-        metrics = Exposition(sc.store, sc._engine_series, st.metrics_top_frames, st.metrics_engine)
+        metrics = Exposition.from_settings(sc.store, st, sc._engine_series)
         server = ServerThread(make_app(sc.store, window_stats, guard, metrics, st.signals_token),
                               st.listen_host, st.listen_port, on_error=sc._sidecar_error, host_guard=guard)
         server.start()

@@ -14,6 +14,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 from werkzeug.test import Client
 
+from graphsignal import config
 from graphsignal.sidecar.server import make_app
 from graphsignal.sidecar import exposition
 from graphsignal.sidecar.exposition import Exposition
@@ -103,10 +104,10 @@ def test_profiles_export_the_top_frames_by_value(monkeypatch, caplog):
     top = samples(families(s), "graphsignal_cuda_kernels_seconds_total")
     assert len(top) == exposition.DEFAULT_TOP_FRAMES == 50
     assert [x[1]["frame"] for x in top] == ["k%03d" % i for i in range(299, 249, -1)]
-    exp = Exposition.from_env(s, {"GRAPHSIGNAL_METRICS_TOP_FRAMES": "5"})
+    exp = Exposition.from_settings(s, config.from_environ({"GRAPHSIGNAL_METRICS_TOP_FRAMES": "5"}))
     assert len(samples(families(s, exp=exp), "graphsignal_cuda_kernels_seconds_count_total")) == 5
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
-        exp = Exposition.from_env(s, {"GRAPHSIGNAL_METRICS_TOP_FRAMES": "lots"})
+        exp = Exposition.from_settings(s, config.from_environ({"GRAPHSIGNAL_METRICS_TOP_FRAMES": "lots"}))
     assert exp.top_frames == 50 and "GRAPHSIGNAL_METRICS_TOP_FRAMES" in caplog.text
 
 
@@ -135,8 +136,8 @@ def test_engine_metrics_are_re_exported_only_when_asked(fixture):
     exp = Exposition(s, engine_keys=lambda: keys)
     plain = families(s, exp=exp)
     assert set(plain) == {"graphsignal_prometheus_scrape_up", "graphsignal_gpu_utilization_percent"}
-    for query, e in (("?engine=1", exp), ("", Exposition.from_env(s, {"GRAPHSIGNAL_METRICS_ENGINE": "1"},
-                                                                  lambda: keys))):
+    for query, e in (("?engine=1", exp), ("", Exposition.from_settings(
+            s, config.from_environ({"GRAPHSIGNAL_METRICS_ENGINE": "1"}), lambda: keys))):
         for accept, parse in ((None, parse_text), (OPENMETRICS, parse_om)):
             text = scrape(s, accept, query, e).get_data(as_text=True)
             fams = {f.name: f for f in parse(text)}  # prometheus_client's own parsers accept it
