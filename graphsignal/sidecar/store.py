@@ -7,7 +7,8 @@ batch() holds it over several writes that must land together. Readers
 (the payload, windows, the engine summary, /metrics, the uploader) call
 snapshot(): an immutable StoreSnapshot taken under the lock, read without
 it. Nothing outside this module touches the store's state; the series
-types (graphsignal.sidecar.series) own their stats and window maths.
+types (graphsignal.sidecar.series) own their stats, graphsignal.windowmath
+the window maths over their states.
 
 A series keeps its immutable view (and its serialized JSON) until it
 changes, so a snapshot costs what changed since the last one, and a
@@ -37,11 +38,12 @@ from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Tupl
 
 import numpy as np
 
-from graphsignal import histo
+from graphsignal import histo, naming
 from graphsignal.report import Reporter
 from graphsignal.sidecar.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT,
                                         PROFILE, TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram,
                                         Profile, Series, SeriesView, SparseBins, bins_diff, dumps)
+from graphsignal.windowmath import pick
 
 if TYPE_CHECKING:
     from graphsignal.sidecar.payload import ErrorEntry, Resource
@@ -70,26 +72,6 @@ def tags_key(tags):
 
 def _payload_order(key):
     return (key[0], key[2], key[1])
-
-
-def pick(times, seconds):
-    """The one rule for "the last N seconds": indices (start, end) into
-    ascending snapshot times (epoch ns) spanning the last `seconds`. end is
-    the newest; start the one whose time is nearest to end - seconds (the
-    older on a tie), or the oldest when history is shorter. None without
-    any snapshot."""
-    if not times:
-        return None
-    end = len(times) - 1
-    target = times[end] - seconds * NS
-    i = bisect.bisect_left(times, target)
-    if i == 0:
-        return 0, end
-    if i > end:
-        return end, end
-    # times[i-1] < target <= times[i]
-    start = i if times[i] - target < target - times[i - 1] else i - 1
-    return start, end
 
 
 # -- the per-second history ---------------------------------------------------------
@@ -390,11 +372,12 @@ class _Meta:
 
 class MetricStore:
     def __init__(self, max_series=MAX_SERIES, max_frames=MAX_FRAMES, clock=time.time_ns,
-                 history_seconds=600):
+                 history_seconds=600, annotate=naming.annotate):
         self._lock = threading.RLock()
         self.clock = clock
         self.max_series = max_series
         self.max_frames = max_frames
+        self.annotate = annotate  # names a profile's frames as it is encoded (graphsignal.naming)
         self.history_seconds = history_seconds
         self.start_ns = clock()
         self.ended_ns = None  # the workload's end (set_ended)
@@ -474,7 +457,7 @@ class MetricStore:
                     self._refuse(name, tags)
                     return None
             cls = kind or TYPES[type_]
-            s = cls(name, tags or {}, self.max_frames) if cls is Profile else cls(name, tags or {})
+            s = cls(name, tags or {}, self.max_frames, self.annotate) if cls is Profile else cls(name, tags or {})
             s.bind(self._stale, self._created)
             self._created += 1
             self._series[key] = s
