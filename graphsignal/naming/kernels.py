@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 import threading
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 from graphsignal.report import Reporter
 from graphsignal.naming.taxonomy import category as _category
@@ -217,33 +217,36 @@ _TOKENS = re.compile(r"[<({]|[>)}]|::|,| ")
 _OPEN, _CLOSE = "<({", ">)}"
 
 
-def _find_top(s: str, token: str) -> int:
-    """Index of `token` (one of `<`, `(`, `::`, `,`, ` ` or `::{lambda`)
-    at nesting depth 0 (outside <>, () and {}), or -1."""
+def _top_tokens(s: str) -> "Iterator[re.Match[str]]":
+    """The tokens of s at nesting depth 0 (outside <>, () and {}; a
+    bracket that opens there is one)."""
     depth = 0
-    lam = token == "::{lambda"
-    want = "::" if lam else token
     for m in _TOKENS.finditer(s):
         c = m.group()
-        if depth == 0 and c == want and (not lam or s.startswith(token, m.start())):
-            return m.start()
+        if depth == 0:
+            yield m
         if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
+
+
+def _find_top(s: str, token: str) -> int:
+    """Index of `token` (one of `<`, `(`, `::`, `,`, ` ` or `::{lambda`)
+    at nesting depth 0 (outside <>, () and {}), or -1."""
+    lam = token == "::{lambda"
+    want = "::" if lam else token
+    for m in _top_tokens(s):
+        if m.group() == want and (not lam or s.startswith(token, m.start())):
+            return m.start()
     return -1
 
 
 def _split_top(s: str, sep: str = ",") -> List[str]:
     """Splits s at top-level `sep` (`,` or `::`, outside <>, () and {})."""
-    out, depth, last = [], 0, 0
-    for m in _TOKENS.finditer(s):
-        c = m.group()
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif c == sep and depth == 0:
+    out, last = [], 0
+    for m in _top_tokens(s):
+        if m.group() == sep:
             out.append(s[last:m.start()].strip())
             last = m.end()
     out.append(s[last:].strip())
@@ -264,14 +267,9 @@ def split_function(d: str) -> Tuple[str, Optional[str]]:
     if p > 0:
         head = d[:p]
     # drop a return type: the last top-level space separates it
-    depth, cut = 0, -1
-    for m in _TOKENS.finditer(head):
-        c = m.group()
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif c == " " and depth == 0:
+    cut = -1
+    for m in _top_tokens(head):
+        if m.group() == " ":
             cut = m.start()
     if cut >= 0:
         head = head[cut + 1:]

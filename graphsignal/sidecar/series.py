@@ -213,10 +213,18 @@ class Series:
 
 
 class _Scalar(Series):
-    """A gauge or a counter: one number, its payload stat `_key`."""
+    """A gauge or a counter: one number, in the slot and payload stat
+    `_key`."""
 
     __slots__ = ()
     _key, _prefix = "", b""
+
+    def __init__(self, name: str, tags: Mapping[str, str]) -> None:
+        Series.__init__(self, name, tags)
+        setattr(self, self._key, None)
+
+    def state(self) -> Optional[float]:
+        return getattr(self, self._key)  # type: ignore[no-any-return]
 
     @classmethod
     def stats_of(cls, state: Any, name: Optional[str] = None, max_frames: Optional[int] = None,
@@ -240,26 +248,14 @@ class Gauge(_Scalar):
     __slots__ = ("value",)
     type = GAUGE
     _key, _prefix = "value", b'{"value":'
-
-    def __init__(self, name: str, tags: Mapping[str, str]) -> None:
-        Series.__init__(self, name, tags)
-        self.value: Optional[float] = None
-
-    def state(self) -> Optional[float]:
-        return self.value
+    value: Optional[float]
 
 
 class Counter(_Scalar):
     __slots__ = ("total",)
     type = COUNTER
     _key, _prefix = "total", b'{"total":'
-
-    def __init__(self, name: str, tags: Mapping[str, str]) -> None:
-        Series.__init__(self, name, tags)
-        self.total: Optional[float] = None
-
-    def state(self) -> Optional[float]:
-        return self.total
+    total: Optional[float]
 
     def merge(self, src: Any) -> None:
         if src.total is not None:
