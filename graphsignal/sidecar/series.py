@@ -9,8 +9,9 @@ the lock, and the history keeps per-second states (history_state(): the
 states of graphsignal.windowmath). From a view's state, the type's static
 maths compute:
 
-  Type.stats_of(state, name, max_frames, annotate)   the payload's `stats`
-                                                     (since start)
+  Type.stats_of(state, name, render)   the payload's `stats` (since start);
+                                       render: how a profile renders its
+                                       frames (Render)
 
 The two histogram kinds are two types that both report as "histogram":
 LogHistogram accumulates log-linear bins from raw values (probes: exact
@@ -37,14 +38,17 @@ from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFI
                                     SparseBins, bins_diff)
 
 __all__ = ["GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "MAX_FRAMES", "MAX_FRAMES_KEPT", "CHECKPOINT_EVERY",
-           "QUANTILES", "Annotate", "dumps", "SeriesView", "Series", "Gauge", "Counter", "LogHistogram",
-           "BucketHistogram", "Profile", "TYPES", "SparseBins", "DeltaBins", "bins_diff"]
+           "QUANTILES", "Annotate", "Render", "PLAIN", "dumps", "SeriesView", "Series", "Gauge", "Counter",
+           "LogHistogram", "BucketHistogram", "Profile", "TYPES", "SparseBins", "DeltaBins", "bins_diff"]
 
 MAX_FRAMES_KEPT = 20000  # frames kept per profile before new names are folded into "(other)"
 CHECKPOINT_EVERY = 64  # history states of a histogram between two full copies of its bins
 
 # annotate(profile name, frame dicts): adds presentation to the frames, in place
 Annotate = Callable[[Optional[str], List[Dict[str, Any]]], Any]
+# how a profile renders its frames: (how many, the largest first; its annotate or None)
+Render = Tuple[int, Optional[Annotate]]
+PLAIN: Render = (MAX_FRAMES, None)
 Stats = Dict[str, Any]
 
 _JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
@@ -84,8 +88,7 @@ class SeriesView:
     of its last change), its immutable state and its type (`kind`, whose
     maths read the state). encoded() is its /signals JSON, computed once."""
 
-    __slots__ = ("name", "type", "tags", "updated_ns", "state", "kind", "created", "_head", "_json", "_max_frames",
-                 "_annotate")
+    __slots__ = ("name", "type", "tags", "updated_ns", "state", "kind", "created", "_head", "_json", "_render")
 
     def __init__(self, series: "Series", state: Any) -> None:
         self.created = series.created  # the order series were made in (see StoreSnapshot.named)
@@ -97,8 +100,7 @@ class SeriesView:
         self.kind: Type[Series] = type(series)
         self._head = series._head
         # plain reads: getattr's default would cost a raised AttributeError
-        self._max_frames = series.max_frames
-        self._annotate = series.annotate
+        self._render = series.render
         self._json: Optional[bytes] = None
 
     @property
@@ -106,7 +108,7 @@ class SeriesView:
         return (self.name, self.type, tuple(sorted(self.tags.items())))
 
     def stats(self) -> Stats:
-        return self.kind.stats_of(self.state, self.name, self._max_frames, self._annotate)
+        return self.kind.stats_of(self.state, self.name, self._render)
 
     def encoded(self) -> bytes:
         """{name, type, tags, stats, updated_ns} as JSON bytes. The same
@@ -114,7 +116,7 @@ class SeriesView:
         identity)."""
         if self._json is None:
             self._json = b"".join((self._head, b',"stats":',
-                                   self.kind.stats_json(self.state, self.name, self._max_frames, self._annotate),
+                                   self.kind.stats_json(self.state, self.name, self._render),
                                    b',"updated_ns":', orjson.dumps(self.updated_ns), b"}"))
         return self._json
 
@@ -125,8 +127,7 @@ class Series:
 
     __slots__ = ("name", "tags", "updated_ns", "created", "_view", "_head", "_changed", "_stale")
     type: Optional[str] = None  # the payload's "type" (each subclass's)
-    max_frames = MAX_FRAMES  # frames rendered (Profile's own slot overrides it)
-    annotate: Optional[Annotate] = None  # what names the frames it renders (Profile's own slot overrides it)
+    render = PLAIN  # how its stats render (Profile's own slot overrides it)
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         self.name = name
@@ -197,15 +198,13 @@ class Series:
         return None
 
     @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, max_frames: Optional[int] = None,
-                 annotate: Optional[Annotate] = None) -> Stats:
+    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         """The payload's `stats` of a view's state."""
         raise NotImplementedError
 
     @classmethod
-    def stats_json(cls, state: Any, name: Optional[str], max_frames: Optional[int],
-                   annotate: Optional[Annotate] = None) -> bytes:
-        st = cls.stats_of(state, name, max_frames, annotate)
+    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
+        st = cls.stats_of(state, name, render)
         try:
             return orjson.dumps(st, option=_JSON_OPT)
         except orjson.JSONEncodeError:
@@ -223,12 +222,8 @@ class _Scalar(Series):
         Series.__init__(self, name, tags)
         setattr(self, self._key, None)
 
-    def state(self) -> Optional[float]:
-        return getattr(self, self._key)  # type: ignore[no-any-return]
-
     @classmethod
-    def stats_of(cls, state: Any, name: Optional[str] = None, max_frames: Optional[int] = None,
-                 annotate: Optional[Annotate] = None) -> Stats:
+    def stats_of(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         return {cls._key: state}
 
     @classmethod
@@ -236,8 +231,7 @@ class _Scalar(Series):
         return {cls._key: state}
 
     @classmethod
-    def stats_json(cls, state: Any, name: Optional[str] = None, max_frames: Optional[int] = None,
-                   annotate: Optional[Annotate] = None) -> bytes:
+    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
         try:
             return cls._prefix + orjson.dumps(state, option=_JSON_OPT) + b"}"
         except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
@@ -250,12 +244,18 @@ class Gauge(_Scalar):
     _key, _prefix = "value", b'{"value":'
     value: Optional[float]
 
+    def state(self) -> Optional[float]:
+        return self.value
+
 
 class Counter(_Scalar):
     __slots__ = ("total",)
     type = COUNTER
     _key, _prefix = "total", b'{"total":'
     total: Optional[float]
+
+    def state(self) -> Optional[float]:
+        return self.total
 
     def merge(self, src: Any) -> None:
         if src.total is not None:
@@ -357,8 +357,7 @@ class LogHistogram(_Histogram):
         return (self.count, self.sum, bins)
 
     @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, max_frames: Optional[int] = None,
-                 annotate: Optional[Annotate] = None) -> Stats:
+    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         count, total, vmin, vmax, bins = state
         st = {"count": count, "sum": total, "min": vmin, "max": vmax, "mean": (total / count) if count else None}
         if bins is None:
@@ -402,8 +401,7 @@ class BucketHistogram(_Histogram):
                 "counts": list(counts)}
 
     @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, max_frames: Optional[int] = None,
-                 annotate: Optional[Annotate] = None) -> Stats:
+    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         count, total, buckets = state
         st = {"count": count, "sum": total, "min": None, "max": None, "mean": (total / count) if count else None}
         if buckets is None:
@@ -414,18 +412,18 @@ class BucketHistogram(_Histogram):
 
 
 class Profile(Series):
-    """Cumulative value and samples per named frame. annotate: see the
-    module doc (None: frames as they are)."""
+    """Cumulative value and samples per named frame. max_frames: how many
+    its stats list (the largest); annotate: see the module doc (None:
+    frames as they are)."""
 
-    __slots__ = ("frames", "max_frames", "annotate")
+    __slots__ = ("frames", "render")
     type = PROFILE
 
     def __init__(self, name: str, tags: Mapping[str, str], max_frames: int = MAX_FRAMES,
                  annotate: Optional[Annotate] = None) -> None:
         Series.__init__(self, name, tags)
         self.frames: Dict[str, List[Any]] = {}  # name -> [value, samples]
-        self.max_frames = max_frames
-        self.annotate = annotate
+        self.render = (max_frames, annotate)
 
     def add(self, frame: str, value: Any, samples: Any) -> None:
         f = self.frames.get(frame)
@@ -452,8 +450,8 @@ class Profile(Series):
         return {"frames": [{"name": k, "value": v[0], "samples": v[1]} for k, v in (state or {}).items()]}
 
     @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, max_frames: Optional[int] = MAX_FRAMES,
-                 annotate: Optional[Annotate] = None) -> Stats:
+    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
+        max_frames, annotate = render
         items = sorted(state.items(), key=lambda kv: kv[1][0], reverse=True)[:max_frames]
         frames = [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]
         if annotate is not None:
