@@ -60,7 +60,7 @@ duration: sampled) and exact on the other is compared with a warning.
 import math
 import statistics
 
-from graphsignal import kernel_names
+from graphsignal import naming
 
 NS = 1_000_000_000
 VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id", "duration"))
@@ -460,10 +460,10 @@ def _profiles(B, A, norm, warnings):
                      "per_call": _pair(_median(pb), _median(pa)),
                      "share": {"before": _median(shb), "after": _median(sha)}}
             extra.update(runs.noise())
-            if metric in kernel_names.KERNEL_PROFILES:
+            if metric in naming.KERNEL_PROFILES:
                 n = _first(s.names.get(frame) for s in A + B)
                 if n is None:
-                    d = kernel_names.describe(frame)
+                    d = naming.describe(frame)
                     n = (d.display_name, d.category)
                 extra["display_name"], extra["category"] = n[0], n[1]
             b, a = runs.pair()

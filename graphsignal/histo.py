@@ -6,7 +6,10 @@ a quantile reported as the bin's midpoint (clamped to the exact min/max) is
 within 1/64 (1.6%) of a value that lies in that bin. count, sum, min and
 max are always exact.
 """
+from typing import Any, Optional, Sequence, Tuple
+
 import numpy as np
+import numpy.typing as npt
 
 from graphsignal.rings import layout as _L
 
@@ -17,7 +20,7 @@ NBINS = _L.HIST_NBINS
 assert NBINS == SUB + (64 - SUB_BITS) * SUB  # every uint64 has a bin
 
 
-def bin_index(values):
+def bin_index(values: Any) -> "npt.NDArray[np.int64]":
     """Bin index per value (numpy array of non-negative integers)."""
     v = np.asarray(values).astype(np.uint64, copy=False)
     out = v.astype(np.int64)  # exact where v < SUB
@@ -33,7 +36,7 @@ def bin_index(values):
     return out
 
 
-def bin_bounds(b):
+def bin_bounds(b: Any) -> Tuple[int, int]:
     """(lowest, highest) integer value of bin b."""
     b = int(b)
     if b < SUB:
@@ -49,7 +52,8 @@ def bin_bounds(b):
 BIN_UPPER = np.array([bin_bounds(b)[1] for b in range(NBINS)], dtype=np.uint64)
 
 
-def quantiles_loglinear(bins, counts, qs, vmin=None, vmax=None):
+def quantiles_loglinear(bins: Any, counts: Any, qs: Sequence[float], vmin: Optional[float] = None,
+                        vmax: Optional[float] = None) -> Sequence[Optional[float]]:
     """Quantiles from non-empty bins (ascending) and their counts."""
     total = int(np.sum(counts)) if len(counts) else 0
     if total == 0:
@@ -69,7 +73,7 @@ def quantiles_loglinear(bins, counts, qs, vmin=None, vmax=None):
     return out
 
 
-def quantiles_buckets(le, counts, qs):
+def quantiles_buckets(le: Sequence[float], counts: Sequence[Any], qs: Sequence[float]) -> Sequence[Optional[float]]:
     """Quantiles from Prometheus-style buckets (upper bounds `le`,
     ascending, per-bucket counts), interpolating linearly inside the
     bucket as histogram_quantile() does; a rank in the +Inf bucket reports
@@ -97,7 +101,7 @@ def quantiles_buckets(le, counts, qs):
     return out
 
 
-def exact_sum(values):
+def exact_sum(values: Any) -> int:
     """Exact sum of non-negative integers as a Python int (no uint64 wrap)."""
     v = np.asarray(values).astype(np.uint64, copy=False)
     if v.size == 0:

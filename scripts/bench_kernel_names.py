@@ -15,7 +15,7 @@ import time
 
 from benchutil import ROOT, emit
 
-from graphsignal import kernel_names as kn
+from graphsignal.naming import kernels as kn
 from graphsignal.sidecar.store import MetricStore
 
 CORPUS = os.path.join(ROOT, "tests", "data", "kernel_symbols.txt")

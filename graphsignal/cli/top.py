@@ -1,8 +1,8 @@
 """graphsignal-top: a top-like terminal view of a profiler's /signals.
 
-Two layers, as in nvitop: graphsignal.top (client, state, taxonomy,
-render: no curses anywhere; screen: the terminal) and this entry point,
-which parses the command line.
+Two layers, as in nvitop: graphsignal.top (client, state, render: no
+curses anywhere; screen: the terminal) and this entry point, which
+parses the command line.
 """
 import argparse
 import sys

@@ -24,7 +24,7 @@ from graphsignal.fleet import ingest
 from graphsignal.fleet.db import Full, owner_of
 from graphsignal.fleet.windows import MIN_SECONDS, window
 
-logger = logging.getLogger("graphsignal.sidecar.server")
+logger = logging.getLogger("graphsignal.fleet")
 
 JSON = "application/json"
 MAX_WINDOW = 7 * 86400

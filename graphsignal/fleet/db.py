@@ -10,10 +10,10 @@ key) and instance (one graphsignal-run):
   series     the latest stats of every series it reported: together, the
              instance's snapshot in /signals's shape
   history    cumulative snapshots of every series' state (what windows
-             need: counter totals, gauge values, histogram count/sum/bins,
-             profile frames), one per minute of the instance's clock for
-             the last 24 h, one per hour beyond that, none beyond the
-             retention (7 days by default); zlib-compressed JSON
+             need: graphsignal.windowmath's states, in its JSON form), one
+             per minute of the instance's clock for the last 24 h, one per
+             hour beyond that, none beyond the retention (7 days by
+             default); zlib-compressed JSON {series key: state}
 
 Instances not seen for the retention period are deleted with their
 history. A commit happens before an upload is acknowledged, and
@@ -31,6 +31,9 @@ be anything from 0 to 2^64-1, and SQLite's INTEGER is signed 64-bit: those
 columns hold the value minus 2^63 (enc/dec), which keeps every value
 exact and their order (MAX(), comparisons, ORDER BY) the same. Schema
 version 1 held them as they were; opening such a file converts it.
+Versions 1 to 3 kept history states in a form of their own (a histogram
+as [count, sum, bin upper bounds, counts], a profile as [[frame, value,
+samples]]); opening such a file rewrites them as windowmath's.
 """
 import hashlib
 import sqlite3
@@ -40,6 +43,8 @@ import zlib
 
 import orjson
 
+from graphsignal import windowmath
+
 NS = 1_000_000_000
 MINUTE_NS = 60 * NS
 HOUR_NS = 3600 * NS
@@ -47,7 +52,7 @@ MINUTE_ROWS_NS = 24 * HOUR_NS  # per-minute history this far back, hourly beyond
 MAX_ERRORS = 100  # kept per instance
 MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
 MAX_INSTANCES = 10_000  # per key
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (module docstring)
 U64_MAX = (1 << 64) - 1
 _ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors")), ("series", ("updated_ns",)),
@@ -83,16 +88,16 @@ def series_key(m):
     return orjson.dumps([m["name"], m["type"], m["tags"]], option=orjson.OPT_SORT_KEYS)
 
 
-def state_of(m):
-    """A series' cumulative state for windows, JSON-able."""
-    st, t = m["stats"], m["type"]
-    if t == "gauge":
-        return st.get("value")
-    if t == "counter":
-        return st.get("total")
-    if t == "histogram":
-        return [st.get("count"), st.get("sum"), st.get("bins") or [], st.get("counts") or []]
-    return [[f["name"], f["value"], f["samples"]] for f in st.get("frames") or []]
+def _state_of_3(type_, old):
+    """A state as schema versions 1 to 3 stored it, as windowmath's."""
+    if type_ == windowmath.HISTOGRAM:
+        count, total, bins, counts = old
+        old = {"count": count, "sum": total, "bins": bins, "counts": counts}
+    elif type_ == windowmath.PROFILE:
+        old = {"frames": [{"name": n, "value": v, "samples": s} for n, v, s in old]}
+    else:
+        return old
+    return windowmath.stored_state(type_, old)
 
 
 def _error_key(e):
@@ -137,13 +142,15 @@ class DB:
         self.conn.execute("PRAGMA synchronous=%s" % ("FULL" if sync == "full" else "NORMAL"))
         self.conn.execute("PRAGMA busy_timeout=5000")
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
             raise RuntimeError("%s has schema version %d; this graphsignal-server reads versions 1 to %d"
                                % (path, version, SCHEMA_VERSION))
         if version == 1:
             self._upgrade_from_1()
         if version in (1, 2):
             self._upgrade_from_2()
+        if version in (1, 2, 3):
+            self._upgrade_from_3()
         self.conn.executescript(_SCHEMA)
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
         self._next_expiry = 0
@@ -180,6 +187,33 @@ class DB:
                 if have and col not in have:
                     c.execute("ALTER TABLE instances ADD COLUMN %s INTEGER" % col)
         self._migrate(step, 3)
+
+    def _upgrade_from_3(self):
+        """Version 4 keeps history states in graphsignal.windowmath's form
+        (see the module doc): every row is rewritten."""
+        def step(c):
+            if c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
+                return
+            types = {}  # series key -> type
+            after = None
+            while True:  # a thousand rows at a time, in key order
+                rows = c.execute("SELECT owner, instance_id, ts_ns, snapshot FROM history %s"
+                                 "ORDER BY owner, instance_id, ts_ns LIMIT 1000"
+                                 % ("" if after is None else "WHERE (owner, instance_id, ts_ns) > (?, ?, ?) "),
+                                 after or ()).fetchall()
+                if not rows:
+                    return
+                for owner, iid, ts, blob in rows:
+                    states = orjson.loads(zlib.decompress(blob))
+                    for k, v in states.items():
+                        t = types.get(k)
+                        if t is None:
+                            t = types[k] = orjson.loads(k)[1]
+                        states[k] = _state_of_3(t, v)
+                    c.execute("UPDATE history SET snapshot=? WHERE owner=? AND instance_id=? AND ts_ns=?",
+                              (zlib.compress(orjson.dumps(states), 6), owner, iid, ts))
+                after = rows[-1][:3]
+        self._migrate(step, 4)
 
     def close(self):
         with self.lock:
@@ -295,7 +329,8 @@ class DB:
     def _roll(self, c, owner, iid, ts):
         states = {}
         for skey, doc in c.execute("SELECT skey, doc FROM series WHERE owner=? AND instance_id=?", (owner, iid)):
-            states[skey.decode()] = state_of(orjson.loads(doc))
+            m = orjson.loads(doc)
+            states[skey.decode()] = windowmath.stored_state(m["type"], m["stats"])
         c.execute("INSERT OR REPLACE INTO history (owner, instance_id, ts_ns, snapshot) VALUES (?,?,?,?)",
                   (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6)))
         # beyond 24 h, keep the first row of each hour; beyond the retention, none

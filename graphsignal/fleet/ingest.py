@@ -155,6 +155,18 @@ def _stats(type_, st, where):
     return st
 
 
+def _objects(items, key, most):
+    """(where, item) of each object in the list `items` at `key`, which
+    may hold at most `most` of them."""
+    if not isinstance(items, list) or len(items) > most:
+        raise BadBody("%s must be a list of at most %d entries" % (key, most))
+    for i, item in enumerate(items):
+        where = "%s[%d]" % (key, i)
+        if not isinstance(item, dict):
+            raise BadBody(where + " must be an object")
+        yield where, item
+
+
 def validate(doc):
     """The upload `doc` as checked; raises BadBody."""
     if not isinstance(doc, dict):
@@ -190,13 +202,7 @@ def validate(doc):
         _tags(m.get("tags"), "metrics[%d].tags" % i)
         _stats(m["type"], m.get("stats"), "metrics[%d]" % i)
         _opt_int(m.get("updated_ns"), "metrics[%d].updated_ns" % i)
-    errors = doc.get("errors", [])
-    if not isinstance(errors, list) or len(errors) > MAX_ERRORS:
-        raise BadBody("errors must be a list of at most %d entries" % MAX_ERRORS)
-    for i, e in enumerate(errors):
-        where = "errors[%d]" % i
-        if not isinstance(e, dict):
-            raise BadBody(where + " must be an object")
+    for where, e in _objects(doc.get("errors", []), "errors", MAX_ERRORS):
         _str(e.get("level"), where + ".level", MAX_NAME)
         _str(e.get("message"), where + ".message", empty=True)
         if e.get("exception") is not None:
@@ -207,12 +213,7 @@ def validate(doc):
         _opt_int(e.get("count"), where + ".count")
     resources = doc.get("resources")
     if resources is not None:
-        if not isinstance(resources, list) or len(resources) > MAX_RESOURCES:
-            raise BadBody("resources must be a list of at most %d entries" % MAX_RESOURCES)
-        for i, r in enumerate(resources):
-            where = "resources[%d]" % i
-            if not isinstance(r, dict):
-                raise BadBody(where + " must be an object")
+        for where, r in _objects(resources, "resources", MAX_RESOURCES):
             _str(r.get("kind"), where + ".kind", MAX_NAME)
             _tags(r.get("tags", {}), where + ".tags")
             _flat(r.get("attributes", {}), where + ".attributes")

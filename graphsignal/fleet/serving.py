@@ -51,9 +51,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from graphsignal.sidecar.server import QuietHandler
+from graphsignal.httpserve import QuietHandler
 
-logger = logging.getLogger("graphsignal.sidecar.server")
+logger = logging.getLogger("graphsignal.fleet")
 
 RESERVED_FDS = 64  # descriptors kept for the database, the listener, logging, imports
 ANONYMOUS = ""  # the tenant of requests without a known key
@@ -271,6 +271,7 @@ class _Handler(QuietHandler):
     waits 10 ms per request for more input to drain; there is none here)."""
 
     protocol_version = "HTTP/1.1"
+    logger = logging.getLogger("graphsignal.fleet")
 
     def __init__(self, sock, addr, server, data):  # not BaseRequestHandler's: nothing is left to read
         self.request = self.connection = sock

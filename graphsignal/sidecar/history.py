@@ -1,5 +1,6 @@
 """The per-second history of the store's series: their cumulative states,
-kept as changes, and the one rule for "the last N seconds" (pick).
+kept as changes; windows over it take the one rule for "the last N
+seconds" (graphsignal.windowmath.pick).
 
 The store (graphsignal.sidecar.store) writes a History under its lock, once
 a second by the sidecar's clock; readers get a HistoryView in every
@@ -12,33 +13,12 @@ from typing import Any, Deque, Dict, FrozenSet, Iterable, Iterator, List, Mappin
     overload
 
 from graphsignal.signals_model import SeriesKey
+from graphsignal.windowmath import NS, pick
 
 __all__ = ["NS", "pick", "History", "HistoryView", "HistorySnapshot"]
 
-NS = 1_000_000_000
-
 Key = SeriesKey  # (name, type, tags_key)
 Run = Tuple[Any, int]  # (state or None, snapshots it held for)
-
-
-def pick(times: Sequence[int], seconds: float) -> Optional[Tuple[int, int]]:
-    """The one rule for "the last N seconds": indices (start, end) into
-    ascending snapshot times (epoch ns) spanning the last `seconds`. end is
-    the newest; start the one whose time is nearest to end - seconds (the
-    older on a tie), or the oldest when history is shorter. None without
-    any snapshot."""
-    if not times:
-        return None
-    end = len(times) - 1
-    target = times[end] - seconds * NS
-    i = bisect.bisect_left(times, target)
-    if i == 0:
-        return 0, end
-    if i > end:
-        return end, end
-    # times[i-1] < target <= times[i]
-    start = i if times[i] - target < target - times[i - 1] else i - 1
-    return start, end
 
 
 _MISSING = object()

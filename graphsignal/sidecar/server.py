@@ -22,11 +22,12 @@ import threading
 import time
 
 import orjson
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
 from graphsignal.config import SIGNALS_TOKEN_ENV
+from graphsignal.httpserve import QuietHandler
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.report import Reporter
 
@@ -196,17 +197,6 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
         return Response(build_signals(store, extra), mimetype=JSON)
 
     return app
-
-
-class QuietHandler(WSGIRequestHandler):
-    """No per-request log lines: the sidecar's stderr is the workload's."""
-
-    def log_request(self, code="-", size="-"):
-        pass
-
-    def log(self, type, message, *args):
-        if type == "error":
-            logger.debug("graphsignal: server: " + message, *args)
 
 
 class ServerThread(threading.Thread):

@@ -9,7 +9,7 @@ batch() holds it over several writes that must land together. Readers
 snapshot(): an immutable StoreSnapshot (graphsignal.signals_model) taken
 under the lock, read without it. Nothing outside this module touches the
 store's state; the series types (graphsignal.sidecar.series) own their
-stats and window maths.
+stats, graphsignal.windowmath the window maths over their states.
 
 A series keeps its immutable view (and its serialized JSON) until it
 changes, so a snapshot costs what changed since the last one, and a
@@ -37,13 +37,14 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional
 
 import numpy as np
 
-from graphsignal import histo
+from graphsignal import histo, naming
 from graphsignal.report import Reporter
-from graphsignal.sidecar.history import NS, History, HistorySnapshot, HistoryView, pick
+from graphsignal.sidecar.history import NS, History, HistorySnapshot, HistoryView
 from graphsignal.sidecar.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT,
                                         PROFILE, TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram,
                                         Profile, Series, SeriesView, SparseBins, bins_diff, dumps)
 from graphsignal.signals_model import ErrorEntry, Resource, SeriesKey, StoreSnapshot
+from graphsignal.windowmath import pick
 
 __all__ = ["MetricStore", "StoreSnapshot", "History", "HistoryView", "HistorySnapshot", "pick", "tags_key", "dumps",
            "NS", "GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "Series", "Gauge", "Counter", "LogHistogram",
@@ -96,11 +97,13 @@ def _copy_resource(r: Resource) -> Resource:
 
 class MetricStore:
     def __init__(self, max_series: int = MAX_SERIES, max_frames: int = MAX_FRAMES,
-                 clock: Callable[[], int] = time.time_ns, history_seconds: int = 600) -> None:
+                 clock: Callable[[], int] = time.time_ns, history_seconds: int = 600,
+                 annotate: Callable[..., Any] = naming.annotate) -> None:
         self._lock = threading.RLock()
         self.clock = clock
         self.max_series = max_series
         self.max_frames = max_frames
+        self.annotate = annotate  # names a profile's frames as it is encoded (graphsignal.naming)
         self.history_seconds = history_seconds
         self.start_ns = clock()
         self.ended_ns: Optional[int] = None  # the workload's end (set_ended)
@@ -181,7 +184,7 @@ class MetricStore:
                     self._refuse(name, tags)
                     return None
             cls: Any = kind or TYPES[type_]
-            args = (name, tags or {}, self.max_frames) if cls is Profile else (name, tags or {})
+            args = (name, tags or {}, self.max_frames, self.annotate) if cls is Profile else (name, tags or {})
             s = cls(*args)
             s.bind(self._stale, self._created)
             self._created += 1
@@ -329,7 +332,8 @@ class MetricStore:
             s = self._series.pop(key, None)
             if s is not None:
                 self._history.removed(key)
-                keys = self._by_pid.get(s.tags.get("process.pid"))
+                pid = s.tags.get("process.pid")
+                keys = self._by_pid.get(pid) if pid is not None else None
                 if keys is not None:
                     keys.discard(key)
             self._order = None

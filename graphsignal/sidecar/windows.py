@@ -3,9 +3,9 @@
 The sidecar's clock appends a cumulative snapshot of every series to the
 store's history about once a second; a window is the difference between
 the newest snapshot and the one nearest to N seconds before it (the one
-rule, graphsignal.sidecar.store.pick). Everything is read from one
-store.snapshot(); each series type does its own window maths
-(graphsignal.sidecar.series). Rates
+rule, graphsignal.windowmath.pick). Everything is read from one
+store.snapshot(); the window maths are graphsignal.windowmath's, the same
+graphsignal-server's windows use. Rates
 divide by the seconds the two snapshots actually span (`covered_seconds`),
 never by the N that was asked for, so a window that is shorter than asked
 (the run is younger than N, or snapshots jittered) still gives true rates.
@@ -33,7 +33,8 @@ The document:
 - profile: value, samples and rate for the whole profile, and per frame
   value, samples, share (of the profile's window value), rate and mean
   (value per sample), largest first; frames idle in the window are left
-  out (frames_idle counts them), at most MAX_FRAMES are listed.
+  out (frames_idle counts them), at most MAX_FRAMES are listed; a kernel
+  frame also has display_name and category (graphsignal.naming).
 
 null still means "not measured"; 0 means "measured, nothing happened".
 A series first seen inside the window (`new_in_window`) is counted from
@@ -41,17 +42,16 @@ zero, exact for everything the sidecar accumulates itself (rings, probes);
 a total imported from elsewhere (an engine's or driver's counter first
 read inside the window) then includes what happened before it was read.
 """
-from graphsignal.sidecar.series import GAUGE
-from graphsignal.sidecar import store as _store
-from graphsignal.sidecar.store import NS
+from graphsignal import naming, windowmath
+from graphsignal.windowmath import GAUGE, NS, PROFILE
 
 __all__ = ["window_stats", "window_of", "pick"]
 
 
 def pick(history, seconds):
-    """graphsignal.sidecar.store.pick (the one rule for "the last N seconds") over
-    a sequence of (ts_ns, snapshot) pairs."""
-    return _store.pick([ts for ts, _ in history], seconds)
+    """graphsignal.windowmath.pick (the one rule for "the last N seconds")
+    over a sequence of (ts_ns, snapshot) pairs."""
+    return windowmath.pick([ts for ts, _ in history], seconds)
 
 
 def window_stats(store, seconds):
@@ -82,11 +82,12 @@ def window_of(snap, seconds):
         view = current.get(key)
         if view is None:
             continue  # removed since the snapshot
-        kind = history.kind(key)
         prev, cur = start.get(key), end[key]
         runs = history.runs(key, si, ei) if view.type == GAUGE else ()
         vmin, vmax = view.kind.bounds(view.state)
-        stats = kind.window(prev, cur, covered, runs=runs, vmin=vmin, vmax=vmax, name=view.name)
+        stats = windowmath.window(view.type, prev, cur, covered, runs, vmin, vmax)
+        if view.type == PROFILE:
+            naming.annotate(view.name, stats["frames"])
         out.append({"name": view.name, "type": view.type, "tags": dict(view.tags), "new_in_window": key not in start,
                     "stats": stats})
     doc = {"seconds": seconds, "start_ns": start_ns, "end_ns": end_ns, "covered_seconds": round(covered, 6),

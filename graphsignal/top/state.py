@@ -9,7 +9,7 @@ the network, the demangler or the payload's size.
 import collections
 import time
 
-from graphsignal import kernel_names
+from graphsignal import naming
 
 KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
 TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
@@ -222,7 +222,7 @@ class TopState:
     def __init__(self, endpoint="", window=5, names=None, clock=time.time):
         self.endpoint = endpoint
         self.window_seconds = window
-        self.names = names or kernel_names.NAMES
+        self.names = names or naming.NAMES
         self.clock = clock
         self.util_hist = {}  # gpu key -> deque of utilization %
         self.tokens_hist = collections.deque(maxlen=HISTORY)
@@ -474,7 +474,7 @@ def _table(kind, by_name, by_key, w_by_key, names):
                     if wc is not None and _stat(wc, "delta") is not None:
                         row.window_bytes = (row.window_bytes or 0) + _stat(wc, "delta")
     if kind == KERNELS and rows:
-        # the same names the payload carries (graphsignal.kernel_names);
+        # the same names the payload carries (graphsignal.naming);
         # the sidecar's own labels win where it sent them
         for r, n in zip(rows.values(), names.describe_all([r.name for r in rows.values()])):
             r.short, r.category = labels.get(r.key) or (n.display_name, n.category)

@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine_e2e import Load, Mode, Server, SignalsPoller, completion, free_port, percentile  # noqa: E402
 from graphsignal.sources.prometheus import parse_exposition  # noqa: E402
-from graphsignal import kernel_names  # noqa: E402
+from graphsignal.naming import kernels as kernel_names  # noqa: E402
 
 SERVER = os.environ.get("GRAPHSIGNAL_TEST_LLAMA_SERVER")
 GGUF = os.environ.get("GRAPHSIGNAL_TEST_GGUF")

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from graphsignal import kernel_names as kn
-from graphsignal.top.taxonomy import CATEGORIES, category
+from graphsignal.naming import kernels as kn
+from graphsignal.naming.taxonomy import CATEGORIES, category
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 CORPUS = os.path.join(HERE, "data", "kernel_symbols.txt")

@@ -121,13 +121,13 @@ def test_endpoints_and_payload_keys_exist():
     for key in ("seconds", "start_ns", "end_ns", "covered_seconds", "partial", "metrics"):
         assert key in doc["window"]
     # the window keys are written by the series types' window maths
-    from graphsignal.sidecar import series as series_mod
+    from graphsignal import windowmath as series_mod
 
     windows_src = open(series_mod.__file__).read()
     for key in ("delta", "rate", "share", "mean", "samples"):
         assert '"%s"' % key in windows_src
     # kernel frames' names, and graphsignal-diff's document
-    from graphsignal import kernel_names
+    from graphsignal.naming import kernels as kernel_names
 
     frames = kernel_names.annotate("cuda_kernels_nanoseconds", [{"name": "_Z3fooi", "value": 1, "samples": 1}])
     assert {"display_name", "category"} <= set(frames[0])

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from graphsignal import kernel_names
+from graphsignal.naming import kernels as kernel_names
 
 # symbol -> (category, short name, demangled as c++filt prints it)
 GGML = {

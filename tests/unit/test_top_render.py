@@ -12,7 +12,7 @@ from graphsignal.cli import top as cli
 from graphsignal.top import screen
 from graphsignal.top.render import UI, line_text, render, sparkline, to_text, Glyphs
 from graphsignal.top.state import TopState, engine_view
-from graphsignal import kernel_names
+from graphsignal.naming import kernels as kernel_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REFERENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "reference", "signals-example.json")

@@ -1,6 +1,6 @@
 """Kernel taxonomy: what kind of work a GPU kernel does, from its
-(demangled) name. graphsignal.kernel_names demangles, shortens and calls
-category() for the payload and for graphsignal-top alike.
+(demangled) name. graphsignal.naming.kernels demangles, shortens and
+calls category() for the payload and for graphsignal-top alike.
 
 Rules are ordered regular expressions over the lower-cased demangled
 name, template arguments included (they often carry the operation: a
@@ -75,7 +75,7 @@ _RULES = [
 _COMPILED = [(cat, re.compile(rx)) for cat, rx in _RULES]
 
 
-def category(text):
+def category(text: str) -> str:
     """The category of a (demangled) kernel name."""
     t = text.lower()
     for cat, rx in _COMPILED:

@@ -11,7 +11,7 @@ carries:
                  `vectorized_elementwise_kernel<FillFunctor>`,
                  `mul_mat_vec_q<q4_K>`); plain C names (cuBLAS, NCCL,
                  Triton) as they are
-  category       what kind of work it is (graphsignal.top.taxonomy)
+  category       what kind of work it is (graphsignal.naming.taxonomy)
 
 Demangling goes through libstdc++'s own `abi::__cxa_demangle` (ctypes,
 a few microseconds a symbol); where libstdc++ cannot be loaded, binutils'
@@ -19,16 +19,16 @@ c++filt (one process per batch of new symbols); where neither exists, the
 raw symbol. Results are cached per symbol, a bounded number of them, so
 the payload's hot path is a dictionary lookup.
 """
-import collections
 import ctypes
 import ctypes.util
 import re
 import shutil
 import subprocess
 import threading
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 from graphsignal.report import Reporter
-from graphsignal.top.taxonomy import category as _category
+from graphsignal.naming.taxonomy import category as _category
 
 # Profiles whose frames are kernel symbols (the ROCm library names HIP
 # kernels the same way).
@@ -47,8 +47,9 @@ class _CxaDemangle:
     """abi::__cxa_demangle through ctypes; `ok` is False where libstdc++
     cannot be loaded."""
 
-    def __init__(self):
-        self.fn = self.free = None
+    def __init__(self) -> None:
+        self.fn: Any = None
+        self.free: Any = None
         try:
             try:
                 lib = ctypes.CDLL("libstdc++.so.6")
@@ -68,10 +69,10 @@ class _CxaDemangle:
         self.fn, self.free = fn, free
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.fn is not None
 
-    def __call__(self, symbol):
+    def __call__(self, symbol: str) -> Optional[str]:
         """The demangled text, or None when the symbol is not a valid
         mangled name."""
         status = ctypes.c_int(0)
@@ -90,11 +91,11 @@ class _CxaDemangle:
             self.free(p)
 
 
-_CXA = None
+_CXA: Optional[_CxaDemangle] = None
 _CXA_LOCK = threading.Lock()
 
 
-def _cxa():
+def _cxa() -> _CxaDemangle:
     global _CXA
     with _CXA_LOCK:
         if _CXA is None:
@@ -109,14 +110,14 @@ class Demangler:
     `cxxfilt`: path of c++filt, "auto" to look it up on PATH, None for none.
     Not cached: Names caches what it describes."""
 
-    def __init__(self, cxa=True, cxxfilt="auto", timeout=5.0):
-        self.cxa = _cxa() if cxa else None
+    def __init__(self, cxa: bool = True, cxxfilt: Optional[str] = "auto", timeout: float = 5.0) -> None:
+        self.cxa: Optional[_CxaDemangle] = _cxa() if cxa else None
         if self.cxa is not None and not self.cxa.ok:
             self.cxa = None
-        self.cxxfilt = shutil.which("c++filt") if cxxfilt == "auto" else cxxfilt
+        self.cxxfilt: Optional[str] = shutil.which("c++filt") if cxxfilt == "auto" else cxxfilt
         self.timeout = timeout
 
-    def demangle_all(self, symbols):
+    def demangle_all(self, symbols: Iterable[Any]) -> List[Any]:
         """The demangled name of each symbol, or the symbol itself."""
         out = list(symbols)
         rest = []  # indices that libstdc++ did not answer
@@ -134,13 +135,14 @@ class Demangler:
                     out[i] = d
         return out
 
-    def demangle(self, symbol):
+    def demangle(self, symbol: str) -> Any:
         return self.demangle_all([symbol])[0]
 
-    def _cxxfilt(self, symbols):
-        out = []
+    def _cxxfilt(self, symbols: Sequence[str]) -> List[Optional[str]]:
+        out: List[Optional[str]] = []
         # chunks keep each command line well under the kernel's argv limit
-        chunk, size = [], 0
+        chunk: List[str] = []
+        size = 0
         for s in symbols:
             if chunk and size + len(s) > 100_000:
                 out.extend(self._run(chunk))
@@ -151,7 +153,8 @@ class Demangler:
             out.extend(self._run(chunk))
         return out
 
-    def _run(self, chunk):
+    def _run(self, chunk: List[str]) -> List[Optional[str]]:
+        assert self.cxxfilt is not None  # the caller checks
         try:
             r = subprocess.run([self.cxxfilt, "--"] + chunk, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                stdin=subprocess.DEVNULL, timeout=self.timeout, check=False)
@@ -214,45 +217,48 @@ _TOKENS = re.compile(r"[<({]|[>)}]|::|,| ")
 _OPEN, _CLOSE = "<({", ">)}"
 
 
-def _find_top(s, token):
-    """Index of `token` (one of `<`, `(`, `::`, `,`, ` ` or `::{lambda`)
-    at nesting depth 0 (outside <>, () and {}), or -1."""
+def _top_tokens(s: str) -> "Iterator[re.Match[str]]":
+    """The tokens of s at nesting depth 0 (outside <>, () and {}; a
+    bracket that opens there is one)."""
     depth = 0
-    lam = token == "::{lambda"
-    want = "::" if lam else token
     for m in _TOKENS.finditer(s):
         c = m.group()
-        if depth == 0 and c == want and (not lam or s.startswith(token, m.start())):
-            return m.start()
+        if depth == 0:
+            yield m
         if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
+
+
+def _find_top(s: str, token: str) -> int:
+    """Index of `token` (one of `<`, `(`, `::`, `,`, ` ` or `::{lambda`)
+    at nesting depth 0 (outside <>, () and {}), or -1."""
+    lam = token == "::{lambda"
+    want = "::" if lam else token
+    for m in _top_tokens(s):
+        if m.group() == want and (not lam or s.startswith(token, m.start())):
+            return m.start()
     return -1
 
 
-def _split_top(s, sep=","):
+def _split_top(s: str, sep: str = ",") -> List[str]:
     """Splits s at top-level `sep` (`,` or `::`, outside <>, () and {})."""
-    out, depth, last = [], 0, 0
-    for m in _TOKENS.finditer(s):
-        c = m.group()
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif c == sep and depth == 0:
+    out, last = [], 0
+    for m in _top_tokens(s):
+        if m.group() == sep:
             out.append(s[last:m.start()].strip())
             last = m.end()
     out.append(s[last:].strip())
     return [x for x in out if x]
 
 
-def _clean(d):
+def _clean(d: str) -> str:
     d = d.replace("(anonymous namespace)::", "")
     return _INTERNAL_NS.sub("", d)
 
 
-def split_function(d):
+def split_function(d: str) -> Tuple[str, Optional[str]]:
     """'ret ns::name<args>(params) const' -> ('ns::name', 'args' or None)."""
     d = _clean(d)
     # `operator()` and `operator<` hold parentheses and brackets of their own
@@ -261,14 +267,9 @@ def split_function(d):
     if p > 0:
         head = d[:p]
     # drop a return type: the last top-level space separates it
-    depth, cut = 0, -1
-    for m in _TOKENS.finditer(head):
-        c = m.group()
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif c == " " and depth == 0:
+    cut = -1
+    for m in _top_tokens(head):
+        if m.group() == " ":
             cut = m.start()
     if cut >= 0:
         head = head[cut + 1:]
@@ -278,11 +279,11 @@ def split_function(d):
     return head[:lt], head[lt + 1:head.rfind(">")]
 
 
-def _components(qname):
+def _components(qname: str) -> List[str]:
     return _split_top(qname, "::")
 
 
-def _func_name(qname):
+def _func_name(qname: str) -> Optional[str]:
     """The name a qualified name is known by: its last component, or for
     a call operator or a lambda, the class or function that owns it."""
     parts = _components(qname)
@@ -295,7 +296,7 @@ def _func_name(qname):
     return last[:lt] if lt > 0 else last
 
 
-def _literal(arg):
+def _literal(arg: str) -> Tuple[bool, Optional[str]]:
     """(is a literal, its telling name or None): `(ggml_type)12` is q4_K."""
     m = _LITERAL.match(arg)
     if not m:
@@ -305,7 +306,7 @@ def _literal(arg):
     return True, None
 
 
-def _arg_name(arg, depth=0):
+def _arg_name(arg: str, depth: int = 0) -> Optional[str]:
     """A template argument reduced to the word that says what it is, or
     None when it says nothing (a number, a pointer, a layout, a policy)."""
     arg = _clean(arg.strip())
@@ -346,19 +347,19 @@ def _arg_name(arg, depth=0):
         return None
     lt = _find_top(last, "<")
     if name in _WRAPPERS and lt > 0 and depth < 4:
-        inner = _best_arg(last[lt + 1:last.rfind(">")], depth + 1, scalars=False)
-        if inner:
-            return inner
+        best = _best_arg(last[lt + 1:last.rfind(">")], depth + 1, scalars=False)
+        if best:
+            return best
     return name.lstrip("_") or None
 
 
-def _bare(component):
+def _bare(component: str) -> str:
     """A name component without its template arguments."""
     lt = _find_top(component, "<")
     return component[:lt] if lt > 0 else component
 
 
-def _best_arg(targs, depth=0, scalars=True):
+def _best_arg(targs: str, depth: int = 0, scalars: bool = True) -> Optional[str]:
     """The most telling template argument: the first that is neither a
     literal nor a scalar type; else (at the top) the first scalar type,
     since a dtype is still worth seeing."""
@@ -374,11 +375,11 @@ def _best_arg(targs, depth=0, scalars=True):
     return first_scalar if scalars else None
 
 
-def _clip(name, limit):
+def _clip(name: str, limit: int) -> str:
     return name if len(name) <= limit else name[:limit - 1] + "\u2026"
 
 
-def short_name(demangled, limit=DISPLAY_LIMIT):
+def short_name(demangled: Optional[str], limit: int = DISPLAY_LIMIT) -> str:
     """A readable name for a demangled kernel name (see the module doc):
     at most `limit` characters; a plain C name is kept whole (up to
     PLAIN_LIMIT), a mangled one that could not be read is cut at `limit`."""
@@ -401,28 +402,31 @@ def short_name(demangled, limit=DISPLAY_LIMIT):
 _say = Reporter(max_keys=100)
 
 
-def _say_once(msg):
+def _say_once(msg: str) -> None:
     _say.once(msg, msg, entry=False)
 
 
-Name = collections.namedtuple("Name", "display_name category demangled")
+class Name(NamedTuple):
+    display_name: str
+    category: str
+    demangled: str
 
 
 class Names:
     """Describes kernel symbols, cached per symbol (at most `size`, the
     oldest forgotten first); safe to share between threads."""
 
-    def __init__(self, demangler=None, size=CACHE_SIZE):
+    def __init__(self, demangler: Optional[Demangler] = None, size: int = CACHE_SIZE) -> None:
         self.demangler = demangler
         self.size = size
-        self.cache = {}  # insertion-ordered: the first key is the oldest
+        self.cache: Dict[str, Name] = {}  # insertion-ordered: the first key is the oldest
         self.lock = threading.Lock()
 
-    def describe_all(self, symbols):
+    def describe_all(self, symbols: Iterable[str]) -> "List[Name]":
         """[Name] for each symbol."""
         symbols = list(symbols)
         get = self.cache.get
-        out = [get(s) for s in symbols]  # dict reads need no lock under the GIL
+        out: List[Optional[Name]] = [get(s) for s in symbols]  # dict reads need no lock under the GIL
         missing = [i for i, n in enumerate(out) if n is None]
         if missing:
             if self.demangler is None:
@@ -444,21 +448,21 @@ class Names:
                     del self.cache[next(iter(self.cache))]
             for i in missing:
                 out[i] = made[symbols[i]]
-        return out
+        return cast(List[Name], out)
 
-    def describe(self, symbol):
+    def describe(self, symbol: str) -> "Name":
         return self.describe_all([symbol])[0]
 
 
 NAMES = Names()  # the process's cache: the payload and graphsignal-top share it
 
 
-def describe(symbol):
+def describe(symbol: str) -> "Name":
     """Name(display_name, category, demangled) of one kernel symbol."""
     return NAMES.describe(symbol)
 
 
-def annotate(metric, frames):
+def annotate(metric: Optional[str], frames: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Adds `display_name` and `category` to the frame dicts of a kernel
     profile (in place; other profiles are left alone). Returns frames."""
     if metric not in KERNEL_PROFILES or not frames:
