@@ -129,6 +129,9 @@ def main(argv=None) -> int:
     if cfg.print_config:
         import os
 
+        from graphsignal import envcheck
+
+        envcheck.sanitize(dict(os.environ))  # a bad number gets its line here too, as a run would say it
         sys.stdout.write(config.print_config(config.resolve(cfg, os.environ), os.environ))
         return 0
     if cfg.check:

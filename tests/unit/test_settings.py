@@ -159,3 +159,14 @@ def test_the_sidecar_and_the_sources_read_options_from_settings_never_the_enviro
                     if n:
                         found[rel] = n
     assert found == allowed
+
+
+def test_print_config_says_a_refused_value_once_as_a_run_would():
+    env = dict(os.environ, GRAPHSIGNAL_LINGER="soon", GRAPHSIGNAL_CUPTI_FLUSH_MS="fast")
+    out = subprocess.run([sys.executable, "-m", "graphsignal.cli.run", "--print-config"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert out.stderr.count("GRAPHSIGNAL_LINGER='soon'") == 1 and out.stderr.count("GRAPHSIGNAL_CUPTI_FLUSH_MS") == 1
+    rows = {ln.split()[0]: ln for ln in out.stdout.splitlines()}
+    assert rows["linger"].split()[1:] == ["0.0", "default"]
+    assert rows["GRAPHSIGNAL_CUPTI_FLUSH_MS"].endswith("default")
