@@ -178,7 +178,7 @@ class _Row:
 
 
 def series_key(s):
-    return s["name"], s["type"], orjson.dumps(s["tags"])
+    return s["name"], s["type"], dumps(s["tags"])
 
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # orjson's integers

@@ -55,9 +55,24 @@ _JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
+def _text_safe(text: str) -> str:
+    """text that UTF-8 can carry: the lone surrogates that stand for bytes
+    that were not UTF-8 (a command line, a path) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _json_safe(obj: Any) -> Any:
     """obj with every int outside orjson's 64-bit range as a float (inf,
-    which JSON lacks, as None)."""
+    which JSON lacks, as None), and every string UTF-8 can carry."""
+    if isinstance(obj, str):
+        return _text_safe(obj)
     if isinstance(obj, int) and not isinstance(obj, bool):
         if _INT_MIN <= obj <= _INT_MAX:
             return obj
@@ -66,7 +81,7 @@ def _json_safe(obj: Any) -> Any:
         except OverflowError:
             return None
     if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
+        return {_text_safe(k) if isinstance(k, str) else k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
     if isinstance(obj, np.ndarray) and obj.dtype == object:
@@ -75,8 +90,9 @@ def _json_safe(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
-    """orjson.dumps that never fails on a number: integers beyond 64 bits
-    become floats (see graphsignal.sidecar.store's module doc)."""
+    """orjson.dumps that never fails on a number or a string: integers
+    beyond 64 bits become floats (see graphsignal.sidecar.store's module
+    doc), bytes that were not UTF-8 U+FFFD."""
     try:
         return orjson.dumps(obj, option=_JSON_OPT)
     except orjson.JSONEncodeError:
@@ -138,7 +154,7 @@ class Series:
         self._changed = True  # since the last history snapshot
         self._stale: "Optional[Set[Series]]" = None
         # '{"name":..,"type":..,"tags":{..}' never changes: serialize it once
-        self._head = orjson.dumps({"name": name, "type": self.type, "tags": self.tags})[:-1]
+        self._head = dumps({"name": name, "type": self.type, "tags": self.tags})[:-1]
 
     def bind(self, stale: "Set[Series]", created: int) -> None:
         """Joins a store: touch() adds the series to `stale` (the store's

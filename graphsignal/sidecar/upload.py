@@ -40,12 +40,12 @@ import re
 import threading
 import time
 
-import orjson
 import requests
 
 from graphsignal import __version__, config, jsonsafe
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api
+from graphsignal.sidecar.series import dumps
 from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
 
 logger = logging.getLogger("graphsignal")
@@ -82,11 +82,11 @@ def backoff(failures):
 
 
 def _error_key(e):
-    return orjson.dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"), e.get("tags")))
+    return dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"), e.get("tags")))
 
 
 def _resources_fingerprint(resources):
-    return orjson.dumps([{k: v for k, v in r.items() if k != "last_seen_ts"} for r in resources])
+    return dumps([{k: v for k, v in r.items() if k != "last_seen_ts"} for r in resources])
 
 
 class Uploader:
@@ -171,10 +171,10 @@ class Uploader:
         res_fp = _resources_fingerprint(snap.get("resources") or [])
         if res_fp != self._acked_resources:
             head["resources"] = snap.get("resources") or []
-        engine_fp = orjson.dumps(snap.get("engine"))
+        engine_fp = dumps(snap.get("engine"))
         if engine_fp != self._acked_engine:
             head["engine"] = snap.get("engine")
-        body = orjson.dumps(head)[:-1] + b',"metrics":[' + b",".join(changed) + b"]}"
+        body = dumps(head)[:-1] + b',"metrics":[' + b",".join(changed) + b"]}"
         return body, (present, errors, res_fp, engine_fp)
 
     def _send(self, body, sent, now, timeout):

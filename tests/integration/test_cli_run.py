@@ -40,6 +40,20 @@ def test_the_final_payload_covers_the_workload_from_its_launch_to_its_end(code, 
     assert_valid(signals)  # the final payload follows the shipped JSON Schema
 
 
+def test_an_argument_that_is_not_utf8_costs_nothing(tmp_path):
+    # the workload gets its bytes; the payload says them as U+FFFD, for the
+    # root process and for a child alike
+    script = tmp_path / "a.py"
+    script.write_text("import subprocess, sys\n"
+                      "print(sys.argv[1].encode('utf-8', 'surrogateescape').hex())\n"
+                      "subprocess.run([sys.executable, '-c', 'import time; time.sleep(1.5)', b'\\xff'])\n")
+    proc, signals = run_wrapped([PY, str(script), os.fsdecode(b"\xfe\xff")])
+    assert proc.returncode == 0 and proc.stdout == b"feff\n", proc.stderr
+    assert signals is not None, proc.stderr
+    lines = [r["attributes"].get("process.command_line", "") for r in signals["resources"] if r["kind"] == "process"]
+    assert any(ln.endswith("a.py \ufffd\ufffd") for ln in lines), lines
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT])
 def test_death_by_signal_is_reraised(sig):
     proc, signals = run_wrapped([PY, "-c", "import os; os.kill(os.getpid(), %d)" % sig])

@@ -94,6 +94,19 @@ def test_a_body_is_gzip_json_with_the_key_and_only_what_changed():
         assert bodies(rec)[-1]["errors"] == []
 
 
+def test_text_that_was_not_utf8_is_uploaded_as_replacement_characters():
+    with Recorder() as rec:
+        s = store_with_data()
+        s.set_resource("process", {"process.pid": "7"}, {"process.command_line": "python a.py \udcff"})
+        s.add_error("error", "bad \udcfe", tags={"process.pid": "7"})
+        up = Uploader(s, "k", rec.base, clock=Clock())
+        assert up.step()
+        (body,) = bodies(rec)
+        assert [r["attributes"]["process.command_line"] for r in body["resources"] if r["kind"] == "process"] == [
+            "python a.py \ufffd"]
+        assert [e["message"] for e in body["errors"]] == ["bad \ufffd"]
+
+
 def test_failures_back_off_and_say_one_line_each_way(caplog):
     state = {"status": 503}
     with Recorder(lambda req: (state["status"], b'{"error": "overloaded"}')) as rec:

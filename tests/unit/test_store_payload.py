@@ -157,3 +157,18 @@ def test_kernel_frames_carry_display_name_and_category_and_keep_the_raw_symbol()
         SGEMM, 90, "Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>", "gemm")
     assert "display_name" not in w["cuda_sync_nanoseconds"]["stats"]["frames"][0] if \
         w["cuda_sync_nanoseconds"]["stats"]["frames"] else True
+
+
+def test_text_that_was_not_utf8_reaches_the_payload_as_replacement_characters():
+    # a command line or a tag with bytes that were not UTF-8 (Python carries
+    # them as lone surrogates) must not cost the whole document
+    from graphsignal.sidecar.payload import build_signals
+
+    s = MetricStore()
+    s.set_resource("process", {"process.pid": "7"}, {"process.command_line": "python3 a.py \udcff\udcfe"})
+    s.add_error("error", "bad \udcff line", tags={"source": "console"})
+    s.add_counter("c_total", {"path": "/tmp/\udcff"}, 1)
+    doc = orjson.loads(build_signals(s))
+    assert doc["resources"][0]["attributes"]["process.command_line"] == "python3 a.py \ufffd\ufffd"
+    assert doc["errors"][0]["message"] == "bad \ufffd line"
+    assert [m["tags"] for m in doc["metrics"] if m["name"] == "c_total"] == [{"path": "/tmp/\ufffd"}]
