@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 
+from graphsignal.textsafe import clean
 from graphsignal.top.client import SnapshotThread, fetch
 from graphsignal.top.render import UI, render, to_text
 from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TopState
@@ -48,7 +49,12 @@ def run_once(cfg, out=None, environ=None):
                    unicode=_unicode_ok(getattr(out, "encoding", None)))
     out.write(to_text(lines, colors_wanted(cfg, environ, tty)))
     out.flush()
-    return 0 if payload is not None else 1
+    if payload is None:
+        # the page says it too; a script that keeps only stdout, or only
+        # stderr, learns why the exit status is 1
+        sys.stderr.write("graphsignal-top: %s:%d: %s\n" % (clean(cfg.host), cfg.port, clean(error or "no payload")))
+        return 1
+    return 0
 
 
 # -- the interactive screen ----------------------------------------------------------------

@@ -60,9 +60,11 @@ def test_once_other_tables(sidecar, table, expect):
 
 def test_once_against_nothing_says_unreachable_and_fails():
     port = free_port()
-    rc, out, _ = once(port)
+    rc, out, err = once(port)
     assert rc == 1
     assert "127.0.0.1:%d unreachable" % port in out and "connection refused" in out
+    # and one line on stderr, for scripts that read only that
+    assert err.count("\n") == 1 and err.startswith("graphsignal-top: 127.0.0.1:%d: " % port) and "refused" in err
     assert "no CUDA kernel profile" in out  # the page still has its shape
 
 
@@ -102,7 +104,9 @@ def test_once_against_a_hostile_endpoint_says_why_in_one_line_and_fails(mode, ne
         r = subprocess.run(GS_TOP + ["--once", "--port", str(srv.port)] + args, capture_output=True, timeout=120)
         assert srv.requests >= 1
     assert r.returncode == 1
-    assert r.stderr == b""  # no traceback: the page says what is wrong
+    # no traceback: the page says what is wrong, and one line on stderr the same
+    err = assert_clean(r.stderr)
+    assert err.count("\n") == 1 and err.startswith("graphsignal-top: 127.0.0.1:%d: " % srv.port) and needle in err
     out = assert_clean(r.stdout)
     said = [ln for ln in out.splitlines(True) if "127.0.0.1:%d unreachable: " % srv.port in ln]
     assert len(said) == 1 and needle in said[0], out
