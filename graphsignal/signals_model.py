@@ -1,7 +1,7 @@
 """The /signals document's shape and the store snapshot it is rendered from.
 
-The TypedDicts below are the payload as readers see it (SPEC.md is the
-contract; units are in the names). graphsignal.signals_schema turns them
+The TypedDicts below are the payload as readers see it (SKILL.md
+describes it for agents; units are in the names). graphsignal.signals_schema turns them
 into the JSON Schema shipped with the package
 (graphsignal/schema/signals.schema.json): a change here is a change of
 the payload.

@@ -1,4 +1,4 @@
-"""probe_cuda.h without a GPU: SPEC.md's in-kernel example and the GPU test
+"""probe_cuda.h without a GPU: the documented in-kernel example and the GPU test
 program compile with nvcc; the device-side bins are the sidecar's bins."""
 import os
 import shutil

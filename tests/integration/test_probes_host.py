@@ -1,6 +1,6 @@
 """probe.h from C and C++ programs (compiled with only -I include) under
 graphsignal-run: exact counts, sums, minima, maxima and frames in /signals;
-SPEC.md's examples; inert mode; forked children; Python probes."""
+the documented examples; inert mode; forked children; Python probes."""
 import os
 import subprocess
 import sys
