@@ -71,7 +71,7 @@ def parser():
                    help="compare the totals since start even when both payloads have a window")
     p.add_argument("--timeout", type=_seconds, default=DEADLINE, metavar="SECONDS",
                    help="seconds a URL has to send its whole payload (default: %(default)g)")
-    p.add_argument("--version", action="version", version="graphsignal-diff " + __version__)
+    p.add_argument("-V", "--version", action="version", version="graphsignal-diff " + __version__)
     return p
 
 

@@ -22,7 +22,7 @@ GET /api/v1/instances and GET /api/v1/signals?instance_id=ID[&window=N].
 
 options:
   -h, --help              show this help and exit
-  --version               print the version and exit
+  -V, --version           print the version and exit
   --host HOST             address to listen on (default: 127.0.0.1)
   --port PORT             port to listen on (default: 18260)
   --db PATH               SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db,
@@ -120,7 +120,7 @@ def parse_args(argv, environ):
             vals["show_help"] = True
             i += 1
             continue
-        if arg == "--version":
+        if arg in ("-V", "--version"):
             vals["show_version"] = True
             i += 1
             continue

@@ -170,3 +170,11 @@ def test_print_config_says_a_refused_value_once_as_a_run_would():
     rows = {ln.split()[0]: ln for ln in out.stdout.splitlines()}
     assert rows["linger"].split()[1:] == ["0.0", "default"]
     assert rows["GRAPHSIGNAL_CUPTI_FLUSH_MS"].endswith("default")
+
+
+@pytest.mark.parametrize("cli", ["run", "top", "diff", "server"])
+def test_every_command_says_its_version_with_dash_v(cli):
+    for flag in ("-V", "--version"):
+        out = subprocess.run([sys.executable, "-m", "graphsignal.cli." + cli, flag], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0 and out.stdout.startswith("graphsignal") and out.stderr == "", (cli, flag, out)
