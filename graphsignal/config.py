@@ -16,6 +16,7 @@ starts.
 """
 import logging
 import os
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -89,9 +90,10 @@ class PortRange:
         text = raw.strip()
         if not (text.isascii() and text.isdigit()):
             raise ValueError("expects a port number, got %r" % raw)
-        port = int(text)
+        port = int(text) if len(text) <= 6 else self.high + 1  # (int() refuses thousands of digits)
         if not self.low <= port <= self.high:
-            raise ValueError("expects %s, between %d and %d, got %d" % (self.what, self.low, self.high, port))
+            raise ValueError("expects %s, between %d and %d, got %s" % (self.what, self.low, self.high,
+                                                                         text if len(text) <= 12 else text[:12] + "..."))
         return port
 
 
@@ -147,6 +149,39 @@ def top_frames(environ: Mapping[str, str]) -> Tuple[int, str]:
     logger.warning("graphsignal: %s=%r is not a number of frames between 1 and %d; using %d", METRICS_TOP_FRAMES_ENV,
                    raw, MAX_TOP_FRAMES, DEFAULT_TOP_FRAMES)
     return DEFAULT_TOP_FRAMES, DEFAULT
+
+
+MAX_TOKEN = 1024  # characters of GRAPHSIGNAL_SIGNALS_TOKEN (an HTTP header must carry it)
+
+
+def printable(text: str) -> str:
+    """text safe to print anywhere: bytes that were not UTF-8 as \\xNN,
+    control characters as \\xNN."""
+    from graphsignal.textsafe import clean
+
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return clean(text)
+
+
+def shown_url(url: str) -> str:
+    """A URL as it may be logged, stored or printed: credentials in it
+    (user:password@, a query string) replaced by ***."""
+    url = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1***@", url)
+    return re.sub(r"[?#].*$", "?***", url, flags=re.S)
+
+
+def token_problem(token: Optional[str]) -> Optional[str]:
+    """Why GRAPHSIGNAL_SIGNALS_TOKEN cannot be used (None: it can, or it is
+    not set): the endpoint and its clients (graphsignal-top, -diff) send it
+    in an Authorization header, so it is printable ASCII without spaces."""
+    if not token:
+        return None
+    if len(token) > MAX_TOKEN or not (token.isascii() and token.isprintable()) or " " in token:
+        return "%s must be printable ASCII without spaces, at most %d characters" % (SIGNALS_TOKEN_ENV, MAX_TOKEN)
+    return None
 
 
 def linger_seconds(raw: Optional[str]) -> float:
@@ -281,9 +316,11 @@ class Settings:
             kw[f.name] = _typed(f.name, d[f.name])
         return cls(**kw)
 
-    def describe(self) -> List[Tuple[str, str, str]]:
+    def describe(self, refused: Optional[Mapping[str, str]] = None) -> List[Tuple[str, str, str]]:
         """(setting, value as shown, where it came from) for every setting;
-        secrets show only whether they are set."""
+        secrets show only whether they are set, a URL no credentials, and
+        every value is printable (control characters and bytes that are not
+        UTF-8 escaped)."""
         rows = []
         for f in fields(self):
             if f.name == "origins":
@@ -291,6 +328,11 @@ class Settings:
             v = getattr(self, f.name)
             if f.name in SECRET:
                 shown = "(set, not shown)" if v else "(not set)"
+                why = token_problem(v) if f.name == "signals_token" else None
+                if why:
+                    shown = "(set, refused: %s)" % why
+            elif f.name == "api_base" and v:
+                shown = shown_url(v)
             elif f.name == "command":
                 shown = " ".join(v) if v else "(none)"
             elif f.name == "visible_devices":
@@ -300,7 +342,9 @@ class Settings:
                          "api_base": DEFAULT_API_BASE}.get(f.name, "(none)")
             else:
                 shown = str(v)
-            rows.append((f.name, shown, self.origin(f.name)))
+            if refused and f.name in refused:
+                shown = "%s (refused: %s; not used)" % (shown, refused[f.name])
+            rows.append((f.name, printable(shown), self.origin(f.name)))
         return rows
 
 
@@ -383,29 +427,33 @@ def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Set
     return resolve(Flags(command=tuple(command)), environ)
 
 
-def _log_level(environ: Mapping[str, str]) -> Tuple[str, str]:
+def _log_level(environ: Mapping[str, str], warn: bool = True) -> Tuple[str, str]:
     raw = (environ.get(LOG_LEVEL_ENV) or "").strip().upper()
     if not raw:
         return DEFAULT_LOG_LEVEL, DEFAULT
     if isinstance(logging.getLevelName(raw), int):
         return raw, ENVIRONMENT
+    if warn:
+        logger.warning("graphsignal: %s=%r is not a log level (debug, info, warning, error); using %s", LOG_LEVEL_ENV,
+                       environ.get(LOG_LEVEL_ENV), DEFAULT_LOG_LEVEL.lower())
     return DEFAULT_LOG_LEVEL, DEFAULT
 
 
 def log_level_of(environ: Mapping[str, str]) -> int:
     """GRAPHSIGNAL_LOG_LEVEL as a logging level (WARNING when unset or not
     a level's name), for the moment before Settings exist."""
-    level = logging.getLevelName(_log_level(environ)[0])
+    level = logging.getLevelName(_log_level(environ, warn=False)[0])
     return level if isinstance(level, int) else logging.WARNING
 
 
-def print_config(s: Settings, environ: Mapping[str, str]) -> str:
+def print_config(s: Settings, environ: Mapping[str, str], refused: Optional[Mapping[str, str]] = None) -> str:
     """--print-config's text: every setting, its value and where it came
-    from, then the numeric variables the workload's writers read (checked
-    as graphsignal-run checks them: a bad value is dropped)."""
+    from (refused: setting -> why a run will not use its value), then the
+    numeric variables the workload's writers read (checked as
+    graphsignal-run checks them: a bad value is dropped)."""
     from graphsignal import envcheck
 
-    rows = [("setting", "value", "from")] + s.describe()
+    rows = [("setting", "value", "from")] + s.describe(refused)
     for name, (_, _, _, unit, default) in envcheck.NUMERIC.items():
         if name == LINGER_ENV:
             continue  # the linger setting above

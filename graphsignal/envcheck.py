@@ -45,7 +45,7 @@ def parse(name: str, raw: str) -> Tuple[Optional[Union[int, float]], Optional[st
         if kind is int:
             if text.isascii() and text.isdigit():
                 value = int(text)
-        else:
+        elif text.isascii() and "_" not in text:  # float() also reads other scripts' digits and 1_0
             v = float(text)
             if math.isfinite(v):
                 value = v

@@ -161,6 +161,9 @@ def get(url, timeout, deadline, max_bytes=MAX_BYTES, token=_FROM_ENV):
     never sent on to where a redirect points."""
     if token is _FROM_ENV:
         token = os.environ.get(config.SIGNALS_TOKEN_ENV) or None
+    why = config.token_problem(token)
+    if why:
+        raise FetchError(why)
     d = _Deadline(deadline)
     try:
         req = urllib.request.Request(url, headers={"Accept": "application/json"})

@@ -9,15 +9,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all C0/C1 controls bu
 _CONTROL_NL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # the same, \t and \n included
 
 
-def _esc(m):
+def _esc(m: "re.Match[str]") -> str:
     return "\\x%02x" % ord(m.group(0))
 
 
-def clean(text, multiline=False):
+def clean(text: object, multiline: bool = False) -> str:
     """text with control characters escaped; multiline keeps \\n and \\t."""
-    if not isinstance(text, str):
-        text = str(text)
-    return (_CONTROL if multiline else _CONTROL_NL).sub(_esc, text)
+    return (_CONTROL if multiline else _CONTROL_NL).sub(_esc, text if isinstance(text, str) else str(text))
 
 
 class SafeFormatter(logging.Formatter):

@@ -118,6 +118,29 @@ def parse_args(argv):
     return RunConfig(command=command, **values, **flags)
 
 
+def _as_a_run_sees_it(s):
+    """(Settings with the command line redacted as /signals shows it, {setting:
+    why a run refuses its value}) for --print-config."""
+    import dataclasses
+
+    from graphsignal import safefs
+    from graphsignal.sidecar import api
+    from graphsignal.sources.host import redact_command_line
+
+    refused = {}
+    if s.signals_file:
+        try:
+            safefs.output_target(s.signals_file)
+        except safefs.UnsafePath as e:
+            refused["signals_file"] = str(e)
+    if s.uploads or s.version_check:
+        try:
+            api.api_base(s.api_base)
+        except api.BadBase:
+            refused["api_base"] = "not a usable http(s) URL"
+    return dataclasses.replace(s, command=tuple(redact_command_line(s.command))), refused
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -132,7 +155,8 @@ def main(argv=None) -> int:
         from graphsignal import envcheck
 
         envcheck.sanitize(dict(os.environ))  # a bad number gets its line here too, as a run would say it
-        sys.stdout.write(config.print_config(config.resolve(cfg, os.environ), os.environ))
+        s, refused = _as_a_run_sees_it(config.resolve(cfg, os.environ))
+        sys.stdout.write(config.print_config(s, os.environ, refused))
         return 0
     if cfg.check:
         from graphsignal import doctor

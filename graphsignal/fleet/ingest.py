@@ -19,6 +19,7 @@ MAX_BODY = 8 << 20  # bytes on the wire (gzip)
 MAX_JSON = 64 << 20  # bytes after gunzip
 MAX_METRICS = 50_000  # series per upload
 MAX_FRAMES = 1000  # frames per profile (the sidecar sends at most 250)
+MAX_COUNT = (1 << 63) - 1  # a bin's count: what the window maths hold in int64
 MAX_BINS = 4096  # histogram bins (the sidecar's log-linear layout has 1920)
 MAX_ERRORS = 2000
 MAX_RESOURCES = 10_000
@@ -138,8 +139,8 @@ def _stats(type_, st, where):
             raise BadBody("%s.stats.bins and .counts must be lists of the same length (at most %d)" % (where, MAX_BINS))
         if not all(b is None or type(b) in _NUM for b in bins):
             raise BadBody("%s.stats.bins[] must be numbers or null" % where)
-        if not all(type(c) in _NUM and c >= 0 for c in counts):
-            raise BadBody("%s.stats.counts[] must be numbers >= 0" % where)
+        if not all(type(c) in _NUM and 0 <= c <= MAX_COUNT for c in counts):
+            raise BadBody("%s.stats.counts[] must be numbers from 0 to %d" % (where, MAX_COUNT))
     else:
         frames = st.get("frames")
         if not isinstance(frames, list) or len(frames) > MAX_FRAMES:

@@ -27,9 +27,9 @@ def api_base(given):
         parts = urlsplit(raw)
         parts.port  # noqa: B018 (raises ValueError for a bad port)
     except ValueError as e:
-        raise BadBase("%s=%r is not a URL: %s" % (ENV_API_BASE, raw, e))
+        raise BadBase("%s=%r is not a URL: %s" % (ENV_API_BASE, config.shown_url(raw), config.shown_url(str(e))))
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        raise BadBase("%s=%r is not an http(s) URL like %s" % (ENV_API_BASE, raw, DEFAULT_API_BASE))
+        raise BadBase("%s=%r is not an http(s) URL like %s" % (ENV_API_BASE, config.shown_url(raw), DEFAULT_API_BASE))
     return raw.rstrip("/")
 
 

@@ -261,7 +261,9 @@ class _Planner:
         for n, t in kinds:
             slot = self.families.get(n)
             if slot is None:
-                if any(n + suf in self.taken for suf in _SUFFIXES[t]):
+                # its samples must not be another family's samples, nor
+                # another family's name (OpenMetrics parsers refuse both)
+                if n in self.taken or any(n + suf in self.taken or n + suf in self.families for suf in _SUFFIXES[t]):
                     break
                 doc = "%s (%s%s)" % (name, s["type"], ", in seconds" if div != 1 else "")
                 slot = self.families[n] = [Metric(n, doc, t), [], (name, s["type"])]

@@ -291,6 +291,10 @@ class _Server(Part):
         from graphsignal.sidecar.windows import window_stats
 
         sc, st = self.sc, self.sc.settings
+        why = config.token_problem(st.signals_token)
+        if why:
+            # never served without the token it was asked to require
+            raise ValueError("%s; /signals and /metrics are not served" % why)
         guard = HostGuard(st.listen_host)
         metrics = Exposition.from_settings(sc.store, st, sc._engine_series)
         server = ServerThread(make_app(sc.store, window_stats, guard, metrics, st.signals_token),

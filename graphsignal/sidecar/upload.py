@@ -97,6 +97,7 @@ class Uploader:
         self.store = store
         self.key = key
         self.url = base + INGEST_PATH
+        self.shown_url = config.shown_url(self.url)  # for lines and entries: no credentials
         self.clock = clock
         self.snapshot = snapshot
         self.http = http
@@ -214,7 +215,7 @@ class Uploader:
         self.accepted += 1
         self.store.add_counter(UPLOADS_METRIC, {"result": "accepted"}, 1)
         if self.failures:
-            logger.warning("graphsignal: uploads to %s recovered after %d failed attempts in %.0f s", self.url,
+            logger.warning("graphsignal: uploads to %s recovered after %d failed attempts in %.0f s", self.shown_url,
                            self.failures, max(0.0, now - self.failing_since))
         self.failures = 0
         self.failing_since = None
@@ -227,7 +228,8 @@ class Uploader:
         if self.failures == 1:
             self.failing_since = now
             reason = detail if status is None else "HTTP %d%s" % (status, " (%s)" % detail if detail else "")
-            msg = "uploads to %s are failing: %s; retrying with backoff up to %d s" % (self.url, reason, BACKOFF_MAX)
+            msg = "uploads to %s are failing: %s; retrying with backoff up to %d s" % (self.shown_url, reason,
+                                                                                      BACKOFF_MAX)
             logger.warning("graphsignal: %s", msg)
             self.store.add_error("warning", msg, tags={"source": "upload"})
 

@@ -113,3 +113,21 @@ def test_without_the_variable_no_authorization_is_sent(monkeypatch, value):
     with serving(_ok) as (port, seen):
         httpfetch.get("http://127.0.0.1:%d/" % port, 5, 10)
     assert seen == [None]
+
+
+def test_a_token_no_header_can_carry_is_one_line_and_nothing_is_served_without_it():
+    import os
+    import time
+
+    port = free_port()
+    env = quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning", GRAPHSIGNAL_SIGNALS_TOKEN=os.fsdecode(b"\xff\xfe"))
+    p = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c",
+                                   "import time; time.sleep(2); raise SystemExit(3)"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.2)
+    with pytest.raises(urllib.error.URLError):  # never served without the token it was asked to require
+        urllib.request.urlopen("http://127.0.0.1:%d/signals" % port, timeout=2)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 3 and out == b""
+    lines = [ln for ln in err.decode().splitlines() if "GRAPHSIGNAL_SIGNALS_TOKEN" in ln]
+    assert len(lines) == 1 and "printable ASCII" in lines[0] and "not served" in lines[0]

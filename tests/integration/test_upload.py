@@ -268,3 +268,15 @@ def test_the_encoded_snapshot_is_the_signals_document_cut_in_two():
     assert rest == full
     again = signals_snapshot_encoded(s)[1]
     assert all(a is b for a, b in zip(metrics, again))  # unchanged series: the very same bytes
+
+
+def test_credentials_in_the_api_base_never_reach_a_line_or_an_entry(caplog):
+    from graphsignal.sidecar.payload import build_signals
+
+    s = store_with_data()
+    with caplog.at_level(logging.DEBUG, logger="graphsignal"):
+        up = Uploader(s, "k", "http://user:SECRETPW@127.0.0.1:1", clock=Clock())
+        up.step(timeout=(0.5, 0.5))
+        assert upload.start(s, "k", "ftp://user:SECRETPW@h/?token=SECRETQ") is None
+    said = caplog.text + build_signals(s).decode()
+    assert "127.0.0.1:1" in said and "SECRET" not in said

@@ -238,3 +238,21 @@ def test_cached_render_is_byte_identical_to_one_prometheus_client_call(ops):
             encoder, _ = choose_encoder(accept or "")
             body, _ = exp.render(accept)
             assert body == encoder(exp.collector())
+
+
+def test_a_family_named_as_another_familys_sample_is_left_out_and_counted():
+    # a probe histogram x writes x_count; a probe counter x_count would be a
+    # family of that name: OpenMetrics parsers refuse the page. The page lays
+    # series out by name, so the histogram stays and the counter is left out,
+    # whichever was written first.
+    for first_counter in (False, True):
+        s = MetricStore()
+        if first_counter:
+            s.add_counter("x_count", {}, 1)
+        s.add_histogram_values("x", {}, np.array([3], dtype=np.int64))
+        if not first_counter:
+            s.add_counter("x_count", {}, 1)
+        text = scrape(s, OPENMETRICS).get_data(as_text=True)
+        fams = {f.name: f for f in parse_om(text)}  # raises on a clash
+        assert samples(fams, "graphsignal_metrics_conflicting_series")[0][2] == 1
+        assert "graphsignal_x" in fams and "graphsignal_x_count" not in fams

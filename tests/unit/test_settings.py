@@ -178,3 +178,46 @@ def test_every_command_says_its_version_with_dash_v(cli):
         out = subprocess.run([sys.executable, "-m", "graphsignal.cli." + cli, flag], capture_output=True, text=True,
                              timeout=60)
         assert out.returncode == 0 and out.stdout.startswith("graphsignal") and out.stderr == "", (cli, flag, out)
+
+
+def test_print_config_shows_what_a_run_will_use_and_never_a_secret_or_a_control_byte():
+    env = dict(os.environ, GRAPHSIGNAL_API_BASE="http://user:SECRETPW@127.0.0.1:1/x?token=SECRETQ",
+               GRAPHSIGNAL_API_KEY="k", GRAPHSIGNAL_SIGNALS_FILE="/dev/null", GRAPHSIGNAL_SIGNALS_TOKEN="tökén",
+               PYTHONIOENCODING="utf-8")  # strict, as on an en_US.UTF-8 host
+    argv = [sys.executable, "-m", "graphsignal.cli.run", "--print-config", "python", "app.py", "--api-key",
+            "SECRET1", "--token=SECRET2", os.fsdecode(b"\xff\x1b[2J")]
+    out = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode("utf-8")
+    assert "SECRET" not in text and "tökén" not in text and "\x1b" not in text
+    rows = {ln.split()[0]: ln for ln in text.splitlines()}
+    assert "--api-key *** --token=*** \\xff\\x1b[2J" in rows["command"]
+    assert "http://***@127.0.0.1:1/x?***" in rows["api_base"]
+    assert "refused" in rows["signals_file"] and "not used" in rows["signals_file"]
+    assert "refused: GRAPHSIGNAL_SIGNALS_TOKEN must be printable ASCII" in rows["signals_token"]
+
+
+def test_numbers_in_other_scripts_or_with_underscores_are_refused_as_ports_are():
+    from graphsignal import envcheck
+
+    for raw in ("٣", "1_0", "３"):
+        assert envcheck.parse("GRAPHSIGNAL_LINGER", raw)[0] is None
+    assert envcheck.parse("GRAPHSIGNAL_LINGER", "2.5")[0] == 2.5
+    with pytest.raises(ValueError, match="between 0 and 65535, got 999999999999..."):
+        config.BIND_PORT.parse("9" * 5000)
+
+
+def test_a_token_no_header_can_carry_is_refused_by_the_endpoint_and_its_clients():
+    from graphsignal import httpfetch
+
+    assert config.token_problem("abc-DEF_123.~+/=") is None
+    for bad in ("tökén", "a b", "\udcff", "x" * 1025, "a\x1b"):
+        assert config.token_problem(bad)
+        with pytest.raises(httpfetch.FetchError, match="printable ASCII"):
+            httpfetch.get("http://127.0.0.1:9/signals", 1, 1, token=bad)
+
+
+def test_a_url_is_shown_without_its_credentials():
+    assert config.shown_url("http://u:pw@h:1/api/v1/ingest") == "http://***@h:1/api/v1/ingest"
+    assert config.shown_url("https://h/x?key=1#f") == "https://h/x?***"
+    assert config.shown_url("https://api.graphsignal.com") == "https://api.graphsignal.com"

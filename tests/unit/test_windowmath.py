@@ -198,3 +198,27 @@ def test_the_servers_states_give_the_sidecars_window():
         server = wm.window(type_, wm.load_state(type_, wm.stored_state(type_, p_stats)),
                            wm.load_state(type_, wm.stored_state(type_, stats)), 3.0, vmin=vmin, vmax=vmax)
         assert server == sidecar, key
+
+
+def test_histogram_counts_no_int64_holds_are_refused_at_ingest_and_never_break_a_window():
+    import copy
+
+    import pytest
+
+    from graphsignal.fleet import ingest
+
+    doc = {"schema": 1, "instance_id": "i", "seq": 1, "payload_ns": 1, "start_ns": 1, "context": {},
+           "profiler": {"version": "x"},
+           "metrics": [{"name": "h", "type": "histogram", "tags": {}, "updated_ns": 1,
+                        "stats": {"count": 1, "sum": 1.0, "bins": [1], "counts": [1]}}]}
+    ingest.validate(copy.deepcopy(doc))
+    for bad in (1 << 63, 1e300, -1):
+        d = copy.deepcopy(doc)
+        d["metrics"][0]["stats"]["counts"] = [bad]
+        with pytest.raises(ingest.BadBody, match="counts"):
+            ingest.validate(d)
+    # a row stored before the check: its bins are unknown, nothing raises
+    from graphsignal import windowmath
+
+    state = windowmath.load_state("histogram", [3, 1.0, {"idx": [5], "counts": [1 << 63]}])
+    assert state == (3, 1.0, None)
