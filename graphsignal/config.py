@@ -92,8 +92,8 @@ class PortRange:
             raise ValueError("expects a port number, got %r" % raw)
         port = int(text) if len(text) <= 6 else self.high + 1  # (int() refuses thousands of digits)
         if not self.low <= port <= self.high:
-            raise ValueError("expects %s, between %d and %d, got %s" % (self.what, self.low, self.high,
-                                                                         text if len(text) <= 12 else text[:12] + "..."))
+            shown = text if len(text) <= 12 else text[:12] + "..."
+            raise ValueError("expects %s, between %d and %d, got %s" % (self.what, self.low, self.high, shown))
         return port
 
 
