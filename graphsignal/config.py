@@ -105,14 +105,10 @@ CONNECT_PORT = PortRange("a port to connect to", 1, 65535)
 FLAG, ENVIRONMENT, DEFAULT = "flag", "environment", "default"
 
 
-def resolve_choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
-                   default: str) -> str:
-    """The flag wins; an env value outside `choices` warns and falls back."""
-    return _choice(flag_value, environ, env_name, choices, default)[0]
-
-
 def _choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
             default: str) -> Tuple[str, str]:
+    """(value, origin): the flag wins; an env value outside `choices` warns
+    and falls back to the default."""
     if flag_value is not None:
         return flag_value, FLAG
     raw = environ.get(env_name)
@@ -157,13 +153,9 @@ MAX_TOKEN = 1024  # characters of GRAPHSIGNAL_SIGNALS_TOKEN (an HTTP header must
 def printable(text: str) -> str:
     """text safe to print anywhere: bytes that were not UTF-8 as \\xNN,
     control characters as \\xNN."""
-    from graphsignal.textsafe import clean
+    from graphsignal.textsafe import clean, utf8
 
-    try:
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return clean(text)
+    return clean(utf8(text, "backslashreplace"))
 
 
 def shown_url(url: str) -> str:
@@ -442,7 +434,13 @@ def _log_level(environ: Mapping[str, str], warn: bool = True) -> Tuple[str, str]
 def log_level_of(environ: Mapping[str, str]) -> int:
     """GRAPHSIGNAL_LOG_LEVEL as a logging level (WARNING when unset or not
     a level's name), for the moment before Settings exist."""
-    level = logging.getLevelName(_log_level(environ, warn=False)[0])
+    return level_number(_log_level(environ, warn=False)[0])
+
+
+def level_number(name: str) -> int:
+    """A level's name (Settings.log_level) as a logging level; WARNING for
+    a name that is none."""
+    level = logging.getLevelName(name)
     return level if isinstance(level, int) else logging.WARNING
 
 

@@ -18,6 +18,21 @@ def clean(text: object, multiline: bool = False) -> str:
     return (_CONTROL if multiline else _CONTROL_NL).sub(_esc, text if isinstance(text, str) else str(text))
 
 
+def utf8(text: str, errors: str = "replace") -> str:
+    """text that UTF-8 can carry: the lone surrogates that stand for bytes
+    that were not UTF-8 (a command line, a path, through surrogateescape)
+    decoded with `errors` ("replace": U+FFFD; "backslashreplace": \\xNN)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", errors)
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return text.encode("utf-8", errors).decode("utf-8")
+
+
 class SafeFormatter(logging.Formatter):
     """A Formatter whose lines carry no control characters (one line per
     record: a newline inside a message is shown as \\x0a)."""

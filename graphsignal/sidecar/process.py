@@ -384,7 +384,7 @@ class Sidecar:
 
         self.cfg = cfg
         self.settings = config.Settings.from_dict(cfg["settings"])
-        setup_logging(config.log_level_of({config.LOG_LEVEL_ENV: self.settings.log_level}))
+        setup_logging(config.level_number(self.settings.log_level))
         self.feed = feed
         self.sock = feed.sock
         self.run_id = cfg["run_id"]

@@ -34,6 +34,7 @@ import numpy.typing as npt
 import orjson
 
 from graphsignal import histo
+from graphsignal.textsafe import utf8
 from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, QUANTILES, Bins, DeltaBins,
                                     SparseBins, bins_diff)
 
@@ -55,24 +56,11 @@ _JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
-def _text_safe(text: str) -> str:
-    """text that UTF-8 can carry: the lone surrogates that stand for bytes
-    that were not UTF-8 (a command line, a path) become U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:
-            return text.encode("utf-8", "replace").decode("utf-8")
-
-
 def _json_safe(obj: Any) -> Any:
     """obj with every int outside orjson's 64-bit range as a float (inf,
     which JSON lacks, as None), and every string UTF-8 can carry."""
     if isinstance(obj, str):
-        return _text_safe(obj)
+        return utf8(obj)
     if isinstance(obj, int) and not isinstance(obj, bool):
         if _INT_MIN <= obj <= _INT_MAX:
             return obj
@@ -81,7 +69,7 @@ def _json_safe(obj: Any) -> Any:
         except OverflowError:
             return None
     if isinstance(obj, dict):
-        return {_text_safe(k) if isinstance(k, str) else k: _json_safe(v) for k, v in obj.items()}
+        return {utf8(k) if isinstance(k, str) else k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
     if isinstance(obj, np.ndarray) and obj.dtype == object:
