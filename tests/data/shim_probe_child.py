@@ -3,7 +3,10 @@ through the injection library's own translator (the CUPTI test shim,
 tests/cupti/test_shim.cpp, path in GS_SHIM) into a ring of the run, plus a
 probe counter from graphsignal.probes. Every 0.1 s: KERNELS_PER_TICK
 kernels of KERNEL_NS each and COUNTER_PER_TICK on the counter, until
-GS_CHILD_SECONDS pass. Prints "ready" after the first tick."""
+GS_CHILD_SECONDS pass. With GS_CHILD_HISTOGRAM=1 it first records
+HIST_VALUES values spread log-uniformly over 1-10 ms (in ns) into the
+probe histogram myapp_latency_nanoseconds. Prints "ready" after the first
+tick."""
 import ctypes
 import os
 import sys
@@ -16,6 +19,13 @@ UUID = "GPU-2c44f54a-9fd0-dfe6-9927-372066286df5"
 KERNEL_NS = 700_000
 KERNELS_PER_TICK = 10
 COUNTER_PER_TICK = 3
+HIST_VALUES = 20_000
+
+
+def log_uniform_ns(n=HIST_VALUES, seed=11):
+    import random
+    rng = random.Random(seed)
+    return [int(10 ** (6 + rng.random())) for _ in range(n)]  # 1e6 .. 1e7 ns
 
 
 def main():
@@ -33,6 +43,10 @@ def main():
         return 1
     lib.gs_test_set_uuid(h, 0, UUID.encode())
     requests = probes.counter("myapp_requests_total", {"route": "/v1"})
+    if os.environ.get("GS_CHILD_HISTOGRAM") == "1":
+        latency = probes.histogram("myapp_latency_nanoseconds", {"route": "/v1"})
+        for v in log_uniform_ns():
+            latency.record(v)
     deadline = time.monotonic() + float(os.environ.get("GS_CHILD_SECONDS", "60"))
     t = 0
     first = True

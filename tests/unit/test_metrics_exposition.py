@@ -18,6 +18,7 @@ from graphsignal import config
 from graphsignal.sidecar.server import make_app
 from graphsignal.sidecar import exposition
 from graphsignal.sidecar.exposition import Exposition
+from graphsignal.naming.metrics import prometheus_name
 from graphsignal.sources import prometheus
 from graphsignal.sidecar.store import MetricStore
 
@@ -51,10 +52,20 @@ def test_names_units_and_labels_follow_prometheus_conventions():
     s.add_counter("graphsignal_dropped_records", {"writer": "cupti"}, 3)
     s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "42"}, [("gemm", 3_000_000_000, 10), ("add", 5, 1)])
     s.set_gauge("gpu_fan_speed_percent", {}, None)
+    s.set_gauge("gpu_clock_sm_megahertz", {"device.index": "0"}, 1980)
+    s.set_gauge("gpu_pcie_throughput_rx_kilobytes_per_second", {"device.index": "0"}, 2)
+    s.set_counter("process_cpu_time_nanoseconds", {"process.pid": "42"}, 2_500_000_000)
+    s.set_gauge("process_cpu_usage_percent", {"process.pid": "42"}, 250)
+    s.set_gauge("process_memory_usage_bytes", {"process.pid": "42"}, 1 << 30)
+    s.set_gauge("host_cpu_usage_percent", {}, 50)
     fams = families(s)
-    assert fams["graphsignal_gpu_utilization_percent"].type == "gauge"
-    assert samples(fams, "graphsignal_gpu_utilization_percent") == [
-        ("graphsignal_gpu_utilization_percent", {"device_index": "0", "device_uuid": "GPU-1"}, 87.0)]
+    assert fams["graphsignal_gpu_utilization_ratio"].type == "gauge"
+    # fractions 0..1, DCGM exporter's labels
+    assert samples(fams, "graphsignal_gpu_utilization_ratio") == [
+        ("graphsignal_gpu_utilization_ratio", {"gpu": "0", "UUID": "GPU-1"}, 0.87)]
+    assert samples(fams, "graphsignal_host_cpu_usage_ratio")[0][2] == 0.5
+    assert samples(fams, "graphsignal_gpu_clock_sm_hertz")[0][2] == 1.98e9
+    assert samples(fams, "graphsignal_gpu_pcie_rx_bytes_per_second")[0][2] == 2048
     assert fams["graphsignal_cuda_memcpy_bytes"].type == "counter"
     assert samples(fams, "graphsignal_cuda_memcpy_bytes_total")[0][2] == 4096
     # a name's own _total and graphsignal_ prefix are not doubled
@@ -63,14 +74,62 @@ def test_names_units_and_labels_follow_prometheus_conventions():
     # epoch nanoseconds become seconds
     assert samples(fams, "graphsignal_prometheus_scrape_timestamp_seconds")[0][2] == 1_700_000_000.5
     kern = samples(fams, "graphsignal_cuda_kernels_seconds_total")
-    assert kern == [("graphsignal_cuda_kernels_seconds_total", {"frame": "gemm", "process_pid": "42"}, 3.0),
-                    ("graphsignal_cuda_kernels_seconds_total", {"frame": "add", "process_pid": "42"}, 5e-9)]
-    assert [x[2] for x in samples(fams, "graphsignal_cuda_kernels_seconds_count_total")] == [10, 1]
+    assert kern == [("graphsignal_cuda_kernels_seconds_total",
+                     {"frame": "gemm", "kernel": "gemm", "category": "gemm", "pid": "42"}, 3.0),
+                    ("graphsignal_cuda_kernels_seconds_total",
+                     {"frame": "add", "kernel": "add", "category": "elementwise", "pid": "42"}, 5e-9)]
+    # a count is named as a count, not as a time
+    assert [x[2] for x in samples(fams, "graphsignal_cuda_kernel_launches_total")] == [10, 1]
+    assert not any("seconds_count" in n for n in fams)
+    # the workload's process metrics under client_python's names; CPU percent is rate() of the counter
+    assert samples(fams, "graphsignal_process_cpu_seconds_total") == [
+        ("graphsignal_process_cpu_seconds_total", {"pid": "42"}, 2.5)]
+    assert samples(fams, "graphsignal_process_resident_memory_bytes")[0][2] == 1 << 30
+    assert not any("percent" in n or n.startswith("graphsignal_process_cpu_usage") for n in fams)
     # null is "not measured": no sample, not a zero
-    assert samples(fams, "graphsignal_gpu_fan_speed_percent") == []
+    assert samples(fams, "graphsignal_gpu_fan_speed_ratio") == []
+    # HELP says what a metric is, not its name
+    text = scrape(s).get_data(as_text=True)
+    helps = [line for line in text.splitlines() if line.startswith("# HELP")]
+    assert helps and all(len(h.split(" ", 3)[3]) > 12 and h.split(" ", 3)[2] not in h.split(" ", 3)[3]
+                         for h in helps)
+    # OpenMetrics says the unit
+    om = scrape(s, OPENMETRICS).get_data(as_text=True)
+    assert "# UNIT graphsignal_cuda_kernels_seconds seconds" in om
+    assert "# UNIT graphsignal_gpu_utilization_ratio ratio" in om
 
 
-def test_probe_histograms_become_exact_power_of_two_buckets():
+def test_gpu_info_and_identity_labels_join_with_dcgm():
+    s = MetricStore()
+    s.set_context(**{"host.name": "node-7"})
+    s.set_resource("device", {"device.uuid": "GPU-1", "device.index": "0", "device.bus_id": "00000000:00:06.0"},
+                   {"device.name": "NVIDIA H200", "driver_version": "580.1", "cuda_driver_version": "13.0"})
+    s.set_gauge("gpu_power_usage_watts", {"device.uuid": "GPU-1", "device.index": "0",
+                                          "device.bus_id": "00000000:00:06.0"}, 300)
+    s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "9", "device.uuid": "GPU-1", "device.cuda_index": "0"},
+                  [("k", 5, 1)])
+    s.set_gauge("host_cpu_usage_percent", {}, 5)
+    exp = Exposition(s, identity={"service": "llama", "team": "infer"})
+    for accept, parse in ((None, parse_text), (OPENMETRICS, parse_om)):
+        fams = {f.name: f for f in parse(scrape(s, accept, exp=exp).get_data(as_text=True))}
+        info = fams["graphsignal_gpu_info"].samples
+        assert [(x.labels, x.value) for x in info] == [
+            ({"gpu": "0", "UUID": "GPU-1", "pci_bus_id": "00000000:00:06.0", "model_name": "NVIDIA H200",
+              "Hostname": "node-7", "driver_version": "580.1", "cuda_driver_version": "13.0",
+              "service": "llama", "team": "infer"}, 1)]
+        power = fams["graphsignal_gpu_power_usage_watts"].samples[0].labels
+        assert power == {"gpu": "0", "UUID": "GPU-1", "pci_bus_id": "00000000:00:06.0", "model_name": "NVIDIA H200",
+                         "Hostname": "node-7", "service": "llama", "team": "infer"}
+        kern = fams["graphsignal_cuda_kernels_seconds"].samples[0].labels
+        assert kern["UUID"] == "GPU-1" and kern["model_name"] == "NVIDIA H200" and kern["pid"] == "9"
+        assert fams["graphsignal_host_cpu_usage_ratio"].samples[0].labels == {"service": "llama", "team": "infer"}
+    # a model that appears later lays the page out again
+    s.set_resource("device", {"device.uuid": "GPU-2", "device.index": "1"}, {"device.name": "NVIDIA B200"})
+    fams = {f.name: f for f in parse_text(scrape(s, exp=exp).get_data(as_text=True))}
+    assert len(fams["graphsignal_gpu_info"].samples) == 2
+
+
+def test_probe_histograms_become_exact_sub_octave_buckets():
     s = MetricStore()
     rng = np.random.default_rng(7)
     values = np.concatenate([rng.integers(0, 40, 200), rng.integers(1000, 1 << 34, 5000), [1 << 20, (1 << 20) - 1]])
@@ -82,19 +141,39 @@ def test_probe_histograms_become_exact_power_of_two_buckets():
     buckets = [(x.labels["le"], x.value) for x in fam.samples if x.name.endswith("_bucket")]
     assert buckets[-1] == ("+Inf", values.size)
     finite = buckets[:-1]
-    assert 2 <= len(finite) <= 65
+    assert 2 <= len(finite) <= exposition.MAX_BUCKETS
     les = [float(le) for le, _ in finite]
     for le, count in zip(les, [c for _, c in finite]):
-        k = round(math.log2(le * 1e9 + 1))
-        assert abs(le - ((1 << k) - 1) / 1e9) < 1e-15  # le = 2**k - 1 ns, in seconds
-        assert count == int(np.count_nonzero(values <= (1 << k) - 1))  # exact, not interpolated
+        edge = round(le * 1e9)
+        assert abs(le - edge / 1e9) < 1e-15  # an integer number of ns, in seconds
+        k = (edge + 1).bit_length() - 1  # an edge is 2**k + j * 2**k / 8 - 1
+        step = max(1, (1 << k) // 8) if (edge + 1) != (1 << k) else 1
+        assert (edge + 1) % step == 0 or (edge + 1) == 1 << k
+        assert count == int(np.count_nonzero(values <= edge))  # exact, not interpolated
     assert les == sorted(les) and [c for _, c in finite] == sorted(c for _, c in finite)
+    # values 35 octaves apart: 4 edges per octave (8 would be 280 buckets)
+    octave = [le for le in les if (1 << 20) - 1 <= round(le * 1e9) <= (1 << 21) - 1]
+    assert [round(le * 1e9) for le in octave] == [(1 << 20) - 1] + [(1 << 20) + j * (1 << 18) - 1
+                                                                   for j in range(1, 5)]
+    # a latency histogram of a few octaves: 8 edges per octave
+    narrow = exposition.sub_octave_buckets([(1 << 20) + 5, (1 << 22) + 9], [3, 4])
+    assert [le for le, _ in narrow][:9] == [(1 << 20) + j * (1 << 17) - 1 for j in range(1, 10)][:8] + [
+        (1 << 21) + (1 << 18) - 1]
+    assert narrow[0][1] == 3 and narrow[-1] == ((1 << 22) + (1 << 19) - 1, 7)
     total = [x.value for x in fam.samples if x.name.endswith("_sum")][0]
     assert total == pytest.approx(int(values.sum()) / 1e9)
-    # a unitless histogram keeps its unit; 64 is <= 2**7 - 1, 65 too, 1000 needs 2**10 - 1
+    # a unitless histogram keeps its unit; small values get an edge each
     tok = {x.labels["le"]: x.value for x in fams["graphsignal_myengine_batch_tokens"].samples
            if x.name.endswith("_bucket")}
-    assert tok["1.0"] == 1 and tok["3.0"] == 2 and tok["127.0"] == 5 and tok["1023.0"] == 6
+    assert tok["1.0"] == 1 and tok["2.0"] == 2 and tok["71.0"] == 5 and tok["1023.0"] == 6 and tok["+Inf"] == 6
+    assert "64.0" not in tok and "63.0" in tok  # 64 and 65 share the bin [64, 71]
+
+
+def test_a_wide_histogram_gets_fewer_buckets_per_octave():
+    b = exposition.sub_octave_buckets([1, (1 << 50) - 1], [1, 1])
+    assert len(b) <= exposition.MAX_BUCKETS + 1 and b[-1] == ((1 << 50) - 1, 2)
+    assert b == exposition.sub_octave_buckets([1, (1 << 50) - 1], [1, 1], 8)
+    assert exposition.octave_buckets([3, 100], [1, 2]) == [(3, 1), (7, 1), (15, 1), (31, 1), (63, 1), (127, 3)]
 
 
 def test_profiles_export_the_top_frames_by_value(monkeypatch, caplog):
@@ -105,7 +184,7 @@ def test_profiles_export_the_top_frames_by_value(monkeypatch, caplog):
     assert len(top) == exposition.DEFAULT_TOP_FRAMES == 50
     assert [x[1]["frame"] for x in top] == ["k%03d" % i for i in range(299, 249, -1)]
     exp = Exposition.from_settings(s, config.from_environ({"GRAPHSIGNAL_METRICS_TOP_FRAMES": "5"}))
-    assert len(samples(families(s, exp=exp), "graphsignal_cuda_kernels_seconds_count_total")) == 5
+    assert len(samples(families(s, exp=exp), "graphsignal_cuda_kernel_launches_total")) == 5
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
         exp = Exposition.from_settings(s, config.from_environ({"GRAPHSIGNAL_METRICS_TOP_FRAMES": "lots"}))
     assert exp.top_frames == 50 and "GRAPHSIGNAL_METRICS_TOP_FRAMES" in caplog.text
@@ -135,17 +214,17 @@ def test_engine_metrics_are_re_exported_only_when_asked(fixture):
     s, keys = _engine_store(fixture)
     exp = Exposition(s, engine_keys=lambda: keys)
     plain = families(s, exp=exp)
-    assert set(plain) == {"graphsignal_prometheus_scrape_up", "graphsignal_gpu_utilization_percent"}
+    assert set(plain) == {"graphsignal_prometheus_scrape_up", "graphsignal_gpu_utilization_ratio"}
     for query, e in (("?engine=1", exp), ("", Exposition.from_settings(
             s, config.from_environ({"GRAPHSIGNAL_METRICS_ENGINE": "1"}), lambda: keys))):
         for accept, parse in ((None, parse_text), (OPENMETRICS, parse_om)):
             text = scrape(s, accept, query, e).get_data(as_text=True)
             fams = {f.name: f for f in parse(text)}  # prometheus_client's own parsers accept it
             engine = {n for n in fams if n not in plain}
-            assert engine == {exposition.family_name(n, t)[0] for n, t, _ in keys}
+            assert engine == {prometheus_name(n, t, True).name for n, t, _ in keys}
             for n, t, _ in keys:
                 want = {"gauge": ("gauge", "unknown"), "counter": ("counter",), "histogram": ("histogram", "summary")}
-                assert fams[exposition.family_name(n, t)[0]].type in want[t]
+                assert fams[prometheus_name(n, t, True).name].type in want[t]
 
 
 def test_engine_histogram_keeps_the_engines_buckets():

@@ -16,7 +16,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from graphsignal.sidecar import snapshot
-from graphsignal.sidecar.exposition import Collector, Exposition
+from graphsignal.sidecar.exposition import Collector, Exposition, context_of
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.sidecar.store import MetricStore
 from graphsignal.sources import prometheus
@@ -32,7 +32,7 @@ def from_json(store, exp, accept=None, engine=None, keys=()):
     prometheus_client call."""
     encoder, _ = choose_encoder(accept or "")
     return encoder(Collector(snapshot.metrics_snapshot(store), exp.top_frames, set(keys),
-                             exp.engine if engine is None else engine))
+                             exp.engine if engine is None else engine, context_of(store.snapshot(), exp.identity)))
 
 
 def assert_same(store, exp, keys=()):
@@ -141,6 +141,9 @@ def test_top_frames_come_as_a_value_and_are_bounded():
 def store_of(doc):
     """A store holding what a recorded /signals document holds."""
     s = MetricStore()
+    for r in doc.get("resources", ()):
+        s.set_resource(r["kind"], r["tags"], r["attributes"])
+    s.set_context(**doc.get("context", {}))
     for m in doc["metrics"]:
         st_, tags = m["stats"], m["tags"]
         if m["type"] == "gauge":
@@ -160,7 +163,7 @@ def test_recorded_payloads_are_written_as_before(path):
     with open(path) as f:
         doc = json.load(f)
     s = store_of(doc)
-    exp = Exposition(s)
+    exp = Exposition(s, identity={"service": "svc", "pod": 'p"1'})
     assert_same(s, exp)
     body, _ = exp.render()
     assert body.count(b"\n") > len(doc["metrics"])

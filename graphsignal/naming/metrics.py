@@ -1,0 +1,353 @@
+"""One table of metric metadata: what each /signals metric is called in
+Prometheus (/metrics) and in OTLP, its unit, type and a sentence a person
+reads. /metrics' names and HELP lines and SKILL.md's metric list
+(scripts/gen_metric_docs.py) are made from it, so they cannot drift.
+
+/signals keeps its own names (its contract is SKILL.md's); the
+exposition follows Prometheus's naming rules:
+
+- the `graphsignal_` prefix, base units (`_seconds`, `_bytes`, `_hertz`,
+  `_bytes_per_second`, `_joules`, `_watts`, `_celsius`), `_ratio` for
+  fractions 0..1, `_total` only on counters;
+- the workload's process metrics under client_python's names and units
+  (`graphsignal_process_cpu_seconds_total`,
+  `graphsignal_process_resident_memory_bytes`) with a `pid` label: they
+  describe the workload, not the exporter;
+- gauges that PromQL derives from a counter with rate() (a process's CPU
+  percent: rate(graphsignal_process_cpu_seconds_total)) are left out;
+- GPU labels that join with DCGM exporter's series: `gpu` (the NVML
+  index), `UUID`, `pci_bus_id`, plus `model_name` and `Hostname` on the GPU
+  telemetry, and a `graphsignal_gpu_info` series per GPU.
+
+Names not in the table (probes, engines' own metrics) follow the generic
+rules of prometheus_name().
+"""
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+PREFIX = "graphsignal_"
+
+
+class Meta(NamedTuple):
+    """One /signals metric. prom: the Prometheus family name (a counter's
+    without `_total`, a profile's time family without it too); None: not
+    exported. scale: multiply a stored value by this for the exported
+    unit. unit: the Prometheus unit word (OpenMetrics UNIT; the family
+    name ends in it), "" for none. ucum: the UCUM unit of the value as
+    /signals stores it (what OTLP sends). count: a profile's
+    second family (its samples), without `_total`."""
+    name: str
+    type: str
+    prom: Optional[str]
+    unit: str
+    ucum: str
+    scale: float
+    help: str
+    count: Optional[str] = None
+    count_help: Optional[str] = None
+    tags: str = ""  # the /signals tags, for the docs
+
+
+NS = 1e-9
+_GPU_TAGS = "device.uuid, device.bus_id, device.index"
+_CUPTI_TAGS = "process.pid, device.uuid, device.cuda_index"
+
+
+def _m(name, type_, prom, unit, ucum, scale, help_, count=None, count_help=None, tags=""):
+    return Meta(name, type_, None if prom is None else PREFIX + prom, unit, ucum, scale, help_,
+                None if count is None else PREFIX + count, count_help, tags)
+
+
+def _gpu_activity(api: str, label: str) -> List[Meta]:
+    """The CUPTI (cuda) or rocprofiler (rocm) families."""
+    t = _CUPTI_TAGS.replace("cuda", api) if api != "cuda" else _CUPTI_TAGS
+    return [
+        _m(api + "_kernels_nanoseconds", "profile", api + "_kernels_seconds", "seconds", "ns", NS,
+           "GPU time of %s kernels, per kernel (frame: the symbol; kernel: its display name; category: the "
+           "kind of work)" % label,
+           api + "_kernel_launches", "%s kernels run, per kernel" % label, t),
+        _m(api + "_graphs_nanoseconds", "profile", api + "_graphs_seconds", "seconds", "ns", NS,
+           "GPU time of %s graph replays, per graph (frame: what the graph does)" % label,
+           api + "_graph_launches", "%s graph replays, per graph" % label, t),
+        _m(api + "_graph_captures", "counter", api + "_graph_captures", "", "{capture}", 1,
+           "Graph instantiations and in-place updates behind a graph frame (label graph)", tags=t + ", graph"),
+        _m(api + "_memcpy_nanoseconds", "profile", api + "_memcpy_seconds", "seconds", "ns", NS,
+           "GPU time of %s memory copies, per copy kind (estimated where duration=\"sampled\")" % label,
+           api + "_memcpy_calls", "%s memory copies, per copy kind" % label, t + ", host_memory, duration"),
+        _m(api + "_memcpy_bytes", "counter", api + "_memcpy_bytes", "bytes", "By", 1,
+           "Bytes moved by %s memory copies (label kind)" % label, tags=t + ", kind, host_memory, duration"),
+        _m(api + "_memset_nanoseconds", "profile", api + "_memset_seconds", "seconds", "ns", NS,
+           "GPU time of %s memsets (not measured where duration=\"sampled\")" % label,
+           api + "_memset_calls", "%s memsets" % label, t + ", duration"),
+        _m(api + "_memset_bytes", "counter", api + "_memset_bytes", "bytes", "By", 1,
+           "Bytes set by %s memsets" % label, tags=t + ", kind, duration"),
+        _m(api + "_sync_nanoseconds", "profile", api + "_sync_seconds", "seconds", "ns", NS,
+           "Host time blocked in %s synchronization, per kind (context, stream, event, stream_wait_event)" % label,
+           api + "_sync_calls", "%s synchronization calls, per kind" % label, t),
+    ]
+
+
+_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + _gpu_activity("rocm", "ROCm") + [
+    _m("cuda_graph_trace_mode", "gauge", "cuda_graph_trace_mode", "", "1", 1,
+       "How CUDA graphs are traced: 0 = per graph, 1 = per node kernel", tags="process.pid"),
+    _m("nvtx_ranges_nanoseconds", "profile", "nvtx_ranges_seconds", "seconds", "ns", NS,
+       "Host wall time inside NVTX ranges, per nesting path (frame)",
+       "nvtx_ranges", "NVTX ranges closed, per nesting path", "process.pid, nvtx.domain"),
+    _m("nvtx_range_gpu_nanoseconds", "profile", "nvtx_range_gpu_seconds", "seconds", "ns", NS,
+       "GPU time of kernels launched inside NVTX ranges, per nesting path (frame)",
+       "nvtx_range_kernels", "Kernels launched inside NVTX ranges, per nesting path", "process.pid, nvtx.domain"),
+    _m("nvtx_marks", "counter", "nvtx_marks", "", "{mark}", 1, "NVTX marks", tags="process.pid, nvtx.domain"),
+    # GPU telemetry (NVML, AMD SMI)
+    _m("gpu_utilization_percent", "gauge", "gpu_utilization_ratio", "ratio", "1", 0.01,
+       "Share of the last sample period in which a kernel ran on the GPU (0-1)", tags=_GPU_TAGS),
+    _m("gpu_busy_time_nanoseconds", "counter", "gpu_busy_seconds", "seconds", "ns", NS,
+       "Time a kernel was running on the GPU, integrated from the driver's utilization samples", tags=_GPU_TAGS),
+    _m("gpu_memory_busy_percent", "gauge", "gpu_memory_busy_ratio", "ratio", "1", 0.01,
+       "Share of the last sample period in which device memory was read or written (0-1)", tags=_GPU_TAGS),
+    _m("gpu_memory_used_bytes", "gauge", "gpu_memory_used_bytes", "bytes", "By", 1,
+       "Device memory in use", tags=_GPU_TAGS),
+    _m("gpu_memory_free_bytes", "gauge", "gpu_memory_free_bytes", "bytes", "By", 1,
+       "Device memory free", tags=_GPU_TAGS),
+    _m("gpu_memory_total_bytes", "gauge", "gpu_memory_total_bytes", "bytes", "By", 1,
+       "Device memory in all", tags=_GPU_TAGS),
+    _m("gpu_memory_reserved_bytes", "gauge", "gpu_memory_reserved_bytes", "bytes", "By", 1,
+       "Device memory the driver reserves", tags=_GPU_TAGS),
+    _m("gpu_power_usage_watts", "gauge", "gpu_power_usage_watts", "watts", "W", 1,
+       "Power drawn by the GPU", tags=_GPU_TAGS),
+    _m("gpu_power_management_limit_watts", "gauge", "gpu_power_management_limit_watts", "watts", "W", 1,
+       "The GPU's power limit", tags=_GPU_TAGS),
+    _m("gpu_energy_consumed_joules", "counter", "gpu_energy_consumed_joules", "joules", "J", 1,
+       "Energy the GPU consumed since the driver loaded", tags=_GPU_TAGS),
+    _m("gpu_temperature_celsius", "gauge", "gpu_temperature_celsius", "celsius", "Cel", 1,
+       "GPU die temperature", tags=_GPU_TAGS),
+    _m("gpu_memory_temperature_celsius", "gauge", "gpu_memory_temperature_celsius", "celsius", "Cel", 1,
+       "Device memory temperature", tags=_GPU_TAGS),
+    _m("gpu_fan_speed_percent", "gauge", "gpu_fan_speed_ratio", "ratio", "1", 0.01,
+       "Fan speed as a share of its maximum (0-1)", tags=_GPU_TAGS),
+    _m("gpu_clock_sm_megahertz", "gauge", "gpu_clock_sm_hertz", "hertz", "Hz", 1e6,
+       "Streaming multiprocessor clock", tags=_GPU_TAGS),
+    _m("gpu_clock_mem_megahertz", "gauge", "gpu_clock_mem_hertz", "hertz", "Hz", 1e6,
+       "Memory clock", tags=_GPU_TAGS),
+    _m("gpu_max_clock_sm_megahertz", "gauge", "gpu_max_clock_sm_hertz", "hertz", "Hz", 1e6,
+       "Highest streaming multiprocessor clock", tags=_GPU_TAGS),
+    _m("gpu_max_clock_mem_megahertz", "gauge", "gpu_max_clock_mem_hertz", "hertz", "Hz", 1e6,
+       "Highest memory clock", tags=_GPU_TAGS),
+    _m("gpu_clocks_throttle_reasons", "gauge", "gpu_clocks_throttle_reasons", "", "1", 1,
+       "NVML's clock throttle reasons, as a bitmask", tags=_GPU_TAGS),
+    _m("gpu_clocks_throttle_reason_active", "gauge", "gpu_clocks_throttle_reason_active", "", "1", 1,
+       "1 while the clocks are held down for this reason (label reason: sw_power_cap and hw_slowdown are "
+       "power-bound, sw_thermal_slowdown and hw_thermal_slowdown heat-bound)", tags=_GPU_TAGS + ", reason"),
+    _m("gpu_performance_state", "gauge", "gpu_performance_state", "", "1", 1,
+       "Performance state (0 = P0, the fastest)", tags=_GPU_TAGS),
+    _m("gpu_pcie_link_generation", "gauge", "gpu_pcie_link_generation", "", "1", 1,
+       "Current PCIe link generation", tags=_GPU_TAGS),
+    _m("gpu_pcie_link_width", "gauge", "gpu_pcie_link_width", "", "1", 1,
+       "Current PCIe link width (lanes)", tags=_GPU_TAGS),
+    _m("gpu_pcie_throughput_rx_kilobytes_per_second", "gauge", "gpu_pcie_rx_bytes_per_second",
+       "bytes_per_second", "By/s", 1024, "PCIe receive throughput (NVML's KiB/s as bytes)", tags=_GPU_TAGS),
+    _m("gpu_pcie_throughput_tx_kilobytes_per_second", "gauge", "gpu_pcie_tx_bytes_per_second",
+       "bytes_per_second", "By/s", 1024, "PCIe transmit throughput (NVML's KiB/s as bytes)", tags=_GPU_TAGS),
+    _m("gpu_pcie_replay_counter", "counter", "gpu_pcie_replays", "", "{replay}", 1,
+       "PCIe replays (link errors the link retried)", tags=_GPU_TAGS),
+    _m("gpu_nvlink_active_links", "gauge", "gpu_nvlink_active_links", "", "{link}", 1,
+       "NVLink links up", tags=_GPU_TAGS),
+    _m("gpu_nvlink_throughput_rx_kilobytes_per_second", "gauge", "gpu_nvlink_rx_bytes_per_second",
+       "bytes_per_second", "By/s", 1024, "NVLink receive throughput", tags=_GPU_TAGS),
+    _m("gpu_nvlink_throughput_tx_kilobytes_per_second", "gauge", "gpu_nvlink_tx_bytes_per_second",
+       "bytes_per_second", "By/s", 1024, "NVLink transmit throughput", tags=_GPU_TAGS),
+    _m("gpu_nvlink_rx_bytes", "counter", "gpu_nvlink_rx_bytes", "bytes", "By", 1,
+       "Bytes received over NVLink", tags=_GPU_TAGS),
+    _m("gpu_nvlink_tx_bytes", "counter", "gpu_nvlink_tx_bytes", "bytes", "By", 1,
+       "Bytes sent over NVLink", tags=_GPU_TAGS),
+    _m("gpu_nvlink_errors", "counter", "gpu_nvlink_errors", "", "{error}", 1,
+       "NVLink errors (label kind)", tags=_GPU_TAGS + ", kind"),
+    _m("gpu_ecc_errors", "counter", "gpu_ecc_errors", "", "{error}", 1,
+       "ECC memory errors (label kind)", tags=_GPU_TAGS + ", kind"),
+    _m("gpu_xid_errors", "counter", "gpu_xid_errors", "", "{error}", 1,
+       "XID errors the driver reported (each is also an error entry)", tags=_GPU_TAGS),
+    # host and processes
+    _m("host_cpu_usage_percent", "gauge", "host_cpu_usage_ratio", "ratio", "1", 0.01,
+       "Share of the host's CPU time in use over the last sample period (0-1)"),
+    _m("host_memory_usage_bytes", "gauge", "host_memory_used_bytes", "bytes", "By", 1,
+       "Host memory in use (total minus available)"),
+    _m("host_memory_available_bytes", "gauge", "host_memory_available_bytes", "bytes", "By", 1,
+       "Host memory available to new work"),
+    _m("host_memory_total_bytes", "gauge", "host_memory_total_bytes", "bytes", "By", 1, "Host memory in all"),
+    _m("process_cpu_time_nanoseconds", "counter", "process_cpu_seconds", "seconds", "ns", NS,
+       "User and system CPU time of a workload process (label pid), or of its whole tree "
+       "(labels root_pid, scope=\"process_tree\")", tags="process.pid | process.root_pid, scope"),
+    _m("process_cpu_usage_percent", "gauge", None, "", "1", 0.01,
+       "CPU use of a workload process in percent of one core (in /metrics: "
+       "rate(graphsignal_process_cpu_seconds_total))", tags="process.pid"),
+    _m("process_memory_usage_bytes", "gauge", "process_resident_memory_bytes", "bytes", "By", 1,
+       "Resident memory (RSS) of a workload process", tags="process.pid"),
+    _m("process_memory_peak_bytes", "gauge", "process_resident_memory_max_bytes", "bytes", "By", 1,
+       "The highest resident memory the kernel saw for a workload process (VmHWM)", tags="process.pid"),
+    _m("process_memory_virtual_bytes", "gauge", "process_virtual_memory_bytes", "bytes", "By", 1,
+       "Virtual memory size of a workload process", tags="process.pid"),
+    # the engine's endpoint
+    _m("prometheus_scrape_up", "gauge", "prometheus_scrape_up", "", "1", 1,
+       "1 when the last scrape of the engine's metrics endpoint succeeded", tags="engine, url"),
+    _m("prometheus_scrape_skipped_lines", "gauge", "prometheus_scrape_skipped_lines", "", "{line}", 1,
+       "Malformed lines left out of the last scrape of the engine's endpoint", tags="engine, url"),
+    _m("prometheus_scrape_timestamp_ns", "gauge", "prometheus_scrape_timestamp_seconds", "seconds", "ns", NS,
+       "When the engine's endpoint was last scraped (Unix time)", tags="engine, url"),
+    _m("prometheus_scrape_failures_total", "counter", "prometheus_scrape_failures", "", "{failure}", 1,
+       "Failed scrapes of the engine's endpoint", tags="engine, url"),
+    # the profiler itself
+    _m("graphsignal_dropped_records", "counter", "dropped_records", "", "{record}", 1,
+       "Records lost because a ring was full (should be 0)", tags="process.pid, writer"),
+    _m("graphsignal_rejected_records", "counter", "rejected_records", "", "{record}", 1,
+       "Records a ring sent that make no sense (label reason)", tags="process.pid, writer, reason"),
+    _m("graphsignal_skipped_slots", "counter", "skipped_slots", "", "{slot}", 1,
+       "Ring slots a writer claimed and never filled", tags="process.pid, writer"),
+    _m("graphsignal_dropped_names", "counter", "dropped_names", "", "{name}", 1,
+       "Names a ring could not register (its string table was full)", tags="process.pid, writer"),
+    _m("graphsignal_writers_without_ring", "counter", "writers_without_ring", "", "{writer}", 1,
+       "Writers that run unprofiled because no ring could be made (should be 0)"),
+    _m("graphsignal_refused_ring_names", "counter", "refused_ring_names", "", "{name}", 1,
+       "Ring names held by something that is not a ring of ours (should be 0)"),
+    _m("graphsignal_dropped_console_bytes", "counter", "dropped_console_bytes", "bytes", "By", 1,
+       "Console output passed through but not scanned for errors (should be 0)", tags="stream"),
+    _m("graphsignal_dropped_series", "counter", "dropped_series", "", "{series}", 1,
+       "Series refused because the series cap was reached"),
+    _m("graphsignal_folded_processes", "counter", "folded_processes", "", "{process}", 1,
+       "Exited processes folded into process.pid=\"exited\""),
+    _m("graphsignal_uploads_total", "counter", "uploads", "", "{upload}", 1,
+       "Uploads to the fleet server (label result: accepted, failed)", tags="result"),
+    _m("graphsignal_upload_bytes_total", "counter", "upload_bytes", "bytes", "By", 1,
+       "Compressed bytes uploaded"),
+    _m("graphsignal_upload_dropped_errors_total", "counter", "upload_dropped_errors", "", "{error}", 1,
+       "Error entries left out of uploads"),
+]
+
+METRICS: Dict[Tuple[str, str], Meta] = {(m.name, m.type): m for m in _TABLE}
+BY_NAME: Dict[str, Meta] = {m.name: m for m in _TABLE}
+
+# Series only /metrics has (no /signals name): documented beside the table.
+EXTRA = [
+    ("graphsignal_gpu_info", "gauge",
+     "1 per GPU, labelled gpu (NVML index), UUID, pci_bus_id, model_name, Hostname, driver_version, "
+     "cuda_driver_version: join it with any GPU series on UUID or gpu"),
+    ("graphsignal_metrics_conflicting_series", "gauge",
+     "Series left out of /metrics because their Prometheus name or labels were taken"),
+]
+
+# /signals tag -> Prometheus label (others: characters outside
+# [a-zA-Z0-9_] as `_`). gpu/UUID/pci_bus_id are DCGM exporter's labels.
+TAG_LABELS = {"process.pid": "pid", "process.root_pid": "root_pid", "device.uuid": "UUID",
+              "device.index": "gpu", "device.bus_id": "pci_bus_id", "device.cuda_index": "cuda_index",
+              "device.hip_index": "hip_index"}
+
+# Unit suffixes of names not in the table (probes): (suffix, new suffix,
+# scale, Prometheus unit, UCUM).
+_SUFFIXES = [
+    ("_nanoseconds", "_seconds", NS, "seconds", "ns"),
+    ("_ns", "_seconds", NS, "seconds", "ns"),
+    ("_microseconds", "_seconds", 1e-6, "seconds", "us"),
+    ("_us", "_seconds", 1e-6, "seconds", "us"),
+    ("_milliseconds", "_seconds", 1e-3, "seconds", "ms"),
+    ("_ms", "_seconds", 1e-3, "seconds", "ms"),
+    ("_seconds", "_seconds", 1, "seconds", "s"),
+    ("_percent", "_ratio", 0.01, "ratio", "1"),
+    ("_ratio", "_ratio", 1, "ratio", "1"),
+    ("_megahertz", "_hertz", 1e6, "hertz", "Hz"),
+    ("_kilobytes_per_second", "_bytes_per_second", 1024, "bytes_per_second", "By/s"),
+    ("_bytes_per_second", "_bytes_per_second", 1, "bytes_per_second", "By/s"),
+    ("_kilobytes", "_bytes", 1024, "bytes", "By"),
+    ("_bytes", "_bytes", 1, "bytes", "By"),
+    ("_watts", "_watts", 1, "watts", "W"),
+    ("_joules", "_joules", 1, "joules", "J"),
+    ("_celsius", "_celsius", 1, "celsius", "Cel"),
+]
+
+
+def sanitize(text: str) -> str:
+    """Characters outside [a-zA-Z0-9_] as `_`."""
+    return "".join(ch if ("a" <= ch <= "z" or "A" <= ch <= "Z" or "0" <= ch <= "9" or ch == "_") else "_"
+                   for ch in text)
+
+
+class Family(NamedTuple):
+    """How one /signals series is exported: name (a counter's and a
+    profile's without `_total`), scale, unit (Prometheus unit word or ""),
+    help, and for profiles the samples family's name (without `_total`)
+    and help."""
+    name: str
+    scale: float
+    unit: str
+    help: str
+    count: Optional[str] = None
+    count_help: Optional[str] = None
+
+
+_cache: Dict[Tuple[str, str, bool], Optional[Family]] = {}
+
+
+def prometheus_name(name: str, type_: str, engine: bool = False) -> Optional[Family]:
+    """The Family a /signals series (name, type) is exported as; None when
+    it is left out. engine: a series scraped from the engine's endpoint
+    (its name is the engine's: only prefixed and sanitized)."""
+    key = (name, type_, engine)
+    if key in _cache:
+        return _cache[key]
+    fam = _family(name, type_, engine)
+    if len(_cache) < 20000:
+        _cache[key] = fam
+    return fam
+
+
+def _family(name: str, type_: str, engine: bool) -> Optional[Family]:
+    meta = None if engine else METRICS.get((name, type_))
+    if meta is not None:
+        if meta.prom is None:
+            return None
+        return Family(meta.prom, meta.scale, meta.unit, meta.help, meta.count, meta.count_help)
+    base = name
+    if type_ == "counter" and base.endswith("_total"):
+        base = base[:-6]
+    scale, unit = 1.0, ""
+    if not engine:
+        for suf, new, sc, un, _ in _SUFFIXES:
+            if base.endswith(suf) and len(base) > len(suf):
+                base, scale, unit = base[:-len(suf)] + new, sc, un
+                break
+    base = sanitize(base)
+    if not base.startswith(PREFIX):
+        base = PREFIX + base
+    what = "Engine metric" if engine else "Probe metric"
+    help_ = "%s %s (%s%s)" % (what, name, type_, ", in %s" % unit if unit and scale != 1 else "")
+    if type_ != "profile":
+        return Family(base, scale, unit, help_)
+    stem = base[:-len(unit) - 1] if unit and base.endswith("_" + unit) else base
+    return Family(base, scale, unit, help_ + ": value per frame", stem + "_samples",
+                  "%s %s (profile): samples per frame" % (what, name))
+
+
+def label_of(tag: str) -> str:
+    """The Prometheus label name of a /signals tag key."""
+    out = TAG_LABELS.get(tag)
+    if out is not None:
+        return out
+    out = sanitize(tag) or "_"
+    if out[0].isdigit():
+        out = "_" + out
+    if out.startswith("__"):  # reserved for Prometheus itself
+        out = "tag_" + out
+    return out
+
+
+def ucum(name: str, type_: str) -> str:
+    """The OTLP (UCUM) unit of a /signals metric."""
+    meta = METRICS.get((name, type_))
+    if meta is not None:
+        return meta.ucum
+    base = name[:-6] if name.endswith("_total") else name
+    for suf, _, _, _, u in _SUFFIXES:
+        if base.endswith(suf) and len(base) > len(suf):
+            return u
+    return "1"
+
+
+def table() -> List[Meta]:
+    """Every entry, in the table's order."""
+    return list(_TABLE)
