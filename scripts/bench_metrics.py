@@ -18,8 +18,11 @@ the series that changed, which it does only while someone reads /signals:
 /signals is being read too, else the prerender costs about nothing);
 and what a scrape every second costs: (cpu_ms + store_ms) / 1000 ms as a
 percentage of one core.
-Cases and formats are interleaved, repetitions are medians. Targets:
-render < 20 ms, a scrape a second < 2 % of a core."""
+Cases and formats are interleaved, repetitions are medians. Both formats
+share one cache of sample lines (only the family headers differ), so the
+scrape measured is the first after the change. Targets (wall p50 on a
+2-core machine): 10 % changed <= 10 ms, all changed <= 60 ms; a scrape a
+second < 2 % of a core."""
 import argparse
 import http.client
 import random
@@ -32,6 +35,7 @@ from benchutil import emit, percentile
 
 from graphsignal.sidecar.server import ServerThread, make_app
 
+TARGETS = {"steady": 10.0, "touched": 10.0, "changed_10": 10.0, "changed_all": 60.0}
 FORMATS = {"text": "text/plain;version=0.0.4",
            "openmetrics": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"}
 
@@ -112,11 +116,6 @@ def main():
                     t0 = time.thread_time()
                     store.prerender()  # the clock's, between scrapes
                     r["store"].append((time.thread_time() - t0) * 1000.0)
-                    # the other format's cache would see two changes at once: scrape it too, unmeasured
-                    for other, oaccept in FORMATS.items():
-                        if other != fmt:
-                            conn.request("GET", "/metrics", headers={"Accept": oaccept})
-                            conn.getresponse().read()
                     before = len(meter.samples)
                     t0 = time.perf_counter()
                     conn.request("GET", "/metrics", headers={"Accept": accept})
@@ -135,7 +134,7 @@ def main():
                  bytes=r["bytes"],
                  scrapes=len(r["wall"]), p50_ms=round(percentile(r["wall"], 50), 3),
                  p99_ms=round(percentile(r["wall"], 99), 3), cpu_ms=round(cpu, 3), store_ms=round(ser, 3),
-                 core_percent_at_1hz=round((cpu + ser) / 10.0, 2), target_ms=20.0, target_core_percent=2.0)
+                 core_percent_at_1hz=round((cpu + ser) / 10.0, 2), target_ms=TARGETS[case], target_core_percent=2.0)
 
 
 if __name__ == "__main__":

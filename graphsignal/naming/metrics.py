@@ -33,7 +33,7 @@ class Meta(NamedTuple):
     exported. scale: multiply a stored value by this for the exported
     unit. unit: the Prometheus unit word (OpenMetrics UNIT; the family
     name ends in it), "" for none. ucum: the UCUM unit of the value as
-    /signals stores it (what OTLP sends). count: a profile's
+    /signals stores it (what OTLP sends). samples: a profile's
     second family (its samples), without `_total`."""
     name: str
     type: str
@@ -42,8 +42,8 @@ class Meta(NamedTuple):
     ucum: str
     scale: float
     help: str
-    count: Optional[str] = None
-    count_help: Optional[str] = None
+    samples: Optional[str] = None
+    samples_help: Optional[str] = None
     tags: str = ""  # the /signals tags, for the docs
 
 
@@ -52,14 +52,15 @@ _GPU_TAGS = "device.uuid, device.bus_id, device.index"
 _CUPTI_TAGS = "process.pid, device.uuid, device.cuda_index"
 
 
-def _m(name, type_, prom, unit, ucum, scale, help_, count=None, count_help=None, tags=""):
+def _m(name: str, type_: str, prom: Optional[str], unit: str, ucum: str, scale: float, help_: str,
+       count: Optional[str] = None, count_help: Optional[str] = None, tags: str = "") -> Meta:
     return Meta(name, type_, None if prom is None else PREFIX + prom, unit, ucum, scale, help_,
                 None if count is None else PREFIX + count, count_help, tags)
 
 
 def _gpu_activity(api: str, label: str) -> List[Meta]:
-    """The CUPTI (cuda) or rocprofiler (rocm) families."""
-    t = _CUPTI_TAGS.replace("cuda", api) if api != "cuda" else _CUPTI_TAGS
+    """The GPU activity families (CUPTI's: api "cuda")."""
+    t = _CUPTI_TAGS
     return [
         _m(api + "_kernels_nanoseconds", "profile", api + "_kernels_seconds", "seconds", "ns", NS,
            "GPU time of %s kernels, per kernel (frame: the symbol; kernel: its display name; category: the "
@@ -86,7 +87,7 @@ def _gpu_activity(api: str, label: str) -> List[Meta]:
     ]
 
 
-_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + _gpu_activity("rocm", "ROCm") + [
+_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
     _m("cuda_graph_trace_mode", "gauge", "cuda_graph_trace_mode", "", "1", 1,
        "How CUDA graphs are traced: 0 = per graph, 1 = per node kernel", tags="process.pid"),
     _m("nvtx_ranges_nanoseconds", "profile", "nvtx_ranges_seconds", "seconds", "ns", NS,
@@ -235,8 +236,7 @@ EXTRA = [
 # /signals tag -> Prometheus label (others: characters outside
 # [a-zA-Z0-9_] as `_`). gpu/UUID/pci_bus_id are DCGM exporter's labels.
 TAG_LABELS = {"process.pid": "pid", "process.root_pid": "root_pid", "device.uuid": "UUID",
-              "device.index": "gpu", "device.bus_id": "pci_bus_id", "device.cuda_index": "cuda_index",
-              "device.hip_index": "hip_index"}
+              "device.index": "gpu", "device.bus_id": "pci_bus_id", "device.cuda_index": "cuda_index"}
 
 # Unit suffixes of names not in the table (probes): (suffix, new suffix,
 # scale, Prometheus unit, UCUM).
@@ -276,8 +276,8 @@ class Family(NamedTuple):
     scale: float
     unit: str
     help: str
-    count: Optional[str] = None
-    count_help: Optional[str] = None
+    samples: Optional[str] = None
+    samples_help: Optional[str] = None
 
 
 _cache: Dict[Tuple[str, str, bool], Optional[Family]] = {}
@@ -301,7 +301,7 @@ def _family(name: str, type_: str, engine: bool) -> Optional[Family]:
     if meta is not None:
         if meta.prom is None:
             return None
-        return Family(meta.prom, meta.scale, meta.unit, meta.help, meta.count, meta.count_help)
+        return Family(meta.prom, meta.scale, meta.unit, meta.help, meta.samples, meta.samples_help)
     base = name
     if type_ == "counter" and base.endswith("_total"):
         base = base[:-6]
@@ -351,3 +351,43 @@ def ucum(name: str, type_: str) -> str:
 def table() -> List[Meta]:
     """Every entry, in the table's order."""
     return list(_TABLE)
+
+
+BEGIN_MARK = "<!-- metric table: made by scripts/gen_metric_docs.py from graphsignal/naming/metrics.py; edit there -->"
+END_MARK = "<!-- end of metric table -->"
+
+
+def _prom_cell(m: Meta) -> str:
+    if m.prom is None:
+        return "left out"
+    if m.type == "profile":
+        return "`%s_total`, `%s_total`" % (m.prom, m.samples)
+    if m.type == "counter":
+        return "`%s_total`" % m.prom
+    return "`%s`" % m.prom
+
+
+def markdown() -> str:
+    """SKILL.md's metric list: every entry of the table (and the series only
+    /metrics has), between BEGIN_MARK and END_MARK."""
+    out = [BEGIN_MARK, "",
+           "| /signals name | type | tags | /metrics name | unit | what it is |",
+           "|---|---|---|---|---|---|"]
+    for m in _TABLE:
+        unit = m.unit or "-"
+        if m.prom is not None and m.scale != 1:
+            unit += " (from %s)" % m.ucum if m.ucum not in ("1",) else ""
+        out.append("| `%s` | %s | %s | %s | %s | %s |" % (
+            m.name, m.type, m.tags.replace("|", "or") or "-", _prom_cell(m), unit, m.help.replace("|", "/")))
+    for name, type_, help_ in EXTRA:
+        out.append("| - | %s | - | `%s` | - | %s |" % (type_, name, help_))
+    out += ["", END_MARK]
+    return "\n".join(out)
+
+
+def replace_in(text: str) -> str:
+    """text with the part between the marks made anew (ValueError when the
+    marks are missing)."""
+    a = text.index(BEGIN_MARK)
+    b = text.index(END_MARK, a) + len(END_MARK)
+    return text[:a] + markdown() + text[b:]

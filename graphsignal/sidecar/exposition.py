@@ -69,7 +69,7 @@ import heapq
 import logging
 import math
 import threading
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -81,7 +81,8 @@ from prometheus_client.utils import floatToGoString
 from graphsignal import config
 from graphsignal.naming import KERNEL_PROFILES, NAMES
 from graphsignal.naming.metrics import Family, label_of, prometheus_name
-from graphsignal.sidecar.series import dumps
+from graphsignal import histo
+from graphsignal.sidecar.series import LogHistogram, dumps
 from graphsignal.sidecar.store import MetricStore
 from graphsignal.signals_model import SeriesKey, SeriesViewLike
 
@@ -179,6 +180,21 @@ def labels_of(tags, own=(), ctx=EMPTY_CONTEXT):
     return dict(sorted(labels.items()))
 
 
+_INF = float("inf")
+
+
+def _fg(v):
+    """floatToGoString(v), without its cost for the usual numbers: a small
+    int, or a finite float below 1e6 (where Go and Python write alike)."""
+    t = type(v)
+    if t is int:
+        if -1000000 < v < 1000000:
+            return "%d.0" % v
+    elif t is float and -_INF < v < 1e6:
+        return repr(v)
+    return floatToGoString(v)
+
+
 def _esc(v):
     """A label value escaped for both formats."""
     if "\\" in v or "\n" in v or '"' in v:
@@ -240,25 +256,33 @@ def _grid(per_octave):
 _GRIDS = {d: _grid(d) for d in (8, 4, 2, 1)}
 
 
+def _sub_octave(bins, counts, per_octave=PER_OCTAVE):
+    """(per octave, index of the first edge in its grid, cumulative counts)
+    of sub_octave_buckets; None for no bins."""
+    if len(bins) == 0:
+        return None
+    ub = np.asarray(bins, dtype=np.uint64)
+    span = int(ub[-1]).bit_length() - int(ub[0]).bit_length() + 1
+    d = per_octave
+    while d > 1 and span * d > MAX_BUCKETS:
+        d //= 2
+    idx = np.searchsorted(_GRIDS[d], ub, side="left")
+    lo, hi = int(idx[0]), int(idx[-1])
+    per = np.bincount(idx - lo, weights=np.asarray(counts, dtype=np.float64), minlength=hi - lo + 1)
+    return d, lo, [int(c) for c in np.cumsum(per).tolist()]
+
+
 def sub_octave_buckets(bins, counts, per_octave=PER_OCTAVE):
     """[(le, cumulative count)] from log-linear bin upper bounds (ascending
     integers) and their counts: le at every edge of `per_octave` equal
     parts of each power of two (each a bin edge, so counts are exact),
     from the edge of the smallest bin to that of the largest; fewer per
     octave where the bins span too many octaves (MAX_BUCKETS)."""
-    if not bins:
+    got = _sub_octave(bins, counts, per_octave)
+    if got is None:
         return []
-    ub = np.asarray(bins, dtype=np.uint64)
-    span = int(ub[-1]).bit_length() - int(ub[0]).bit_length() + 1
-    d = per_octave
-    while d > 1 and span * d > MAX_BUCKETS:
-        d //= 2
-    grid = _GRIDS[d]
-    idx = np.searchsorted(grid, ub, side="left")
-    lo, hi = int(idx[0]), int(idx[-1])
-    per = np.bincount(idx - lo, weights=np.asarray(counts, dtype=np.float64), minlength=hi - lo + 1)
-    cum = np.cumsum(per)
-    return list(zip(grid[lo:hi + 1].tolist(), [int(c) for c in cum.tolist()]))
+    d, lo, cum = got
+    return list(zip(_GRIDS[d][lo:lo + len(cum)].tolist(), cum))
 
 
 def octave_buckets(bins, counts, div=1):
@@ -267,17 +291,18 @@ def octave_buckets(bins, counts, div=1):
     return [(le / div if div != 1 else le, c) for le, c in sub_octave_buckets(bins, counts, 1)]
 
 
-_le_cache: Dict[Tuple[int, Any], str] = {}
+_le_cache: Dict[Tuple[int, Any], List[str]] = {}
 
 
-def _le(edge, conv):
-    key = (edge, conv)
-    s = _le_cache.get(key)
-    if s is None:
-        s = floatToGoString(_conv(edge, conv))
-        if len(_le_cache) < 50000:
-            _le_cache[key] = s
-    return s
+def _grid_les(d, conv):
+    """The `le` strings of grid d's edges in the unit conv gives."""
+    key = (d, conv)
+    out = _le_cache.get(key)
+    if out is None:
+        out = [floatToGoString(_conv(e, conv)) for e in _GRIDS[d].tolist()]
+        if len(_le_cache) < 256:
+            _le_cache[key] = out
+    return out
 
 
 # -- families and rows -------------------------------------------------------
@@ -327,7 +352,7 @@ class _Row:
 def _lines(spec):
     """The sample lines (bytes) of a row's spec."""
     kind = spec[0]
-    fg = floatToGoString
+    fg = _fg
     if kind == "value":
         _, sname, _, lstr, v = spec
         return b"" if v is None else ("%s%s %s\n" % (sname, lstr, fg(v))).encode("utf-8")
@@ -339,12 +364,17 @@ def _lines(spec):
             out.append("%s%s %s\n" % (sname, tpl.format(*vals), fg(v)))
         return "".join(out).encode("utf-8")
     if kind == "hist":
-        _, fname, _, lstr, tpl, buckets, count, total = spec
+        _, fname, _, lstr, tpl, buckets, count, total, pre = spec
         if count is None:
             return b""
-        b = fname + "_bucket"
-        out = ["%s%s %s\n" % (b, tpl.format(le), fg(c)) for le, c in buckets]
-        out.append("%s%s %s\n" % (b, tpl.format("+Inf"), fg(count)))
+        b = fname + "_bucket" + tpl
+        if pre is None:
+            out = ["%s %s\n" % (b.format(le), fg(c)) for le, c in buckets]
+        elif buckets and buckets[-1][1] < 1000000:  # cumulative: all small ints
+            out = ["%s%d.0\n" % (p, c) for p, (_, c) in zip(pre, buckets)]
+        else:
+            out = ["%s%s\n" % (p, fg(c)) for p, (_, c) in zip(pre, buckets)]
+        out.append("%s %s\n" % (b.format("+Inf"), fg(count)))
         if total is not None:
             out.append("%s_count%s %s\n%s_sum%s %s\n" % (fname, lstr, fg(count), fname, lstr, fg(total)))
         return "".join(out).encode("utf-8")
@@ -372,7 +402,7 @@ def _samples(spec):
             out.append(Sample(sname, fl, v))
         return out
     if kind == "hist":
-        _, fname, labels, _, _, buckets, count, total = spec
+        _, fname, labels, _, _, buckets, count, total, _ = spec
         if count is None:
             return []
         out = []
@@ -394,6 +424,7 @@ def series_key(s):
 
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # orjson's integers
+_NO_BINS = np.zeros(0, dtype=np.uint64)
 
 
 def _plain(x):
@@ -432,6 +463,12 @@ def shown(v: SeriesViewLike, top: int, max_frames: int) -> Optional[Dict[str, An
             frames = [{"name": k, "value": _plain(fv), "samples": _plain(fs)} for k, (fv, fs) in items]
             stats: Dict[str, Any] = {"frames": frames}
         else:
+            if type_ == "histogram" and v.kind is LogHistogram:
+                # the state itself: no quantiles, no lists (bins and counts stay arrays)
+                count, total, _, _, bins = v.state
+                ub, cnt = (_NO_BINS, _NO_BINS) if bins is None else (histo.BIN_UPPER[bins[0]], bins[1])
+                return {"name": v.name, "type": type_, "tags": v.tags,
+                        "stats": {"count": _plain(count), "sum": _plain(total), "bins": ub, "counts": cnt}}
             st = v.stats()
             if type_ == "gauge":
                 stats = {"value": _plain(st["value"])}
@@ -454,6 +491,7 @@ class _Layout(NamedTuple):
     tpl: str  # the labels with the family's own ones as {0}, {1}, ...
     is_engine: bool
     kernels: bool  # a kernel profile (frames also carry kernel and category)
+    cache: Dict[Any, str]  # rendered line heads of this series, by what they stand for
 
 
 class _Planner:
@@ -501,7 +539,7 @@ class _Planner:
             return None
         source = (name, s["type"])
         if type_ == "profile":
-            kinds = ((fam.name, "counter", fam.help, fam.unit), (fam.count, "counter", fam.count_help, ""))
+            kinds = ((fam.name, "counter", fam.help, fam.unit), (fam.samples, "counter", fam.samples_help, ""))
         else:
             kinds = ((fam.name, type_, fam.help, fam.unit),)
         slots = []
@@ -522,7 +560,7 @@ class _Planner:
             return None
         self.labelsets.add(ident)
         tpl = _template(labels, own) if own else ""
-        layout = _Layout(type_, fam, _conv_of(fam.scale), labels, _label_str(labels), tpl, is_engine, kernels)
+        layout = _Layout(type_, fam, _conv_of(fam.scale), labels, _label_str(labels), tpl, is_engine, kernels, {})
         key = series_key(s)
         rows = [_Row(key, fp, spec) for fp, spec in parts(s, layout, self.top)]
         for slot, row in zip(slots, rows):
@@ -569,14 +607,17 @@ def parts(s, layout, top):
         values = [(f[0], _conv(f[1], conv)) for f in fp]
         counts = [(f[0], f[2]) for f in fp]
         return [(fp, ("frames", fam.name + "_total", labels, tpl, values, extra)),
-                (fp, ("frames", fam.count + "_total", labels, tpl, counts, extra))]
+                (fp, ("frames", fam.samples + "_total", labels, tpl, counts, extra))]
     # cumulative: an unchanged count and sum is an unchanged histogram
     count, total = stats.get("count"), stats.get("sum")
-    fp = (count, total, len(stats.get("bins") or ()))
+    bins, counts = stats.get("bins"), stats.get("counts")
+    bins = () if bins is None else bins
+    counts = () if counts is None else counts
+    fp = (count, total, len(bins))
     total = None if total is None else _conv(total, conv)
     if type_ == "summary":
         return [(fp, ("summary", fam.name, labels, lstr, count, total))]
-    bins, counts = stats.get("bins") or [], stats.get("counts") or []
+    pre = None
     if layout.is_engine:  # the engine's own buckets (None is +Inf)
         buckets, cum = [], 0
         for b, c in zip(bins, counts):
@@ -584,8 +625,20 @@ def parts(s, layout, top):
             if b is not None:
                 buckets.append((floatToGoString(_conv(b, conv)), cum))
     else:
-        buckets = [(_le(le, conv), c) for le, c in sub_octave_buckets(bins, counts)]
-    return [(fp, ("hist", fam.name, labels, lstr, tpl, buckets, count, total))]
+        got = _sub_octave(bins, counts)
+        buckets = []
+        if got is not None:
+            d, lo, cum = got
+            les = _grid_les(d, conv)[lo:lo + len(cum)]
+            buckets = list(zip(les, cum))
+            cache = layout.cache
+            pre = cache.get((d, lo, len(cum)))
+            if pre is None:  # the buckets grew (or first seen): their line heads
+                if len(cache) > 8:
+                    cache.clear()
+                head = fam.name + "_bucket" + tpl
+                pre = cache[(d, lo, len(cum))] = [head.format(le) + " " for le in les]
+    return [(fp, ("hist", fam.name, labels, lstr, tpl, buckets, count, total, pre))]
 
 
 class Collector:
@@ -717,13 +770,25 @@ class Exposition:
                 continue  # unchanged: the store hands out the same view until the series changes
             if v.tags is not o.tags and (v.name != o.name or v.type != o.type or v.tags != o.tags):
                 return False  # another series (a series' views share its tags)
-            if _same(_content(v), _content(o)):
-                continue  # touched (set again to what it held): nothing to render
             key, layout, rows = st.entries[i]
-            if layout is False:
-                return False  # a series that could not be written changed: maybe it can now
             if layout is None:
                 continue  # left out (the engine's, the table's, or a name clash) and still the same series
+            if layout is not False and (layout.type == "gauge" or layout.type == "counter"):
+                # one number: compared and written without the view's stats
+                try:
+                    val = _plain(v.state)
+                except (TypeError, ValueError, OverflowError):
+                    return False
+                row = rows[0]
+                if (val,) != row.fingerprint:
+                    spec = row.spec
+                    row.fingerprint, row.lines = (val,), None
+                    row.spec = ("value", spec[1], spec[2], spec[3], None if val is None else _conv(val, layout.conv))
+                continue
+            if _same(_content(v), _content(o)):
+                continue  # touched (set again to what it held): nothing to render
+            if layout is False:
+                return False  # a series that could not be written changed: maybe it can now
             s = shown(v, self.top_frames, max_frames)
             if s is None:
                 return False
@@ -771,7 +836,7 @@ class Exposition:
                 if row.lines is None:
                     row.lines = _lines(row.spec)
                     written += row.lines.count(b"\n")
-                out.append(row.lines)
+            out.extend([row.lines for row in rows])
         if om:
             out.append(b"# EOF\n")
         self.rendered_samples = written
