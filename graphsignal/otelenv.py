@@ -141,7 +141,7 @@ def tags(raw: Optional[str]) -> Dict[str, str]:
     """GRAPHSIGNAL_TAGS as {key: value}, in the order given; each entry
     that breaks a rule of the module doc is one line and skipped."""
     out: Dict[str, str] = {}
-    labels = {}
+    labels: Dict[str, str] = {}  # Prometheus label -> the key that took it
     for entry, key, value in _pairs(raw or ""):
         why = None
         if not key:

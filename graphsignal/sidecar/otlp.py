@@ -364,7 +364,7 @@ class Exporter:
             finally:
                 resp.close()
         except requests.RequestException as e:
-            reason = _request_failure(e)
+            reason = retry.request_failure(e, timeout)
         self.store.add_counter(BYTES_METRIC, {}, len(body))
         now = self.clock()
         if status is not None and 200 <= status < 300:
@@ -429,12 +429,6 @@ def _varint(raw: bytes, i: int) -> Tuple[int, int]:
             return out, i
         shift += 7
     return 0, len(raw) + 1  # truncated: the caller's loop ends
-
-
-def _request_failure(e: Exception) -> str:
-    from graphsignal.sidecar.upload import _reason
-
-    return _reason(e, (CONNECT_TIMEOUT, READ_TIMEOUT))
 
 
 class ExporterThread(threading.Thread):

@@ -21,7 +21,8 @@ tests pin every wait.
 """
 import logging
 import random
-from typing import Any, Callable, Optional
+import re
+from typing import Any, Callable, Optional, Tuple, Union
 
 logger = logging.getLogger("graphsignal")
 
@@ -35,7 +36,7 @@ def full_jitter(failures: int, rand: Callable[[], float] = random.random, base: 
                 cap: float = CAP) -> float:
     """Seconds to wait after `failures` consecutive failures (>= 1): a
     draw between 0 and the capped exponential (rand() in [0, 1))."""
-    return rand() * min(cap, base * (2 ** min(max(failures, 1) - 1, 32)))
+    return float(rand() * min(cap, base * 2.0 ** min(max(failures, 1) - 1, 32)))
 
 
 def retry_after(value: Optional[str]) -> Optional[float]:
@@ -97,7 +98,7 @@ class Retry:
         self.next_try = now + wait
         if self.failures == 1:
             self.failing_since = now
-        if refused and (self.failures == 1 or not self.refused):
+        if status is not None and refused and (self.failures == 1 or not self.refused):
             self._say("%s are failing: HTTP %d: %s; trying again every %d to %d minutes until it is accepted"
                       % (self.what, status, self.auth_hint, AUTH_MIN // 60, AUTH_MAX // 60))
         elif self.failures == 1 or (self.refused and not refused):
@@ -120,3 +121,24 @@ class Retry:
         logger.warning("graphsignal: %s", msg)
         if self.store is not None:
             self.store.add_error("warning", msg, tags={"source": self.source})
+
+
+def request_failure(e: Exception, timeout: Union[float, Tuple[float, float]]) -> str:
+    """A request that got no answer, in a few words (requests nests the
+    cause deep); timeout: what the request was given, (connect, read) or
+    one number."""
+    import requests
+
+    if isinstance(e, requests.ConnectTimeout):
+        return "no connection within %g s" % (timeout[0] if isinstance(timeout, tuple) else timeout)
+    if isinstance(e, requests.ReadTimeout):
+        return "no answer within %g s" % (timeout[1] if isinstance(timeout, tuple) else timeout)
+    text = str(e)
+    m = re.search(r"Failed to resolve '([^']+)'", text) or re.search(r"Name or service not known", text)
+    if m:
+        return "cannot resolve %s" % (m.group(1) if m.groups() else "the host")
+    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if m:
+        return m.group(1).strip().lower()
+    text = " ".join(text.split())
+    return "%s: %s" % (type(e).__name__, text[:160] + ("..." if len(text) > 160 else ""))

@@ -41,7 +41,6 @@ import collections
 import gzip
 import logging
 import random
-import re
 import threading
 import time
 
@@ -246,20 +245,7 @@ def _detail(resp):
         return None
 
 
-def _reason(e, timeout):
-    """A request failure in a few words (requests nests the cause deep)."""
-    if isinstance(e, requests.ConnectTimeout):
-        return "no connection within %g s" % (timeout[0] if isinstance(timeout, tuple) else timeout)
-    if isinstance(e, requests.ReadTimeout):
-        return "no answer within %g s" % (timeout[1] if isinstance(timeout, tuple) else timeout)
-    text = str(e)
-    m = re.search(r"Failed to resolve '([^']+)'", text) or re.search(r"Name or service not known", text)
-    if m:
-        return "cannot resolve %s" % (m.group(1) if m.groups() else "the host")
-    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    if m:
-        return m.group(1).strip().lower()
-    return "%s: %s" % (type(e).__name__, _one_line(e)[:160])
+_reason = retry.request_failure  # a request that got no answer, in a few words
 
 
 def _one_line(e):
