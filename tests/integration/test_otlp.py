@@ -351,3 +351,33 @@ def test_the_retry_policy_is_the_uploaders():
     ex = Exporter(MetricStore(), settings_for("http://127.0.0.1:9"), clock=Clock(), rand=lambda: 0.0)
     assert isinstance(ex.retry, retry.Retry)
     assert ex.retry.delay(403) == retry.AUTH_MIN
+
+
+def test_skills_otlp_name_table_is_what_the_exporter_sends():
+    import os
+    import re
+
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "SKILL.md")).read()
+    section = text.split("## 11.", 1)[1]
+    rows = re.findall(r"^\| `([a-z_]+)`(?: \((\w+)\))?[^|]*\| `([a-z_.]+)`[^|]*\| `([^`]*)`", section, re.M)
+    assert len(rows) >= 7, rows
+    for name, type_, otlp_name, unit in rows:
+        assert otlp.unit_of(name, type_ or "gauge") == (otlp_name, unit), (name, type_)
+
+
+def test_a_receivers_error_status_message_is_in_the_failing_line(caplog):
+    from werkzeug.wrappers import Response
+
+    status = b"\x08\x03\x12\x1fmetric name has a bad character"  # google.rpc.Status{code: 3, message: ...}
+
+    class Picky(Recorder):
+        def app(self, environ, start_response):
+            Recorder.app(self, environ, lambda *a, **k: None)
+            return Response(status, status=400, content_type="application/x-protobuf")(environ, start_response)
+
+    with Picky() as rec:
+        with caplog.at_level(logging.WARNING, logger="graphsignal"):
+            ex = Exporter(MetricStore(), settings_for(rec.base), clock=Clock(), rand=lambda: 0.0)
+            assert not ex.step(force=True)
+    (line,) = [r.getMessage() for r in caplog.records if r.module == "retry"]
+    assert "HTTP 400 (metric name has a bad character)" in line
