@@ -62,9 +62,9 @@ import os
 import random
 import threading
 import time
-from bisect import bisect_left
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+import numpy as np
 import requests
 
 from graphsignal import __version__, config
@@ -96,9 +96,21 @@ UNITS = (
 _OWN_ATTRIBUTES = ("frame", "kernel", "category")
 
 
+_names: Dict[Tuple[str, str], Tuple[str, str]] = {}
+
+
 def unit_of(name: str, type_: str) -> Tuple[str, str]:
     """(OTLP metric name, UCUM unit) of a /signals metric name and type
     (the module doc's rules)."""
+    got = _names.get((name, type_))
+    if got is None:
+        got = _unit_of(name, type_)
+        if len(_names) < 20000:
+            _names[(name, type_)] = got
+    return got
+
+
+def _unit_of(name: str, type_: str) -> Tuple[str, str]:
     base = name
     if type_ == "counter" and base.endswith("_total") and len(base) > 6:
         base = base[:-6]
@@ -281,9 +293,11 @@ class Builder:
             buckets.append(max(0, count - sum(buckets)))
         else:
             edges = octave_bounds(int(bins[0]), int(bins[-1]))
-            buckets = [0] * (len(edges) + 1)
-            for b, c in zip(bins, counts):
-                buckets[bisect_left(edges, int(b))] += int(c)
+            # each bin's bucket: the first bound at or above its highest value
+            where = np.searchsorted(np.asarray(edges, dtype=np.uint64), np.asarray(bins, dtype=np.uint64), "left")
+            acc = np.zeros(len(edges) + 1, dtype=np.int64)
+            np.add.at(acc, where, np.asarray(counts, dtype=np.int64))  # integers: exact
+            buckets = acc.tolist()
             bounds = [float(e) for e in edges]
             vmin, vmax = st.get("min"), st.get("max")
             if vmin is not None and vmax is not None:

@@ -381,3 +381,18 @@ def test_a_receivers_error_status_message_is_in_the_failing_line(caplog):
             assert not ex.step(force=True)
     (line,) = [r.getMessage() for r in caplog.records if r.module == "retry"]
     assert "HTTP 400 (metric name has a bad character)" in line
+
+
+def test_a_hung_otlp_endpoint_never_holds_the_workload_or_its_exit():
+    import time
+
+    with Recorder(lambda req: (time.sleep(60), (200, b""))[1]) as rec:
+        env = quiet_env(GRAPHSIGNAL_OTLP="1", OTEL_EXPORTER_OTLP_ENDPOINT=rec.base,
+                        OTEL_METRIC_EXPORT_INTERVAL="1000", GRAPHSIGNAL_DISABLE_VERSION_CHECK="1")
+        t0 = time.monotonic()
+        proc, signals = run_wrapped([sys.executable, "-c", CHILD], env=env)
+        took = time.monotonic() - t0
+        assert proc.returncode == 3 and proc.stdout == b"", proc.stderr
+        assert rec.requests  # it did try
+    assert took < 40, took  # the endpoint would have held each export for 60 s
+    assert signals is not None and signals["exit_status"] == 3
