@@ -161,7 +161,9 @@ setup(
         "cu12": ["nvidia-cuda-cupti-cu12; sys_platform == 'linux'",
                  "nvidia-cuda-runtime-cu12; sys_platform == 'linux'"],
         "cu13": ["nvidia-cuda-cupti; sys_platform == 'linux'", "nvidia-cuda-runtime; sys_platform == 'linux'"],
-        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4"],
+        # OTLP/HTTP metric export (GRAPHSIGNAL_OTLP=1): OpenTelemetry's own message types
+        "otlp": ["opentelemetry-proto>=1.20"],
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4", "opentelemetry-proto>=1.20"],
     },
     entry_points={
         "console_scripts": [

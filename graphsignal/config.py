@@ -18,8 +18,9 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from graphsignal import otelenv
 from graphsignal.rings import header
 
 logger = logging.getLogger("graphsignal")
@@ -45,6 +46,10 @@ ALL_GPUS_ENV = "GRAPHSIGNAL_ALL_GPUS"  # telemetry for every GPU, not only the w
 METRICS_TOP_FRAMES_ENV = "GRAPHSIGNAL_METRICS_TOP_FRAMES"  # /metrics: frames exported per profile
 METRICS_ENGINE_ENV = "GRAPHSIGNAL_METRICS_ENGINE"  # /metrics: re-export the engine's own series
 DISABLE_VERSION_CHECK_ENV = "GRAPHSIGNAL_DISABLE_VERSION_CHECK"
+# identity and OTLP export (graphsignal.otelenv reads them, and OTEL_*)
+SERVICE_ENV = otelenv.SERVICE_ENV  # the service name (wins over OTEL_SERVICE_NAME)
+TAGS_ENV = otelenv.TAGS_ENV  # k=v,...: context, uploads, /metrics labels, OTLP resource
+OTLP_ENV = otelenv.OTLP_ENV  # 1: OTLP/HTTP metric export (graphsignal.sidecar.otlp)
 
 # -- graphsignal-server ---------------------------------------------------------------
 SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
@@ -217,6 +222,14 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "metrics_top_frames": (None, METRICS_TOP_FRAMES_ENV),
     "metrics_engine": (None, METRICS_ENGINE_ENV),
     "log_level": (None, LOG_LEVEL_ENV),
+    "service": (None, SERVICE_ENV),
+    "tags": (None, TAGS_ENV),
+    "otlp": (None, OTLP_ENV),
+    "otlp_endpoint": (None, otelenv.OTEL_METRICS_ENDPOINT),
+    "otlp_headers": (None, otelenv.OTEL_METRICS_HEADERS),
+    "otlp_interval": (None, otelenv.OTEL_INTERVAL),
+    "otlp_gzip": (None, otelenv.OTEL_COMPRESSION),
+    "otlp_resource": (None, otelenv.OTEL_RESOURCE_ATTRIBUTES),
 }
 SECRET = ("signals_token", "api_key")  # --print-config says whether they are set, never what they are
 
@@ -241,7 +254,14 @@ class Settings:
     VISIBLE_DEVICES_ENVS that are set, as (name, value);
     metrics_top_frames: frames /metrics exports per profile;
     metrics_engine: /metrics re-exports the engine's own series;
-    log_level: both processes' log level name. origins: (setting, where
+    log_level: both processes' log level name. service: the service name
+    (None: not set); tags: GRAPHSIGNAL_TAGS, validated (identity_labels()
+    gives both as labels); otlp: GRAPHSIGNAL_OTLP; otlp_endpoint: the URL
+    metrics are posted to (None: OTLP is off, or its URL is unusable);
+    otlp_headers: (name, value) sent with each export (secret values);
+    otlp_interval: seconds between exports; otlp_gzip: gzip the body;
+    otlp_resource: OTEL_RESOURCE_ATTRIBUTES as (key, value)
+    (graphsignal.otelenv says how each is read). origins: (setting, where
     its value came from), for --print-config."""
 
     command: Tuple[str, ...] = ()
@@ -261,6 +281,14 @@ class Settings:
     metrics_top_frames: int = DEFAULT_TOP_FRAMES
     metrics_engine: bool = False
     log_level: str = DEFAULT_LOG_LEVEL
+    service: Optional[str] = None
+    tags: Dict[str, str] = field(default_factory=dict)
+    otlp: bool = False
+    otlp_endpoint: Optional[str] = None
+    otlp_headers: Tuple[Tuple[str, str], ...] = ()
+    otlp_interval: float = otelenv.DEFAULT_INTERVAL
+    otlp_gzip: bool = False
+    otlp_resource: Tuple[Tuple[str, str], ...] = ()
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -283,6 +311,8 @@ class Settings:
             return "command line"
         if name == "visible_devices" and how == ENVIRONMENT:
             return "environment " + ",".join(n for n, _ in self.visible_devices)
+        if how.startswith(ENVIRONMENT + " "):
+            return how  # one of several variables: its name
         if how == FLAG and flag:
             return "flag " + flag
         if how == ENVIRONMENT and env:
@@ -294,6 +324,9 @@ class Settings:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["command"] = list(self.command)
         d["visible_devices"] = [list(p) for p in self.visible_devices]
+        d["tags"] = dict(self.tags)
+        d["otlp_headers"] = [list(p) for p in self.otlp_headers]
+        d["otlp_resource"] = [list(p) for p in self.otlp_resource]
         d["origins"] = [list(p) for p in self.origins]
         return d
 
@@ -323,15 +356,21 @@ class Settings:
                 why = token_problem(v) if f.name == "signals_token" else None
                 if why:
                     shown = "(set, refused: %s)" % why
-            elif f.name == "api_base" and v:
+            elif f.name in ("api_base", "otlp_endpoint") and v:
                 shown = shown_url(v)
+            elif f.name == "otlp_headers":
+                shown = "%s (values not shown)" % ", ".join(n for n, _ in v) if v else "(none)"
+            elif f.name in ("tags", "otlp_resource"):
+                pairs = v.items() if isinstance(v, dict) else v
+                shown = ",".join("%s=%s" % p for p in pairs) or "(none)"
             elif f.name == "command":
                 shown = " ".join(v) if v else "(none)"
             elif f.name == "visible_devices":
                 shown = " ".join("%s=%s" % p for p in v) if v else "(not set: every GPU)"
             elif v is None:
                 shown = {"metrics_port": "(from the engine's own flags)", "signals_file": "(none)",
-                         "api_base": DEFAULT_API_BASE}.get(f.name, "(none)")
+                         "api_base": DEFAULT_API_BASE,
+                         "otlp_endpoint": "(not exporting)"}.get(f.name, "(none)")
             else:
                 shown = str(v)
             if refused and f.name in refused:
@@ -346,6 +385,8 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
     "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "origins": (list,),
+    "service": (str, type(None)), "tags": (dict,), "otlp": (bool,), "otlp_endpoint": (str, type(None)),
+    "otlp_headers": (list,), "otlp_interval": (float, int), "otlp_gzip": (bool,), "otlp_resource": (list,),
 }
 
 
@@ -364,9 +405,13 @@ def _typed(name: str, given: Any) -> Any:
         if not all(isinstance(a, str) for a in v):
             raise ValueError("settings: command holds something other than strings")
         return tuple(v)
-    if name in ("visible_devices", "origins"):
+    if name in ("visible_devices", "origins", "otlp_headers", "otlp_resource"):
         return _pairs(name, v)
-    if name == "linger":
+    if name == "tags":
+        if not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+            raise ValueError("settings: tags holds something other than strings")
+        return dict(v)
+    if name in ("linger", "otlp_interval"):
         return float(v)
     return v
 
@@ -389,6 +434,8 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
     linger = linger_seconds(linger_raw)
     visible = tuple((n, environ[n]) for n in VISIBLE_DEVICES_ENVS if n in environ)
     token = environ.get(SIGNALS_TOKEN_ENV) or None
+    service, service_from = otelenv.service(environ)
+    tags = otelenv.tags(environ.get(TAGS_ENV))
     return Settings(
         command=take("command", (tuple(cfg.command), FLAG)),
         metrics_port=flag("metrics_port", cfg.metrics_port, None),
@@ -410,8 +457,63 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         metrics_top_frames=take("metrics_top_frames", top_frames(environ)),
         metrics_engine=take("metrics_engine", _yes(environ, METRICS_ENGINE_ENV)),
         log_level=take("log_level", _log_level(environ)),
+        service=take("service", (service, "%s %s" % (ENVIRONMENT, service_from)) if service else (None, DEFAULT)),
+        tags=take("tags", (tags, ENVIRONMENT if tags else DEFAULT)),
+        **_otlp(environ, take),
         origins=tuple(origins),
     )
+
+
+def _otlp(environ: Mapping[str, str], take: Callable[[str, Tuple[Any, str]], Any]) -> Dict[str, Any]:
+    """The otlp_* settings: read (and their bad values said) only with
+    GRAPHSIGNAL_OTLP=1, since a workload sets OTEL_* for itself."""
+    on, how = _yes(environ, OTLP_ENV)
+    out: Dict[str, Any] = {"otlp": take("otlp", (on, how))}
+    if not on:
+        return out
+    otelenv.otlp_notes(environ)
+    url, url_from = otelenv.otlp_endpoint(environ)
+    headers, headers_from = otelenv.otlp_headers(environ)
+    interval, interval_set = otelenv.otlp_interval(environ)
+    gzip, gzip_set = otelenv.otlp_gzip(environ)
+    resource = otelenv.resource_attributes(environ.get(otelenv.OTEL_RESOURCE_ATTRIBUTES) or "")
+
+    def env(value: Any, source: Optional[str]) -> Tuple[Any, str]:
+        return (value, "%s %s" % (ENVIRONMENT, source)) if source else (value, DEFAULT)
+
+    out["otlp_endpoint"] = take("otlp_endpoint", env(url, None if url_from == DEFAULT else url_from))
+    out["otlp_headers"] = take("otlp_headers", env(headers, headers_from))
+    out["otlp_interval"] = take("otlp_interval", (interval, ENVIRONMENT if interval_set else DEFAULT))
+    out["otlp_gzip"] = take("otlp_gzip", env(gzip, (otelenv.OTEL_METRICS_COMPRESSION
+                                                    if environ.get(otelenv.OTEL_METRICS_COMPRESSION)
+                                                    else otelenv.OTEL_COMPRESSION) if gzip_set else None))
+    out["otlp_resource"] = take("otlp_resource", (tuple(resource.items()), ENVIRONMENT if resource else DEFAULT))
+    return out
+
+
+def identity_labels(settings: Settings) -> Dict[str, str]:
+    """The run's identity as labels: {"service": the service name} (when
+    set) and every GRAPHSIGNAL_TAGS tag, key as given (validated by
+    graphsignal.otelenv.tags: [A-Za-z_][A-Za-z0-9_.]*, not `__`, never
+    `service`, and no two keys that differ only in `.` against `_`, so
+    their Prometheus label names, `.` as `_`, are distinct too), values
+    printable. /metrics adds them to every series; OTLP sends them as
+    resource attributes (service as service.name)."""
+    out = {"service": settings.service} if settings.service else {}
+    out.update(settings.tags)
+    return out
+
+
+def identity_context(settings: Settings) -> Dict[str, Any]:
+    """What the identity adds to the payload's `context` (and so to every
+    upload): "service.name" (when set) and "tags" (an object, when any):
+    beside "instance.id" and "host.name", never in their place."""
+    out: Dict[str, Any] = {}
+    if settings.service:
+        out["service.name"] = settings.service
+    if settings.tags:
+        out["tags"] = dict(settings.tags)
+    return out
 
 
 def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:

@@ -18,8 +18,8 @@ from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Opt
                     TypedDict, Union)
 
 __all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
-           "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Signals",
-           "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
+           "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Context",
+           "Signals", "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
 
 
 # -- the document ----------------------------------------------------------------------
@@ -130,13 +130,26 @@ class Resource(TypedDict):
     last_seen_ts: int
 
 
+_ContextKeys = TypedDict("_ContextKeys", {
+    "instance.id": str,  # the run (one graphsignal-run)
+    "host.name": str,
+    "service.name": str,  # GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME; absent when neither is set
+    "tags": Dict[str, str],  # GRAPHSIGNAL_TAGS; absent when none
+}, total=False)
+
+
+class Context(_ContextKeys, total=False):
+    """Who is reporting: instance.id (the run) and host.name always; service.name and tags when the
+    run was given them (GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME, GRAPHSIGNAL_TAGS)."""
+
+
 class _SignalsBase(TypedDict):
     profiler: Profiler
     payload_ns: int
     start_ns: int  # the workload's launch
     ended_ns: Optional[int]  # None while the workload runs
     exit_status: Optional[int]  # its exit code, or -N for a death by signal N
-    context: Dict[str, Any]
+    context: Context
     metrics: List[Metric]  # in order of name, tags, type
     errors: List[ErrorEntry]  # oldest first
     resources: List[Resource]

@@ -2,7 +2,8 @@
 the accepted keys; tests drive it with werkzeug.test.Client):
 
   POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
-  GET  /api/v1/instances                  {"instances": [{instance_id, context, first_seen_ns, last_seen_ns}]}
+  GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, service, context, first_seen_ns,
+                                          last_seen_ns}]}, newest first (service: context["service.name"])
   GET  /api/v1/signals?instance_id=ID     the instance's latest snapshot, in /signals's shape
        [&window=N]                        ... plus `window` over the last N seconds (N >= 60)
   GET  /api/v1/version                    {"latest": "<this server's version>"} (the sidecar's version check)
@@ -123,9 +124,10 @@ def make_app(db, keys):
             return _error(str(e), 429)
 
     def _instances(req, owner):
-        if req.args:
-            return _error("unknown query parameter(s): %s" % ", ".join(sorted(req.args)), 400)
-        return _json({"instances": db.instances(owner)})
+        unknown = sorted(set(req.args) - {"service"})
+        if unknown:
+            return _error("unknown query parameter(s): %s (known: service)" % ", ".join(unknown), 400)
+        return _json({"instances": db.instances(owner, req.args.get("service"))})
 
     def _signals(req, owner):
         unknown = sorted(set(req.args) - {"instance_id", "window"})

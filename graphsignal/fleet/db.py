@@ -362,12 +362,22 @@ class DB:
         self.conn.execute("COMMIT")
 
     # -- reads ------------------------------------------------------------------------
-    def instances(self, owner):
+    def instances(self, owner, service=None):
+        """The key's instances, newest first, each with its service (the
+        context's service.name, None when the run had none); service: only
+        that service's."""
         with self.lock:
             rows = self.conn.execute("SELECT instance_id, context, first_seen_ns, last_seen_ns FROM instances "
                                      "WHERE owner=? ORDER BY last_seen_ns DESC, instance_id", (owner,)).fetchall()
-        return [{"instance_id": iid, "context": orjson.loads(ctx), "first_seen_ns": first, "last_seen_ns": last}
-                for iid, ctx, first, last in rows]
+        out = []
+        for iid, ctx, first, last in rows:
+            context = orjson.loads(ctx)
+            name = context.get("service.name") if isinstance(context, dict) else None
+            name = name if isinstance(name, str) else None
+            if service is None or name == service:
+                out.append({"instance_id": iid, "service": name, "context": context, "first_seen_ns": first,
+                            "last_seen_ns": last})
+        return out
 
     def snapshot(self, owner, iid):
         """The instance's latest snapshot in /signals's shape, or None."""

@@ -176,6 +176,10 @@ def validate(doc):
         raise BadBody("schema must be %d, got %r" % (SCHEMA, doc.get("schema")))
     _str(doc.get("instance_id"), "instance_id", 256)
     _flat(doc.get("context"), "context")
+    if "service.name" in doc["context"]:
+        _str(doc["context"]["service.name"], "context['service.name']", MAX_NAME)
+    if "tags" in doc["context"]:
+        _tags(doc["context"]["tags"], "context['tags']")
     if doc["context"].get("instance.id", doc["instance_id"]) != doc["instance_id"]:
         raise BadBody("instance_id and context['instance.id'] differ")
     if doc.get("profiler") is not None:

@@ -33,7 +33,7 @@ def api_base(given):
     return raw.rstrip("/")
 
 
-def session(url):
+def session(url: str) -> requests.Session:
     """A requests session that sends only what we give it: proxies from
     the environment are honoured (and NO_PROXY), but no .netrc
     credentials are added to our requests."""

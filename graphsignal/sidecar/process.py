@@ -251,7 +251,7 @@ class Part:
             getattr(self.running, self.close_with)()
 
 
-FINAL_ORDER = ("sources", "poller", "uploader")
+FINAL_ORDER = ("sources", "poller", "uploader", "otlp")
 
 
 class _Clock(Part):
@@ -355,6 +355,24 @@ class _Uploader(Part):
             self.running.stop(upload.FINAL_DEADLINE)
 
 
+class _Otlp(Part):
+    """Only with GRAPHSIGNAL_OTLP=1 (otlp.start returns None without)."""
+
+    name = "otlp"
+    final_step = "final OTLP export"
+
+    def begin(self):
+        from graphsignal.sidecar import otlp
+
+        return otlp.start(self.sc.store, self.sc.settings, self.sc._engine_series)
+
+    def final(self):
+        if self.running is not None:
+            from graphsignal.sidecar import otlp
+
+            self.running.stop(otlp.FINAL_DEADLINE)
+
+
 class _VersionCheck(Part):
     """One request on a daemon thread: nothing to stop."""
 
@@ -392,13 +410,14 @@ class Sidecar:
         self.metrics_url = cfg.get("metrics_url")
         self.store = MetricStore()
         self.store.set_started(cfg.get("launch_ns"))
-        self.store.set_context(**{"instance.id": self.run_id, "host.name": os.uname().nodename})
+        self.store.set_context(**{"instance.id": self.run_id, "host.name": os.uname().nodename},
+                               **config.identity_context(self.settings))
         self.reporter = Reporter(self.store, {"source": "sidecar"})
         self.sources = _Sources(self)
         self.channel_eof = False
         self._parts = [_Clock(self), _Poller(self), _Server(self),
                        _Once(self, "process resources", self._register_root), self.sources, _Uploader(self),
-                       _VersionCheck(self), _Once(self, "stale ring cleanup", self._remove_stale)]
+                       _Otlp(self), _VersionCheck(self), _Once(self, "stale ring cleanup", self._remove_stale)]
 
     def parts(self):
         """The long-running parts, in start order (Part)."""

@@ -26,9 +26,13 @@ one. Errors are events: they wait in a buffer of MAX_PENDING_ERRORS
 Resending an accepted body changes nothing on the server.
 
 Never harm the workload: one request at a time with a short timeout, no
-redirects, backoff after a failure (1 s doubling to 30 s), one log line
-when uploads start failing and one when they recover, and at exit one
-last upload with a deadline of 2 s. Counters in the store say how it goes:
+redirects, and graphsignal.sidecar.retry's policy after a failure: a
+wait drawn between 0 and 1 s doubling to 30 s (full jitter, so a fleet
+does not retry in lockstep), at least a 429's or 503's Retry-After, and
+for a 401/403 (the key was refused) one line, then a try every 4 to 5
+minutes (a key fixed on the server heals a long run); one log line when
+uploads start failing and one when they recover, and at exit one last
+upload with a deadline of 2 s. Counters in the store say how it goes:
 graphsignal_uploads_total (tag result: accepted / failed),
 graphsignal_upload_bytes_total (compressed bytes sent) and
 graphsignal_upload_dropped_errors_total.
@@ -36,7 +40,7 @@ graphsignal_upload_dropped_errors_total.
 import collections
 import gzip
 import logging
-import re
+import random
 import threading
 import time
 
@@ -44,7 +48,7 @@ import requests
 
 from graphsignal import __version__, config, jsonsafe
 from graphsignal.report import Reporter
-from graphsignal.sidecar import api
+from graphsignal.sidecar import api, retry
 from graphsignal.sidecar.series import dumps
 from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
 
@@ -54,7 +58,7 @@ ENV_API_KEY = config.API_KEY_ENV
 INGEST_PATH = "/api/v1/ingest"
 SCHEMA = 1
 INTERVAL = 1.0  # seconds between uploads
-BACKOFF_MIN, BACKOFF_MAX = 1.0, 30.0  # seconds
+BACKOFF_MIN, BACKOFF_MAX = retry.BASE, retry.CAP  # seconds: the range of the first and the longest draw
 CONNECT_TIMEOUT, READ_TIMEOUT = 2.0, 3.0  # seconds
 FINAL_DEADLINE = 2.0  # seconds for the last upload at exit
 MAX_PENDING_ERRORS = 1000
@@ -76,11 +80,6 @@ def api_key(given):
     return key
 
 
-def backoff(failures):
-    """Seconds to wait after `failures` consecutive failures (>= 1)."""
-    return min(BACKOFF_MAX, BACKOFF_MIN * (2 ** min(failures - 1, 16)))
-
-
 def _error_key(e):
     return dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"), e.get("tags")))
 
@@ -93,7 +92,8 @@ class Uploader:
     """Builds and sends upload bodies; step() is one cycle (the thread
     calls it once a second), so tests drive it with their own clock."""
 
-    def __init__(self, store, key, base, clock=time.monotonic, snapshot=signals_snapshot_encoded, http=None):
+    def __init__(self, store, key, base, clock=time.monotonic, snapshot=signals_snapshot_encoded, http=None,
+                 rand=random.random):
         self.store = store
         self.key = key
         self.url = base + INGEST_PATH
@@ -102,9 +102,8 @@ class Uploader:
         self.snapshot = snapshot
         self.http = http
         self.seq = 0
-        self.failures = 0  # consecutive
-        self.failing_since = None
-        self.next_try = 0.0
+        self.retry = retry.Retry("uploads to %s" % self.shown_url,
+                                 "the API key was not accepted (check %s)" % ENV_API_KEY, store, "upload", clock, rand)
         self.accepted = 0
         self.dropped_errors = 0
         # the encoded series of accepted uploads, by identity (the store hands
@@ -124,7 +123,7 @@ class Uploader:
         snap, metrics = self.snapshot(self.store)
         self._collect_errors(snap["errors"])
         now = self.clock()
-        if not force and now < self.next_try:
+        if not force and not self.retry.due(now):
             return False
         body, sent = self._body(snap, metrics)
         return self._send(body, sent, now, timeout)
@@ -190,16 +189,26 @@ class Uploader:
             try:
                 status = resp.status_code
                 detail = _detail(resp) if status >= 300 else None
+                after = retry.retry_after(resp.headers.get("Retry-After"))
             finally:
                 resp.close()
         except requests.RequestException as e:
-            status, detail = None, _reason(e, timeout)
+            status, detail, after = None, _reason(e, timeout), None
         self.store.add_counter(BYTES_METRIC, {}, len(data))
         if status is not None and 200 <= status < 300:
             self._accepted(sent, now)
             return True
-        self._failed(status, detail, now)
+        self._failed(status, detail, now, after)
         return False
+
+    # the retry state, as before it had its own module
+    @property
+    def failures(self):
+        return self.retry.failures
+
+    @property
+    def next_try(self):
+        return self.retry.next_try
 
     def _accepted(self, sent, now):
         present, errors, res_fp, engine_fp = sent
@@ -214,29 +223,17 @@ class Uploader:
         self._acked_resources, self._acked_engine = res_fp, engine_fp
         self.accepted += 1
         self.store.add_counter(UPLOADS_METRIC, {"result": "accepted"}, 1)
-        if self.failures:
-            logger.warning("graphsignal: uploads to %s recovered after %d failed attempts in %.0f s", self.shown_url,
-                           self.failures, max(0.0, now - self.failing_since))
-        self.failures = 0
-        self.failing_since = None
-        self.next_try = 0.0
+        self.retry.succeeded(now)
 
-    def _failed(self, status, detail, now):
-        self.failures += 1
+    def _failed(self, status, detail, now, after=None):
         self.store.add_counter(UPLOADS_METRIC, {"result": "failed"}, 1)
-        self.next_try = now + backoff(self.failures)
-        if self.failures == 1:
-            self.failing_since = now
-            reason = detail if status is None else "HTTP %d%s" % (status, " (%s)" % detail if detail else "")
-            msg = "uploads to %s are failing: %s; retrying with backoff up to %d s" % (self.shown_url, reason,
-                                                                                      BACKOFF_MAX)
-            logger.warning("graphsignal: %s", msg)
-            self.store.add_error("warning", msg, tags={"source": "upload"})
+        reason = detail if status is None else "HTTP %d%s" % (status, " (%s)" % detail if detail else "")
+        self.retry.failed(status, reason, now, after)
 
 
 def _detail(resp):
     """The server's reason for a non-2xx answer, in one short line."""
-    if resp.status_code == 401:
+    if resp.status_code in retry.AUTH_STATUSES:
         return "the API key was not accepted"
     if 300 <= resp.status_code < 400:
         return "redirects are not followed; set %s to the final URL" % api.ENV_API_BASE
@@ -248,20 +245,7 @@ def _detail(resp):
         return None
 
 
-def _reason(e, timeout):
-    """A request failure in a few words (requests nests the cause deep)."""
-    if isinstance(e, requests.ConnectTimeout):
-        return "no connection within %g s" % (timeout[0] if isinstance(timeout, tuple) else timeout)
-    if isinstance(e, requests.ReadTimeout):
-        return "no answer within %g s" % (timeout[1] if isinstance(timeout, tuple) else timeout)
-    text = str(e)
-    m = re.search(r"Failed to resolve '([^']+)'", text) or re.search(r"Name or service not known", text)
-    if m:
-        return "cannot resolve %s" % (m.group(1) if m.groups() else "the host")
-    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    if m:
-        return m.group(1).strip().lower()
-    return "%s: %s" % (type(e).__name__, _one_line(e)[:160])
+_reason = retry.request_failure  # a request that got no answer, in a few words
 
 
 def _one_line(e):

@@ -39,13 +39,14 @@ class ClientHTTP:
 
     def post(self, url, data, headers, **kw):
         r = self.client.post("/api/v1/ingest", data=data, headers=headers)
-        return _Resp(r.status_code, r.data)
+        return _Resp(r.status_code, r.data, r.headers)
 
 
 class _Resp:
-    def __init__(self, status, body):
+    def __init__(self, status, body, headers=None):
         self.status_code = status
         self.raw = _Raw(body)
+        self.headers = headers or {}
 
     def close(self):
         pass
@@ -113,7 +114,8 @@ def test_an_upload_reads_back_as_the_instance_snapshot_in_the_signals_shape(tmp_
     assert f.uploader(s).step()
     (inst,) = f.instances()
     assert inst["instance_id"] == "inst-1" and inst["context"] == {"instance.id": "inst-1", "host.name": "gpu-box"}
-    assert set(inst) == {"instance_id", "context", "first_seen_ns", "last_seen_ns"}
+    assert set(inst) == {"instance_id", "service", "context", "first_seen_ns", "last_seen_ns"}
+    assert inst["service"] is None  # the run named none
     r = f.signals("inst-1")
     assert r.status_code == 200 and r.mimetype == "application/json"
     snap, local = r.json, local_signals(s)
@@ -157,6 +159,30 @@ def test_each_key_sees_only_its_own_instances_and_unknown_keys_get_401(tmp_path)
     # the same instance id under another key is another instance
     assert f.uploader(workload_store(), "key-b").step()
     assert len(f.instances("key-a")) == 1 and len(f.instances("key-b")) == 1
+
+
+def test_instances_say_their_service_and_can_be_listed_by_it(tmp_path):
+    f = Fleet(tmp_path / "s.db")
+    for iid, service in (("inst-1", "trainer"), ("inst-2", None), ("inst-3", "trainer"), ("inst-4", "server")):
+        s = workload_store()
+        s.context["instance.id"] = iid
+        if service:
+            s.context.update({"service.name": service, "tags": {"pod": iid}})
+        assert f.uploader(s).step()
+    got = {i["instance_id"]: (i["service"], i["context"].get("tags")) for i in f.instances()}
+    assert got == {"inst-1": ("trainer", {"pod": "inst-1"}), "inst-2": (None, None),
+                   "inst-3": ("trainer", {"pod": "inst-3"}), "inst-4": ("server", {"pod": "inst-4"})}
+    r = f.get("/api/v1/instances?service=trainer")
+    assert r.status_code == 200 and sorted(i["instance_id"] for i in r.json["instances"]) == ["inst-1", "inst-3"]
+    assert f.get("/api/v1/instances?service=nobody").json == {"instances": []}
+    r = f.get("/api/v1/instances?services=trainer")
+    assert r.status_code == 400 and "known: service" in r.json["error"]
+    # a service or tags that are not strings are refused with the rest of the body
+    for context, word in (({"instance.id": "i", "service.name": 7}, "service.name"),
+                          ({"instance.id": "i", "tags": {"pod": 1}}, "tags"),
+                          ({"instance.id": "i", "tags": "pod=1"}, "tags")):
+        r = f.post(gzip.compress(orjson.dumps(dict(_good_body(), context=context))))
+        assert r.status_code == 400 and word in r.json["error"], r.json
 
 
 def _good_body():
@@ -350,13 +376,15 @@ for i in range(n):
 def test_graphsignal_run_uploads_to_a_graphsignal_server(tmp_path):
     srv = ServerProc(tmp_path / "fleet.db", env_keys="key-c,key-d").start()
     try:
-        env = quiet_env(GRAPHSIGNAL_API_KEY="key-a", GRAPHSIGNAL_API_BASE=srv.base, GS_N=200)
+        env = quiet_env(GRAPHSIGNAL_API_KEY="key-a", GRAPHSIGNAL_API_BASE=srv.base, GS_N=200,
+                        GRAPHSIGNAL_SERVICE="trainer", GRAPHSIGNAL_TAGS="pod=p-1")
         proc = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", CHILD], env=env,
                               capture_output=True, timeout=120)
         assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
         status, doc = srv.get("/api/v1/instances")
         assert status == 200 and len(doc["instances"]) == 1
         inst = doc["instances"][0]
+        assert inst["service"] == "trainer" and inst["context"]["tags"] == {"pod": "p-1"}
         assert inst["context"]["host.name"] == socket.gethostname() or inst["context"]["host.name"] == os.uname()[1]
         status, snap = srv.get("/api/v1/signals?instance_id=" + inst["instance_id"])
         assert status == 200

@@ -4,6 +4,7 @@ error buffer, the final upload's deadline; and graphsignal-run with and
 without a key against a real local HTTP server as GRAPHSIGNAL_API_BASE."""
 import gzip
 import logging
+import random
 import subprocess
 import sys
 import time
@@ -112,7 +113,9 @@ def test_failures_back_off_and_say_one_line_each_way(caplog):
     with Recorder(lambda req: (state["status"], b'{"error": "overloaded"}')) as rec:
         s = store_with_data()
         clock = Clock()
-        up = Uploader(s, "k", rec.base, clock=clock)
+        # the largest draw of the jitter, so the waits are its ceilings (test_retry.py
+        # holds the draws themselves)
+        up = Uploader(s, "k", rec.base, clock=clock, rand=lambda: 1.0)
         tries = []
         with caplog.at_level(logging.WARNING, logger="graphsignal"):
             for _ in range(300):  # 150 s of cycles, every half second
@@ -123,14 +126,14 @@ def test_failures_back_off_and_say_one_line_each_way(caplog):
                 clock.t += 0.5
             gaps = [b - a for a, b in zip(tries, tries[1:])]
             assert gaps[:6] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0] and set(gaps[6:]) == {30.0}
-            failing = [r.getMessage() for r in caplog.records if r.module == "upload"]
+            failing = [r.getMessage() for r in caplog.records if r.module in ("upload", "retry")]
             assert len(failing) == 1 and "failing: HTTP 503 (overloaded)" in failing[0], failing
             # what changed during the outage arrives with the first accepted upload
             s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 99)
             state["status"] = 200
             clock.t = up.next_try
             assert up.step()
-        lines = [r.getMessage() for r in caplog.records if r.module == "upload"]
+        lines = [r.getMessage() for r in caplog.records if r.module in ("upload", "retry")]
         assert len(lines) == 2 and "recovered after %d failed attempts" % len(tries) in lines[1], lines
         last = bodies(rec)[-1]
         got = {m["name"]: m["stats"] for m in last["metrics"]}
@@ -143,11 +146,73 @@ def test_failures_back_off_and_say_one_line_each_way(caplog):
         assert up.step()
 
 
-def test_unauthorized_says_the_key_was_not_accepted(caplog):
-    with Recorder(lambda req: (401, b'{"error": "unknown API key"}')) as rec:
+def test_jittered_backoff_stays_under_its_ceilings_against_a_real_server():
+    with Recorder(lambda req: (503, b"{}")) as rec:
+        clock = Clock()
+        up = Uploader(store_with_data(), "k", rec.base, clock=clock, rand=random.Random(11).random)
+        tries = []
+        for _ in range(400):  # 100 s of quarter-second cycles
+            n = len(rec.matching(INGEST))
+            up.step()
+            if len(rec.matching(INGEST)) > n:
+                tries.append(clock.t)
+            clock.t += 0.25
+        gaps = [b - a for a, b in zip(tries, tries[1:])]
+        ceilings = [min(30.0, 2.0 ** i) for i in range(len(gaps))]
+        # each wait is a draw between 0 and its ceiling, seen by a quarter-second cycle
+        assert all(g <= c + 0.25 for g, c in zip(gaps, ceilings)), list(zip(gaps, ceilings))
+        assert len(set(gaps)) > 3  # not the fixed doubling of old
+
+
+def test_a_refused_key_is_one_line_then_a_try_every_few_minutes_until_a_rotated_key_is_accepted(caplog):
+    state = {"status": 401}
+    with Recorder(lambda req: (state["status"], b'{"error": "unknown API key"}')) as rec:
+        s = store_with_data()
+        clock = Clock()
+        up = Uploader(s, "old-key", rec.base, clock=clock, rand=random.Random(2).random)
+        tries = []
         with caplog.at_level(logging.WARNING, logger="graphsignal"):
-            assert not Uploader(store_with_data(), "bad", rec.base, clock=Clock()).step()
-    assert "HTTP 401 (the API key was not accepted)" in caplog.text
+            for i in range(3600):  # an hour of one-second cycles (the thread's pace)
+                if i == 2000:
+                    state["status"] = 200  # the key was added on the server
+                n = len(rec.matching(INGEST))
+                accepted = up.step()
+                if len(rec.matching(INGEST)) > n:
+                    tries.append((clock.t, accepted))
+                clock.t += 1.0
+        refused = [t for t, ok in tries if not ok]
+        gaps = [b - a for a, b in zip(refused, refused[1:])]
+        assert len(refused) >= 6 and all(240 <= g <= 301 for g in gaps), gaps  # minutes apart, not a hammer
+        first_ok = next(t for t, ok in tries if ok)
+        assert 1000 + 2000 <= first_ok <= 1000 + 2000 + 301  # healed within one slow retry of the fix
+        assert all(ok for t, ok in tries if t > first_ok)  # and back to once a cycle
+        assert len([t for t, _ in tries if t > first_ok]) > 500
+        lines = [r.getMessage() for r in caplog.records if r.module in ("upload", "retry")]
+        assert len(lines) == 2, lines
+        assert "HTTP 401: the API key was not accepted (check GRAPHSIGNAL_API_KEY)" in lines[0]
+        assert "every 4 to 5 minutes" in lines[0]
+        assert "recovered after %d failed attempts" % len(refused) in lines[1]
+        assert sum("API key was not accepted" in e["message"] for e in s.errors) == 1
+
+
+def test_a_forbidden_key_waits_as_long_and_a_busy_server_is_given_its_retry_after():
+    with Recorder(lambda req: (403, b"{}")) as rec:
+        clock = Clock()
+        up = Uploader(store_with_data(), "k", rec.base, clock=clock, rand=lambda: 0.0)
+        assert not up.step()
+        assert up.next_try - clock.t >= 240
+    from werkzeug.wrappers import Response
+
+    class Busy(Recorder):
+        def app(self, environ, start_response):
+            Recorder.app(self, environ, lambda *a, **k: None)
+            return Response(b'{"error": "busy"}', status=503, headers={"Retry-After": "90"})(environ, start_response)
+
+    with Busy() as rec:
+        clock = Clock()
+        up = Uploader(store_with_data(), "k", rec.base, clock=clock, rand=lambda: 0.0)
+        assert not up.step()
+        assert up.next_try - clock.t == 90.0
 
 
 def test_the_error_buffer_is_bounded_drops_the_oldest_and_counts():

@@ -39,7 +39,11 @@ def test_a_schema_3_database_gives_the_answers_it_gave(tmp_path):
     for url, want in answers.items():
         r = c.get(url, headers={"X-API-Key": "key-a"})
         assert r.status_code == 200, (url, r.data)
-        assert orjson.loads(r.data) == want, url
+        got = orjson.loads(r.data)
+        if url.startswith("/api/v1/instances"):
+            # a field added since (each run's service.name): none for runs that named none
+            assert all(i.pop("service") is None for i in got["instances"])
+        assert got == want, url
     db.close()
 
 

@@ -31,6 +31,7 @@ WINDOWS = (60, 120, 300, 600, 900, 1800, 3600)
 class _Resp:
     def __init__(self, status, body):
         self.status_code = status
+        self.headers = {}
         self.raw = io.BytesIO(body)
         self.raw.read = lambda n, decode_content=True, _r=self.raw.read: _r(n)
 

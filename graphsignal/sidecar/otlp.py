@@ -1,0 +1,503 @@
+"""OTLP/HTTP metric export: with GRAPHSIGNAL_OTLP=1 (and only then:
+workloads set OTEL_* for their own telemetry), every signal goes to an
+OpenTelemetry endpoint as one protobuf ExportMetricsServiceRequest
+(opentelemetry-proto's message types, `pip install 'graphsignal[otlp]'`)
+every OTEL_METRIC_EXPORT_INTERVAL (default 60 s), and once more at exit.
+graphsignal.otelenv reads the endpoint, headers, interval, compression
+and resource attributes from the standard variables.
+
+Mapping, from a /signals series (values are never rescaled: OTLP and
+/signals say the same numbers, the unit says what they are):
+
+  name      `graphsignal.` + the /signals name without its unit suffix
+            (unit_of's table) and a counter's `_total`; a name that starts
+            with `graphsignal_` is not prefixed twice; characters outside
+            [A-Za-z0-9_.-] become `_` (an engine's `vllm:x` is `vllm.x`).
+            The description is the /signals name.
+  unit      UCUM from the suffix: _nanoseconds ns, _ns ns (epoch),
+            _seconds s, _bytes By, _watts W, _joules J, _celsius Cel,
+            _percent %, _ratio 1, _megahertz MHz, _kilobytes_per_second
+            KiBy/s, ...; none: "" on a gauge (Prometheus reads a gauge in
+            "1" as a ratio), "1" on a sum
+  gauge     Gauge, one point per tag set; null (not measured) is no point
+  counter   Sum, monotonic, cumulative since the workload's start
+  histogram Histogram, cumulative, with count, sum, exact min and max.
+            Probe histograms: explicit bounds at BUCKETS_PER_OCTAVE (8)
+            per power of two, from the octave of the smallest value to
+            that of the largest. Every bound is an edge of the sidecar's
+            own bins (32 linear sub-bins per octave), so each bucket's
+            count is exact; a bucket spans at most 1/8 of its lower bound.
+            An exponential histogram cannot be exact here: its buckets
+            split an octave geometrically (base 2**(2**-scale)), ours
+            linearly, so only octave edges would coincide. Engine
+            histograms keep the engine's own bounds; one without buckets
+            (an engine summary) is a Summary of count and sum.
+  profile   two Sums (monotonic, cumulative) per frame, for the top N
+            frames by value (N = GRAPHSIGNAL_METRICS_TOP_FRAMES, default
+            50): the value (`<name>`, in the profile's unit) and the
+            samples (`<name>.samples`), with attribute `frame` (and
+            `kernel`, `category` where /signals names a kernel)
+  tags      point attributes, as given; a tag named like an attribute the
+            exporter sets itself gets a `tag.` prefix
+
+Resource: host.name and service.instance.id (the run id), then
+OTEL_RESOURCE_ATTRIBUTES, then GRAPHSIGNAL_TAGS (a tag wins over an
+attribute of the same key), then service.name (GRAPHSIGNAL_SERVICE,
+OTEL_SERVICE_NAME, or `unknown_service:<the workload's program>`). Scope:
+`graphsignal` and its version. The engine's own series are left out
+unless GRAPHSIGNAL_METRICS_ENGINE=1, as /metrics leaves them out.
+
+Sending: POST, Content-Type application/x-protobuf, the configured headers
+(their values never reach a line), gzip when asked, no redirects; a
+failure follows graphsignal.sidecar.retry's policy, shared with the
+uploader (full jitter up to 30 s but never past the export interval, a
+Retry-After honoured, a 401/403 one line and a try every 4 to 5 minutes).
+Metrics are cumulative, so a failed export loses nothing the next one does
+not carry. The store counts it: graphsignal_otlp_exports_total (tag
+result: accepted / failed) and graphsignal_otlp_export_bytes_total.
+"""
+import gzip
+import logging
+import os
+import random
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+import requests
+
+from graphsignal import __version__, config
+from graphsignal.report import Reporter
+from graphsignal.sidecar import api, retry
+from graphsignal.sidecar.series import BucketHistogram
+
+logger = logging.getLogger("graphsignal")
+
+CONNECT_TIMEOUT, READ_TIMEOUT = 3.0, 10.0  # seconds
+FINAL_DEADLINE = 2.0  # seconds for the last export at exit
+TICK = 1.0  # seconds between checks whether an export is due
+BUCKETS_PER_OCTAVE = 8  # a power of two, at most 32 (the sidecar's sub-bins per octave)
+PREFIX = "graphsignal."
+INSTALL_HINT = "pip install 'graphsignal[otlp]'"
+CONTENT_TYPE = "application/x-protobuf"
+
+EXPORTS_METRIC = "graphsignal_otlp_exports_total"
+BYTES_METRIC = "graphsignal_otlp_export_bytes_total"
+
+# (suffix of a /signals name, UCUM unit); the first that matches wins
+UNITS = (
+    ("_kilobytes_per_second", "KiBy/s"), ("_bytes_per_second", "By/s"),
+    ("_nanoseconds", "ns"), ("_microseconds", "us"), ("_milliseconds", "ms"), ("_seconds", "s"),
+    ("_ns", "ns"), ("_us", "us"), ("_ms", "ms"),
+    ("_kilobytes", "KiBy"), ("_bytes", "By"), ("_watts", "W"), ("_joules", "J"), ("_celsius", "Cel"),
+    ("_megahertz", "MHz"), ("_hertz", "Hz"), ("_percent", "%"), ("_ratio", "1"),
+)
+_OWN_ATTRIBUTES = ("frame", "kernel", "category")
+
+
+_names: Dict[Tuple[str, str], Tuple[str, str]] = {}
+
+
+def unit_of(name: str, type_: str) -> Tuple[str, str]:
+    """(OTLP metric name, UCUM unit) of a /signals metric name and type
+    (the module doc's rules)."""
+    got = _names.get((name, type_))
+    if got is None:
+        got = _unit_of(name, type_)
+        if len(_names) < 20000:
+            _names[(name, type_)] = got
+    return got
+
+
+def _unit_of(name: str, type_: str) -> Tuple[str, str]:
+    base = name
+    if type_ == "counter" and base.endswith("_total") and len(base) > 6:
+        base = base[:-6]
+    unit = "" if type_ == "gauge" else "1"
+    for suffix, ucum in UNITS:
+        if base.endswith(suffix) and len(base) > len(suffix):
+            base, unit = base[:-len(suffix)], ucum
+            break
+    if base.startswith("graphsignal_"):
+        base = base[len("graphsignal_"):]
+    clean = "".join(ch if (ch.isascii() and (ch.isalnum() or ch in "_.-")) else ("." if ch == ":" else "_")
+                    for ch in base)
+    return (PREFIX + clean)[:255], unit
+
+
+def octave_bounds(lowest: int, highest: int, per: int = BUCKETS_PER_OCTAVE) -> List[int]:
+    """Explicit bounds (upper-inclusive, ascending) at `per` per power of
+    two, covering the integers lowest..highest (>= 0): the octave of each
+    and every one between, plus the bound just below the lowest octave.
+    Each bound is the highest value of a bin of graphsignal.histo, so a
+    bucket holds whole bins."""
+    out: List[int] = []
+    first = max(lowest, 1).bit_length() - 1
+    if lowest == 0:
+        out.append(0)
+    elif first > 0:
+        out.append((1 << first) - 1)
+    for e in range(first, max(highest, 1).bit_length()):
+        if (1 << e) <= per:  # fewer values than parts: every value is a bound
+            out.extend(range(1 << e, 1 << (e + 1)))
+        else:
+            step = (1 << e) >> (per.bit_length() - 1)  # 2**e / per values a bucket
+            out.extend(step * (per + k + 1) - 1 for k in range(per))
+    return out
+
+
+def _int_or_none(x: Any) -> Optional[int]:
+    return int(x) if isinstance(x, (int, float)) and x == x and abs(x) < 2 ** 64 else None
+
+
+class _Proto:
+    """opentelemetry-proto's message modules, imported once (on first use:
+    the sidecar without GRAPHSIGNAL_OTLP never loads protobuf)."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+        from opentelemetry.proto.common.v1 import common_pb2
+        from opentelemetry.proto.metrics.v1 import metrics_pb2
+        from opentelemetry.proto.resource.v1 import resource_pb2
+
+        self.service, self.common, self.metrics, self.resource = (metrics_service_pb2, common_pb2, metrics_pb2,
+                                                                  resource_pb2)
+        self.CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
+
+
+def resource_attributes(settings: config.Settings, context: Dict[str, Any]) -> Dict[str, str]:
+    """The resource's attributes, in the module doc's order of precedence."""
+    out: Dict[str, str] = {}
+    if context.get("host.name"):
+        out["host.name"] = str(context["host.name"])
+    if context.get("instance.id"):
+        out["service.instance.id"] = str(context["instance.id"])
+    out.update(settings.otlp_resource)
+    out.update(settings.tags)
+    program = os.path.basename(settings.command[0]) if settings.command else ""
+    out["service.name"] = settings.service or ("unknown_service:" + program if program else "unknown_service")
+    return out
+
+
+class Builder:
+    """Turns a store snapshot into an ExportMetricsServiceRequest.
+    engine_keys: callable -> the keys of the engine's series; top_frames:
+    frames exported per profile; engine: export the engine's series."""
+
+    def __init__(self, settings: config.Settings, engine_keys: Optional[Callable[[], Set[Any]]] = None,
+                 proto: Optional[_Proto] = None) -> None:
+        self.settings = settings
+        self.engine_keys = engine_keys
+        self.pb = proto or _Proto()
+        self.skipped = Reporter()  # said once per name
+
+    def request(self, snap: Any) -> Any:
+        pb = self.pb
+        keys = self.engine_keys() if (self.engine_keys is not None and not self.settings.metrics_engine) else set()
+        req = pb.service.ExportMetricsServiceRequest()
+        rm = req.resource_metrics.add()
+        for k, v in resource_attributes(self.settings, dict(snap.context)).items():
+            self._attr(rm.resource.attributes, k, v)
+        sm = rm.scope_metrics.add()
+        sm.scope.name = "graphsignal"
+        sm.scope.version = __version__
+        metrics: Dict[Tuple[str, str], Any] = {}  # (otlp name, kind) -> Metric
+        kinds: Dict[str, str] = {}  # otlp name -> kind
+        start, now = int(snap.start_ns or 0), int(snap.taken_ns)
+        for v in snap.series:
+            if keys and v.key in keys:
+                continue
+            try:
+                self._series(v, sm, metrics, kinds, start, now)
+            except (TypeError, ValueError, OverflowError) as e:  # a value protobuf cannot hold: that series only
+                self.skipped.once(("value", v.name), "OTLP: %s left out: %s" % (v.name, e), entry=False)
+        return req
+
+    # -- one series --------------------------------------------------------------
+    def _metric(self, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str], name: str, unit: str,
+                kind: str, source: str) -> Any:
+        """The Metric of this name and kind (made on first use); None when
+        the name is taken by another kind."""
+        if kinds.setdefault(name, kind) != kind:
+            self.skipped.once(("kind", name), "OTLP: %s (%s) left out: %s is already a %s" % (
+                source, kind, name, kinds[name]), entry=False)
+            return None
+        m = metrics.get((name, kind))
+        if m is None:
+            m = metrics[(name, kind)] = sm.metrics.add()
+            m.name, m.unit, m.description = name, unit, source
+            if kind == "gauge":
+                m.gauge.SetInParent()
+            elif kind == "sum":
+                m.sum.aggregation_temporality = self.pb.CUMULATIVE
+                m.sum.is_monotonic = True
+            elif kind == "histogram":
+                m.histogram.aggregation_temporality = self.pb.CUMULATIVE
+            else:
+                m.summary.SetInParent()
+        return m
+
+    def _series(self, v: Any, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str], start: int,
+                now: int) -> None:
+        name, unit = unit_of(v.name, v.type)
+        tags = {("tag." + k if k in _OWN_ATTRIBUTES else k): str(x) for k, x in v.tags.items()}
+        st = v.stats()
+        if v.type in ("gauge", "counter"):
+            value = st.get("value" if v.type == "gauge" else "total")
+            if value is None or value != value:
+                return
+            m = self._metric(sm, metrics, kinds, name, unit, "gauge" if v.type == "gauge" else "sum", v.name)
+            if m is not None:
+                pt = (m.gauge if v.type == "gauge" else m.sum).data_points.add()
+                self._number(pt, value, tags, start if v.type == "counter" else 0, now)
+        elif v.type == "histogram":
+            self._histogram(v, st, sm, metrics, kinds, name, unit, tags, start, now)
+        elif v.type == "profile":
+            frames = (st.get("frames") or [])[:self.settings.metrics_top_frames]
+            m = self._metric(sm, metrics, kinds, name, unit, "sum", v.name)
+            ms = self._metric(sm, metrics, kinds, name + ".samples", "1", "sum", v.name + " (samples)")
+            for f in frames:
+                ft = dict(tags, frame=str(f["name"]))
+                for k in ("display_name", "category"):
+                    if f.get(k):
+                        ft["kernel" if k == "display_name" else k] = str(f[k])
+                if m is not None:
+                    self._number(m.sum.data_points.add(), f["value"], ft, start, now)
+                if ms is not None:
+                    self._number(ms.sum.data_points.add(), f["samples"], ft, start, now)
+
+    def _histogram(self, v: Any, st: Dict[str, Any], sm: Any, metrics: Dict[Tuple[str, str], Any],
+                   kinds: Dict[str, str], name: str, unit: str, tags: Dict[str, str], start: int, now: int) -> None:
+        count = _int_or_none(st.get("count"))
+        if count is None:
+            return
+        bins, counts = st.get("bins") or [], st.get("counts") or []
+        total = st.get("sum")
+        if not bins:  # count and sum only
+            m = self._metric(sm, metrics, kinds, name, unit, "summary", v.name)
+            if m is not None and total is not None:
+                pt = m.summary.data_points.add()
+                pt.start_time_unix_nano, pt.time_unix_nano = start, now
+                pt.count, pt.sum = count, float(total)
+                self._attrs(pt.attributes, tags)
+            return
+        m = self._metric(sm, metrics, kinds, name, unit, "histogram", v.name)
+        if m is None:
+            return
+        pt = m.histogram.data_points.add()
+        pt.start_time_unix_nano, pt.time_unix_nano = start, now
+        if issubclass(v.kind, BucketHistogram):  # the engine's own bounds (None: +Inf)
+            bounds = [float(b) for b in bins if b is not None]
+            buckets = [int(c) for b, c in zip(bins, counts) if b is not None]
+            buckets.append(max(0, count - sum(buckets)))
+        else:
+            edges = octave_bounds(int(bins[0]), int(bins[-1]))
+            # each bin's bucket: the first bound at or above its highest value
+            where = np.searchsorted(np.asarray(edges, dtype=np.uint64), np.asarray(bins, dtype=np.uint64), "left")
+            acc = np.zeros(len(edges) + 1, dtype=np.int64)
+            np.add.at(acc, where, np.asarray(counts, dtype=np.int64))  # integers: exact
+            buckets = acc.tolist()
+            bounds = [float(e) for e in edges]
+            vmin, vmax = st.get("min"), st.get("max")
+            if vmin is not None and vmax is not None:
+                pt.min, pt.max = float(vmin), float(vmax)
+        pt.explicit_bounds.extend(bounds)
+        pt.bucket_counts.extend(buckets)
+        pt.count = sum(buckets)
+        if total is not None:
+            pt.sum = float(total)
+        self._attrs(pt.attributes, tags)
+
+    def _number(self, pt: Any, value: Any, tags: Dict[str, str], start: int, now: int) -> None:
+        if start:
+            pt.start_time_unix_nano = start
+        pt.time_unix_nano = now
+        if isinstance(value, int) and -(1 << 63) <= value < (1 << 63):
+            pt.as_int = value
+        else:
+            pt.as_double = float(value)
+        self._attrs(pt.attributes, tags)
+
+    def _attrs(self, into: Any, tags: Dict[str, str]) -> None:
+        for k, x in tags.items():
+            self._attr(into, k, x)
+
+    @staticmethod
+    def _attr(into: Any, key: str, value: str) -> None:
+        kv = into.add()
+        kv.key = key
+        kv.value.string_value = value
+
+
+class Exporter:
+    """Builds and posts export requests; step() is one check (the thread
+    calls it every TICK), so tests drive it with their own clock."""
+
+    def __init__(self, store: Any, settings: config.Settings, engine_keys: Optional[Callable[[], Set[Any]]] = None,
+                 clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random,
+                 http: Any = None) -> None:
+        if not settings.otlp_endpoint:
+            raise ValueError("no OTLP endpoint")
+        self.store = store
+        self.settings = settings
+        self.url = settings.otlp_endpoint
+        self.shown_url = config.shown_url(self.url)
+        self.builder = Builder(settings, engine_keys)
+        self.clock = clock
+        self.http = http
+        self.interval = settings.otlp_interval
+        self.retry = retry.Retry("OTLP exports to %s" % self.shown_url,
+                                 "the endpoint refused the credentials (check the headers in %s)"
+                                 % "OTEL_EXPORTER_OTLP_[METRICS_]HEADERS", store, "otlp", clock, rand)
+        self.next_export = clock() + self.interval  # the first after one interval, as OpenTelemetry's readers do
+        self.exported = 0
+
+    def step(self, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT), force: bool = False) -> bool:
+        """Exports when due (force: now, the final export). Returns True
+        when the endpoint accepted it."""
+        now = self.clock()
+        if not force and now < self.next_export:
+            return False
+        body = self.builder.request(self.store.snapshot()).SerializeToString()
+        headers = dict(self.settings.otlp_headers)
+        headers.update({"Content-Type": CONTENT_TYPE, "User-Agent": "graphsignal/%s" % __version__})
+        if self.settings.otlp_gzip:
+            body = gzip.compress(body, 3)
+            headers["Content-Encoding"] = "gzip"
+        if self.http is None:
+            self.http = api.session(self.url)
+        status, reason, after = None, "", None
+        try:
+            resp = self.http.post(self.url, data=body, headers=headers, timeout=timeout, allow_redirects=False,
+                                  stream=True)
+            try:
+                status = resp.status_code
+                after = retry.retry_after(resp.headers.get("Retry-After"))
+                reason = _reason_of(status, resp)
+            finally:
+                resp.close()
+        except requests.RequestException as e:
+            reason = retry.request_failure(e, timeout)
+        self.store.add_counter(BYTES_METRIC, {}, len(body))
+        now = self.clock()
+        if status is not None and 200 <= status < 300:
+            self.exported += 1
+            self.store.add_counter(EXPORTS_METRIC, {"result": "accepted"}, 1)
+            self.retry.succeeded(now)
+            self.next_export = now + self.interval
+            return True
+        self.store.add_counter(EXPORTS_METRIC, {"result": "failed"}, 1)
+        wait = self.retry.failed(status, reason, now, after)
+        # a transient failure is tried again sooner, never later than the normal pace;
+        # refused credentials and a Retry-After wait as the policy says
+        self.next_export = now + (wait if (status in retry.AUTH_STATUSES or after) else min(wait, self.interval))
+        return False
+
+
+def _reason_of(status: int, resp: Any) -> str:
+    """A failed answer in a few words: the status, and the message of an
+    OTLP error body (a google.rpc.Status) or the start of a text one."""
+    if 300 <= status < 400:
+        return "HTTP %d (redirects are not followed; give the final URL)" % status
+    if status < 300:
+        return ""
+    try:
+        raw = resp.raw.read(1024, decode_content=True) or b""
+    except Exception:  # a body that cannot be read: the status says enough
+        raw = b""
+    if "protobuf" in (resp.headers.get("Content-Type") or ""):
+        text = _status_message(raw)
+    else:
+        text = raw.decode("utf-8", "replace")
+    text = " ".join(config.printable(text).split())[:200]
+    return "HTTP %d%s" % (status, " (%s)" % text if text else "")
+
+
+def _status_message(raw: bytes) -> str:
+    """Field 2 (message) of a google.rpc.Status, read by hand (its module
+    is in another package); '' when the bytes are not one."""
+    i = 0
+    while i < len(raw):
+        key, i = _varint(raw, i)
+        wire = key & 7
+        if wire == 2:
+            n, i = _varint(raw, i)
+            if key >> 3 == 2:
+                return raw[i:i + n].decode("utf-8", "replace")
+            i += n
+        elif wire == 0:
+            _, i = _varint(raw, i)
+        else:
+            return ""
+    return ""
+
+
+def _varint(raw: bytes, i: int) -> Tuple[int, int]:
+    out = shift = 0
+    while i < len(raw) and shift < 64:
+        b = raw[i]
+        i += 1
+        out |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return out, i
+        shift += 7
+    return 0, len(raw) + 1  # truncated: the caller's loop ends
+
+
+class ExporterThread(threading.Thread):
+    """Runs an Exporter; stop() makes one last export within a deadline."""
+
+    def __init__(self, exporter: Exporter, tick: float = TICK) -> None:
+        threading.Thread.__init__(self, name="graphsignal-otlp", daemon=True)
+        self.exporter = exporter
+        self.tick = min(tick, exporter.interval)
+        self._halt = threading.Event()
+        self._deadline: Optional[float] = None
+        self._reporter = Reporter()
+
+    def run(self) -> None:
+        while not self._halt.wait(self.tick):
+            self._step()
+        remaining = (self._deadline or 0) - time.monotonic()
+        if remaining > 0.05:
+            self._step(timeout=(min(CONNECT_TIMEOUT, remaining), remaining), force=True)
+
+    def _step(self, **kw: Any) -> None:
+        try:
+            self.exporter.step(**kw)
+        except Exception as e:  # a bug here must not take the sidecar down: say it once, go on
+            self._reporter.once("step", "OTLP export failed: %s: %s" % (type(e).__name__, e), entry=False)
+
+    def stop(self, deadline: float = FINAL_DEADLINE) -> None:
+        """Asks for the final export and waits for it at most `deadline`
+        seconds; the thread is a daemon, so a hung request is left behind."""
+        self._deadline = time.monotonic() + deadline
+        self._halt.set()
+        if self.is_alive():
+            self.join(deadline + 0.1)
+
+
+def start(store: Any, settings: config.Settings,
+          engine_keys: Optional[Callable[[], Set[Any]]] = None) -> Optional[ExporterThread]:
+    """The running exporter thread, or None: without GRAPHSIGNAL_OTLP=1,
+    without a usable endpoint, or without opentelemetry-proto (one line
+    and an error entry each)."""
+    if not settings.otlp:
+        return None
+    problem = None
+    if not settings.otlp_endpoint:
+        problem = "GRAPHSIGNAL_OTLP=1 but the OTLP endpoint is not an http(s) URL; no OTLP export"
+    else:
+        try:
+            exporter = Exporter(store, settings, engine_keys)
+        except ImportError as e:
+            problem = "GRAPHSIGNAL_OTLP=1 needs opentelemetry-proto (%s); no OTLP export (%s)" % (INSTALL_HINT, e)
+    if problem is not None:
+        logger.warning("graphsignal: %s", problem)
+        store.add_error("warning", problem, tags={"source": "otlp"})
+        return None
+    t = ExporterThread(exporter)
+    t.start()
+    return t
+
