@@ -728,9 +728,8 @@ class Exposition:
         """An Exposition as the run's settings configure it
         (GRAPHSIGNAL_METRICS_TOP_FRAMES, GRAPHSIGNAL_METRICS_ENGINE, the
         run's identity labels)."""
-        ident = getattr(config, "identity_labels", None)
-        identity = ident(settings) if ident is not None else {}
-        return cls(store, engine_keys, settings.metrics_top_frames, settings.metrics_engine, identity)
+        return cls(store, engine_keys, settings.metrics_top_frames, settings.metrics_engine,
+                   config.identity_labels(settings))
 
     def _keys(self):
         return self.engine_keys() if self.engine_keys is not None else set()

@@ -68,6 +68,7 @@ import numpy as np
 import requests
 
 from graphsignal import __version__, config
+from graphsignal.naming.metrics import METRICS
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api, retry
 from graphsignal.sidecar.series import BucketHistogram
@@ -119,6 +120,9 @@ def _unit_of(name: str, type_: str) -> Tuple[str, str]:
         if base.endswith(suffix) and len(base) > len(suffix):
             base, unit = base[:-len(suffix)], ucum
             break
+    meta = METRICS.get((name, type_))
+    if meta is not None:  # the one table's unit of the value as stored
+        unit = meta.ucum
     if base.startswith("graphsignal_"):
         base = base[len("graphsignal_"):]
     clean = "".join(ch if (ch.isascii() and (ch.isalnum() or ch in "_.-")) else ("." if ch == ":" else "_")

@@ -123,6 +123,13 @@ def test_gpu_info_and_identity_labels_join_with_dcgm():
         kern = fams["graphsignal_cuda_kernels_seconds"].samples[0].labels
         assert kern["UUID"] == "GPU-1" and kern["model_name"] == "NVIDIA H200" and kern["pid"] == "9"
         assert fams["graphsignal_host_cpu_usage_ratio"].samples[0].labels == {"service": "llama", "team": "infer"}
+    # the run's identity from its settings; a tag named as a series' label leaves that label alone
+    exp = Exposition.from_settings(s, config.from_environ({"GRAPHSIGNAL_SERVICE": "svc",
+                                                           "GRAPHSIGNAL_TAGS": "pod=p-1,k8s.namespace=ml,gpu=x"}))
+    fams = {f.name: f for f in parse_text(scrape(s, exp=exp).get_data(as_text=True))}
+    assert fams["graphsignal_host_cpu_usage_ratio"].samples[0].labels == {
+        "service": "svc", "pod": "p-1", "k8s_namespace": "ml", "gpu": "x"}
+    assert fams["graphsignal_gpu_power_usage_watts"].samples[0].labels["gpu"] == "0"
     # a model that appears later lays the page out again
     s.set_resource("device", {"device.uuid": "GPU-2", "device.index": "1"}, {"device.name": "NVIDIA B200"})
     fams = {f.name: f for f in parse_text(scrape(s, exp=exp).get_data(as_text=True))}
