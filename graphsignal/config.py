@@ -38,6 +38,7 @@ LINGER_ENV = "GRAPHSIGNAL_LINGER"  # seconds /signals stays up after the workloa
 SIGNALS_TOKEN_ENV = "GRAPHSIGNAL_SIGNALS_TOKEN"  # a bearer token /signals and /metrics ask for (top, diff send it)
 API_KEY_ENV = "GRAPHSIGNAL_API_KEY"  # uploads (graphsignal.sidecar.upload), a last one at exit
 LOG_LEVEL_ENV = "GRAPHSIGNAL_LOG_LEVEL"  # both processes' log level (default WARNING)
+ALLOW_HOSTS_ENV = "GRAPHSIGNAL_ALLOW_HOSTS"  # --allow-host: more Host names the endpoint answers ("*": any)
 
 # -- the sidecar ----------------------------------------------------------------------
 API_BASE_ENV = "GRAPHSIGNAL_API_BASE"  # where uploads go (graphsignal.sidecar.api)
@@ -184,6 +185,62 @@ def linger_seconds(raw: Optional[str]) -> float:
     return float(envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0) if raw else 0.0
 
 
+# -- names the endpoint answers besides its own (--allow-host) -------------------------
+ANY_HOST = "*"  # turns the Host check off
+MAX_ALLOW_HOSTS = 64
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+
+
+def allowed_host(raw: str) -> str:
+    """A name of --allow-host / GRAPHSIGNAL_ALLOW_HOSTS as the endpoint's
+    Host check compares it (lowercase, without a trailing dot, an IPv6
+    address without brackets), or ANY_HOST; raises ValueError with the
+    reason for anything else (a port, a path, a pattern, spaces)."""
+    import ipaddress
+
+    text = raw.strip().lower()
+    if text == ANY_HOST:
+        return text
+    if "*" in text:
+        raise ValueError("%r: only * alone is accepted (it turns the Host check off)" % raw)
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    name = text[:-1] if text.endswith(".") else text
+    if ":" in name and name.count(":") == 1:
+        raise ValueError("%r: give the name without a port (the check compares names; any port passes)" % raw)
+    if not name or len(name) > 253 or not name.isascii() or not all(_LABEL.match(x) for x in name.split(".")):
+        raise ValueError("%r is not a host name or an IP address" % printable(raw[:300]))
+    return name
+
+
+def allow_hosts(environ: Mapping[str, str]) -> Tuple[Tuple[str, ...], str]:
+    """(names, origin) of GRAPHSIGNAL_ALLOW_HOSTS (a comma list); a name
+    that is none gets one line and is left out, the others are kept."""
+    raw = environ.get(ALLOW_HOSTS_ENV) or ""
+    names: List[str] = []
+    bad: List[str] = []
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        try:
+            names.append(allowed_host(part))
+        except ValueError as e:
+            bad.append(str(e))
+    if bad:
+        logger.warning("graphsignal: %s: %s; left out", ALLOW_HOSTS_ENV, "; ".join(bad[:3]) + (
+            "; and %d more" % (len(bad) - 3) if len(bad) > 3 else ""))
+    names = list(dict.fromkeys(names))
+    if len(names) > MAX_ALLOW_HOSTS:
+        logger.warning("graphsignal: %s names %d hosts; the first %d are used", ALLOW_HOSTS_ENV, len(names),
+                       MAX_ALLOW_HOSTS)
+        del names[MAX_ALLOW_HOSTS:]
+    return (tuple(names), ENVIRONMENT) if names else ((), DEFAULT)
+
+
 @dataclass(frozen=True)
 class Flags:
     """graphsignal-run's options as given on its command line (None: not
@@ -196,6 +253,7 @@ class Flags:
     cuda_graph_trace: Optional[str] = None
     rocm_kernel_trace: Optional[str] = None
     output: Optional[str] = None  # the final payload's file
+    allow_hosts: Tuple[str, ...] = ()  # --allow-host NAME, each checked by allowed_host()
 
 
 # Where each setting can come from: (flag, environment variable); None: not that way.
@@ -204,6 +262,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "metrics_port": ("--metrics-port", None),
     "listen_host": ("--listen-host", None),
     "listen_port": ("--listen-port", None),
+    "allow_hosts": ("--allow-host", ALLOW_HOSTS_ENV),
     "cuda_graph_trace": ("--cuda-graph-trace", GRAPH_TRACE_ENV),
     "rocm_kernel_trace": ("--rocm-kernel-trace", ROCM_TRACE_ENV),
     "signals_file": ("--output", SIGNALS_FILE_ENV),
@@ -241,7 +300,9 @@ class Settings:
     VISIBLE_DEVICES_ENVS that are set, as (name, value);
     metrics_top_frames: frames /metrics exports per profile;
     metrics_engine: /metrics re-exports the engine's own series;
-    log_level: both processes' log level name. origins: (setting, where
+    log_level: both processes' log level name; allow_hosts: names the
+    endpoint's Host check answers besides this machine's (ANY_HOST: the
+    check is off). origins: (setting, where
     its value came from), for --print-config."""
 
     command: Tuple[str, ...] = ()
@@ -261,6 +322,7 @@ class Settings:
     metrics_top_frames: int = DEFAULT_TOP_FRAMES
     metrics_engine: bool = False
     log_level: str = DEFAULT_LOG_LEVEL
+    allow_hosts: Tuple[str, ...] = ()
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -294,6 +356,7 @@ class Settings:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["command"] = list(self.command)
         d["visible_devices"] = [list(p) for p in self.visible_devices]
+        d["allow_hosts"] = list(self.allow_hosts)
         d["origins"] = [list(p) for p in self.origins]
         return d
 
@@ -329,6 +392,8 @@ class Settings:
                 shown = " ".join(v) if v else "(none)"
             elif f.name == "visible_devices":
                 shown = " ".join("%s=%s" % p for p in v) if v else "(not set: every GPU)"
+            elif f.name == "allow_hosts":
+                shown = ",".join(v) if v else "(none: this machine's names only)"
             elif v is None:
                 shown = {"metrics_port": "(from the engine's own flags)", "signals_file": "(none)",
                          "api_base": DEFAULT_API_BASE}.get(f.name, "(none)")
@@ -345,7 +410,8 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
-    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "origins": (list,),
+    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,),
+    "allow_hosts": (list,), "origins": (list,),
 }
 
 
@@ -366,6 +432,10 @@ def _typed(name: str, given: Any) -> Any:
         return tuple(v)
     if name in ("visible_devices", "origins"):
         return _pairs(name, v)
+    if name == "allow_hosts":
+        if not all(isinstance(a, str) for a in v):
+            raise ValueError("settings: allow_hosts holds something other than strings")
+        return tuple(v)
     if name == "linger":
         return float(v)
     return v
@@ -410,6 +480,7 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         metrics_top_frames=take("metrics_top_frames", top_frames(environ)),
         metrics_engine=take("metrics_engine", _yes(environ, METRICS_ENGINE_ENV)),
         log_level=take("log_level", _log_level(environ)),
+        allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
         origins=tuple(origins),
     )
 

@@ -2,6 +2,7 @@
 
 Serves the Signals API (graphsignal.fleet.app) from one SQLite file.
 """
+import argparse
 import os
 import signal
 import socket
@@ -14,46 +15,20 @@ from typing import Optional, Tuple
 from graphsignal import __version__, config
 from graphsignal.cli import args
 
-USAGE = """usage: graphsignal-server [OPTIONS]
+PROG = "graphsignal-server"
 
-Receives the signals graphsignal-run uploads (GRAPHSIGNAL_API_KEY and
+DESCRIPTION = """Receives the signals graphsignal-run uploads (GRAPHSIGNAL_API_KEY and
 GRAPHSIGNAL_API_BASE=http://HOST:PORT on the sidecar) and serves them back:
 GET /api/v1/instances and GET /api/v1/signals?instance_id=ID[&window=N].
-
-options:
-  -h, --help              show this help and exit
-  -V, --version           print the version and exit
-  --host HOST             address to listen on (default: 127.0.0.1)
-  --port PORT             port to listen on (default: 18260)
-  --db PATH               SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db,
-                          i.e. ~/.local/share/graphsignal/server.db)
-  --api-key-file PATH     accepted API keys, one a line (blank lines and lines
-                          starting with # are skipped); the file must not be
-                          readable or writable by other users (chmod 600)
-  --api-key KEY [KEY ...] accepted API keys on the command line, where every
-                          user of this machine can read them (ps,
-                          /proc/PID/cmdline): prefer --api-key-file or
-                          GRAPHSIGNAL_SERVER_API_KEYS=KEY1,KEY2 (the environment of
-                          a process is readable by its user only); keys from
-                          all three are accepted together
-  --retention-days DAYS   history and silent instances are kept this long (default: 7)
-  --sync {normal,full}    SQLite synchronous mode (default: normal: nothing
-                          acknowledged is lost when the server is killed;
-                          full: nor on power loss)
-  --max-connections N     connections open at once (default: 1024, and never
-                          more than the open-file limit leaves room for); when
-                          full, the oldest idle connection makes way
-  --workers N             threads that answer requests (default: 8); idle and
-                          slow connections take none
-"""
+Under a WSGI server instead: graphsignal.fleet.app:create_app, configured
+from the environment (see README)."""
 
 DEFAULT_HOST = config.DEFAULT_LISTEN_HOST
 DEFAULT_PORT = config.DEFAULT_SERVER_PORT
 ENV_KEYS = config.SERVER_API_KEYS_ENV
 
 
-class UsageError(Exception):
-    pass
+UsageError = args.UsageError
 
 
 @dataclass(frozen=True)
@@ -108,77 +83,78 @@ def read_key_file(path):
     return keys
 
 
-def parse_args(argv, environ):
-    """Parses the options, reads key files and the key variable; raises
-    UsageError."""
-    vals = {}
-    keys = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-h", "--help"):
-            vals["show_help"] = True
-            i += 1
-            continue
-        if arg in ("-V", "--version"):
-            vals["show_version"] = True
-            i += 1
-            continue
-        opt, eq, val = arg.partition("=")
-        if opt not in ("--host", "--port", "--db", "--api-key", "--api-key-file", "--retention-days", "--sync",
-                       "--max-connections", "--workers"):
-            raise UsageError("unknown argument %s (see --help)" % arg)
-        if not eq:
-            if i + 1 >= len(argv):
-                raise UsageError("%s needs a value" % opt)
-            val = argv[i + 1]
-            i += 2
-        else:
-            i += 1
-        if opt == "--port":
-            try:
-                vals["port"] = config.BIND_PORT.parse(val)
-            except ValueError as e:
-                raise UsageError("--port %s" % e)
-        elif opt == "--retention-days":
-            try:
-                days = float(val)
-            except ValueError:
-                raise UsageError("--retention-days expects a number of days, got %r" % val)
-            if not 1 <= days <= 3650:
-                raise UsageError("--retention-days must be between 1 and 3650, got %s" % val)
-            vals["retention_days"] = days
-        elif opt in ("--max-connections", "--workers"):
-            low, high = (16, 1_000_000) if opt == "--max-connections" else (1, 256)
-            try:
-                n = int(val)
-            except ValueError:
-                raise UsageError("%s expects a number, got %r" % (opt, val))
-            if not low <= n <= high:
-                raise UsageError("%s must be between %d and %d, got %d" % (opt, low, high, n))
-            vals[opt[2:].replace("-", "_")] = n
-        elif opt == "--sync":
-            if val not in ("normal", "full"):
-                raise UsageError("--sync must be normal or full, got %r" % val)
-            vals["sync"] = val
-        elif opt == "--api-key-file":
-            keys += read_key_file(val)
-        elif opt == "--api-key":
-            vals["key_on_command_line"] = True
-            keys.append(val)
-            while i < len(argv) and not argv[i].startswith("-"):  # --api-key K1 K2 ...
-                keys.append(argv[i])
-                i += 1
-        else:
-            if not val:
-                raise UsageError("%s needs a non-empty value" % opt)
-            vals[opt[2:]] = val
-    keys += [k for k in (environ.get(ENV_KEYS) or "").split(",")]
+def parser():
+    p = args.Parser(PROG, usage="%(prog)s [OPTIONS]", description=DESCRIPTION)
+    p.add_argument("--host", type=args.non_empty, default=DEFAULT_HOST,
+                   help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=args.port(config.BIND_PORT), default=DEFAULT_PORT,
+                   help="port to listen on (default: %(default)s)")
+    p.add_argument("--db", metavar="PATH", type=args.non_empty,
+                   help="SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db, i.e. "
+                        "~/.local/share/graphsignal/server.db)")
+    p.add_argument("--api-key-file", metavar="PATH", action="append", default=[],
+                   help="accepted API keys, one a line (blank lines and lines starting with # are skipped); the "
+                        "file must not be readable or writable by other users (chmod 600)")
+    p.add_argument("--api-key", metavar="KEY", nargs="+", action="extend", default=[],
+                   help="accepted API keys on the command line, where every user of this machine can read them "
+                        "(ps, /proc/PID/cmdline): prefer --api-key-file or %s=KEY1,KEY2 (the environment of a "
+                        "process is readable by its user only); keys from all three are accepted together"
+                        % ENV_KEYS)
+    p.add_argument("--retention-days", metavar="DAYS", type=_days, default=7.0,
+                   help="history and silent instances are kept this long (default: 7)")
+    p.add_argument("--sync", type=args.choice(SYNC_CHOICES), default="normal", metavar="{normal,full}",
+                   help="SQLite synchronous mode (default: normal: nothing acknowledged is lost when the server "
+                        "is killed; full: nor on power loss)")
+    p.add_argument("--max-connections", metavar="N", type=args.number(int, 16, 1_000_000),
+                   default=1024, help="connections open at once (default: 1024, and never more than the "
+                                      "open-file limit leaves room for); when full, the oldest idle connection "
+                                      "makes way")
+    p.add_argument("--workers", metavar="N", type=args.number(int, 1, 256), default=8,
+                   help="threads that answer requests (default: 8); idle and slow connections take none")
+    return p
+
+
+SYNC_CHOICES = ("normal", "full")
+
+
+def _days(text):
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expects a number of days, got %r" % text)
+    if not 1 <= days <= 3650:
+        raise argparse.ArgumentTypeError("must be between 1 and 3650, got %s" % text)
+    return days
+
+
+def check_keys(keys):
+    """The accepted keys, stripped, without blanks and repeats; raises
+    UsageError for one no header can carry."""
     keys = [k.strip() for k in keys if k.strip()]
     for k in keys:
         if not (k.isascii() and k.isprintable()) or len(k) > 1024:
             raise UsageError("an API key must be printable ASCII of at most 1024 characters")
-    return ServerConfig(api_keys=tuple(dict.fromkeys(keys)), **vals)
+    return tuple(dict.fromkeys(keys))
+
+
+def env_keys(environ):
+    """The keys of GRAPHSIGNAL_SERVER_API_KEYS (a comma list)."""
+    return [k for k in (environ.get(ENV_KEYS) or "").split(",")]
+
+
+def parse_args(argv, environ):
+    """Parses the options, reads key files and the key variable; raises
+    UsageError."""
+    ns = parser().parse(list(argv))
+    keys = []
+    if not (ns.show_help or ns.show_version):
+        for path in ns.api_key_file:
+            keys += read_key_file(path)
+    keys += ns.api_key + env_keys(environ)
+    return ServerConfig(host=ns.host, port=ns.port, db=ns.db, api_keys=check_keys(keys),
+                        retention_days=ns.retention_days, sync=ns.sync, max_connections=ns.max_connections,
+                        workers=ns.workers, show_help=ns.show_help, show_version=ns.show_version,
+                        key_on_command_line=bool(ns.api_key))
 
 
 def main(argv=None, environ=None) -> int:
@@ -187,8 +163,8 @@ def main(argv=None, environ=None) -> int:
     try:
         cfg = parse_args(argv, environ)
     except UsageError as e:
-        return args.usage_error("graphsignal-server", e)
-    if args.help_or_version(cfg, USAGE, "graphsignal-server %s" % __version__):
+        return args.usage_error(PROG, e)
+    if args.help_or_version(cfg, parser().format_help(), "graphsignal-server %s" % __version__):
         return 0
     if not cfg.api_keys:
         sys.stderr.write("graphsignal-server: error: no API keys: give --api-key-file PATH or %s=KEY1,KEY2 "
