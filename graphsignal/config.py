@@ -209,10 +209,12 @@ def allowed_host(raw: str) -> str:
         return str(ipaddress.ip_address(text))
     except ValueError:
         pass
-    name = text[:-1] if text.endswith(".") else text
-    if ":" in name and name.count(":") == 1:
+    name, colon, port = text.partition(":")
+    name = name[:-1] if name.endswith(".") else name
+    good = bool(name) and len(name) <= 253 and name.isascii() and all(_LABEL.match(x) for x in name.split("."))
+    if good and colon and port.isascii() and port.isdigit():
         raise ValueError("%r: give the name without a port (the check compares names; any port passes)" % raw)
-    if not name or len(name) > 253 or not name.isascii() or not all(_LABEL.match(x) for x in name.split(".")):
+    if not good or colon:
         raise ValueError("%r is not a host name or an IP address" % printable(raw[:300]))
     return name
 
