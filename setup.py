@@ -161,7 +161,9 @@ setup(
         "cu12": ["nvidia-cuda-cupti-cu12; sys_platform == 'linux'",
                  "nvidia-cuda-runtime-cu12; sys_platform == 'linux'"],
         "cu13": ["nvidia-cuda-cupti; sys_platform == 'linux'", "nvidia-cuda-runtime; sys_platform == 'linux'"],
-        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4"],
+        # graphsignal-server's app under a production WSGI server (README)
+        "server": ["waitress>=2.1"],
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4", "waitress>=2.1"],
     },
     entry_points={
         "console_scripts": [
