@@ -163,7 +163,10 @@ setup(
         "cu13": ["nvidia-cuda-cupti; sys_platform == 'linux'", "nvidia-cuda-runtime; sys_platform == 'linux'"],
         # OTLP/HTTP metric export (GRAPHSIGNAL_OTLP=1): OpenTelemetry's own message types
         "otlp": ["opentelemetry-proto>=1.20"],
-        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4", "opentelemetry-proto>=1.20"],
+        # graphsignal-server's app under a production WSGI server (README)
+        "server": ["waitress>=2.1"],
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4", "opentelemetry-proto>=1.20",
+                 "waitress>=2.1"],
     },
     entry_points={
         "console_scripts": [

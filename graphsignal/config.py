@@ -39,6 +39,7 @@ LINGER_ENV = "GRAPHSIGNAL_LINGER"  # seconds /signals stays up after the workloa
 SIGNALS_TOKEN_ENV = "GRAPHSIGNAL_SIGNALS_TOKEN"  # a bearer token /signals and /metrics ask for (top, diff send it)
 API_KEY_ENV = "GRAPHSIGNAL_API_KEY"  # uploads (graphsignal.sidecar.upload), a last one at exit
 LOG_LEVEL_ENV = "GRAPHSIGNAL_LOG_LEVEL"  # both processes' log level (default WARNING)
+ALLOW_HOSTS_ENV = "GRAPHSIGNAL_ALLOW_HOSTS"  # --allow-host: more Host names the endpoint answers ("*": any)
 
 # -- the sidecar ----------------------------------------------------------------------
 API_BASE_ENV = "GRAPHSIGNAL_API_BASE"  # where uploads go (graphsignal.sidecar.api)
@@ -189,6 +190,64 @@ def linger_seconds(raw: Optional[str]) -> float:
     return float(envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0) if raw else 0.0
 
 
+# -- names the endpoint answers besides its own (--allow-host) -------------------------
+ANY_HOST = "*"  # turns the Host check off
+MAX_ALLOW_HOSTS = 64
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+
+
+def allowed_host(raw: str) -> str:
+    """A name of --allow-host / GRAPHSIGNAL_ALLOW_HOSTS as the endpoint's
+    Host check compares it (lowercase, without a trailing dot, an IPv6
+    address without brackets), or ANY_HOST; raises ValueError with the
+    reason for anything else (a port, a path, a pattern, spaces)."""
+    import ipaddress
+
+    text = raw.strip().lower()
+    if text == ANY_HOST:
+        return text
+    if "*" in text:
+        raise ValueError("%r: only * alone is accepted (it turns the Host check off)" % raw)
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    name, colon, port = text.partition(":")
+    name = name[:-1] if name.endswith(".") else name
+    good = bool(name) and len(name) <= 253 and name.isascii() and all(_LABEL.match(x) for x in name.split("."))
+    if good and colon and port.isascii() and port.isdigit():
+        raise ValueError("%r: give the name without a port (the check compares names; any port passes)" % raw)
+    if not good or colon:
+        raise ValueError("%r is not a host name or an IP address" % printable(raw[:300]))
+    return name
+
+
+def allow_hosts(environ: Mapping[str, str]) -> Tuple[Tuple[str, ...], str]:
+    """(names, origin) of GRAPHSIGNAL_ALLOW_HOSTS (a comma list); a name
+    that is none gets one line and is left out, the others are kept."""
+    raw = environ.get(ALLOW_HOSTS_ENV) or ""
+    names: List[str] = []
+    bad: List[str] = []
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        try:
+            names.append(allowed_host(part))
+        except ValueError as e:
+            bad.append(str(e))
+    if bad:
+        logger.warning("graphsignal: %s: %s; left out", ALLOW_HOSTS_ENV, "; ".join(bad[:3]) + (
+            "; and %d more" % (len(bad) - 3) if len(bad) > 3 else ""))
+    names = list(dict.fromkeys(names))
+    if len(names) > MAX_ALLOW_HOSTS:
+        logger.warning("graphsignal: %s names %d hosts; the first %d are used", ALLOW_HOSTS_ENV, len(names),
+                       MAX_ALLOW_HOSTS)
+        del names[MAX_ALLOW_HOSTS:]
+    return (tuple(names), ENVIRONMENT) if names else ((), DEFAULT)
+
+
 @dataclass(frozen=True)
 class Flags:
     """graphsignal-run's options as given on its command line (None: not
@@ -201,6 +260,7 @@ class Flags:
     cuda_graph_trace: Optional[str] = None
     rocm_kernel_trace: Optional[str] = None
     output: Optional[str] = None  # the final payload's file
+    allow_hosts: Tuple[str, ...] = ()  # --allow-host NAME, each checked by allowed_host()
 
 
 # Where each setting can come from: (flag, environment variable); None: not that way.
@@ -209,6 +269,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "metrics_port": ("--metrics-port", None),
     "listen_host": ("--listen-host", None),
     "listen_port": ("--listen-port", None),
+    "allow_hosts": ("--allow-host", ALLOW_HOSTS_ENV),
     "cuda_graph_trace": ("--cuda-graph-trace", GRAPH_TRACE_ENV),
     "rocm_kernel_trace": ("--rocm-kernel-trace", ROCM_TRACE_ENV),
     "signals_file": ("--output", SIGNALS_FILE_ENV),
@@ -261,7 +322,9 @@ class Settings:
     otlp_headers: (name, value) sent with each export (secret values);
     otlp_interval: seconds between exports; otlp_gzip: gzip the body;
     otlp_resource: OTEL_RESOURCE_ATTRIBUTES as (key, value)
-    (graphsignal.otelenv says how each is read). origins: (setting, where
+    (graphsignal.otelenv says how each is read); allow_hosts: names the
+    endpoint's Host check answers besides this machine's (ANY_HOST: the
+    check is off). origins: (setting, where
     its value came from), for --print-config."""
 
     command: Tuple[str, ...] = ()
@@ -289,6 +352,7 @@ class Settings:
     otlp_interval: float = otelenv.DEFAULT_INTERVAL
     otlp_gzip: bool = False
     otlp_resource: Tuple[Tuple[str, str], ...] = ()
+    allow_hosts: Tuple[str, ...] = ()
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -327,6 +391,7 @@ class Settings:
         d["tags"] = dict(self.tags)
         d["otlp_headers"] = [list(p) for p in self.otlp_headers]
         d["otlp_resource"] = [list(p) for p in self.otlp_resource]
+        d["allow_hosts"] = list(self.allow_hosts)
         d["origins"] = [list(p) for p in self.origins]
         return d
 
@@ -367,6 +432,8 @@ class Settings:
                 shown = " ".join(v) if v else "(none)"
             elif f.name == "visible_devices":
                 shown = " ".join("%s=%s" % p for p in v) if v else "(not set: every GPU)"
+            elif f.name == "allow_hosts":
+                shown = ",".join(v) if v else "(none: this machine's names only)"
             elif v is None:
                 shown = {"metrics_port": "(from the engine's own flags)", "signals_file": "(none)",
                          "api_base": DEFAULT_API_BASE,
@@ -384,7 +451,8 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
-    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "origins": (list,),
+    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,),
+    "allow_hosts": (list,), "origins": (list,),
     "service": (str, type(None)), "tags": (dict,), "otlp": (bool,), "otlp_endpoint": (str, type(None)),
     "otlp_headers": (list,), "otlp_interval": (float, int), "otlp_gzip": (bool,), "otlp_resource": (list,),
 }
@@ -407,6 +475,10 @@ def _typed(name: str, given: Any) -> Any:
         return tuple(v)
     if name in ("visible_devices", "origins", "otlp_headers", "otlp_resource"):
         return _pairs(name, v)
+    if name == "allow_hosts":
+        if not all(isinstance(a, str) for a in v):
+            raise ValueError("settings: allow_hosts holds something other than strings")
+        return tuple(v)
     if name == "tags":
         if not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
             raise ValueError("settings: tags holds something other than strings")
@@ -460,6 +532,7 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         service=take("service", (service, "%s %s" % (ENVIRONMENT, service_from)) if service else (None, DEFAULT)),
         tags=take("tags", (tags, ENVIRONMENT if tags else DEFAULT)),
         **_otlp(environ, take),
+        allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
         origins=tuple(origins),
     )
 

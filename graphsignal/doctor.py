@@ -83,14 +83,16 @@ def check(environ=None, lib_dir=injection.LIB_DIR, driver_major=injection._PROBE
     pythons = injection.workload_pythons(command, environ)
     python = pythons[0] if pythons else sys.executable
     line("A Python workload here (%s):" % python)
-    # without a driver, what it would get once one is there
+    if drv is None:
+        # nothing is injected without a driver; say what a driver would bring
+        line("  no NVIDIA driver, so a run here profiles no GPU activity; with a driver it would get:")
     plan = injection.plan_injection(dict(environ), command, lib_dir, drv if drv else 0)
     if plan.major:
         line("  CUDA %d (from %s)" % (plan.major, plan.source))
     if plan.problem and plan.fix:
         lack(plan.problem, plan.fix)
     else:
-        line("  would load %s" % plan.lib)
+        line("  %s %s" % ("would load" if drv is not None else "the injection library", plan.lib))
         line("  with %s" % os.path.realpath(plan.libcupti))
     env = dict(environ)
     injection.expose_package(env, command)

@@ -37,15 +37,18 @@ class DiffConfig:
     window: object = None  # None: windows when both have one; True / False: asked for
     timeout: float = DEADLINE
     per: Optional[str] = None  # normalize by this metric's count (--per)
+    show_help: bool = False
+    show_version: bool = False
 
 
-_top = args.number(int, 0, 1_000_000, "the number of rows (0: all)")
-_seconds = args.number(float, 0, 3600, "the timeout's seconds", low_open=True)
+PROG = "graphsignal-diff"
+_top = args.number(int, 0, 1_000_000)
+_seconds = args.number(float, 0, 3600, low_open=True, unit="seconds")
 
 
 def parser():
-    p = argparse.ArgumentParser(
-        prog="graphsignal-diff",
+    p = args.Parser(
+        PROG, formatter_class=argparse.HelpFormatter,
         usage="graphsignal-diff [options] BEFORE AFTER\n       graphsignal-diff [options] BEFORE... -- AFTER...",
         description="Compare /signals payloads from BEFORE and AFTER a change and rank what changed: time per "
                     "kernel, CUDA graph, copy, sync and probe frame (total, per call, share), counters, "
@@ -56,7 +59,7 @@ def parser():
                     "last.",
         epilog="BEFORE/AFTER: a file (graphsignal-run --output, or curl -s .../signals > before.json), '-' for "
                "stdin, or an http:// URL of a live endpoint (http://127.0.0.1:18259 means its /signals).")
-    p.add_argument("payloads", nargs="+", metavar="PAYLOAD", help="BEFORE AFTER, or BEFORE runs -- AFTER runs")
+    p.add_argument("payloads", nargs="*", metavar="PAYLOAD", help="BEFORE AFTER, or BEFORE runs -- AFTER runs")
     p.add_argument("--per", metavar="NAME",
                    help="compare per unit of NAME: a probe counter of steps or requests, a histogram's count or a "
                         "profile's calls, in each run")
@@ -71,7 +74,6 @@ def parser():
                    help="compare the totals since start even when both payloads have a window")
     p.add_argument("--timeout", type=_seconds, default=DEADLINE, metavar="SECONDS",
                    help="seconds a URL has to send its whole payload (default: %(default)g)")
-    p.add_argument("-V", "--version", action="version", version="graphsignal-diff " + __version__)
     return p
 
 
@@ -79,15 +81,17 @@ _SPLIT = "\0--"  # no file has this name
 
 
 def parse(argv):
-    """DiffConfig from the arguments; argparse's usage error (exit 2) for
-    anything else than BEFORE AFTER or BEFORE... -- AFTER... ."""
+    """DiffConfig from the arguments; raises args.UsageError for anything
+    else than BEFORE AFTER or BEFORE... -- AFTER... ."""
     argv = list(argv)
     p = parser()
     # "--" splits the runs (options may come anywhere): a marker argparse keeps as a payload
     split = "--" in argv
     if split:
         argv[argv.index("--")] = _SPLIT
-    ns = p.parse_intermixed_args(argv)
+    ns = p.parse(argv, intermixed=True)
+    if ns.show_help or ns.show_version:
+        return DiffConfig(before=(), after=(), show_help=ns.show_help, show_version=ns.show_version)
     if split:
         i = ns.payloads.index(_SPLIT)
         before, after = tuple(ns.payloads[:i]), tuple(ns.payloads[i + 1:])
@@ -152,7 +156,12 @@ def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES):
 
 
 def main(argv=None):
-    cfg = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse(sys.argv[1:] if argv is None else argv)
+    except args.UsageError as e:
+        return args.usage_error(PROG, e)
+    if args.help_or_version(cfg, parser().format_help(), "graphsignal-diff " + __version__):
+        return 0
     try:
         before = [load(src, timeout=cfg.timeout) for src in cfg.before]
         after = [load(src, timeout=cfg.timeout) for src in cfg.after]

@@ -3,44 +3,23 @@
 Options come before the command; the first argument that is not an option
 (or everything after `--`) is the command, passed through unchanged.
 """
+import argparse
 import sys
 from dataclasses import dataclass
 
 from graphsignal import __version__, config
 from graphsignal.cli import args
 
-USAGE = """usage: graphsignal-run [OPTIONS] COMMAND [ARGS...]
+PROG = "graphsignal-run"
 
-Runs COMMAND under the graphsignal profiler and serves what it measures at
-http://127.0.0.1:18259/signals while it runs.
+DESCRIPTION = """Runs COMMAND under the graphsignal profiler and serves what it measures at
+http://127.0.0.1:18259/signals (and Prometheus text at /metrics) while it runs.
 
-options (before the command):
-  -h, --help                 show this help and exit
-  -V, --version              print the profiler version and exit
-  --print-config             print every setting as this command line and
-                             environment resolve it, and where each came from
-                             (flag, environment, default), then exit
-  --check                    check this install and host for GPU profiling: the
-                             CUPTI libraries built and their headers, the driver's
-                             CUDA version, what a Python workload here would load;
-                             says what is missing and how to get it (exit 1 then)
-  --metrics-port PORT        port to scrape the engine's Prometheus metrics on
-                             (default: derived from the engine's --port)
-  --listen-host HOST         host to bind the /signals endpoint to (default: 127.0.0.1)
-  --listen-port PORT         port for the /signals endpoint (default: 18259)
-  --cuda-graph-trace {graph,node}
-                             CUDA graph granularity (default: graph; env
-                             GRAPHSIGNAL_CUDA_GRAPH_TRACE; the flag wins)
-  --rocm-kernel-trace {none,all}
-                             per-kernel tracing on ROCm (default: none; env
-                             GRAPHSIGNAL_ROCM_KERNEL_TRACE; the flag wins)
-  --output FILE              write the final /signals payload to FILE when the
-                             workload exits, also after SIGINT/SIGTERM (env
-                             GRAPHSIGNAL_SIGNALS_FILE; the flag wins)
-"""
+graphsignal-run's own options come before the command; the first argument
+that is not one of them (or everything after --) is the command, passed
+through unchanged: graphsignal-run python -V runs python -V."""
 
-class UsageError(Exception):
-    pass
+UsageError = args.UsageError
 
 
 @dataclass(frozen=True)
@@ -54,68 +33,59 @@ class RunConfig(config.Flags):
     print_config: bool = False
 
 
-_VALUED = {
-    "--metrics-port": "metrics_port",
-    "--listen-host": "listen_host",
-    "--listen-port": "listen_port",
-    "--cuda-graph-trace": "cuda_graph_trace",
-    "--rocm-kernel-trace": "rocm_kernel_trace",
-    "--output": "output",
-}
-_CHOICES = {"cuda_graph_trace": config.GRAPH_TRACE_CHOICES, "rocm_kernel_trace": config.ROCM_TRACE_CHOICES}
-_PORTS = {"metrics_port": config.CONNECT_PORT, "listen_port": config.BIND_PORT}
-
-
-def _port(opt, raw, ports):
+def _allow_host(text):
     try:
-        return ports.parse(raw)
+        return config.allowed_host(text)
     except ValueError as e:
-        raise UsageError("%s %s" % (opt, e))
+        raise argparse.ArgumentTypeError(str(e))
+
+
+def parser():
+    p = args.Parser(PROG, unknown_hint="options go before the command; see --help",
+                    usage="%(prog)s [OPTIONS] COMMAND [ARGS...]", description=DESCRIPTION)
+    p.add_argument("--print-config", action="store_true",
+                   help="print every setting as this command line and environment resolve it, and where each "
+                        "came from (flag, environment, default), then exit")
+    p.add_argument("--check", action="store_true",
+                   help="check this install and host for GPU profiling: the CUPTI libraries built and their "
+                        "headers, the driver's CUDA version, what a Python workload here would load; says what "
+                        "is missing and how to get it (exit 1 then)")
+    p.add_argument("--metrics-port", metavar="PORT", type=args.port(config.CONNECT_PORT),
+                   help="port to scrape the engine's Prometheus metrics on (default: derived from the engine's "
+                        "--port)")
+    p.add_argument("--listen-host", metavar="HOST", type=args.non_empty,
+                   help="host to bind the /signals endpoint to (default: %s)" % config.DEFAULT_LISTEN_HOST)
+    p.add_argument("--listen-port", metavar="PORT", type=args.port(config.BIND_PORT),
+                   help="port for the /signals endpoint (default: %d)" % config.DEFAULT_LISTEN_PORT)
+    p.add_argument("--allow-host", metavar="NAME", dest="allow_hosts", action="append", type=_allow_host,
+                   help="one more name the endpoint answers in the Host header, e.g. a Kubernetes Service name "
+                        "that Prometheus scrapes through (repeat it for more; env %s=NAME1,NAME2; the flags "
+                        "win); * turns the Host check off" % config.ALLOW_HOSTS_ENV)
+    p.add_argument("--cuda-graph-trace", metavar="{graph,node}", type=args.choice(config.GRAPH_TRACE_CHOICES),
+                   help="CUDA graph granularity (default: graph; env %s; the flag wins)" % config.GRAPH_TRACE_ENV)
+    p.add_argument("--rocm-kernel-trace", metavar="{none,all}", type=args.choice(config.ROCM_TRACE_CHOICES),
+                   help="per-kernel tracing on ROCm (default: none; env %s; the flag wins)"
+                        % config.ROCM_TRACE_ENV)
+    p.add_argument("--output", metavar="FILE", type=args.non_empty,
+                   help="write the final /signals payload to FILE when the workload exits, also after "
+                        "SIGINT/SIGTERM (env %s; the flag wins)" % config.SIGNALS_FILE_ENV)
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]", help=argparse.SUPPRESS)
+    return p
 
 
 def parse_args(argv):
     """Parses graphsignal-run's own options; raises UsageError."""
-    values = {}
-    flags = {"show_help": False, "show_version": False, "check": False, "print_config": False}
-    switches = {"-h": "show_help", "--help": "show_help", "-V": "show_version", "--version": "show_version",
-                "--check": "check", "--print-config": "print_config"}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            i += 1
-            break
-        if not arg.startswith("-") or arg == "-":
-            break
-        if arg in switches:
-            flags[switches[arg]] = True
-            i += 1
-            continue
-        opt, eq, val = arg.partition("=")
-        if opt not in _VALUED:
-            raise UsageError("unknown option %s (options go before the command; see --help)" % opt)
-        if not eq:
-            if i + 1 >= len(argv):
-                raise UsageError("%s needs a value" % opt)
-            val = argv[i + 1]
-            i += 2
-        else:
-            i += 1
-        field = _VALUED[opt]
-        if field in _PORTS:
-            values[field] = _port(opt, val, _PORTS[field])
-        elif field in _CHOICES:
-            if val not in _CHOICES[field]:
-                raise UsageError("%s must be one of %s, got %r" % (opt, "|".join(_CHOICES[field]), val))
-            values[field] = val
-        else:
-            if not val:
-                raise UsageError("%s needs a non-empty value" % opt)
-            values[field] = val
-    command = tuple(argv[i:])
-    if not command and not any(flags.values()):
+    ns = parser().parse(list(argv))
+    command = list(ns.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command and not (ns.show_help or ns.show_version or ns.check or ns.print_config):
         raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
-    return RunConfig(command=command, **values, **flags)
+    return RunConfig(command=tuple(command), metrics_port=ns.metrics_port, listen_host=ns.listen_host,
+                     listen_port=ns.listen_port, cuda_graph_trace=ns.cuda_graph_trace,
+                     rocm_kernel_trace=ns.rocm_kernel_trace, output=ns.output,
+                     allow_hosts=tuple(dict.fromkeys(ns.allow_hosts or ())), show_help=ns.show_help,
+                     show_version=ns.show_version, check=ns.check, print_config=ns.print_config)
 
 
 def _as_a_run_sees_it(s):
@@ -146,8 +116,8 @@ def main(argv=None) -> int:
     try:
         cfg = parse_args(argv)
     except UsageError as e:
-        return args.usage_error("graphsignal-run", e)
-    if args.help_or_version(cfg, USAGE, "graphsignal %s" % __version__):
+        return args.usage_error(PROG, e)
+    if args.help_or_version(cfg, parser().format_help(), "graphsignal %s" % __version__):
         return 0
     if cfg.print_config:
         import os

@@ -2,183 +2,99 @@
 
 Serves the Signals API (graphsignal.fleet.app) from one SQLite file.
 """
+import argparse
 import os
 import signal
 import socket
-import stat
 import sys
 import threading
-from dataclasses import dataclass
-from typing import Optional, Tuple
 
 from graphsignal import __version__, config
 from graphsignal.cli import args
+from graphsignal.fleet import settings
 
-USAGE = """usage: graphsignal-server [OPTIONS]
+PROG = "graphsignal-server"
 
-Receives the signals graphsignal-run uploads (GRAPHSIGNAL_API_KEY and
+DESCRIPTION = """Receives the signals graphsignal-run uploads (GRAPHSIGNAL_API_KEY and
 GRAPHSIGNAL_API_BASE=http://HOST:PORT on the sidecar) and serves them back:
 GET /api/v1/instances and GET /api/v1/signals?instance_id=ID[&window=N].
+Under a WSGI server instead: graphsignal.fleet.app:create_app, configured
+by the environment variables below (see README)."""
 
-options:
-  -h, --help              show this help and exit
-  -V, --version           print the version and exit
-  --host HOST             address to listen on (default: 127.0.0.1)
-  --port PORT             port to listen on (default: 18260)
-  --db PATH               SQLite database file (default: $XDG_DATA_HOME/graphsignal/server.db,
-                          i.e. ~/.local/share/graphsignal/server.db)
-  --api-key-file PATH     accepted API keys, one a line (blank lines and lines
-                          starting with # are skipped); the file must not be
-                          readable or writable by other users (chmod 600)
-  --api-key KEY [KEY ...] accepted API keys on the command line, where every
-                          user of this machine can read them (ps,
-                          /proc/PID/cmdline): prefer --api-key-file or
-                          GRAPHSIGNAL_SERVER_API_KEYS=KEY1,KEY2 (the environment of
-                          a process is readable by its user only); keys from
-                          all three are accepted together
-  --retention-days DAYS   history and silent instances are kept this long (default: 7)
-  --sync {normal,full}    SQLite synchronous mode (default: normal: nothing
-                          acknowledged is lost when the server is killed;
-                          full: nor on power loss)
-  --max-connections N     connections open at once (default: 1024, and never
-                          more than the open-file limit leaves room for); when
-                          full, the oldest idle connection makes way
-  --workers N             threads that answer requests (default: 8); idle and
-                          slow connections take none
-"""
+EPILOG = """environment (the flags win; keys from every source add up):
+  %s=KEY1,KEY2      accepted keys
+  %s=PATH       a key file, as --api-key-file
+  %s=PATH                the database, as --db
+  %s=DAYS     as --retention-days
+  %s=normal|full       as --sync""" % (settings.API_KEYS_ENV, settings.API_KEY_FILE_ENV, settings.DB_ENV,
+                                         settings.RETENTION_ENV, settings.SYNC_ENV)
 
 DEFAULT_HOST = config.DEFAULT_LISTEN_HOST
 DEFAULT_PORT = config.DEFAULT_SERVER_PORT
-ENV_KEYS = config.SERVER_API_KEYS_ENV
+ENV_KEYS = settings.API_KEYS_ENV
+
+UsageError = args.UsageError
+ServerConfig = settings.ServerConfig
 
 
-class UsageError(Exception):
-    pass
+def _checked(check):
+    """An argparse type from a settings check that raises ValueError."""
+
+    def parse(text):
+        try:
+            return check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e))
+
+    return parse
 
 
-@dataclass(frozen=True)
-class ServerConfig:
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    db: Optional[str] = None
-    api_keys: Tuple[str, ...] = ()
-    retention_days: float = 7.0
-    sync: str = "normal"
-    max_connections: int = 1024
-    workers: int = 8
-    show_help: bool = False
-    show_version: bool = False
-    key_on_command_line: bool = False  # --api-key was given: main() warns
-
-
-def default_db(environ):
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "graphsignal", "server.db")
-
-
-def read_key_file(path):
-    """The keys in a key file (one a line; blank lines and # comments
-    skipped). Raises UsageError for a file that is not a regular file of
-    ours (or root's), one other users may read or write, one that cannot
-    be read, or one without keys."""
-    try:
-        # O_NONBLOCK: a FIFO must not hang the start; it is refused below
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise UsageError("--api-key-file %s is not a regular file" % path)
-            if st.st_uid not in (0, os.geteuid()):
-                raise UsageError("--api-key-file %s belongs to uid %d, who could change the keys at will: use a "
-                                 "file of your own" % (path, st.st_uid))
-            if stat.S_IMODE(st.st_mode) & (stat.S_IROTH | stat.S_IWOTH):
-                raise UsageError("--api-key-file %s is readable or writable by other users (mode %04o): "
-                                 "chmod o-rw %s" % (path, stat.S_IMODE(st.st_mode), path))
-            data = f.read(1 << 20)
-    except OSError as e:
-        raise UsageError("--api-key-file %s: %s" % (path, e.strerror or e))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError("--api-key-file %s is not UTF-8 text" % path)
-    keys = [line.strip() for line in text.splitlines()]
-    keys = [k for k in keys if k and not k.startswith("#")]
-    if not keys:
-        raise UsageError("--api-key-file %s has no keys (one a line)" % path)
-    return keys
+def parser():
+    p = args.Parser(PROG, usage="%(prog)s [OPTIONS]", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--host", type=args.non_empty, default=DEFAULT_HOST,
+                   help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=args.port(config.BIND_PORT), default=DEFAULT_PORT,
+                   help="port to listen on (default: %(default)s)")
+    p.add_argument("--db", metavar="PATH", type=args.non_empty,
+                   help="SQLite database file (default: $%s, else $XDG_DATA_HOME/graphsignal/server.db, i.e. "
+                        "~/.local/share/graphsignal/server.db)" % settings.DB_ENV)
+    p.add_argument("--api-key-file", metavar="PATH", action="append", default=[],
+                   help="accepted API keys, one a line (blank lines and lines starting with # are skipped); the "
+                        "file must not be readable or writable by other users (chmod 600); also $%s"
+                        % settings.API_KEY_FILE_ENV)
+    p.add_argument("--api-key", metavar="KEY", nargs="+", action="extend", default=[],
+                   help="accepted API keys on the command line, where every user of this machine can read them "
+                        "(ps, /proc/PID/cmdline): prefer --api-key-file or %s=KEY1,KEY2 (the environment of a "
+                        "process is readable by its user only); keys from all of them are accepted together"
+                        % ENV_KEYS)
+    p.add_argument("--retention-days", metavar="DAYS", type=_checked(settings.retention_days),
+                   help="history and silent instances are kept this long (default: $%s, else 7)"
+                        % settings.RETENTION_ENV)
+    p.add_argument("--sync", type=_checked(settings.sync_mode), metavar="{normal,full}",
+                   help="SQLite synchronous mode (default: $%s, else normal: nothing acknowledged is lost when "
+                        "the server is killed; full: nor on power loss)" % settings.SYNC_ENV)
+    p.add_argument("--max-connections", metavar="N", type=args.number(int, 16, 1_000_000),
+                   default=1024, help="connections open at once (default: 1024, and never more than the "
+                                      "open-file limit leaves room for); when full, the oldest idle connection "
+                                      "makes way")
+    p.add_argument("--workers", metavar="N", type=args.number(int, 1, 256), default=8,
+                   help="threads that answer requests (default: 8); idle and slow connections take none")
+    return p
 
 
 def parse_args(argv, environ):
-    """Parses the options, reads key files and the key variable; raises
-    UsageError."""
-    vals = {}
-    keys = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-h", "--help"):
-            vals["show_help"] = True
-            i += 1
-            continue
-        if arg in ("-V", "--version"):
-            vals["show_version"] = True
-            i += 1
-            continue
-        opt, eq, val = arg.partition("=")
-        if opt not in ("--host", "--port", "--db", "--api-key", "--api-key-file", "--retention-days", "--sync",
-                       "--max-connections", "--workers"):
-            raise UsageError("unknown argument %s (see --help)" % arg)
-        if not eq:
-            if i + 1 >= len(argv):
-                raise UsageError("%s needs a value" % opt)
-            val = argv[i + 1]
-            i += 2
-        else:
-            i += 1
-        if opt == "--port":
-            try:
-                vals["port"] = config.BIND_PORT.parse(val)
-            except ValueError as e:
-                raise UsageError("--port %s" % e)
-        elif opt == "--retention-days":
-            try:
-                days = float(val)
-            except ValueError:
-                raise UsageError("--retention-days expects a number of days, got %r" % val)
-            if not 1 <= days <= 3650:
-                raise UsageError("--retention-days must be between 1 and 3650, got %s" % val)
-            vals["retention_days"] = days
-        elif opt in ("--max-connections", "--workers"):
-            low, high = (16, 1_000_000) if opt == "--max-connections" else (1, 256)
-            try:
-                n = int(val)
-            except ValueError:
-                raise UsageError("%s expects a number, got %r" % (opt, val))
-            if not low <= n <= high:
-                raise UsageError("%s must be between %d and %d, got %d" % (opt, low, high, n))
-            vals[opt[2:].replace("-", "_")] = n
-        elif opt == "--sync":
-            if val not in ("normal", "full"):
-                raise UsageError("--sync must be normal or full, got %r" % val)
-            vals["sync"] = val
-        elif opt == "--api-key-file":
-            keys += read_key_file(val)
-        elif opt == "--api-key":
-            vals["key_on_command_line"] = True
-            keys.append(val)
-            while i < len(argv) and not argv[i].startswith("-"):  # --api-key K1 K2 ...
-                keys.append(argv[i])
-                i += 1
-        else:
-            if not val:
-                raise UsageError("%s needs a non-empty value" % opt)
-            vals[opt[2:]] = val
-    keys += [k for k in (environ.get(ENV_KEYS) or "").split(",")]
-    keys = [k.strip() for k in keys if k.strip()]
-    for k in keys:
-        if not (k.isascii() and k.isprintable()) or len(k) > 1024:
-            raise UsageError("an API key must be printable ASCII of at most 1024 characters")
-    return ServerConfig(api_keys=tuple(dict.fromkeys(keys)), **vals)
+    """Parses the options, reads key files and the key variables (flags
+    win over graphsignal.fleet.settings' variables); raises UsageError."""
+    ns = parser().parse(list(argv))
+    if ns.show_help or ns.show_version:
+        return ServerConfig(show_help=ns.show_help, show_version=ns.show_version)
+    try:
+        return settings.resolve(environ, db=ns.db, key_files=ns.api_key_file, keys=ns.api_key,
+                                retention=ns.retention_days, sync=ns.sync, host=ns.host, port=ns.port,
+                                max_connections=ns.max_connections, workers=ns.workers,
+                                key_on_command_line=bool(ns.api_key))
+    except settings.SettingError as e:
+        raise UsageError(str(e))
 
 
 def main(argv=None, environ=None) -> int:
@@ -187,13 +103,11 @@ def main(argv=None, environ=None) -> int:
     try:
         cfg = parse_args(argv, environ)
     except UsageError as e:
-        return args.usage_error("graphsignal-server", e)
-    if args.help_or_version(cfg, USAGE, "graphsignal-server %s" % __version__):
+        return args.usage_error(PROG, e)
+    if args.help_or_version(cfg, parser().format_help(), "graphsignal-server %s" % __version__):
         return 0
     if not cfg.api_keys:
-        sys.stderr.write("graphsignal-server: error: no API keys: give --api-key-file PATH or %s=KEY1,KEY2 "
-                         "(uploads and reads need one)\n" % ENV_KEYS)
-        return 2
+        return args.usage_error(PROG, settings.no_keys_message())
     if cfg.key_on_command_line:
         sys.stderr.write("graphsignal-server: warning: a key given with --api-key is visible to every user of this "
                          "machine (ps, /proc/PID/cmdline); use --api-key-file PATH (chmod 600) or %s instead\n"
@@ -207,26 +121,14 @@ def serve(cfg, environ):
 
     from graphsignal.fleet import ingest
     from graphsignal.fleet.app import make_app, tenant_of
-    from graphsignal.fleet.db import DB
     from graphsignal.fleet.serving import FleetServer, Limits
 
-    import gc
-
-    # An upload of 50,000 series makes about a million objects: at the default
-    # thresholds the collector ran some 500 times per such upload (a third of its
-    # CPU), each pass stopping every thread, up to 0.3 s; JSON trees hold no
-    # cycles, so it runs a hundred times less often (longest pause 0.05 s; beside
-    # a flood of such uploads a small one's p50 0.05-0.09 -> 0.03 s, and the flood
-    # itself goes through 13-28 -> 29-32 uploads in 22 s: bench_fleet's fairness).
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    settings.tune_gc()
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    path = cfg.db or default_db(environ)
+    path = cfg.db or settings.default_db(environ)
     try:
-        if os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        db = DB(path, cfg.retention_days, cfg.sync)
+        db, path = settings.open_db(cfg, environ)
     except (OSError, RuntimeError, sqlite3.Error) as e:
         sys.stderr.write("graphsignal-server: error: cannot open the database %s: %s\n" % (path, e))
         return 1

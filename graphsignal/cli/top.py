@@ -29,51 +29,53 @@ class TopConfig:
     table: str = KERNELS
     interval: float = 1.0
     timeout: float = client.DEADLINE
+    show_help: bool = False
+    show_version: bool = False
 
 
-def _port(text):
-    try:
-        return config.CONNECT_PORT.parse(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e))
-
-
-_window = args.number(int, 1, MAX_WINDOW, "the window's seconds")
-_interval = args.number(float, 0.2, 60, "the interval's seconds")
-_timeout = args.number(float, 0, 600, "the timeout's seconds", low_open=True)
+PROG = "graphsignal-top"
+_window = args.number(int, 1, MAX_WINDOW, unit="seconds")
+_interval = args.number(float, 0.2, 60, unit="seconds")
+_timeout = args.number(float, 0, 600, low_open=True, unit="seconds")
 
 
 def parser():
-    p = argparse.ArgumentParser(
-        prog="graphsignal-top",
+    p = args.Parser(
+        PROG, formatter_class=argparse.HelpFormatter,
         description="A top-like view of a running graphsignal profiler's /signals endpoint: GPUs, engine, "
                     "kernels, CUDA graphs, memory transfers and synchronization.",
         epilog="keys: q quit, up/down select, Enter details, k kernels, g CUDA graphs, m memory transfers, "
                "s host synchronization. Colors follow NO_COLOR.")
     p.add_argument("--host", default=DEFAULT_HOST, help="profiler host (default: %(default)s); a remote "
                    "profiler must have been started with --listen-host")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help="profiler port (default: %(default)s)")
+    p.add_argument("--port", type=args.port(config.CONNECT_PORT), default=DEFAULT_PORT,
+                   help="profiler port (default: %(default)s)")
     p.add_argument("--window", type=_window, default=5, metavar="SECONDS",
                    help="seconds that rates and the ranking cover (default: %(default)s, at most 600)")
     p.add_argument("--once", action="store_true", help="print a single frame and exit (for scripts and agents)")
     p.add_argument("--no-color", action="store_true", help="no colors (also when NO_COLOR is set)")
-    p.add_argument("--table", choices=TABLES, default=KERNELS,
+    p.add_argument("--table", type=args.choice(TABLES), default=KERNELS, metavar="{%s}" % ",".join(TABLES),
                    help="the table to show first (default: %(default)s)")
     p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=_timeout, default=client.DEADLINE, metavar="SECONDS",
                    help="seconds the profiler has to send a whole payload (default: %(default)g)")
-    p.add_argument("-V", "--version", action="version", version="graphsignal-top " + __version__)
     return p
 
 
 def parse(argv):
-    a = parser().parse_args(argv)
+    """TopConfig from the arguments; raises args.UsageError."""
+    a = parser().parse(list(argv))
     return TopConfig(host=a.host, port=a.port, window=a.window, once=a.once, no_color=a.no_color, table=a.table,
-                     interval=a.interval, timeout=a.timeout)
+                     interval=a.interval, timeout=a.timeout, show_help=a.show_help, show_version=a.show_version)
 
 
 def main(argv=None) -> int:
-    cfg = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse(sys.argv[1:] if argv is None else argv)
+    except args.UsageError as e:
+        return args.usage_error(PROG, e)
+    if args.help_or_version(cfg, parser().format_help(), "graphsignal-top " + __version__):
+        return 0
     client.DEADLINE = cfg.timeout  # the screen fetches with the client's defaults
     if cfg.once:
         try:

@@ -1,5 +1,11 @@
-"""The Signals API as a Werkzeug app (make_app builds it from a DB and
-the accepted keys; tests drive it with werkzeug.test.Client):
+"""The Signals API as a Werkzeug app: make_app builds it from a DB and
+the accepted keys (graphsignal-server serves it behind its own front,
+graphsignal.fleet.serving; tests drive it with werkzeug.test.Client);
+create_app, with no arguments, builds it from the environment
+(graphsignal.fleet.settings) for a WSGI server:
+
+  waitress-serve --port 18260 --threads 8 --call graphsignal.fleet.app:create_app
+  gunicorn --workers 1 --threads 8 'graphsignal.fleet.app:create_app()'
 
   POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
   GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, service, context, first_seen_ns,
@@ -151,3 +157,42 @@ def make_app(db, keys):
         return _json(snap)
 
     return app
+
+
+def create_app(environ=None):
+    """The app for a WSGI server, configured by the environment
+    (graphsignal.fleet.settings: the keys, the key file, the database, the
+    retention, the sync mode), checked as graphsignal-server checks them.
+    Raises settings.SettingError with one line for a value that cannot be
+    used (or no key at all), and for a database that cannot be opened, so
+    the server stops at start instead of answering errors.
+
+    One process: the database takes one writer at a time and this app
+    holds it under one lock, so threads (waitress --threads, gunicorn
+    --workers 1 --threads N), not processes, answer requests at once.
+    The app enforces its own caps (413 over ingest.MAX_BODY, 411 without
+    Content-Length, gzip expanding past ingest.MAX_JSON); timeouts are the
+    WSGI server's (README)."""
+    import atexit
+    import os
+    import sqlite3
+
+    from graphsignal.fleet import settings
+
+    environ = os.environ if environ is None else environ
+    try:
+        cfg = settings.resolve(environ)
+    except settings.SettingError as e:
+        raise settings.SettingError("graphsignal-server: %s" % e) from None
+    if not cfg.api_keys:
+        raise settings.SettingError("graphsignal-server: " + settings.no_keys_message())
+    try:
+        db, path = settings.open_db(cfg, environ)
+    except (OSError, RuntimeError, sqlite3.Error) as e:
+        raise settings.SettingError("graphsignal-server: cannot open the database %s: %s"
+                                    % (cfg.db or settings.default_db(environ), e))
+    settings.tune_gc()
+    atexit.register(db.close)
+    logger.info("graphsignal-server %s: the Signals API for a WSGI server (database %s, %d key%s)",
+                __version__, path, len(cfg.api_keys), "" if len(cfg.api_keys) == 1 else "s")
+    return make_app(db, cfg.api_keys)

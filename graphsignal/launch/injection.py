@@ -334,7 +334,9 @@ def plan_injection(env, command, lib_dir=LIB_DIR, driver_major=_PROBE):
         if not usable:
             return _no("the NVIDIA driver supports CUDA %d, older than every CUPTI library built (%s)"
                        % (drv, ", ".join("cu%d" % m for m in sorted(libs))), "update the NVIDIA driver")
-        major, source = max(usable), "the driver (CUDA %d)" % drv
+        major = max(usable)
+        source = ("the driver (CUDA %d)" % drv if drv else
+                  "the newest CUPTI library built, since the driver's CUDA version is unknown")
     lib = libs.get(major)
     if lib is None:
         return _no("the workload uses CUDA %d (from %s) but graphsignal has no CUPTI library for it (built: %s)"

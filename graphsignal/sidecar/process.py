@@ -295,7 +295,7 @@ class _Server(Part):
         if why:
             # never served without the token it was asked to require
             raise ValueError("%s; /signals and /metrics are not served" % why)
-        guard = HostGuard(st.listen_host)
+        guard = HostGuard(st.listen_host, st.allow_hosts)
         metrics = Exposition.from_settings(sc.store, st, sc._engine_series)
         server = ServerThread(make_app(sc.store, window_stats, guard, metrics, st.signals_token),
                               st.listen_host, st.listen_port, on_error=sc._sidecar_error, host_guard=guard)

@@ -10,8 +10,11 @@ this machine's loopback (localhost, 127.0.0.0/8, ::1) nor, with
 --listen-host, the bound host (its name, its addresses, and for 0.0.0.0 /
 :: every name and address of this machine) gets 403: a web page the user
 visits cannot read /signals by pointing its own DNS name at 127.0.0.1
-(DNS rebinding). Connections idle for IDLE_TIMEOUT seconds are closed, so
-idle clients cannot hold the server's threads.
+(DNS rebinding). Names given with --allow-host (GRAPHSIGNAL_ALLOW_HOSTS)
+pass too, e.g. the Kubernetes Service name Prometheus scrapes through;
+--allow-host '*' turns the check off, with one warning line. Connections
+idle for IDLE_TIMEOUT seconds are closed, so idle clients cannot hold the
+server's threads.
 """
 import errno
 import hmac
@@ -26,7 +29,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
-from graphsignal.config import SIGNALS_TOKEN_ENV
+from graphsignal.config import ALLOW_HOSTS_ENV, ANY_HOST, SIGNALS_TOKEN_ENV
 from graphsignal.httpserve import QuietHandler
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.report import Reporter
@@ -54,6 +57,15 @@ def _host_of(header):
     return h.rstrip(".")
 
 
+def _canonical(host):
+    """An address as config.allowed_host writes it (IPv6 compressed); a
+    name as it is."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host
+
+
 def _is_loopback(host):
     if host in LOOPBACK_NAMES or host.endswith(".localhost"):
         return True
@@ -67,11 +79,14 @@ class HostGuard:
     """Which Host headers the endpoint answers (see the module docstring).
     Loopback names and addresses always; for another bind, the names and
     addresses resolve() finds (it may ask DNS: call it off the workload's
-    path, before serving)."""
+    path, before serving). extra: names and addresses allowed besides
+    (Settings.allow_hosts, as config.allowed_host checked them);
+    config.ANY_HOST among them allows every Host (any_host)."""
 
-    def __init__(self, listen_host):
+    def __init__(self, listen_host, extra=()):
         self.listen_host = (listen_host or "").strip().lower().strip("[]")
-        self.allowed = set()
+        self.any_host = ANY_HOST in extra
+        self.allowed = {_canonical(n) for n in extra if n != ANY_HOST}
         self.loopback_only = _is_loopback(self.listen_host)
         if not self.loopback_only and self.listen_host not in WILDCARD_HOSTS:
             self.allowed.add(self.listen_host)
@@ -105,10 +120,10 @@ class HostGuard:
         self.allowed.update(n.lower().rstrip(".") for n in names if n)
 
     def allows(self, header):
-        if header is None:
+        if header is None or self.any_host:
             return True  # HTTP/1.0 without Host: not a browser, which always sends one
         host = _host_of(header)
-        return _is_loopback(host) or host in self.allowed
+        return _is_loopback(host) or _canonical(host) in self.allowed
 
 
 def _machine_names():
@@ -148,8 +163,9 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
     def app(environ, start_response):
         req = Request(environ)
         if host_guard is not None and not host_guard.allows(environ.get("HTTP_HOST")):
-            resp = _json({"error": "host %r is not allowed: use a loopback address, or the --listen-host this "
-                                   "profiler was started with" % environ.get("HTTP_HOST")}, 403)
+            resp = _json({"error": "host %r is not allowed: use a loopback address or the --listen-host this "
+                                   "profiler was started with, or start it with --allow-host NAME (%s) for "
+                                   "another name" % (environ.get("HTTP_HOST"), ALLOW_HOSTS_ENV)}, 403)
         elif req.method not in ("GET", "HEAD"):
             resp = _json({"error": "method not allowed: use GET"}, 405)
         elif expected is not None and req.path in ("/signals", "/metrics") and not hmac.compare_digest(
@@ -250,7 +266,11 @@ class ServerThread(threading.Thread):
                 self.bound.set()
                 return
             self.port = self.server._graphsignal_sock.getsockname()[1]
-        if self.host_guard is not None:
+        if self.host_guard is not None and self.host_guard.any_host:
+            logger.warning("graphsignal: --allow-host '*': the Host check of %s is off; a web page can read it "
+                           "through a name of its own that resolves to this address (DNS rebinding)",
+                           self.url("/signals"))
+        elif self.host_guard is not None:
             try:
                 self.host_guard.resolve()
             except Exception as e:  # loopback names stay allowed

@@ -12,7 +12,10 @@ timeout and parse the text with prometheus_client's parser:
   untyped            gauges, like Prometheus itself treats them
 
 `*_created` samples (prometheus_client's creation timestamps, epoch
-seconds) are dropped: they are not measurements. A malformed line costs
+seconds) are dropped: they are not measurements. A histogram with neither
+`_count` nor a `+Inf` bucket (an exposition cut inside it) has no total,
+which the payload's histograms cannot leave out: it is not imported, its
+lines count in `prometheus_scrape_skipped_lines`, and one error names it. A malformed line costs
 that line (a family that still makes no sense without it costs that
 family): the rest is imported and one error says how many lines were
 skipped (`prometheus_scrape_skipped_lines` has the count of the last
@@ -96,12 +99,20 @@ class ScrapeError(Exception):
 class ParseReport:
     """What parse_exposition left out: malformed lines (skipped, with the
     first as an example), lines beyond MAX_LINES and series beyond
-    MAX_SERIES (cut)."""
+    MAX_SERIES (cut), and the lines of histograms without a total
+    (cut_histogram_lines; cut_histograms names them: family, labels)."""
 
-    __slots__ = ("skipped", "first_bad", "cut_lines", "cut_series")
+    __slots__ = ("skipped", "first_bad", "cut_lines", "cut_series", "cut_histogram_lines", "cut_histograms")
 
     def __init__(self):
         self.skipped, self.first_bad, self.cut_lines, self.cut_series = 0, None, 0, 0
+        self.cut_histogram_lines, self.cut_histograms = 0, []
+
+    @property
+    def skipped_lines(self):
+        """What prometheus_scrape_skipped_lines says: malformed lines and
+        the lines of histograms without a total."""
+        return self.skipped + self.cut_histogram_lines
 
 
 def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up=None):
@@ -170,7 +181,7 @@ def _blocks(text, max_lines, report):
 
 def _parse_block(lines, report):
     try:
-        return _convert("\n".join(lines) + "\n")
+        return _convert("\n".join(lines) + "\n", report)
     except Exception:
         pass
     # Something in this family is malformed: keep the lines that parse on
@@ -191,7 +202,7 @@ def _parse_block(lines, report):
     if not good:
         return []
     try:
-        return _convert("\n".join(head + good) + "\n")
+        return _convert("\n".join(head + good) + "\n", report)
     except Exception:
         report.skipped += len(good)
         if report.first_bad is None:
@@ -199,11 +210,13 @@ def _parse_block(lines, report):
         return []
 
 
-def _convert(text):
-    out = []
+def _convert(text, report=None):
+    """The samples of `text`; histograms without a total go to `report`
+    once the whole text has parsed (a text that fails counts nothing)."""
+    out, cut = [], []
     for fam in text_string_to_metric_families(text):
         if fam.type in ("histogram", "gaugehistogram"):
-            out.extend(_histograms(fam))
+            out.extend(_histograms(fam, cut))
         elif fam.type == "summary":
             out.extend(_summaries(fam))
         elif fam.type == "counter":
@@ -216,7 +229,15 @@ def _convert(text):
                 if s.name.endswith("_created"):
                     continue
                 out.append(("gauge", s.name, dict(s.labels), s.value))
+    if report is not None:
+        for name, labels, lines in cut:
+            report.cut_histogram_lines += lines
+            if len(report.cut_histograms) < MAX_CUT_NAMED:
+                report.cut_histograms.append((name, labels))
     return out
+
+
+MAX_CUT_NAMED = 16  # histograms without a total named per scrape (all are counted)
 
 
 def _quote(line):
@@ -235,8 +256,10 @@ def _group(fam, drop_label):
         key = tuple(sorted(labels.items()))
         g = groups.get(key)
         if g is None:
-            g = groups[key] = {"labels": labels, "buckets": [], "count": None, "sum": None, "quantiles": []}
+            g = groups[key] = {"labels": labels, "buckets": [], "count": None, "sum": None, "quantiles": [],
+                               "lines": 0}
         suffix = s.name[len(fam.name):]
+        g["lines"] += 1
         if suffix == "_bucket" and drop_label in s.labels:
             g["buckets"].append((_le(s.labels[drop_label]), s.value))
         elif suffix in ("_count", "_gcount"):
@@ -252,7 +275,9 @@ def _le(raw):
     return float("inf") if raw in ("+Inf", "Inf", "inf") else float(raw)
 
 
-def _histograms(fam):
+def _histograms(fam, cut):
+    """The histograms of a family; cut gets (name, labels, lines) of each
+    without a total."""
     out = []
     for g in _group(fam, "le"):
         buckets = sorted(g["buckets"])
@@ -261,7 +286,9 @@ def _histograms(fam):
             count = buckets[-1][1]
         if count is None:
             # Neither _count nor the +Inf bucket: the exposition was cut and
-            # the total is unknown; better no histogram than a wrong one.
+            # the total is unknown; better no histogram than a wrong one, and
+            # said (the payload's histograms always carry their count).
+            cut.append((fam.name, g["labels"], g["lines"]))
             continue
         le = [b for b, _ in buckets]
         cum = [_num(c) for _, c in buckets]
@@ -380,7 +407,7 @@ class PrometheusSource(Source):
             self._failed(now, e)
             return
         keys = apply(self.store, samples)
-        self.store.set_gauge(SKIPPED_METRIC, self.tags, report.skipped)
+        self.store.set_gauge(SKIPPED_METRIC, self.tags, report.skipped_lines)
         self._report_parse(report)
         with self.store.batch():
             for name, kind, tags in self._keys - keys:
@@ -479,6 +506,11 @@ class PrometheusSource(Source):
             say(("skipped", report.first_bad), "scraping %s: %d malformed line%s skipped (first: %s); the rest of "
                 "the exposition is imported" % (self.url, report.skipped, "" if report.skipped == 1 else "s",
                                                 _quote(report.first_bad)))
+        for name, labels in report.cut_histograms:
+            say(("histogram", name, tuple(sorted(labels.items()))),
+                "scraping %s: histogram %s%s has neither _count nor a +Inf bucket (the exposition is cut inside "
+                "it); its total is unknown, so it is not imported (its lines count in %s)"
+                % (self.url, clean(name), _labels(labels), SKIPPED_METRIC))
         if report.cut_lines:
             say("lines", "scraping %s: the exposition has more than %d sample lines; %d were not read"
                 % (self.url, MAX_LINES, report.cut_lines))
@@ -535,6 +567,14 @@ class PrometheusSource(Source):
     def shutdown(self):
         if self.session is not None:
             self.session.close()
+
+
+def _labels(labels):
+    """{a="x",b="y"} for a line, short and safe; "" for none."""
+    if not labels:
+        return ""
+    text = clean(",".join('%s="%s"' % (k, v) for k, v in sorted(labels.items())))
+    return "{%s}" % (text[:200] + "..." if len(text) > 200 else text)
 
 
 def _one_line(e):

@@ -68,6 +68,27 @@ def test_check_without_driver_says_so_and_what_a_workload_would_get(lib_dir):
     assert "A Python workload here (" in text
 
 
+def test_check_without_driver_or_toolkit_words_it_plainly(lib_dir, monkeypatch):
+    # before: "CUDA 13 (from the driver (CUDA 0))", a driver that is not there
+    monkeypatch.setattr(cuda_discovery, "toolkit_roots", lambda *a, **k: [])
+    out = io.StringIO()
+    doctor.check(environ={"PATH": "/usr/bin:/bin"}, lib_dir=lib_dir, driver_major=None, out=out)
+    text = out.getvalue()
+    assert "CUDA 0" not in text and "from the driver" not in text, text
+    assert "no NVIDIA driver, so a run here profiles no GPU activity; with a driver it would get:" in text
+    assert "CUDA 13 (from the newest CUPTI library built, since the driver's CUDA version is unknown)" in text
+
+
+@pytest.mark.skipif(injection.driver_cuda_major() is not None, reason="this host has an NVIDIA driver")
+def test_check_on_this_host_without_a_driver_says_nothing_is_profiled_and_no_cuda_0():
+    p = subprocess.run([sys.executable, "-m", "graphsignal.cli.run", "--check"], capture_output=True, text=True,
+                       timeout=120)
+    print(p.stdout)
+    assert p.returncode == 1 and "CUDA 0" not in p.stdout and "would load" not in p.stdout, p.stdout
+    assert "MISSING: no NVIDIA driver" in p.stdout
+    assert "no NVIDIA driver, so a run here profiles no GPU activity" in p.stdout
+
+
 def test_check_cli_exit_status_follows_what_is_missing():
     p = subprocess.run([sys.executable, "-m", "graphsignal.cli.run", "--check"], capture_output=True, text=True,
                        timeout=120)

@@ -73,6 +73,8 @@ EXPECTED_SERIES = {
     "llamacpp_5_live_4clients_a.txt": {"counter": 10, "gauge": 5},
     "llamacpp_5_live_4clients_b.txt": {"counter": 10, "gauge": 5},
     "sglang_1.txt": {"counter": 2, "gauge": 6, "histogram": 4},
+    # sglang_1 with TTFT's +Inf bucket and _count cut out by hand: that histogram has no total
+    "sglang_1_cut_histogram.txt": {"counter": 2, "gauge": 6, "histogram": 3},
     "sglang_2.txt": {"gauge": 4},
     # 3 typed gauges (gen_throughput's TYPE line is there, its sample is cut)
     # + 11 e2e `_bucket` samples whose TYPE line is in the cut part: untyped -> gauges
@@ -655,3 +657,61 @@ def test_make_source_only_when_there_is_a_url():
     url = "http://127.0.0.1:8000/metrics"
     src = prometheus.make_source(SourceContext(store=store, metrics_url=url))
     assert src.url == url and src.interval == 1.0
+
+
+# -- a histogram without a total (an exposition cut inside it) --------------------------------------
+
+TTFT = "sglang:time_to_first_token_seconds"
+MODEL = {"model_name": "meta-llama/Llama-3.1-8B-Instruct"}
+
+
+def test_a_cut_histogram_is_counted_in_skipped_lines_not_dropped_silently():
+    report = prometheus.ParseReport()
+    samples = prometheus.parse_exposition(fixture_text("sglang_1_cut_histogram.txt"), report)
+    # its _sum and 20 finite buckets (the +Inf bucket and _count were cut)
+    assert (report.skipped, report.cut_histogram_lines, report.skipped_lines) == (0, 21, 21)
+    assert report.cut_histograms == [(TTFT, MODEL)]
+    assert TTFT not in {name for _, name, _, _ in samples}
+    # everything else is what the whole text gives
+    whole, cut = load("sglang_1.txt"), load("sglang_1_cut_histogram.txt")
+    assert sorted(k for k in whole.series if k[0] != TTFT) == sorted(cut.series)
+    for key in cut.series:
+        assert json.dumps(cut.series[key].stats(), sort_keys=True) == json.dumps(whole.series[key].stats(),
+                                                                                 sort_keys=True), key
+
+
+def test_the_real_trtllm_paste_cut_inside_its_histogram_counts_every_line():
+    report = prometheus.ParseReport()
+    assert prometheus.parse_exposition(fixture_text("trtllm_1.txt"), report) == []
+    lines = [ln for ln in fixture_text("trtllm_1.txt").splitlines() if ln.startswith("e2e_request_latency_seconds")]
+    assert report.skipped_lines == report.cut_histogram_lines == len(lines) > 1
+    assert report.cut_histograms == [("e2e_request_latency_seconds",
+                                      {"engine_type": "undefined", "model_name": "undefined"})]
+
+
+def test_a_cut_histogram_over_http_is_said_once_and_counted_every_scrape(http_server, caplog):
+    url, answer = http_server
+    answer["body"] = fixture_text("sglang_1_cut_histogram.txt").encode()
+    store = MetricStore()
+    src = prometheus.PrometheusSource(store, url, "sglang")
+    src.setup()
+    try:
+        with caplog.at_level(logging.WARNING, logger="graphsignal"):
+            for _ in range(3):
+                src._next_try = 0.0
+                src.poll()
+                assert scrape_up(store) == 1
+                assert store.lookup(prometheus.SKIPPED_METRIC)[0].value == 21
+        # whole again: nothing skipped
+        answer["body"] = fixture_text("sglang_1.txt").encode()
+        src.poll()
+        assert store.lookup(prometheus.SKIPPED_METRIC)[0].value == 0
+        assert value(store, TTFT, "histogram", **MODEL)["count"] == 11008
+    finally:
+        src.shutdown()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert TTFT + '{model_name="meta-llama/Llama-3.1-8B-Instruct"}' in lines[0]
+    assert "neither _count nor a +Inf bucket" in lines[0] and prometheus.SKIPPED_METRIC in lines[0]
+    entries = [e for e in store.errors if TTFT in e["message"]]
+    assert len(entries) == 1 and entries[0]["tags"]["problem"] == "exposition"

@@ -125,8 +125,9 @@ def test_every_command_checks_ports_with_the_same_ranges(capsys):
     # connect: graphsignal-run --metrics-port, graphsignal-top --port
     with pytest.raises(cli_run.UsageError, match="a port to connect to, between 1 and 65535"):
         cli_run.parse_args(["--metrics-port", "0", "x"])
-    with pytest.raises(SystemExit):
+    with pytest.raises(cli_run.UsageError, match="a port to connect to, between 1 and 65535"):
         cli_top.parse(["--port", "0"])
+    assert cli_top.main(["--port", "0"]) == 2
     assert "a port to connect to, between 1 and 65535" in capsys.readouterr().err
     # the defaults are config's
     assert cli_top.parse([]).port == config.DEFAULT_LISTEN_PORT

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from graphsignal.cli import args
 from graphsignal.cli import top as cli
 from graphsignal.top import screen
 from graphsignal.top.render import UI, line_text, render, sparkline, to_text, Glyphs
@@ -407,9 +408,9 @@ def test_config_parsing():
     assert (c.host, c.port, c.window, c.once, c.table) == ("gpu-box", 9000, 600, True, "sync")
     for bad in (["--window", "0"], ["--window", "601"], ["--window", "x"], ["--port", "0"], ["--port", "70000"],
                 ["--table", "nope"], ["--bogus"]):
-        with pytest.raises(SystemExit) as e:
+        with pytest.raises(args.UsageError):
             cli.parse(bad)
-        assert e.value.code == 2
+        assert cli.main(bad) == 2
 
 
 def test_keys_switch_tables_move_and_open_details(state):
