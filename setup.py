@@ -169,6 +169,7 @@ setup(
             "graphsignal-top=graphsignal.cli.top:main",
             "graphsignal-diff=graphsignal.cli.diff:main",
             "graphsignal-server=graphsignal.cli.server:main",
+            "graphsignal-export=graphsignal.cli.export:main",
         ]
     },
     cmdclass={"build": Build, "build_ext": BuildExt, "build_py": BuildPy},
