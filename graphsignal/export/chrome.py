@@ -133,7 +133,8 @@ class _Groups:
             while pid in self.names:
                 pid += 1
             self.gpu_ids[key] = pid
-            name = self.gpu_names.get(key) or self.gpu_names.get(str(tags.get("device.index"))) or "GPU %s" % key
+            name = (self.gpu_names.get(key) or self.gpu_names.get(str(tags.get("device.index")))
+                    or "GPU %s" % tags.get("device.index", key))
             self.names[pid] = name
             self.sort[pid] = index
         return pid

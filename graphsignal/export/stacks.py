@@ -177,8 +177,9 @@ def profiles(payload: Mapping[str, Any], use_window: bool = False) -> List[Stack
             stacks = [((str(f.get("name")),), _int(f.get("value"))) for f in frames]
             stacks = [(s, v) for s, v in stacks if v]
             if stacks:
-                label = ", ".join("%s=%s" % kv for kv in sorted(tags.items()))
-                flat.append(StackProfile("%s (%s)" % (name, label) if label else name, "nanoseconds"
+                parts = [_process_title(pid, tags, commands)] if "process.pid" in tags else []
+                parts += ["%s=%s" % kv for kv in sorted(tags.items()) if kv[0] not in ("process.pid", "rank")]
+                flat.append(StackProfile(", ".join([name] + parts), "nanoseconds"
                                          if name.endswith("_nanoseconds") else "none", stacks, 0))
     out = []
     for pid, acc in gpu.items():
