@@ -211,7 +211,11 @@ class Page:
         deadline = time.monotonic() + timeout
         problems = []
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except BrowserError as e:  # the page is not there yet (no body while it loads)
+                value, last = None, str(e)
+                problems.append(last) if time.monotonic() >= deadline else None
             problems += self.problems()
             if value:
                 return value
