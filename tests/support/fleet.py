@@ -249,8 +249,8 @@ def replay_payload(db_path, payload, minutes, key="key-a", end_ns=None):
     """Uploads a recorded /signals payload into a graphsignal-server
     database as `minutes` minutes of one upload a minute ending at end_ns
     (default: now), through the sidecar's real store and Uploader: counters
-    and profiles grow linearly to their recorded totals, gauges hold their
-    recorded readings (the GPU's utilization gauge is its busy-time
+    and profiles grow at the recorded run's average rate (as if its load
+    went on for that long), gauges hold their recorded readings (the GPU's utilization gauge is its busy-time
     counter's average, the recorded gauge being the idle tail after the
     load), resources and context as recorded. Returns the instance id."""
     import numpy as np  # noqa: F401  (the store needs it)
@@ -281,10 +281,10 @@ def replay_payload(db_path, payload, minutes, key="key-a", end_ns=None):
                             value = round(busy[tags["device.uuid"]], 1)
                         store.set_gauge(name, tags, value)
                     elif m["type"] == "counter" and st["total"] is not None:
-                        store.set_counter(name, tags, int(st["total"] * step / minutes))
+                        store.set_counter(name, tags, int(st["total"] * step * 60 / span))
                     elif m["type"] == "profile":
-                        store.add_profile(name, tags, [(f["name"], f["value"] // minutes, f["samples"] // minutes)
-                                                       for f in st["frames"]])
+                        store.add_profile(name, tags, [(f["name"], int(f["value"] * 60 / span),
+                                                        int(f["samples"] * 60 / span)) for f in st["frames"]])
                         store.ensure_profile(name, tags)
                 for r in payload["resources"]:
                     store.set_resource(r["kind"], r["tags"], r["attributes"])

@@ -64,14 +64,11 @@
     return Math.round(s / 86400) + " d ago";
   }
 
-  function number(v) {
-    // axis labels: a few significant digits at any scale (kernel time of a light load is tiny)
-    if (v == null) return "";
-    const a = Math.abs(v);
-    if (a === 0) return "0";
-    if (a >= 1000) return Math.round(v).toLocaleString("en-US");
-    if (a >= 1) return String(+v.toFixed(2));
-    return String(+v.toPrecision(2));
+  function axisLabels(ticks) {
+    // as many decimals as the spacing of the ticks needs, at any scale
+    const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : 0;
+    const digits = step > 0 ? Math.min(10, Math.max(0, Math.ceil(-Math.log10(step)))) : 2;
+    return ticks.map((v) => v == null ? "" : Math.abs(v) >= 1000 ? Math.round(v).toLocaleString("en-US") : v.toFixed(digits));
   }
 
   function duration(ns) {
@@ -166,7 +163,7 @@
         title: spec.title, width: width, height: 200,
         scales: { x: { time: true } },
         series: [{}].concat(spec.lines.map((l, i) => ({ label: l.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: false, points: { show: xs.length < 3 } }))),
-        axes: [{}, { size: 64, values: (u, ticks) => ticks.map(number) }],
+        axes: [{}, { size: 64, values: (u, ticks) => axisLabels(ticks) }],
       };
       state.charts.push(new uPlot(opts, [xs].concat(spec.lines.map((l) => l.values)), div));
       div.dataset.drawn = "1";
