@@ -28,11 +28,14 @@ def history_of(snap: StoreSnapshot, seconds: int) -> Dict[str, Any]:
     return timeline.block([ts for ts, _ in points], metas, lambda key, i: points[i][1].get(key), seconds, 1)
 
 
-def history_or_none(store: Any, seconds: int) -> Optional[Dict[str, Any]]:
-    """history_stats, or None when it fails (one log line, once): the
-    final payload is written without it rather than not at all."""
+def final_history(store: Any) -> Optional[Dict[str, Any]]:
+    """The history block of the final payload (--output): all the store
+    keeps, up to a snapshot taken now (what the final drain brought in);
+    None when that fails (one log line, once): the payload is written
+    without it rather than not at all."""
     try:
-        return history_stats(store, seconds)
+        store.take_history()
+        return history_stats(store, store.history_seconds)
     except Exception as e:
         report.once(("history_block", type(e).__name__), "history block failed: %s: %s" % (type(e).__name__, e))
         return None

@@ -493,11 +493,10 @@ class Sidecar:
                     return
 
     def _write_signals(self, path):
-        from graphsignal.sidecar.history_block import history_or_none
+        from graphsignal.sidecar.history_block import final_history
         from graphsignal.sidecar.payload import build_signals
 
-        # the whole per-second history the store keeps: what graphsignal-export's trace draws
-        history = history_or_none(self.store, self.store.history_seconds)
+        history = final_history(self.store)
         data = build_signals(self.store, {"history": history} if history is not None else None)
         safefs.write_atomic(path, data)
 
