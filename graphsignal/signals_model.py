@@ -18,7 +18,8 @@ from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Opt
                     TypedDict, Union)
 
 __all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
-           "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "HistorySeries", "HistoryBlock", "Signals",
+           "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource",
+           "HistorySeries", "HistoryBlock", "Signals",
            "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
 
 

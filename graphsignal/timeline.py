@@ -69,8 +69,8 @@ def _num(x: Any) -> Optional[float]:
     return x
 
 
-def _rate(cur: Any, prev: Any, seconds: float) -> Optional[float]:
-    cur, prev = _num(cur), _num(prev)
+def _rate(cur_state: Any, prev_state: Any, seconds: float) -> Optional[float]:
+    cur, prev = _num(cur_state), _num(prev_state)
     if cur is None or prev is None or seconds <= 0:
         return None
     delta = cur - prev if cur >= prev else cur  # a counter that went down restarted from zero

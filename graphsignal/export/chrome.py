@@ -82,7 +82,7 @@ def history_of(payload: Mapping[str, Any]) -> Tuple[Dict[str, Any], str]:
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
         metas.append((i, str(m["name"]), str(m["type"]), m.get("tags") or {}))
-    zero = {windowmath.GAUGE: None, windowmath.COUNTER: 0, windowmath.PROFILE: {}}
+    zero: Dict[str, Any] = {windowmath.GAUGE: None, windowmath.COUNTER: 0, windowmath.PROFILE: {}}
     types = {key: type_ for key, _, type_, _ in metas}
     if isinstance(start, int) and isinstance(end, int) and end > start:
         times = [start, end]

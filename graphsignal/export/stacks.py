@@ -174,7 +174,7 @@ def profiles(payload: Mapping[str, Any], use_window: bool = False) -> List[Stack
                 if v:
                     acc2[str(f.get("name"))] = acc2.get(str(f.get("name")), 0) + v
         else:
-            stacks = [((str(f.get("name")),), _int(f.get("value"))) for f in frames]
+            stacks: List[Tuple[Stack, int]] = [((str(f.get("name")),), _int(f.get("value"))) for f in frames]
             stacks = [(s, v) for s, v in stacks if v]
             if stacks:
                 parts = [_process_title(pid, tags, commands)] if "process.pid" in tags else []
@@ -186,10 +186,10 @@ def profiles(payload: Mapping[str, Any], use_window: bool = False) -> List[Stack
         title = "GPU activity, %s" % _process_title(pid, gpu_tags[pid], commands)
         out.append(StackProfile(title, "nanoseconds", sorted(acc.items()), 0))
     for (name, pid, domain), acc2 in nvtx.items():
-        stacks, clamped = nested(acc2.items())
-        if stacks:
+        paths, clamped = nested(acc2.items())
+        if paths:
             title = "%s, %s, domain %s" % (NVTX[name], _process_title(pid, {}, commands), domain)
-            out.append(StackProfile(title, "nanoseconds", stacks, clamped))
+            out.append(StackProfile(title, "nanoseconds", paths, clamped))
     out += flat
     out.sort(key=lambda p: -sum(v for _, v in p.stacks))
     return out
