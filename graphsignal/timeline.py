@@ -17,7 +17,8 @@ graphsignal.windowmath's forms; nothing here reads a store or a database.
 Each list has one entry per point (times_ns). A gauge's entry is its
 reading at that point; a counter's, and each profile group's, is its
 increase per second over the interval that ends at that point (the first
-entry is null). null: not measured then. Profiles are grouped: kernel
+entry is null; a profile group whose total went down counts 0). null: not
+measured then. Profiles are grouped: kernel
 time by `category` (graphsignal.naming), NVTX ranges, CUDA graphs, copies
 and syncs by `frame` (the MAX_GROUPS largest over the span, the rest in
 "(other)"), memsets as one `total`.
@@ -103,22 +104,35 @@ def _profile_groups(name: str, states: Sequence[Any], seconds: Sequence[float]) 
         def group_of(f: str) -> str:
             return "total"
     cache: Dict[str, str] = {}
+    memo: Dict[int, Dict[str, float]] = {}  # id(state) -> its cumulative total per group
+
+    def totals_of(state: Mapping[str, Any]) -> Dict[str, float]:
+        t = memo.get(id(state))
+        if t is None:
+            t = memo[id(state)] = {}
+            for f, pair in state.items():
+                v = pair[0]
+                if type(v) is not int:  # the common case, checked first: 1M frames cost seconds otherwise
+                    v = _num(v)
+                    if v is None:
+                        continue
+                g = cache.get(f)
+                if g is None:
+                    g = cache[f] = group_of(f)
+                t[g] = t.get(g, 0) + v
+        return t
+
     per: List[Optional[Dict[str, float]]] = [None] * n  # each interval's increase per group
     for i in range(1, n):
         cur, prev = states[i], states[i - 1]
         if cur is None or prev is None or seconds[i] <= 0:
             continue
-        sums: Dict[str, float] = {}
-        for f, pair in cur.items():
-            v = _num(pair[0])
-            if v is None:
-                continue
-            pv = _num(prev.get(f, (0, 0))[0]) or 0
-            g = cache.get(f)
-            if g is None:
-                g = cache[f] = group_of(f)
-            sums[g] = sums.get(g, 0) + (v - pv if v >= pv else v)
-        per[i] = sums
+        if cur is prev:  # the history kept the same state: nothing happened
+            per[i] = {}
+            continue
+        tc, tp = totals_of(cur), totals_of(prev)
+        # a group whose total went down (a frame left a payload's largest on the server) counts 0
+        per[i] = {g: max(0.0, v - tp.get(g, 0)) for g, v in tc.items()}
     groups: Dict[str, List[Optional[float]]] = {}
     for g in sorted({g for sums in per if sums for g in sums}):
         # an interval the profile spans with nothing new in this group is 0, not unknown
