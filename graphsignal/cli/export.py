@@ -128,6 +128,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         sys.stderr.write("%s: %s: %s\n" % (PROG, clean(cfg.source), clean(str(e))))
         return 1
+    except (TypeError, AttributeError, KeyError, IndexError, OverflowError) as e:
+        # a payload of the right outline and the wrong insides (another tool's JSON, a hostile endpoint)
+        sys.stderr.write("%s: %s: cannot export this payload: %s: %s\n"
+                         % (PROG, clean(cfg.source), type(e).__name__, clean(str(e))[:200]))
+        return 1
     if cfg.output == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

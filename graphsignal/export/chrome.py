@@ -193,9 +193,12 @@ def render(payload: Mapping[str, Any]) -> bytes:
     """The trace's bytes."""
     block, what = history_of(payload)
     start = payload.get("start_ns")
-    times = [t for t in block.get("times_ns") or [] if isinstance(t, int)]
+    raw_times = block.get("times_ns")
+    # a point whose time is not an integer is left out (its index still counts: values align with times_ns)
+    times = [t if isinstance(t, int) and not isinstance(t, bool) else None
+             for t in (raw_times if isinstance(raw_times, list) else [])]
     if not isinstance(start, int):
-        start = times[0] if times else 0
+        start = next((t for t in times if t is not None), 0)
     groups = _Groups(payload)
     events: List[Dict[str, Any]] = []
     # counters with a key over several series (copies by kind) are one track with an arg each
@@ -205,7 +208,8 @@ def render(payload: Mapping[str, Any]) -> bytes:
         per = tracks.setdefault((pid, track), {})
         n = len(values)
         for i, v in enumerate(values):
-            if v is None or i >= len(times):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v or i >= len(times) \
+                    or times[i] is None or (rate and i > 0 and times[i - 1] is None):
                 continue
             x = round(v * scale, 6)
             if rate:  # the rate over (t[i-1], t[i]]: a step that starts at t[i-1]
@@ -248,7 +252,7 @@ def render(payload: Mapping[str, Any]) -> bytes:
                     put(pid, track, str(g), vals, 1e-6, True)
     for (pid, track), per in tracks.items():
         for i in sorted(per):
-            events.append({"ph": "C", "name": track, "pid": pid, "tid": 0, "ts": _us(times[i], start),
+            events.append({"ph": "C", "name": track, "pid": pid, "tid": 0, "ts": _us(times[i] or 0, start),
                            "args": per[i]})
     # errors: instant events at their first sighting, on the group they name
     for e in payload.get("errors") or []:

@@ -42,7 +42,7 @@ def render(payload: Mapping[str, Any], use_window: bool = False) -> bytes:
             samples.append(ids)
             weights.append(value)
         out.append({"type": "sampled", "name": p.title, "unit": p.unit, "startValue": 0,
-                    "endValue": sum(weights), "samples": samples, "weights": weights})
+                    "endValue": min(sum(weights), stacks_mod.I64_MAX), "samples": samples, "weights": weights})
     doc = {"$schema": SCHEMA, "name": title_of(payload), "exporter": "graphsignal-export %s" % __version__,
            "activeProfileIndex": 0, "shared": {"frames": frames}, "profiles": out}
     return orjson.dumps(doc)

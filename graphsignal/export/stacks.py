@@ -41,19 +41,24 @@ class StackProfile(NamedTuple):
     clamped: int  # NVTX ranges whose children held more than the range itself
 
 
+I64_MAX = (1 << 63) - 1  # what every reader of these files holds (a total beyond it is clamped there)
+
+
 def _int(v: Any) -> int:
+    """A frame's value as a positive integer (0: none or not a number)."""
+    if isinstance(v, bool):
+        return 0
     try:
         n = int(v)
     except (TypeError, ValueError, OverflowError):
         return 0
-    return n if n > 0 else 0
+    return min(n, I64_MAX) if n > 0 else 0
 
 
-def _frames(metric: Mapping[str, Any], window: Optional[Mapping[Tuple[str, str], Any]]) -> List[Dict[str, Any]]:
-    if window is not None:
-        w = window.get(_key(metric))
-        return list((w or {}).get("frames") or [])
-    return list((metric.get("stats") or {}).get("frames") or [])
+def _frames(metric: Mapping[str, Any], window: Optional[Mapping[Tuple[str, str], Any]]) -> List[Any]:
+    stats = window.get(_key(metric)) if window is not None else metric.get("stats")
+    frames = stats.get("frames") if isinstance(stats, dict) else None
+    return list(frames) if isinstance(frames, list) else []
 
 
 def _key(m: Mapping[str, Any]) -> Tuple[str, str]:
@@ -125,7 +130,7 @@ def nested(frames: Iterable[Tuple[str, int]]) -> Tuple[List[Tuple[Stack, int]], 
         if c > v:
             clamped += 1
         if v - c > 0:
-            out.append((path, v - c))
+            out.append((path, min(v - c, I64_MAX)))
     return out, clamped
 
 
@@ -141,10 +146,10 @@ def profiles(payload: Mapping[str, Any], use_window: bool = False) -> List[Stack
     nvtx: Dict[Tuple[str, str, str], Dict[str, int]] = {}  # (metric, pid, domain) -> path -> value
     flat: List[StackProfile] = []
     for m in payload.get("metrics") or []:
-        if not isinstance(m, dict) or m.get("type") != "profile":
+        if not isinstance(m, dict) or m.get("type") != "profile" or not isinstance(m.get("tags") or {}, dict):
             continue
         name, tags = str(m.get("name")), m.get("tags") or {}
-        frames = _frames(m, window)
+        frames = [f for f in _frames(m, window) if isinstance(f, dict)]
         if not frames:
             continue
         pid = str(tags.get("process.pid", "?"))
@@ -184,7 +189,7 @@ def profiles(payload: Mapping[str, Any], use_window: bool = False) -> List[Stack
     out = []
     for pid, acc in gpu.items():
         title = "GPU activity, %s" % _process_title(pid, gpu_tags[pid], commands)
-        out.append(StackProfile(title, "nanoseconds", sorted(acc.items()), 0))
+        out.append(StackProfile(title, "nanoseconds", sorted((k, min(v, I64_MAX)) for k, v in acc.items()), 0))
     for (name, pid, domain), acc2 in nvtx.items():
         paths, clamped = nested(acc2.items())
         if paths:

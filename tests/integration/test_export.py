@@ -18,7 +18,9 @@ import pytest
 
 from support import browser as sb
 from support import consumers
-from support.gsrun import GS_RUN, free_port, json_or_none, quiet_env, run_wrapped, wait_for
+from support.gsrun import GS_RUN, free_port, get_json, json_or_none, quiet_env, run_wrapped, wait_for
+
+from graphsignal import timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 H200 = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "h200", "*.signals.json")))
@@ -186,7 +188,7 @@ def test_the_final_payload_carries_the_per_second_history(real_run):
     assert all(g > 0.5 * NS for g in gaps[:-1]) and gaps[-1] > 0
     cpu = [s for s in h["series"] if s["name"] == "process_cpu_time_nanoseconds"]
     assert cpu and all(len(s["values"]) == len(h["times_ns"]) for s in cpu)
-    assert {s["name"] for s in h["series"]} <= set(__import__("graphsignal.timeline").timeline.SELECTED)
+    assert {s["name"] for s in h["series"]} <= set(timeline.SELECTED)
 
 
 @pytest.mark.slow
@@ -340,8 +342,31 @@ def test_signals_history_query(tmp_path):
         assert h["seconds"] == 2 and 2 <= len(h["times_ns"]) <= 4
         for bad in ("history=0", "history=601", "history=x", "history=1&history=2"):
             with pytest.raises(Exception) as e:
-                __import__("support.gsrun").gsrun.get_json(base + "?" + bad)
+                get_json(base + "?" + bad)
             assert "400" in str(e.value), bad
     finally:
         run.terminate()
         run.wait(30)
+
+
+def test_payloads_of_the_wrong_insides_are_exported_or_refused_in_one_line(tmp_path):
+    odd = nvtx_payload()
+    odd["metrics"] += [
+        {"name": "cuda_kernels_nanoseconds", "type": "profile", "tags": ["x"], "stats": {"frames": [1, 2]}},
+        {"name": "nvtx_ranges_nanoseconds", "type": "profile", "tags": {}, "stats": {"frames": [
+            {"name": "a/" * 200 + "b", "value": 5, "samples": 1}, {"name": None, "value": "x"},
+            {"name": "c", "value": 1e30, "samples": 1}, {"name": "d", "value": -4}]}},
+        {"name": "gpu_utilization_percent", "type": "gauge", "tags": {}, "stats": None},
+        "not a metric"]
+    odd["errors"] = [{"timestamp_ns": "soon"}, None, {"timestamp_ns": 1, "tags": [1], "message": 5}]
+    odd["resources"] = [None, {"kind": "device", "tags": None}]
+    odd["history"] = {"times_ns": [1, "x", 3], "series": [None, {"name": "nvtx_marks", "tags": {}, "values": 7},
+                                                          {"name": "cuda_sync_nanoseconds", "tags": {},
+                                                           "frames": {"stream": [None, "a", 2]}}]}
+    (tmp_path / "odd.json").write_text(json.dumps(odd))
+    for fmt in ("speedscope", "folded", "chrome"):
+        r = export(tmp_path / "odd.json", fmt, tmp_path / ("odd." + fmt))
+        assert b"Traceback" not in r.stderr, r.stderr
+        assert r.returncode == 0 and r.stderr == b"", (fmt, r.stderr)
+    depth = [line for line in (tmp_path / "odd.folded").read_text().splitlines() if ";a;a;" in line]
+    assert depth and max(line.count(";") for line in depth) <= 64 + 1
