@@ -160,7 +160,7 @@ class Browser:
         target = self.call("Target.createTarget", {"url": "about:blank"})
         session = self.call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True})["sessionId"]
         page = Page(self, session)
-        for domain in ("Page", "Runtime"):
+        for domain in ("Page", "Runtime", "Log"):
             self.call(domain + ".enable", session=session)
         self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
                                                          "mobile": False}, session=session)
@@ -187,7 +187,8 @@ class Page:
         return r.get("result", {}).get("value")
 
     def problems(self):
-        """Dialogs (alert), uncaught exceptions and console errors of this
+        """Dialogs (alert), uncaught exceptions, console errors and the
+        browser's own error entries (CSP violations, failed loads) of this
         page so far, as text lines; dialogs are dismissed."""
         out, keep = [], []
         for method, params, session in self.b.events:
@@ -199,6 +200,10 @@ class Page:
             elif method == "Runtime.exceptionThrown":
                 d = params.get("exceptionDetails", {})
                 out.append("exception: %s %s" % (d.get("text"), (d.get("exception") or {}).get("description")))
+            elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+                # the browser's own: a policy violation (CSP), a failed load
+                e = params["entry"]
+                out.append("log (%s): %s %s" % (e.get("source"), e.get("text"), e.get("url") or ""))
             elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
                 out.append("console.error: %s" % " ".join(str(a.get("value", a.get("description")))
                                                           for a in params.get("args", [])))
