@@ -141,7 +141,9 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["graphsignal", "graphsignal.*"]),
-    package_data={"graphsignal": ["_include/graphsignal/*.h", "schema/signals.schema.json"]},
+    package_data={"graphsignal": ["_include/graphsignal/*.h", "schema/signals.schema.json",
+                                  "fleet/static/*.html", "fleet/static/*.js", "fleet/static/*.css",
+                                  "fleet/static/vendor/*"]},
     include_package_data=False,
     cffi_modules=["graphsignal/_native_build.py:ffibuilder"],
     setup_requires=["cffi>=1.15"],
@@ -174,6 +176,7 @@ setup(
             "graphsignal-top=graphsignal.cli.top:main",
             "graphsignal-diff=graphsignal.cli.diff:main",
             "graphsignal-server=graphsignal.cli.server:main",
+            "graphsignal-export=graphsignal.cli.export:main",
         ]
     },
     cmdclass={"build": Build, "build_ext": BuildExt, "build_py": BuildPy},

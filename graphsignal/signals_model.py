@@ -19,7 +19,8 @@ from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Opt
 
 __all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
            "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Context",
-           "Signals", "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
+           "HistorySeries", "HistoryBlock", "Signals",
+           "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
 
 
 # -- the document ----------------------------------------------------------------------
@@ -156,10 +157,43 @@ class _SignalsBase(TypedDict):
     engine: Optional[Dict[str, Any]]  # graphsignal.engine_summary; None without an engine
 
 
+class _HistorySeriesBase(TypedDict):
+    name: str
+    type: Literal["gauge", "counter", "profile"]
+    tags: Dict[str, str]
+
+
+class HistorySeries(_HistorySeriesBase, total=False):
+    """One series of a history block, one entry per point of times_ns
+    (null: not measured then). values: a gauge's reading at each point, or
+    a counter's increase per second over the interval ending there (the
+    first is null). frames: a profile's increase per second by group;
+    group says how its frames were grouped (category, frame, total)."""
+
+    values: List[Optional[float]]
+    group: Literal["category", "frame", "total"]
+    frames: Dict[str, List[Optional[float]]]
+
+
+class HistoryBlock(TypedDict):
+    """The recent values of selected series (graphsignal.timeline): with
+    ?history=N, in the payload --output writes, and from graphsignal-server's
+    /api/v1/history (one point a minute there)."""
+
+    seconds: float  # asked for
+    interval_seconds: float  # the nominal spacing of the points
+    start_ns: Optional[int]
+    end_ns: Optional[int]
+    times_ns: List[int]
+    series: List[HistorySeries]
+    series_omitted: int
+
+
 class Signals(_SignalsBase, total=False):
-    """GET /signals: every key but `window` is always there."""
+    """GET /signals: every key but `window` and `history` is always there."""
 
     window: Dict[str, Any]  # with ?window=N (graphsignal.sidecar.windows)
+    history: HistoryBlock  # with ?history=N, and in the final payload (graphsignal.timeline)
 
 
 # -- what a snapshot holds ---------------------------------------------------------------

@@ -8,10 +8,15 @@ create_app, with no arguments, builds it from the environment
   gunicorn --workers 1 --threads 8 'graphsignal.fleet.app:create_app()'
 
   POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
-  GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, service, context, first_seen_ns,
-                                          last_seen_ns}]}, newest first (service: context["service.name"])
+  GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, context, first_seen_ns, last_seen_ns,
+                                          ended_ns, exit_status, gpus, service}]}, newest first (service: the
+                                          run's service.name, else its engine or first program)
   GET  /api/v1/signals?instance_id=ID     the instance's latest snapshot, in /signals's shape
        [&window=N]                        ... plus `window` over the last N seconds (N >= 60)
+  GET  /api/v1/history?instance_id=ID     the `history` block (graphsignal.timeline) from the stored
+       [&seconds=N]                       per-minute snapshots: the last N seconds (default a day)
+  GET  /, /static/NAME                    the fleet page (graphsignal/fleet/static: HTML, JS, the
+                                          vendored uPlot), public: every data call it makes needs the key
   GET  /api/v1/version                    {"latest": "<this server's version>"} (the sidecar's version check)
   GET  /health                            {"status": "ok", ...}
 
@@ -27,8 +32,9 @@ import orjson
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__
-from graphsignal.fleet import ingest
+from graphsignal.fleet import ingest, pages
 from graphsignal.fleet.db import Full, owner_of
+from graphsignal.fleet.history import DEFAULT_SECONDS, history
 from graphsignal.fleet.windows import MIN_SECONDS, window
 
 logger = logging.getLogger("graphsignal.fleet")
@@ -80,7 +86,9 @@ def make_app(db, keys):
         "/api/v1/ingest": ("POST", lambda req, owner: _ingest(req, owner)),
         "/api/v1/instances": ("GET", lambda req, owner: _instances(req, owner)),
         "/api/v1/signals": ("GET", lambda req, owner: _signals(req, owner)),
+        "/api/v1/history": ("GET", lambda req, owner: _history(req, owner)),
     }
+    files = pages.load()
 
     def app(environ, start_response):
         req = Request(environ)
@@ -94,6 +102,10 @@ def make_app(db, keys):
     def _route(req):
         if req.path == "/health":
             return _json({"status": "ok", "version": __version__})
+        if req.path == "/" or req.path.startswith("/static/"):
+            if req.method not in ("GET", "HEAD"):
+                return _error("method not allowed: use GET", 405)
+            return pages.response(files, "index.html" if req.path == "/" else req.path[len("/static/"):])
         if req.path == "/api/v1/version":
             if req.method not in ("GET", "HEAD"):
                 return _error("method not allowed: use GET", 405)
@@ -155,6 +167,25 @@ def make_app(db, keys):
         if seconds is not None:
             snap["window"] = window(db, owner, iid, snap, seconds)
         return _json(snap)
+
+    def _history(req, owner):
+        unknown = sorted(set(req.args) - {"instance_id", "seconds"})
+        if unknown:
+            return _error("unknown query parameter(s): %s (known: instance_id, seconds)" % ", ".join(unknown), 400)
+        iid = req.args.get("instance_id")
+        if not iid:
+            return _error("instance_id is required (GET /api/v1/instances lists them)", 400)
+        seconds = DEFAULT_SECONDS
+        if "seconds" in req.args:
+            raw = req.args.get("seconds")
+            if not (raw.isascii() and raw.isdigit()) or not MIN_SECONDS <= int(raw) <= MAX_WINDOW:
+                return _error("seconds must be a whole number between %d and %d, got %r"
+                              % (MIN_SECONDS, MAX_WINDOW, raw), 400)
+            seconds = int(raw)
+        snap = db.snapshot(owner, iid)
+        if snap is None:
+            return _error("no instance %r for this key" % iid, 404)
+        return _json({"instance_id": iid, "history": history(db, owner, iid, snap, seconds)})
 
     return app
 

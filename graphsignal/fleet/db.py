@@ -100,6 +100,25 @@ def _state_of_3(type_, old):
     return windowmath.stored_state(type_, old)
 
 
+def _described(engine_blob, resources_blob):
+    """(GPUs, service) of an instance from its stored engine summary and
+    resources (see DB.instances)."""
+    engine = orjson.loads(engine_blob) if engine_blob else None
+    resources = orjson.loads(resources_blob) if resources_blob else []
+    resources = [r for r in resources if isinstance(r, dict)] if isinstance(resources, list) else []
+    gpus = sum(1 for r in resources if r.get("kind") == "device")
+    service = engine.get("engine") if isinstance(engine, dict) and isinstance(engine.get("engine"), str) else None
+    if service is None:
+        procs = sorted((r for r in resources if r.get("kind") == "process" and isinstance(r.get("attributes"), dict)),
+                       key=lambda r: r.get("first_seen_ts") or 0)
+        for r in procs:
+            line = r["attributes"].get("process.command_line")
+            if isinstance(line, str) and line.split():
+                service = line.split()[0].rsplit("/", 1)[-1][:64]
+                break
+    return gpus, service
+
+
 def _error_key(e):
     return orjson.dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"),
                          e.get("tags") or {}), option=orjson.OPT_SORT_KEYS)
@@ -363,20 +382,27 @@ class DB:
 
     # -- reads ------------------------------------------------------------------------
     def instances(self, owner, service=None):
-        """The key's instances, newest first, each with its service (the
-        context's service.name, None when the run had none); service: only
-        that service's."""
+        """The key's instances, newest first: identity, first and last seen
+        (server clock), the run's end (ended_ns, exit_status: null while it
+        runs), its GPUs (device resources) and `service`: the service the
+        run named (its context's service.name), else the engine, or the
+        program of its first process (null when none is known); service:
+        only that service's."""
         with self.lock:
-            rows = self.conn.execute("SELECT instance_id, context, first_seen_ns, last_seen_ns FROM instances "
-                                     "WHERE owner=? ORDER BY last_seen_ns DESC, instance_id", (owner,)).fetchall()
+            rows = self.conn.execute("SELECT instance_id, context, first_seen_ns, last_seen_ns, ended_ns, exit_status, "
+                                     "engine, resources FROM instances WHERE owner=? "
+                                     "ORDER BY last_seen_ns DESC, instance_id", (owner,)).fetchall()
         out = []
-        for iid, ctx, first, last in rows:
+        for iid, ctx, first, last, ended, status, engine, resources in rows:
             context = orjson.loads(ctx)
+            gpus, described = _described(engine, resources)
             name = context.get("service.name") if isinstance(context, dict) else None
-            name = name if isinstance(name, str) else None
-            if service is None or name == service:
-                out.append({"instance_id": iid, "service": name, "context": context, "first_seen_ns": first,
-                            "last_seen_ns": last})
+            name = name if isinstance(name, str) else described
+            if service is not None and name != service:
+                continue
+            out.append({"instance_id": iid, "context": context, "first_seen_ns": first,
+                        "last_seen_ns": last, "ended_ns": dec(ended), "exit_status": status, "gpus": gpus,
+                        "service": name})
         return out
 
     def snapshot(self, owner, iid):

@@ -512,9 +512,11 @@ class Sidecar:
                     return
 
     def _write_signals(self, path):
+        from graphsignal.sidecar.history_block import final_history
         from graphsignal.sidecar.payload import build_signals
 
-        data = build_signals(self.store)
+        history = final_history(self.store)
+        data = build_signals(self.store, {"history": history} if history is not None else None)
         safefs.write_atomic(path, data)
 
     def run(self):

@@ -192,9 +192,10 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
         return Response(body, content_type=content_type)
 
     def _signals(req):
-        unknown = sorted(set(req.args) - {"window"})
+        unknown = sorted(set(req.args) - {"window", "history"})
         if unknown:
-            return _json({"error": "unknown query parameter(s): %s (known: window)" % ", ".join(unknown)}, 400)
+            return _json({"error": "unknown query parameter(s): %s (known: window, history)" % ", ".join(unknown)},
+                         400)
         extra = None
         if "window" in req.args:
             if windows is None:
@@ -210,7 +211,27 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
             if not 1 <= seconds <= limit:
                 return _json({"error": "window must be between 1 and %d seconds, got %d" % (limit, seconds)}, 400)
             extra = {"window": windows(store, seconds)}
+        if "history" in req.args:
+            seconds = _seconds_arg(req, "history", store.history_seconds)
+            if isinstance(seconds, Response):
+                return seconds
+            from graphsignal.sidecar.history_block import history_stats
+
+            extra = dict(extra or {}, history=history_stats(store, seconds))
         return Response(build_signals(store, extra), mimetype=JSON)
+
+    def _seconds_arg(req, name, limit):
+        """?name=N as whole seconds from 1 to limit, or the 400 Response."""
+        raw_all = req.args.getlist(name)
+        raw = raw_all[0]
+        if len(raw_all) > 1:
+            return _json({"error": "give %s once, got %d values" % (name, len(raw_all))}, 400)
+        if not (raw.isascii() and raw.isdigit()):
+            return _json({"error": "%s must be a whole number of seconds, got %r" % (name, raw)}, 400)
+        seconds = int(raw)
+        if not 1 <= seconds <= limit:
+            return _json({"error": "%s must be between 1 and %d seconds, got %d" % (name, limit, seconds)}, 400)
+        return seconds
 
     return app
 

@@ -114,8 +114,9 @@ def test_an_upload_reads_back_as_the_instance_snapshot_in_the_signals_shape(tmp_
     assert f.uploader(s).step()
     (inst,) = f.instances()
     assert inst["instance_id"] == "inst-1" and inst["context"] == {"instance.id": "inst-1", "host.name": "gpu-box"}
-    assert set(inst) == {"instance_id", "service", "context", "first_seen_ns", "last_seen_ns"}
-    assert inst["service"] is None  # the run named none
+    assert set(inst) == {"instance_id", "context", "first_seen_ns", "last_seen_ns", "ended_ns", "exit_status", "gpus",
+                         "service"}
+    assert inst["gpus"] == 0 and inst["ended_ns"] is None and inst["exit_status"] is None
     r = f.signals("inst-1")
     assert r.status_code == 200 and r.mimetype == "application/json"
     snap, local = r.json, local_signals(s)

@@ -33,7 +33,9 @@ SDIST_NEEDS = ["README.md", "SKILL.md", "LICENSE", "pyproject.toml", "setup.py",
                "csrc/probe_lib.c", "csrc/compat/glibc_compat.h", "csrc/cupti/injection.cpp",
                "csrc/cupti/exports.map", "graphsignal/_native_build.py", "graphsignal/launch/cuda_discovery.py",
                "tests/conftest.py", "tests/support/cupti/test_shim.cpp", "scripts/nocuda.py",
-               "graphsignal/schema/signals.schema.json"]
+               "graphsignal/schema/signals.schema.json", "graphsignal/fleet/static/index.html",
+               "graphsignal/fleet/static/vendor/uPlot.iife.min.js", "graphsignal/fleet/static/vendor/uPlot.LICENSE.txt",
+               "scripts/vendor_uplot.py"]
 
 
 def _run(cmd, **kw):
@@ -131,6 +133,18 @@ def test_wheel_ships_the_signals_schema(wheel):
         shipped = json.load(f)
     with open(os.path.join(ROOT, "graphsignal", "schema", "signals.schema.json")) as f:
         assert shipped == json.load(f)
+
+
+def test_wheel_ships_the_fleet_page_and_graphsignal_export(wheel):
+    static = os.path.join(wheel["dir"], "graphsignal", "fleet", "static")
+    for name in ("index.html", "app.js", "style.css", "vendor/uPlot.iife.min.js", "vendor/uPlot.min.css",
+                 "vendor/uPlot.LICENSE.txt"):
+        with open(os.path.join(static, name), "rb") as f, \
+                open(os.path.join(ROOT, "graphsignal", "fleet", "static", name), "rb") as g:
+            assert f.read() == g.read(), name
+    with zipfile.ZipFile(wheel["path"]) as z:
+        entry = next(n for n in z.namelist() if n.endswith("entry_points.txt"))
+        assert "graphsignal-export = graphsignal.cli.export:main" in z.read(entry).decode()
 
 
 def test_wheel_holds_nothing_an_earlier_build_left(wheel):

@@ -63,7 +63,7 @@ def test_every_metric_name_it_mentions_is_emitted_by_the_code():
 
 def test_every_flag_it_mentions_exists():
     helps = subprocess.run(GS_RUN + ["--help"], capture_output=True, text=True).stdout
-    for cli in ("top", "diff", "server"):
+    for cli in ("top", "diff", "server", "export"):
         helps += subprocess.run([sys.executable, "-m", "graphsignal.cli." + cli, "--help"], capture_output=True,
                                 text=True).stdout
     engine_flags = {"--port", "--model-path", "--config", "--disable-log-stats", "--enable-metrics", "--metrics",
@@ -196,15 +196,15 @@ def run_example(i):
     script = script.replace("18259", port)
     bindir = os.path.dirname(sys.executable)
     env = dict(os.environ, GRAPHSIGNAL_LOG_LEVEL="error", PATH=bindir + os.pathsep + os.environ["PATH"])
-    for tool in ("graphsignal-run", "graphsignal-diff"):
+    for tool in ("graphsignal-run", "graphsignal-diff", "graphsignal-export"):
         if tool in script and not shutil.which(tool, path=env["PATH"]):
             pytest.skip("%s is not on PATH (install with pip install -e .)" % tool)
     return subprocess.run(["bash", "-c", "set -eo pipefail\n" + script], capture_output=True, text=True, env=env,
                           timeout=120)
 
 
-def test_the_examples_are_the_two_marked_blocks():
-    assert len(blocks("bash", marked=True)) == 2
+def test_the_examples_are_the_three_marked_blocks():
+    assert len(blocks("bash", marked=True)) == 3
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl not found")
@@ -227,6 +227,15 @@ def test_the_diff_example_runs_and_names_the_stage_that_got_faster():
     metric, frame, ratio = lines[-1].split()
     # 1 ms sleeps against 4 ms ones: about a quarter per call, whatever the load adds to both
     assert (metric, frame) == ("demo_stage_nanoseconds", "compute") and float(ratio) < 0.7, out.stdout
+
+
+def test_the_export_example_writes_a_flame_graph_and_a_trace_with_per_second_tracks():
+    out = run_example(2)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    stacks = [ln for ln in lines if ln.startswith("demo_stage_nanoseconds")]
+    assert len(stacks) == 2 and {ln.split(";")[1].rsplit(" ", 1)[0] for ln in stacks} == {"load", "compute"}
+    assert int(lines[-1]) >= 2  # CPU cores, one value a second
 
 
 def test_the_c_probe_example_compiles(tmp_path):

@@ -212,3 +212,83 @@ def series_doc(n, iid, payload_ns=T0):
         m["updated_ns"] = payload_ns
         ms.append(m)
     return upload_doc(iid, payload_ns, ms)
+
+
+class _AppHTTP:
+    """What the sidecar's Uploader needs of a requests session, over a
+    werkzeug test Client of the fleet app (in-process uploads)."""
+
+    def __init__(self, app):
+        from werkzeug.test import Client
+
+        self.client = Client(app)
+
+    def post(self, url, data, headers, **kw):
+        import io
+
+        r = self.client.post("/api/v1/ingest", data=data, headers=headers)
+
+        class Raw:
+            def __init__(self, body):
+                self.f = io.BytesIO(body)
+
+            def read(self, n, decode_content=True):
+                return self.f.read(n)
+
+        class Resp:
+            status_code = r.status_code
+            raw = Raw(r.data)
+
+            def close(self):
+                pass
+
+        return Resp()
+
+
+def replay_payload(db_path, payload, minutes, key="key-a", end_ns=None):
+    """Uploads a recorded /signals payload into a graphsignal-server
+    database as `minutes` minutes of one upload a minute ending at end_ns
+    (default: now), through the sidecar's real store and Uploader: counters
+    and profiles grow at the recorded run's average rate (as if its load
+    went on for that long), gauges hold their recorded readings (the GPU's utilization gauge is its busy-time
+    counter's average, the recorded gauge being the idle tail after the
+    load), resources and context as recorded. Returns the instance id."""
+    import numpy as np  # noqa: F401  (the store needs it)
+
+    from graphsignal.fleet.app import make_app
+    from graphsignal.fleet.db import DB
+    from graphsignal.sidecar.store import MetricStore
+    from graphsignal.sidecar.upload import Uploader
+
+    end_ns = end_ns or time.time_ns()
+    clock = [end_ns - minutes * 60 * NS]
+    db = DB(str(db_path), clock=lambda: clock[0])
+    store = MetricStore(clock=lambda: clock[0])
+    store.set_context(**payload["context"])
+    span = max(1, (payload["payload_ns"] - payload["start_ns"])) / NS
+    busy = {m["tags"].get("device.uuid"): m["stats"]["total"] / span / 1e7 for m in payload["metrics"]
+            if m["name"] == "gpu_busy_time_nanoseconds"}
+    up = Uploader(store, key, "http://fleet", clock=lambda: 0.0, http=_AppHTTP(make_app(db, [key])))
+    try:
+        for step in range(1, minutes + 1):
+            clock[0] += 60 * NS
+            with store.batch():
+                for m in payload["metrics"]:
+                    name, tags, st = m["name"], m["tags"], m["stats"]
+                    if m["type"] == "gauge":
+                        value = st["value"]
+                        if name == "gpu_utilization_percent" and tags.get("device.uuid") in busy:
+                            value = round(busy[tags["device.uuid"]], 1)
+                        store.set_gauge(name, tags, value)
+                    elif m["type"] == "counter" and st["total"] is not None:
+                        store.set_counter(name, tags, int(st["total"] * step * 60 / span))
+                    elif m["type"] == "profile":
+                        store.add_profile(name, tags, [(f["name"], int(f["value"] * 60 / span),
+                                                        int(f["samples"] * 60 / span)) for f in st["frames"]])
+                        store.ensure_profile(name, tags)
+                for r in payload["resources"]:
+                    store.set_resource(r["kind"], r["tags"], r["attributes"])
+            assert up.step()
+    finally:
+        db.close()
+    return payload["context"]["instance.id"]

@@ -5,8 +5,8 @@ inside functions and under TYPE_CHECKING alike):
             signals model, histo, ...), rings/
   sources   sources/ (what the sidecar polls)
   rooms     launch/ (the supervisor), sidecar/, fleet/ (graphsignal-server),
-            top/ (graphsignal-top): each may use the layers below, none
-            another room
+            top/ (graphsignal-top), export/ (graphsignal-export): each may use
+            the layers below, none another room
   commands  cli/ (and doctor, graphsignal-run --check), which wire rooms up
 
 A lower layer never imports a higher one, and no room imports another."""
@@ -16,7 +16,7 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "graphsignal")
 
-ROOMS = ("graphsignal.launch", "graphsignal.sidecar", "graphsignal.fleet", "graphsignal.top")
+ROOMS = ("graphsignal.launch", "graphsignal.sidecar", "graphsignal.fleet", "graphsignal.top", "graphsignal.export")
 COMMANDS = ("graphsignal.cli", "graphsignal.doctor")
 
 

@@ -14,6 +14,7 @@ import pytest
 from graphsignal import signals_schema
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.sidecar.store import MetricStore
+from graphsignal.sidecar.history_block import history_stats
 from graphsignal.sidecar.windows import window_stats
 from graphsignal.sources import prometheus
 from support.schema import assert_valid, errors
@@ -36,7 +37,7 @@ def test_the_schema_follows_the_model():
     schema = signals_schema.load()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(schema["properties"]) - {"window"}
+    assert set(schema["required"]) == set(schema["properties"]) - {"window", "history"}
     # every object of the document is closed
     objects = [d for d in schema["$defs"].values() if d.get("type") == "object" and "properties" in d]
     assert objects and all(d["additionalProperties"] is False for d in objects)
@@ -98,6 +99,13 @@ def test_the_renderers_payloads_follow_the_schema():
     windowed = json.loads(build_signals(s, {"window": window_stats(s, 5)}))
     assert windowed["window"]["metrics"]
     assert_valid(windowed)
+    with_history = json.loads(build_signals(s, {"history": history_stats(s, 5)}))
+    kinds = {h["type"] for h in with_history["history"]["series"]}
+    assert kinds == {"gauge", "counter", "profile"} and len(with_history["history"]["times_ns"]) == 2
+    assert_valid(with_history)
+    bad = copy.deepcopy(with_history)
+    bad["history"]["series"][0]["values"] = "x"
+    assert errors(bad)
     s.set_ended(s.clock(), -9)
     assert_valid(json.loads(build_signals(s)))
     assert_valid(json.loads(build_signals(MetricStore())))  # nothing measured yet

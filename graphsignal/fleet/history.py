@@ -1,0 +1,27 @@
+"""GET /api/v1/history: the `history` block (graphsignal.timeline) of one
+instance from the server's stored history: one point a minute for the
+last 24 hours, one an hour before that (db.history's rows), and the
+latest upload as the last point. The fleet page draws its charts from it."""
+from graphsignal import timeline, windowmath
+from graphsignal.fleet.db import MINUTE_ROWS_NS, NS, series_key
+
+DEFAULT_SECONDS = 86400
+
+
+def history(db, owner, iid, snap, seconds):
+    """The block over the last `seconds` before the instance's latest upload."""
+    end_ns = snap["payload_ns"]
+    metas, last = [], {}
+    for m in snap["metrics"]:
+        if not timeline.selected(m["name"], m["type"]):
+            continue
+        k = series_key(m).decode()
+        metas.append((k, m["name"], m["type"], m["tags"]))
+        last[k] = windowmath.stored_state(m["type"], m["stats"])
+    wanted = set(last)
+    rows = [(ts, {k: v for k, v in states.items() if k in wanted})
+            for ts, states in db.history(owner, iid, end_ns - seconds * NS) if end_ns - seconds * NS <= ts < end_ns]
+    rows.append((end_ns, last))
+    doc = timeline.block([ts for ts, _ in rows], metas, lambda key, i: rows[i][1].get(key), seconds,
+                         60 if seconds * NS <= MINUTE_ROWS_NS else 3600)
+    return doc
