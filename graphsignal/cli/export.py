@@ -13,7 +13,6 @@ endpoint has none). Reads are bounded as graphsignal-diff's are
 Exit status: 0 with the file written, 1 when SOURCE cannot be read or
 holds nothing to export (one line on stderr), 2 for a usage error (one
 line)."""
-import argparse
 import sys
 import urllib.parse
 from dataclasses import dataclass
