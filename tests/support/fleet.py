@@ -238,6 +238,7 @@ class _AppHTTP:
         class Resp:
             status_code = r.status_code
             raw = Raw(r.data)
+            headers = dict(r.headers)
 
             def close(self):
                 pass
