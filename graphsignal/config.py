@@ -33,6 +33,7 @@ RING_CAPACITY_ENV = header.string("GRAPHSIGNAL_RING_CAPACITY_ENV")
 # -- graphsignal-run (the supervisor) -------------------------------------------------
 GRAPH_TRACE_ENV = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"  # --cuda-graph-trace
 ROCM_TRACE_ENV = "GRAPHSIGNAL_ROCM_KERNEL_TRACE"  # --rocm-kernel-trace
+NVTX_ENV = "GRAPHSIGNAL_NVTX"  # --nvtx: NVTX ranges as profiles (off, on, gpu); the CUPTI library reads it
 SIGNALS_FILE_ENV = "GRAPHSIGNAL_SIGNALS_FILE"  # --output: the final /signals payload at exit
 LINGER_ENV = "GRAPHSIGNAL_LINGER"  # seconds /signals stays up after the workload exits
 SIGNALS_TOKEN_ENV = "GRAPHSIGNAL_SIGNALS_TOKEN"  # a bearer token /signals and /metrics ask for (top, diff send it)
@@ -51,6 +52,7 @@ SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 
 GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
+NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
 TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
 
 # -- defaults, each defined once ------------------------------------------------------
@@ -60,6 +62,7 @@ DEFAULT_SERVER_PORT = 18260  # graphsignal-server
 DEFAULT_API_BASE = "https://api.graphsignal.com"
 DEFAULT_GRAPH_TRACE = "graph"
 DEFAULT_ROCM_TRACE = "none"
+DEFAULT_NVTX = "on"  # costs nothing until the workload's first NVTX call (SKILL.md has the measured cost)
 DEFAULT_TOP_FRAMES = 50  # /metrics: frames exported per profile
 MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -196,6 +199,7 @@ class Flags:
     cuda_graph_trace: Optional[str] = None
     rocm_kernel_trace: Optional[str] = None
     output: Optional[str] = None  # the final payload's file
+    nvtx: Optional[str] = None
 
 
 # Where each setting can come from: (flag, environment variable); None: not that way.
@@ -206,6 +210,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "listen_port": ("--listen-port", None),
     "cuda_graph_trace": ("--cuda-graph-trace", GRAPH_TRACE_ENV),
     "rocm_kernel_trace": ("--rocm-kernel-trace", ROCM_TRACE_ENV),
+    "nvtx": ("--nvtx", NVTX_ENV),
     "signals_file": ("--output", SIGNALS_FILE_ENV),
     "linger": (None, LINGER_ENV),
     "signals_token": (None, SIGNALS_TOKEN_ENV),
@@ -240,7 +245,8 @@ class Settings:
     telemetry for every GPU; visible_devices: the workload's
     VISIBLE_DEVICES_ENVS that are set, as (name, value);
     metrics_top_frames: frames /metrics exports per profile;
-    metrics_engine: /metrics re-exports the engine's own series;
+    metrics_engine: /metrics re-exports the engine's own series; nvtx:
+    "off" | "on" (NVTX ranges as profiles) | "gpu" (and their GPU time);
     log_level: both processes' log level name. origins: (setting, where
     its value came from), for --print-config."""
 
@@ -261,6 +267,7 @@ class Settings:
     metrics_top_frames: int = DEFAULT_TOP_FRAMES
     metrics_engine: bool = False
     log_level: str = DEFAULT_LOG_LEVEL
+    nvtx: str = DEFAULT_NVTX
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -345,7 +352,7 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
-    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "origins": (list,),
+    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "nvtx": (str,), "origins": (list,),
 }
 
 
@@ -410,8 +417,16 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         metrics_top_frames=take("metrics_top_frames", top_frames(environ)),
         metrics_engine=take("metrics_engine", _yes(environ, METRICS_ENGINE_ENV)),
         log_level=take("log_level", _log_level(environ)),
+        nvtx=take("nvtx", _choice(cfg.nvtx, {NVTX_ENV: _nvtx_word(environ.get(NVTX_ENV))}, NVTX_ENV,
+                                  NVTX_CHOICES, DEFAULT_NVTX)),
         origins=tuple(origins),
     )
+
+
+def _nvtx_word(raw: Optional[str]) -> str:
+    """GRAPHSIGNAL_NVTX's 0 and 1 as off and on (other values as given)."""
+    word = (raw or "").strip().lower()
+    return {"0": "off", "1": "on"}.get(word, raw or "")
 
 
 def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:

@@ -34,6 +34,10 @@ options (before the command):
   --rocm-kernel-trace {none,all}
                              per-kernel tracing on ROCm (default: none; env
                              GRAPHSIGNAL_ROCM_KERNEL_TRACE; the flag wins)
+  --nvtx {on,off,gpu}        NVTX ranges as profiles (nvtx_ranges_nanoseconds);
+                             gpu: also the GPU time of the kernels launched
+                             inside each range, at a cost per launch (default:
+                             on; env GRAPHSIGNAL_NVTX=1|0|gpu; the flag wins)
   --output FILE              write the final /signals payload to FILE when the
                              workload exits, also after SIGINT/SIGTERM (env
                              GRAPHSIGNAL_SIGNALS_FILE; the flag wins)
@@ -61,8 +65,10 @@ _VALUED = {
     "--cuda-graph-trace": "cuda_graph_trace",
     "--rocm-kernel-trace": "rocm_kernel_trace",
     "--output": "output",
+    "--nvtx": "nvtx",
 }
-_CHOICES = {"cuda_graph_trace": config.GRAPH_TRACE_CHOICES, "rocm_kernel_trace": config.ROCM_TRACE_CHOICES}
+_CHOICES = {"cuda_graph_trace": config.GRAPH_TRACE_CHOICES, "rocm_kernel_trace": config.ROCM_TRACE_CHOICES,
+            "nvtx": config.NVTX_CHOICES}
 _PORTS = {"metrics_port": config.CONNECT_PORT, "listen_port": config.BIND_PORT}
 
 
