@@ -16,6 +16,9 @@ import subprocess
 
 import pytest
 
+from graphsignal import diff
+from graphsignal.top.render import UI, line_text, render
+from graphsignal.top.state import TopState
 from support import nvtx_build
 from support.gsrun import metrics, quiet_env, run_wrapped
 
@@ -49,8 +52,9 @@ def counter(signals, name, **tags):
     return sum(m["stats"]["total"] for m in found) if found else None
 
 
-def run_ranges(built, *options, **env):
-    proc, signals = run_wrapped([built["ranges"], "all"], options=options, env=nvtx_env(built, **env), timeout=120)
+def run_ranges(built, *options, forward_us=2000, **env):
+    proc, signals = run_wrapped([built["ranges"], "all", str(forward_us)], options=options, env=nvtx_env(built, **env),
+                                timeout=120)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     did = json.loads([ln for ln in proc.stdout.decode().splitlines() if ln.startswith("{")][-1])
     assert signals is not None, proc.stderr.decode(errors="replace")[-3000:]
@@ -153,3 +157,26 @@ def test_without_gpu_mode_no_launch_is_attributed(built):
     signals = run_gpu_driver(built, "on")
     assert profile(signals, "nvtx_ranges_nanoseconds", "default")["outer"][1] == 1
     assert not profile(signals, "nvtx_range_gpu_nanoseconds", "default")
+
+
+def test_top_and_diff_show_the_ranges_as_stages(built):
+    """Two real runs, the second's "forward" twice as long: graphsignal-top
+    lists the ranges, graphsignal-diff names step/forward as what changed."""
+    did_b, before, _ = run_ranges(built, forward_us=2000)
+    did_a, after, _ = run_ranges(built, forward_us=4000)
+    lines = [line_text(ln) for ln in render(TopState().update(after), UI(), width=160)]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(" NVTX RANGES"))
+    section = lines[at:at + 7]
+    print("\n".join(section))
+    assert section[1].split() == ["TIME", "RANGES", "AVG", "NAME"]
+    # the largest first; several domains: each name says its domain
+    assert section[2].split()[-2:] == ["default:", "step"] and section[2].split()[2] == "40"
+    assert section[3].split()[-2:] == ["default:", "step/forward"]
+    assert "no probe metrics" in next(ln for ln in lines if ln.startswith(" PROBES"))  # a section of their own
+    doc = diff.compare(before, after)
+    print(diff.to_text(doc)[:1500])
+    head = diff.headline(doc)
+    assert "nvtx" in head and "step/forward" in head, head
+    fwd = [c for c in doc["changes"] if c.get("frame") == "step/forward" and c["metric"] == "nvtx_ranges_nanoseconds"]
+    measured = did_a["forward_ns"] / did_b["forward_ns"]  # what the program timed around its calls
+    assert len(fwd) == 1 and abs(fwd[0]["ratio"] / measured - 1) < 0.05, (fwd, measured)

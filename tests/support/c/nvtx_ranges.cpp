@@ -5,7 +5,7 @@
 // test_nvtx_injection.py holds the library to it) and prints, as one JSON
 // line, what it did and the wall time it measured around its timed ranges.
 //
-//   nvtx_ranges all       everything below
+//   nvtx_ranges all [US]  everything below ("forward" sleeps US microseconds, default 2000)
 //   nvtx_ranges bench N   N push/pop pairs, N start/end ranges, N marks
 //                         (scripts/bench_nvtx.py): ns per call, one JSON line
 #include <nvtx3/nvToolsExt.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +67,7 @@ static int bench(long n) {
 
 int main(int argc, char** argv) {
   if (argc > 2 && !strcmp(argv[1], "bench")) return bench(atol(argv[2]));
+  const long forward_us = argc > 2 ? atol(argv[2]) : 2000;
 
   nvtxInitialize(nullptr);  // NVTX loads the library now, not inside the first timed range
 
@@ -77,7 +79,7 @@ int main(int argc, char** argv) {
     nvtxRangePushA("step");
     uint64_t b = now_ns();
     nvtxRangePushA("forward");
-    sleep_us(2000);
+    sleep_us(forward_us);
     nvtxRangePop();
     uint64_t c = now_ns();
     nvtxEventAttributes_t back = ascii("backward");
@@ -127,10 +129,13 @@ int main(int argc, char** argv) {
   // 3. start/end ranges, ended on another thread
   const int io = 40;
   std::vector<nvtxRangeId_t> ids;
-  for (int i = 0; i < io; i++) ids.push_back(nvtxRangeStartA("io"));
-  std::thread ender([&ids] {
+  std::atomic<bool> started{false};
+  std::thread ender([&ids, &started] {  // running before the ranges start: they do not time a thread's creation
+    while (!started.load()) std::this_thread::yield();
     for (nvtxRangeId_t id : ids) nvtxRangeEnd(id);
   });
+  for (int i = 0; i < io; i++) ids.push_back(nvtxRangeStartA("io"));
+  started.store(true);
   ender.join();
   nvtxRangeEnd(ids[0]);             // ended already
   nvtxRangeEnd(0x7777777700000005ull);  // never started
@@ -193,11 +198,11 @@ int main(int argc, char** argv) {
     nvtxDomainRangePop(flood);
   }
 
-  printf("{\"pid\": %d, \"steps\": %d, \"step_ns\": %llu, \"forward_ns\": %llu, \"backward_ns\": %llu, "
+  printf("{\"pid\": %d, \"forward_us\": %ld, \"steps\": %d, \"step_ns\": %llu, \"forward_ns\": %llu, \"backward_ns\": %llu, "
          "\"dom_ranges\": %d, \"interleaved\": %d, \"io\": %d, \"bad_ends\": 3, \"marks\": 7, \"dom_marks\": 3, "
          "\"threads\": %d, \"per_thread\": %d, \"unbalanced\": %d, \"huge\": 3, \"deep\": %d, "
          "\"flood\": %d, \"open_at_exit\": 4}\n",
-         static_cast<int>(getpid()), steps, static_cast<unsigned long long>(step_ns),
+         static_cast<int>(getpid()), forward_us, steps, static_cast<unsigned long long>(step_ns),
          static_cast<unsigned long long>(forward_ns), static_cast<unsigned long long>(backward_ns), dom_ranges,
          interleaved, io, threads, per_thread, unbalanced, deep, flood_names);
   fflush(stdout);
