@@ -205,18 +205,24 @@ def find_nvtx_include(hs, environ=None):
     None). NVTX v3 is header-only and its tool interface is the same for
     every CUDA major, so any copy serves: hs's own include folders first,
     then every toolkit's, then the nvidia-nvtx wheel's (nvidia/*/include,
-    a build requirement in pyproject.toml)."""
+    a build requirement in pyproject.toml). "Where" names the wheel that
+    installed the header when a wheel did."""
     environ = os.environ if environ is None else environ
     cands = [(hs.cuda_include, hs.source), (hs.cupti_include, hs.source)]
     for root in discovery.toolkit_roots(environ, "", [discovery.nvcc_root(environ)]):
         cands += [(os.path.join(root, d), "the toolkit at %s" % root) for d in discovery.TOOLKIT_INCLUDE_DIRS]
-    for sp in discovery.site_dirs(environ):
-        for d in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include"))):
-            header = os.path.join(d, "nvtx3", "nvToolsExt.h")
-            cands.append((d, discovery.wheel_owner(sp, header) or "nvidia wheels in %s" % sp))
+    sites = discovery.site_dirs(environ)
+    for sp in sites:
+        cands += [(d, "nvidia wheels in %s" % sp) for d in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include")))]
     for d, source in cands:
-        if os.path.exists(os.path.join(d, "nvtx3", "nvToolsExt.h")):
-            return d, source
+        header = os.path.join(d, "nvtx3", "nvToolsExt.h")
+        if not os.path.exists(header):
+            continue
+        for sp in sites:
+            if d.startswith(sp.rstrip(os.sep) + os.sep):
+                source = discovery.wheel_owner(sp, header) or source
+                break
+        return d, source
     return None, None
 
 

@@ -6,8 +6,6 @@
 // line, what it did and the wall time it measured around its timed ranges.
 //
 //   nvtx_ranges all [US]  everything below ("forward" sleeps US microseconds, default 2000)
-//   nvtx_ranges bench N   N push/pop pairs, N start/end ranges, N marks
-//                         (scripts/bench_nvtx.py): ns per call, one JSON line
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,31 +40,7 @@ static nvtxEventAttributes_t ascii(const char* s) {
   return a;
 }
 
-static int bench(long n) {
-  uint64_t t0 = now_ns();
-  for (long i = 0; i < n; i++) {
-    nvtxRangePushA("bench");
-    nvtxRangePop();
-  }
-  uint64_t t1 = now_ns();
-  for (long i = 0; i < n; i++) nvtxRangeEnd(nvtxRangeStartA("bench-io"));
-  uint64_t t2 = now_ns();
-  for (long i = 0; i < n; i++) {
-    nvtxRangePushA("outer");
-    nvtxRangePushA("inner");
-    nvtxRangePop();
-    nvtxRangePop();
-  }
-  uint64_t t3 = now_ns();
-  for (long i = 0; i < n; i++) nvtxMarkA("bench-mark");
-  uint64_t t4 = now_ns();
-  printf("{\"calls\": %ld, \"push_pop_ns\": %.2f, \"start_end_ns\": %.2f, \"nested2_ns\": %.2f, \"mark_ns\": %.2f}\n",
-         n, double(t1 - t0) / n, double(t2 - t1) / n, double(t3 - t2) / n, double(t4 - t3) / n);
-  return 0;
-}
-
 int main(int argc, char** argv) {
-  if (argc > 2 && !strcmp(argv[1], "bench")) return bench(atol(argv[2]));
   const long forward_us = argc > 2 ? atol(argv[2]) : 2000;
 
   nvtxInitialize(nullptr);  // NVTX loads the library now, not inside the first timed range
