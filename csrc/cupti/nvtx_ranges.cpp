@@ -29,6 +29,12 @@ constexpr int kMaxSendAttempts = 4;            // a name the string area refuses
 
 enum Kind : uint8_t { kNamed = 0, kOther = 1, kDeeper = 2 };
 
+// The metric families (SKILL.md names them; the sidecar adds process.pid).
+const char kHostMetric[] = "nvtx_ranges_nanoseconds";
+const char kGpuMetric[] = "nvtx_range_gpu_nanoseconds";
+const char kMarksMetric[] = "nvtx_marks";
+const char kDroppedMetric[] = "graphsignal_nvtx_dropped";
+
 const char* const kProblemNames[kProblemCount] = {
     "unbalanced_pop",   "too_deep",      "names_over_cap",  "name_truncated", "range_table_full",
     "bad_range_end",    "domains_over_cap", "strings_over_cap", "open_at_exit", "threads_over_cap"};
@@ -702,13 +708,14 @@ void Ranges::count(Problem p, uint64_t n) {
 bool Ranges::send_instruments(Domain* d) {
   if (d->host_inst && d->gpu_inst && d->marks_inst) return true;
   if (d->inst_attempts >= kMaxSendAttempts) return false;
-  static const char* const kDefs[3] = {"profile\x1fnvtx_ranges_nanoseconds", "profile\x1fnvtx_range_gpu_nanoseconds",
-                                       "counter\x1fnvtx_marks"};
+  static const char* const kTypes[3] = {"profile", "profile", "counter"};
+  static const char* const kNames[3] = {kHostMetric, kGpuMetric, kMarksMetric};
   uint32_t* ids[3] = {&d->host_inst, &d->gpu_inst, &d->marks_inst};
   for (int i = 0; i < 3; i++) {
     if (*ids[i]) continue;
-    char def[160];
-    int n = snprintf(def, sizeof def, "%s\x1fnvtx.domain\x1e%.*s", kDefs[i], static_cast<int>(d->len), d->name);
+    char def[160];  // probe.h's instrument definition: type, name, then key \x1e value
+    int n = snprintf(def, sizeof def, "%s\x1f%s\x1fnvtx.domain\x1e%.*s", kTypes[i], kNames[i],
+                     static_cast<int>(d->len), d->name);
     if (n <= 0 || static_cast<size_t>(n) >= sizeof def) return false;
     uint32_t id = sink_.new_name_id();
     if (!sink_.send_name(id, def, static_cast<size_t>(n), GRAPHSIGNAL_NAME_INSTRUMENT)) {
@@ -746,7 +753,7 @@ bool Ranges::send_profile(uint32_t instrument, uint32_t frame, uint64_t ns, uint
 uint32_t Ranges::counter_instrument(int problem) {
   if (problem_ids_[problem]) return problem_ids_[problem];
   char def[96];
-  int n = snprintf(def, sizeof def, "counter\x1fgraphsignal_nvtx_dropped\x1freason\x1e%s", kProblemNames[problem]);
+  int n = snprintf(def, sizeof def, "counter\x1f%s\x1freason\x1e%s", kDroppedMetric, kProblemNames[problem]);
   uint32_t id = sink_.new_name_id();
   if (n > 0 && static_cast<size_t>(n) < sizeof def &&
       sink_.send_name(id, def, static_cast<size_t>(n), GRAPHSIGNAL_NAME_INSTRUMENT))
