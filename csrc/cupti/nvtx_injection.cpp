@@ -237,10 +237,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(N
   // 0 tells this NVTX instance to make its calls no-ops: outside
   // graphsignal-run, with GRAPHSIGNAL_NVTX=off, without a ring.
   if (!get) return 0;
-  Ranges* r = Ranges::start();
-  if (!r) return 0;
   const auto* cb = static_cast<const NvtxExportTableCallbacks*>(get(NVTX_ETID_CALLBACKS));
   if (!cb || cb->struct_size < sizeof(NvtxExportTableCallbacks) || !cb->GetModuleFunctionTable) return 0;
+  if (!Ranges::start()) return 0;
   const Slot core[] = {
       {NVTX_CBID_CORE_MarkEx, fp(mark_ex)},
       {NVTX_CBID_CORE_MarkA, fp(mark_a)},

@@ -1,5 +1,6 @@
 #include "nvtx_ranges.h"
 
+#include <dlfcn.h>
 #include <graphsignal/probe.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,13 @@ Ranges* Ranges::start() {
     graphsignal_ring_close(ring);
     return nullptr;  // what was allocated stays: this runs once
   }
+  // From now on a thread, an atexit handler and thread-exit destructors
+  // point into this library: it must never be unloaded (NVTX unloads an
+  // injection library whose InitializeInjectionNvtx2 fails, and CUDA may
+  // not hold it in a program without CUDA).
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&Ranges::at_exit), &self) && self.dli_fname)
+    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   instance_.store(r, std::memory_order_release);
   r->launch_thread();
   atexit(at_exit);
@@ -355,9 +363,10 @@ ThreadState* Ranges::thread_state() {
 void Ranges::thread_exit(void* state) {
   auto* ts = static_cast<ThreadState*>(state);
   Ranges* r = instance_.load(std::memory_order_acquire);
-  if (!ts || !r) return;
+  // a fork child touches none of it: mu_ may have been held by a parent thread at the fork
+  if (!ts || !r || forked_.load(std::memory_order_relaxed)) return;
   int open = ts->depth.load(std::memory_order_relaxed) + static_cast<int>(ts->overflow);
-  if (open > 0 && !forked_.load(std::memory_order_relaxed)) r->count(kOpenAtExit, static_cast<uint64_t>(open));
+  if (open > 0) r->count(kOpenAtExit, static_cast<uint64_t>(open));
   ts->depth.store(0, std::memory_order_relaxed);
   ts->overflow = 0;
   tl_state = nullptr;
