@@ -213,7 +213,8 @@ def find_nvtx_include(hs, environ=None):
         cands += [(os.path.join(root, d), "the toolkit at %s" % root) for d in discovery.TOOLKIT_INCLUDE_DIRS]
     sites = discovery.site_dirs(environ)
     for sp in sites:
-        cands += [(d, "nvidia wheels in %s" % sp) for d in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include")))]
+        wheel_dirs = sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include")))
+        cands += [(d, "nvidia wheels in %s" % sp) for d in wheel_dirs]
     for d, source in cands:
         header = os.path.join(d, "nvtx3", "nvToolsExt.h")
         if not os.path.exists(header):
