@@ -403,13 +403,17 @@ def prepare_nvtx(env, lib, mode):
     variable, unless mode is "off" or the user set one (e.g. Nsight Systems:
     said once, left alone). The library reads GRAPHSIGNAL_NVTX for the mode.
     Returns whether NVTX ranges will be collected."""
-    if mode == "off" or not lib:
+    if mode == "off":
         return False
     user = env.get(ENV_NVTX_INJECTION)
-    if user and os.path.realpath(user) != os.path.realpath(lib):
+    if user:
+        if os.path.basename(os.path.realpath(user)).startswith("libgraphsignal_cupti"):
+            return True  # a graphsignal CUPTI library, named by hand: it collects
         # one line, no error entry: profiling under another tool is a choice, not a fault
         _say(None, "%s=%s is set (another NVTX tool, e.g. Nsight Systems): NVTX ranges go to it, not to "
              "graphsignal" % (ENV_NVTX_INJECTION, user))
+        return False
+    if not lib:
         return False
     if not has_nvtx(lib):
         logger.info("graphsignal: %s was built without NVTX headers: NVTX ranges are not collected", lib)

@@ -63,6 +63,11 @@ def test_another_tools_nvtx_injection_is_left_alone_with_one_line(tmp_path, capl
     assert env["NVTX_INJECTION64_PATH"].endswith("libToolsInjection64.so")
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "Nsight Systems" in lines[0] and r"libToolsInjection64.so" in lines[0]
+    # the same under Nsight Systems, whose CUDA injection leaves graphsignal without a library
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="graphsignal"):
+        assert not injection.prepare_nvtx(env, None, "on")
+    assert len(caplog.records) == 1 and env["NVTX_INJECTION64_PATH"].endswith("libToolsInjection64.so")
     # our own library named by the user: collected, nothing said
     env = {"NVTX_INJECTION64_PATH": lib}
     caplog.clear()
