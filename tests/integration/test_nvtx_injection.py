@@ -83,6 +83,7 @@ def test_ranges_of_a_program_that_only_calls_nvtx_are_exact(built):
     assert d["A"][1] == did["interleaved"]
     assert d["io"][1] == did["io"]  # started on one thread, ended on another
     assert d["worker"][1] == d["worker/task"][1] == did["threads"] * did["per_thread"]
+    assert d["churn"][1] == did["churn"]  # 200 short-lived threads: their state reused, nothing lost
     assert d["h" * 128][1] == did["huge"]  # cut to 128 bytes
     # 150 levels: 128 tracked, paths cut at 16 levels, the rest in one frame
     for level in range(1, 17):

@@ -136,6 +136,19 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : pool) t.join();
+  // short-lived threads, a few at a time: their state is reused, their counts kept
+  const int churn_threads = 200, churn_ranges = 10;
+  for (int t = 0; t < churn_threads; t += 4) {
+    std::vector<std::thread> batch;
+    for (int k = 0; k < 4; k++)
+      batch.emplace_back([] {
+        for (int i = 0; i < churn_ranges; i++) {
+          nvtxRangePushA("churn");
+          nvtxRangePop();
+        }
+      });
+    for (auto& b : batch) b.join();
+  }
   // a thread that ends with a range open
   std::thread leaver([] { nvtxRangePushA("left-in-thread"); });
   leaver.join();
@@ -174,11 +187,11 @@ int main(int argc, char** argv) {
 
   printf("{\"pid\": %d, \"forward_us\": %ld, \"steps\": %d, \"step_ns\": %llu, \"forward_ns\": %llu, \"backward_ns\": %llu, "
          "\"dom_ranges\": %d, \"interleaved\": %d, \"io\": %d, \"bad_ends\": 3, \"marks\": 7, \"dom_marks\": 3, "
-         "\"threads\": %d, \"per_thread\": %d, \"unbalanced\": %d, \"huge\": 3, \"deep\": %d, "
+         "\"threads\": %d, \"per_thread\": %d, \"churn\": %d, \"unbalanced\": %d, \"huge\": 3, \"deep\": %d, "
          "\"flood\": %d, \"open_at_exit\": 4}\n",
          static_cast<int>(getpid()), forward_us, steps, static_cast<unsigned long long>(step_ns),
          static_cast<unsigned long long>(forward_ns), static_cast<unsigned long long>(backward_ns), dom_ranges,
-         interleaved, io, threads, per_thread, unbalanced, deep, flood_names);
+         interleaved, io, threads, per_thread, churn_threads * churn_ranges, unbalanced, deep, flood_names);
   fflush(stdout);
   return 0;
 }
