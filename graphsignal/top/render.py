@@ -344,16 +344,16 @@ def _nvtx_section(model, once, g):
     gpu = any(r.gpu_total is not None for r in rows)
     windowed = any(r.window_value for r in rows)
     domains = {r.domain for r in rows}
-    head = "%d ranges%s" % (len(rows), "" if windowed else ", nothing in the window: totals since start")
+    head = "%d paths%s" % (len(rows), "" if windowed else ", nothing in the window: totals since start")
+    cols = "   %10s %9s %10s" + (" %10s" if gpu else "%s") + "  %s"
     lines = [_line((" NVTX RANGES ", "head"), (head, "dim")),
-             _line(("   %10s %9s %10s %10s  NAME" % ("TIME", "RANGES", "AVG", "GPU" if gpu else ""), "dim"))]
+             _line((cols % ("TIME", "RANGES", "AVG", "GPU" if gpu else "", "NAME"), "dim"))]
     for r in rows[:limit]:
         value, samples = (r.window_value, r.window_samples) if windowed else (r.total_value, r.total_samples)
         gpu_ns = (r.gpu_window if windowed else r.gpu_total) if gpu else None
         name = r.frame if domains == {"default"} else "%s: %s" % (r.domain, r.frame)
-        lines.append(_line("   %10s %9s %10s %10s  %s" % (
-            fmt_ns(value), fmt_count(samples), fmt_ns(value / samples if samples else None),
-            fmt_ns(gpu_ns) if gpu else "", name)))
+        lines.append(_line(cols % (fmt_ns(value), fmt_count(samples), fmt_ns(value / samples if samples else None),
+                                   fmt_ns(gpu_ns) if gpu else "", clip(name, 200, g))))
     if len(rows) > limit:
         lines.append(_line(("   ... %d more (graphsignal-top --once lists %d)" % (len(rows) - limit, ONCE_ROWS),
                             "dim")))
