@@ -200,9 +200,39 @@ def _werror():
     return ["-Werror"] if strict() else []
 
 
+def find_nvtx_include(hs, environ=None):
+    """(folder holding nvtx3/nvToolsExt.h, where it came from) or (None,
+    None). NVTX v3 is header-only and its tool interface is the same for
+    every CUDA major, so any copy serves: hs's own include folders first,
+    then every toolkit's, then the nvidia-nvtx wheel's (nvidia/*/include,
+    a build requirement in pyproject.toml). "Where" names the wheel that
+    installed the header when a wheel did."""
+    environ = os.environ if environ is None else environ
+    cands = [(hs.cuda_include, hs.source), (hs.cupti_include, hs.source)]
+    for root in discovery.toolkit_roots(environ, "", [discovery.nvcc_root(environ)]):
+        cands += [(os.path.join(root, d), "the toolkit at %s" % root) for d in discovery.TOOLKIT_INCLUDE_DIRS]
+    sites = discovery.site_dirs(environ)
+    for sp in sites:
+        wheel_dirs = sorted(glob.glob(os.path.join(sp, "nvidia", "*", "include")))
+        cands += [(d, "nvidia wheels in %s" % sp) for d in wheel_dirs]
+    for d, source in cands:
+        header = os.path.join(d, "nvtx3", "nvToolsExt.h")
+        if not os.path.exists(header):
+            continue
+        for sp in sites:
+            if d.startswith(sp.rstrip(os.sep) + os.sep):
+                source = discovery.wheel_owner(sp, header) or source
+                break
+        return d, source
+    return None, None
+
+
 def _compile(cxx, sources, hs, out, extra_link, log):
+    nvtx_inc, _ = find_nvtx_include(hs)
+    # after the CUDA headers: the folder may hold another major's cuda.h (the cu13 wheels share one folder)
+    nvtx = ["-idirafter", nvtx_inc, "-ffile-prefix-map=%s=cuda/include" % nvtx_inc] if nvtx_inc else []
     base = cxx + CXXFLAGS + _werror() + _prefix_maps(hs) + [
-        "-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include, "-I", hs.cuda_include, "-idirafter", COMPAT]
+        "-I", INCLUDE, "-I", SRC, "-I", hs.cupti_include, "-I", hs.cuda_include, "-idirafter", COMPAT] + nvtx
     srcs = [os.path.join(SRC, s) for s in sources]
     tail = RUNTIME + ["-ldl", "-pthread"]
     return _build_first([base + COMPAT_FLAGS + srcs + COMPAT_SOURCES + extra_link + _compat_link(cxx) + tail,
@@ -242,8 +272,11 @@ def _up_to_date(out, sources, stamp):
 
 def build_info(hs):
     """What the .build-info beside a library says: portable facts only (no
-    path of the build machine's environment but a toolkit's)."""
-    return json.dumps({"major": hs.major, "minor": hs.minor, "headers": hs.source}, sort_keys=True)
+    path of the build machine's environment but a toolkit's). "nvtx": where
+    the NVTX headers came from, None when the library has no NVTX entry
+    point (graphsignal-run then leaves NVTX_INJECTION64_PATH alone)."""
+    return json.dumps({"major": hs.major, "minor": hs.minor, "headers": hs.source, "nvtx": find_nvtx_include(hs)[1]},
+                      sort_keys=True)
 
 
 def build_library(sources, hs, out, extra_link=(), log=print, cxx=None, force=False):
@@ -300,6 +333,8 @@ def build_cupti_variants(out_dir, log=print, status=None):
         path = build_variant(hs, out_dir, log, cxx)
         if path:
             log("CUPTI injection library for CUDA %d.%d (headers: %s): %s" % (hs.major, hs.minor, hs.source, path))
+            if not find_nvtx_include(hs)[0]:
+                log("  without NVTX ranges: no nvtx3/nvToolsExt.h in the toolkit or the nvidia-nvtx wheel")
             status[major] = "built with the headers of %s" % hs.source
             built.append(path)
         else:

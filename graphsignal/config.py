@@ -34,6 +34,7 @@ RING_CAPACITY_ENV = header.string("GRAPHSIGNAL_RING_CAPACITY_ENV")
 # -- graphsignal-run (the supervisor) -------------------------------------------------
 GRAPH_TRACE_ENV = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"  # --cuda-graph-trace
 ROCM_TRACE_ENV = "GRAPHSIGNAL_ROCM_KERNEL_TRACE"  # --rocm-kernel-trace
+NVTX_ENV = "GRAPHSIGNAL_NVTX"  # --nvtx: NVTX ranges as profiles (off, on, gpu); the CUPTI library reads it
 SIGNALS_FILE_ENV = "GRAPHSIGNAL_SIGNALS_FILE"  # --output: the final /signals payload at exit
 LINGER_ENV = "GRAPHSIGNAL_LINGER"  # seconds /signals stays up after the workload exits
 SIGNALS_TOKEN_ENV = "GRAPHSIGNAL_SIGNALS_TOKEN"  # a bearer token /signals and /metrics ask for (top, diff send it)
@@ -57,6 +58,7 @@ SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 
 GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
+NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
 TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
 
 # -- defaults, each defined once ------------------------------------------------------
@@ -66,6 +68,7 @@ DEFAULT_SERVER_PORT = 18260  # graphsignal-server
 DEFAULT_API_BASE = "https://api.graphsignal.com"
 DEFAULT_GRAPH_TRACE = "graph"
 DEFAULT_ROCM_TRACE = "none"
+DEFAULT_NVTX = "on"  # costs nothing until the workload's first NVTX call (SKILL.md has the measured cost)
 DEFAULT_TOP_FRAMES = 50  # /metrics: frames exported per profile
 MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -261,6 +264,7 @@ class Flags:
     rocm_kernel_trace: Optional[str] = None
     output: Optional[str] = None  # the final payload's file
     allow_hosts: Tuple[str, ...] = ()  # --allow-host NAME, each checked by allowed_host()
+    nvtx: Optional[str] = None
 
 
 # Where each setting can come from: (flag, environment variable); None: not that way.
@@ -272,6 +276,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "allow_hosts": ("--allow-host", ALLOW_HOSTS_ENV),
     "cuda_graph_trace": ("--cuda-graph-trace", GRAPH_TRACE_ENV),
     "rocm_kernel_trace": ("--rocm-kernel-trace", ROCM_TRACE_ENV),
+    "nvtx": ("--nvtx", NVTX_ENV),
     "signals_file": ("--output", SIGNALS_FILE_ENV),
     "linger": (None, LINGER_ENV),
     "signals_token": (None, SIGNALS_TOKEN_ENV),
@@ -314,7 +319,8 @@ class Settings:
     telemetry for every GPU; visible_devices: the workload's
     VISIBLE_DEVICES_ENVS that are set, as (name, value);
     metrics_top_frames: frames /metrics exports per profile;
-    metrics_engine: /metrics re-exports the engine's own series;
+    metrics_engine: /metrics re-exports the engine's own series; nvtx:
+    "off" | "on" (NVTX ranges as profiles) | "gpu" (and their GPU time);
     log_level: both processes' log level name. service: the service name
     (None: not set); tags: GRAPHSIGNAL_TAGS, validated (identity_labels()
     gives both as labels); otlp: GRAPHSIGNAL_OTLP; otlp_endpoint: the URL
@@ -353,6 +359,7 @@ class Settings:
     otlp_gzip: bool = False
     otlp_resource: Tuple[Tuple[str, str], ...] = ()
     allow_hosts: Tuple[str, ...] = ()
+    nvtx: str = DEFAULT_NVTX
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -451,7 +458,7 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
-    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,),
+    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "nvtx": (str,),
     "allow_hosts": (list,), "origins": (list,),
     "service": (str, type(None)), "tags": (dict,), "otlp": (bool,), "otlp_endpoint": (str, type(None)),
     "otlp_headers": (list,), "otlp_interval": (float, int), "otlp_gzip": (bool,), "otlp_resource": (list,),
@@ -533,6 +540,8 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         tags=take("tags", (tags, ENVIRONMENT if tags else DEFAULT)),
         **_otlp(environ, take),
         allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
+        nvtx=take("nvtx", _choice(cfg.nvtx, {NVTX_ENV: _nvtx_word(environ.get(NVTX_ENV))}, NVTX_ENV,
+                                  NVTX_CHOICES, DEFAULT_NVTX)),
         origins=tuple(origins),
     )
 
@@ -587,6 +596,12 @@ def identity_context(settings: Settings) -> Dict[str, Any]:
     if settings.tags:
         out["tags"] = dict(settings.tags)
     return out
+
+
+def _nvtx_word(raw: Optional[str]) -> str:
+    """GRAPHSIGNAL_NVTX's 0 and 1 as off and on (other values as given)."""
+    word = (raw or "").strip().lower()
+    return {"0": "off", "1": "on"}.get(word, raw or "")
 
 
 def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:

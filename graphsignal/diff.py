@@ -32,7 +32,8 @@ would seem to grow: totals (or a unit of work) name the stage that changed.
 
 Changes, one per
 - profile frame (kernels, CUDA graphs, copies by kind with their
-  host_memory tag, memsets, syncs, probe profiles): stat "total",
+  host_memory tag, memsets, syncs, NVTX ranges by nesting path and their
+  GPU time, probe profiles): stat "total",
   "per_second", "per_token" or "per_<NAME>": the frame's value so
   normalized (ns for the _nanoseconds profiles), with `total`, `calls`,
   `per_call` (value per call) and `share` (of its profile) before and
@@ -595,7 +596,8 @@ def top(doc, n):
 # -- text for people ------------------------------------------------------------------
 _SHORT = {"cuda_kernels_nanoseconds": "kernel", "cuda_graphs_nanoseconds": "graph",
           "cuda_memcpy_nanoseconds": "memcpy", "cuda_memset_nanoseconds": "memset",
-          "cuda_sync_nanoseconds": "sync", "rocm_kernels_nanoseconds": "kernel"}
+          "cuda_sync_nanoseconds": "sync", "rocm_kernels_nanoseconds": "kernel",
+          "nvtx_ranges_nanoseconds": "nvtx", "nvtx_range_gpu_nanoseconds": "nvtx gpu"}
 
 
 def _fmt(v, unit):

@@ -24,6 +24,14 @@ run under
   ours:hybrid-nowrite    callbacks that write no ring record
   ours:hybrid-nosample   no copy sampling windows
   ours:hybrid-sample-all sampling windows for memsets too
+  ours:nvtx-off     NVTX collection off (GRAPHSIGNAL_NVTX=off; every ours:*
+                    config but this one has NVTX_INJECTION64_PATH set, NVTX on)
+  ours:nvtx-gpu     NVTX ranges and GPU time per range (GRAPHSIGNAL_NVTX=gpu)
+
+NVTX ops (nvtx_pushpop, nvtx_startend: one range; nvtx_kernel: a launch
+inside a range; nvtx_kernel_outside: a launch outside any, after one): bare
+is NVTX with no tool attached (a call is a no-op), ours:hybrid the default
+collection, ours:nvtx-gpu with GPU time per range.
 
 Configurations are interleaved (the order rotates each repetition); every
 result is the median over repetitions of the difference to the bare run of
@@ -58,14 +66,17 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import cupti_build  # noqa: E402
 from benchutil import emit  # noqa: E402
 
-OPS = ("sync", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "memset", "graph1", "graph128", "kernel")
+OPS = ("sync", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "memset", "graph1", "graph128", "kernel",
+       "nvtx_pushpop", "nvtx_startend", "nvtx_kernel", "nvtx_kernel_outside")
 FLOOR_KIND = {"sync": "sync", "h2d_pinned": "memcpy", "h2d_pageable": "memcpy", "d2h_pinned": "memcpy",
-              "d2h_pageable": "memcpy", "memset": "memset", "graph1": "graph", "graph128": "graph", "kernel": "kernel"}
+              "d2h_pageable": "memcpy", "memset": "memset", "graph1": "graph", "graph128": "graph", "kernel": "kernel",
+              "nvtx_pushpop": "kernel", "nvtx_startend": "kernel", "nvtx_kernel": "kernel",
+              "nvtx_kernel_outside": "kernel"}
 ALL_KINDS = "kernel,memcpy,memcpy2,memset,sync,context,graph"
 CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync", "floor:graph", "floor:all",
            "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "baseline", "ours:activity", "ours:hybrid",
            "ours:hybrid-both", "ours:hybrid-runtime", "ours:hybrid-nowrite", "ours:hybrid-nosample",
-           "ours:hybrid-sample-all")
+           "ours:hybrid-sample-all", "ours:nvtx-off", "ours:nvtx-gpu")
 OURS_ENV = {
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
     "ours:hybrid": {},
@@ -74,6 +85,8 @@ OURS_ENV = {
     "ours:hybrid-nowrite": {"GRAPHSIGNAL_CUPTI_CB_WRITE": "0"},
     "ours:hybrid-nosample": {"GRAPHSIGNAL_CUPTI_SAMPLE_MS": "0"},
     "ours:hybrid-sample-all": {"GRAPHSIGNAL_CUPTI_SAMPLE_KINDS": "memcpy,memset"},
+    "ours:nvtx-off": {"GRAPHSIGNAL_NVTX": "off"},
+    "ours:nvtx-gpu": {"GRAPHSIGNAL_NVTX": "gpu"},
 }
 
 
@@ -106,7 +119,7 @@ def compile_bench(exe, cuda_include=None):
                 dirs.append(p)
     rpath = [x for p in dirs for x in ("-Xlinker", "-rpath", "-Xlinker", p)]
     subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe,
-                    os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"), "-lcuda"] + rpath, check=True)
+                    os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"), "-lcuda", "-ldl"] + rpath, check=True)
     return exe
 
 
@@ -136,7 +149,8 @@ def build(hs, baseline):
 
 
 def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "GS_FLOOR"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "NVTX_INJECTION", "GS_FLOOR"))}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
     run_id = None
     if config.startswith("floor:"):
@@ -151,6 +165,8 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
             env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
     elif config == "baseline" or config.startswith("ours:"):
         env["CUDA_INJECTION64_PATH"] = old if config == "baseline" else lib
+        if config != "baseline":
+            env["NVTX_INJECTION64_PATH"] = lib  # as graphsignal-run sets it (ours:nvtx-off: the library says no)
         run_id = "bench%s" % uuid.uuid4().hex[:10]
         env["GRAPHSIGNAL_RUN_ID"] = run_id
         env["GRAPHSIGNAL_LOG_LEVEL"] = "debug" if diag else "error"
@@ -241,6 +257,12 @@ def summarize(res, configs, ops, reps):
         floor_all = over.get("floor:all")
         floor_kind = over.get("floor:" + FLOOR_KIND[op])
         ours = over.get("ours:hybrid")
+        if op.startswith("nvtx"):
+            # NVTX: no CUPTI floor; what a range (or a launch inside one) costs over NVTX without a tool
+            line["nvtx_us"] = {c: round(over[c], 4) for c in ("ours:hybrid", "ours:nvtx-off", "ours:nvtx-gpu")
+                               if c in over}
+            emit(**line)
+            continue
         if ours is not None and floor_all:
             line["hybrid_over_floor_all"] = round(ours / floor_all, 3) if floor_all > 0 else None
             limit = floor_all if op == "kernel" else 0.5 * floor_all

@@ -82,6 +82,8 @@ if [ -z "${GS_SKIP_BENCH:-}" ]; then
     python3 scripts/bench_telemetry.py
     # per-call cost of syncs, copies, memsets, graph launches and kernels, bare / CUPTI floors / ours
     python3 scripts/bench_percall.py --reps "${GS_PERCALL_REPS:-5}" ${GS_PERCALL_BASELINE:+--baseline "$GS_PERCALL_BASELINE"}
+    # what an NVTX range costs its thread (no GPU needed; this host's CPU)
+    python3 scripts/bench_nvtx.py --reps 3
     python3 scripts/bench_sidecar.py
     python3 scripts/bench_overhead.py --reps "${GS_BENCH_REPS:-3}"
   } 2>"$OUT/bench.err" | tee "$OUT/bench.jsonl"

@@ -12,6 +12,7 @@
 
 #include "cupti_call.h"
 #include "log.h"
+#include "nvtx_gpu.h"
 
 namespace graphsignal {
 namespace cupti {
@@ -146,6 +147,7 @@ void Collector::start() {
     std::lock_guard<std::mutex> g(translate_mu_);
     translator_.write_meta();
   }
+  nvtx::attach(subscriber_, translator_.mode() == GraphTrace::kGraph);  // GPU time per NVTX range (nvtx_gpu.h)
   pthread_t t;
   {
     std::lock_guard<std::mutex> g(flush_mu_);
@@ -309,8 +311,11 @@ void Collector::translate_now(uint8_t* buffer, size_t valid) {
 
 bool Collector::next_record(void* /*ctx*/, uint8_t* buffer, size_t valid, CUpti_Activity** record) {
   // MAX_LIMIT_REACHED is the end of the buffer, not an error.
-  return GS_CUPTI_CALL_QUIET(cuptiActivityGetNextRecord(buffer, valid, record), CUPTI_ERROR_MAX_LIMIT_REACHED) ==
-         CUPTI_SUCCESS;
+  if (GS_CUPTI_CALL_QUIET(cuptiActivityGetNextRecord(buffer, valid, record), CUPTI_ERROR_MAX_LIMIT_REACHED) !=
+      CUPTI_SUCCESS)
+    return false;
+  nvtx::on_record(*record);  // kernels and graph replays launched inside NVTX ranges
+  return true;
 }
 
 void CUPTIAPI Collector::on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -318,6 +323,7 @@ void CUPTIAPI Collector::on_callback(void* userdata, CUpti_CallbackDomain domain
   auto* self = static_cast<Collector*>(userdata);
   if (!data || forked_.load(std::memory_order_relaxed)) return;
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    nvtx::on_api(domain, cbid, data);  // launches, once GPU time per NVTX range is on
     self->api_.on_api(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
     return;
   }
@@ -461,6 +467,7 @@ void Collector::at_exit() {
       if (!pairs.empty()) log(Level::kDebug, "exit: runtime>driver callback ids seen nested: %s", pairs.c_str());
     }
   }
+  nvtx::collector_finished();  // the last GPU time per NVTX range is in
   sink_.close();
 }
 

@@ -66,6 +66,10 @@ def parser():
     p.add_argument("--rocm-kernel-trace", metavar="{none,all}", type=args.choice(config.ROCM_TRACE_CHOICES),
                    help="per-kernel tracing on ROCm (default: none; env %s; the flag wins)"
                         % config.ROCM_TRACE_ENV)
+    p.add_argument("--nvtx", metavar="{on,off,gpu}", type=args.choice(config.NVTX_CHOICES),
+                   help="NVTX ranges as profiles (nvtx_ranges_nanoseconds); gpu: also the GPU time of the kernels "
+                        "launched inside each range, at a cost per launch (default: on; env %s=1|0|gpu; the flag "
+                        "wins)" % config.NVTX_ENV)
     p.add_argument("--output", metavar="FILE", type=args.non_empty,
                    help="write the final /signals payload to FILE when the workload exits, also after "
                         "SIGINT/SIGTERM (env %s; the flag wins)" % config.SIGNALS_FILE_ENV)
@@ -83,7 +87,7 @@ def parse_args(argv):
         raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
     return RunConfig(command=tuple(command), metrics_port=ns.metrics_port, listen_host=ns.listen_host,
                      listen_port=ns.listen_port, cuda_graph_trace=ns.cuda_graph_trace,
-                     rocm_kernel_trace=ns.rocm_kernel_trace, output=ns.output,
+                     rocm_kernel_trace=ns.rocm_kernel_trace, output=ns.output, nvtx=ns.nvtx,
                      allow_hosts=tuple(dict.fromkeys(ns.allow_hosts or ())), show_help=ns.show_help,
                      show_version=ns.show_version, check=ns.check, print_config=ns.print_config)
 

@@ -57,6 +57,7 @@ logger = logging.getLogger("graphsignal")
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB_DIR = os.path.join(PACKAGE_DIR, "lib")
 ENV_INJECTION = "CUDA_INJECTION64_PATH"
+ENV_NVTX_INJECTION = "NVTX_INJECTION64_PATH"
 _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 
@@ -384,3 +385,40 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
     logger.info("graphsignal: CUDA %d workload (from %s): injecting %s with %s", plan.major, plan.source, plan.lib,
                 plan.libcupti)
     return plan.lib
+
+
+# -- NVTX -------------------------------------------------------------------------------
+def has_nvtx(lib):
+    """Whether the injection library lib was built with its NVTX entry point
+    (its .build-info names where the NVTX headers came from)."""
+    try:
+        with open(lib + ".build-info") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and bool(info.get("nvtx"))
+
+
+def prepare_nvtx(env, lib, mode):
+    """Makes the workload's NVTX calls reach the injection library lib (the
+    one CUDA loads, prepare_injection's result) through NVTX's own injection
+    variable, unless mode is "off" or the user set one (e.g. Nsight Systems:
+    said once, left alone). The library reads GRAPHSIGNAL_NVTX for the mode.
+    Returns whether NVTX ranges will be collected."""
+    if mode == "off":
+        return False
+    user = env.get(ENV_NVTX_INJECTION)
+    if user:
+        if os.path.basename(os.path.realpath(user)).startswith("libgraphsignal_cupti"):
+            return True  # a graphsignal CUPTI library, named by hand: it collects
+        # one line, no error entry: profiling under another tool is a choice, not a fault
+        _say(None, "%s=%s is set (another NVTX tool, e.g. Nsight Systems): NVTX ranges go to it, not to "
+             "graphsignal" % (ENV_NVTX_INJECTION, user))
+        return False
+    if not lib:
+        return False
+    if not has_nvtx(lib):
+        logger.info("graphsignal: %s was built without NVTX headers: NVTX ranges are not collected", lib)
+        return False
+    env[ENV_NVTX_INJECTION] = lib
+    return True

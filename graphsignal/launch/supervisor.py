@@ -132,7 +132,9 @@ class Supervisor:
             self.reporter.say("--rocm-kernel-trace %s does nothing in this build: it has no ROCm kernel-tracing "
                               "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
                               % s.rocm_kernel_trace)
-        self._guard("CUDA injection setup", injection.prepare_injection, env, command, self._note)
+        lib = self._guard("CUDA injection setup", injection.prepare_injection, env, command, self._note)
+        env[config.NVTX_ENV] = s.nvtx  # the library's mode: off, on, gpu
+        self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, s.nvtx)
         return env
 
     def _checked_output(self, s):

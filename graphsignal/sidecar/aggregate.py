@@ -468,6 +468,28 @@ class Aggregator:
             self.store.add_profile(inst[0], inst[1], fr, ts)
         self._flush_bad(st, bad)
 
+    def _on_profile_agg(self, st, g, ts):
+        """Profile frames the writer aggregated (the CUPTI library's NVTX
+        ranges): extra frame id | samples << 32, value their sum."""
+        extra = g["extra"]
+        frame_ids = extra & np.uint64(0xFFFFFFFF)
+        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
+            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
+        key, width = _compose(g["name_id"], frame_ids)
+        uniq, _, (sums, samples) = group_sums(key, g["value"], extra >> np.uint64(32))
+        frames = {}
+        bad = {}
+        for k, s, c in zip(uniq.tolist(), sums.tolist(), samples.tolist()):
+            nid, fid = divmod(k, width)
+            frames.setdefault(nid, []).append((self._frame_name(st, fid, int(c), bad), int(s), int(c)))
+        for nid, fr in frames.items():
+            inst = self._instrument(st, nid, "profile")
+            if inst is None:
+                self._unknown_instrument(bad, "profile", nid, sum(f[2] for f in fr))
+                continue
+            self.store.add_profile(inst[0], inst[1], fr, ts)
+        self._flush_bad(st, bad)
+
     _handlers = {
         L.REC_NAME: _on_name,
         L.REC_DEVICE: _on_device,
@@ -485,4 +507,5 @@ class Aggregator:
         L.REC_MEMCPY_SAMPLED: _on_memcpy_sampled,
         L.REC_MEMSET_SAMPLED: _on_memset_sampled,
         L.REC_SYNC_AGG: _on_sync_agg,
+        L.REC_PROFILE_AGG: _on_profile_agg,
     }

@@ -334,6 +334,32 @@ def _probes_section(model, once, g):
     return lines
 
 
+def _nvtx_section(model, once, g):
+    """NVTX ranges as stages: the workload's own annotations, the largest
+    in the window first (totals since start when the window is empty)."""
+    rows = model.nvtx
+    if not rows:
+        return []
+    limit = min(len(rows), ONCE_ROWS) if once else 4
+    gpu = any(r.gpu_total is not None for r in rows)
+    windowed = any(r.window_value for r in rows)
+    domains = {r.domain for r in rows}
+    head = "%d paths%s" % (len(rows), "" if windowed else ", nothing in the window: totals since start")
+    cols = "   %10s %9s %10s" + (" %10s" if gpu else "%s") + "  %s"
+    lines = [_line((" NVTX RANGES ", "head"), (head, "dim")),
+             _line((cols % ("TIME", "RANGES", "AVG", "GPU" if gpu else "", "NAME"), "dim"))]
+    for r in rows[:limit]:
+        value, samples = (r.window_value, r.window_samples) if windowed else (r.total_value, r.total_samples)
+        gpu_ns = (r.gpu_window if windowed else r.gpu_total) if gpu else None
+        name = r.frame if domains == {"default"} else "%s: %s" % (r.domain, r.frame)
+        lines.append(_line(cols % (fmt_ns(value), fmt_count(samples), fmt_ns(value / samples if samples else None),
+                                   fmt_ns(gpu_ns) if gpu else "", clip(name, 200, g))))
+    if len(rows) > limit:
+        lines.append(_line(("   ... %d more (graphsignal-top --once lists %d)" % (len(rows) - limit, ONCE_ROWS),
+                            "dim")))
+    return lines
+
+
 def _errors_section(model, once, now, g):
     if not model.errors:
         return [_line((" ERRORS ", "head"), ("none", "dim"))]
@@ -527,6 +553,7 @@ def render(model, ui, width=None, height=None, now=None, unicode=True):
         (1, _gpu_section(model, W, g)),
         (1, _engine_section(model, W, g)),
         (4, _probes_section(model, once, g)),
+        (4, _nvtx_section(model, once, g)),
         (3, _errors_section(model, once, now, g)),
     ]
     if once:

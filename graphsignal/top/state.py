@@ -25,8 +25,9 @@ _TABLE_METRICS = {
 _BYTES_FOR = {"cuda_memcpy_nanoseconds": "cuda_memcpy_bytes", "cuda_memset_nanoseconds": "cuda_memset_bytes",
               "rocm_memcpy_nanoseconds": "rocm_memcpy_bytes", "rocm_memset_nanoseconds": "rocm_memset_bytes"}
 
-# built-in families that also carry a process.pid tag
-_NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_")
+# built-in families that also carry a process.pid tag (NVTX ranges have a section of their own)
+_NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_", "nvtx_")
+NVTX_HOST, NVTX_GPU = "nvtx_ranges_nanoseconds", "nvtx_range_gpu_nanoseconds"
 
 # NVML clock event reasons (nvmlClocksEventReason*), for payloads that
 # carry only the bitmask
@@ -110,6 +111,7 @@ class Model:
         self.engine = None
         self.engine_tokens_hist = []
         self.probes = []
+        self.nvtx = []  # [NvtxRow], the largest in the window first
         self.errors = []
         self.errors_total = 0
         self.tables = {t: Table(t) for t in TABLES}
@@ -272,6 +274,7 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     _gpus(m, by_name, w_by_key, resources, util_hist)
     _engine(m, payload, tokens_hist, prev_payload)
     _probes(m, metrics, w_by_key)
+    m.nvtx = nvtx_rows(by_name, w_by_key)
     errs = payload.get("errors") or []
     m.errors = list(reversed(errs))  # newest first
     m.errors_total = sum(int(e.get("count") or 1) for e in errs)
@@ -421,6 +424,50 @@ def _probes(m, metrics, w_by_key):
         rows.append({"name": name, "type": s.get("type"), "tags": s.get("tags") or {}, "stats": s.get("stats") or {},
                      "window": (w or {}).get("stats")})
     m.probes = rows
+
+
+class NvtxRow:
+    """One NVTX range path of one domain, summed over processes: host time
+    and ranges (in the window and since start), and the GPU time of the
+    kernels launched inside (--nvtx gpu; None without it)."""
+
+    __slots__ = ("domain", "frame", "window_value", "window_samples", "total_value", "total_samples",
+                 "gpu_window", "gpu_total", "pids")
+
+    def __init__(self, domain, frame):
+        self.domain, self.frame = domain, frame
+        self.window_value = self.window_samples = self.total_value = self.total_samples = 0
+        self.gpu_window = self.gpu_total = None
+        self.pids = set()
+
+
+def nvtx_rows(by_name, w_by_key):
+    rows = {}
+    for metric in (NVTX_HOST, NVTX_GPU):
+        for s in by_name.get(metric, ()):
+            if s.get("type") != "profile":
+                continue
+            tags = s.get("tags") or {}
+            w = w_by_key.get((metric, tkey(tags)))
+            frames = {f["name"]: f for f in (_stat(s, "frames") or ())}
+            wframes = {f["name"]: f for f in (_stat(w, "frames") or ())}
+            for name in list(frames) + [n for n in wframes if n not in frames]:
+                key = (tags.get("nvtx.domain") or "default", name)
+                r = rows.get(key)
+                if r is None:
+                    r = rows[key] = NvtxRow(*key)
+                f, wf = frames.get(name) or {}, wframes.get(name) or {}
+                if metric == NVTX_HOST:
+                    r.total_value += f.get("value") or 0
+                    r.total_samples += f.get("samples") or 0
+                    r.window_value += wf.get("value") or 0
+                    r.window_samples += wf.get("samples") or 0
+                    if tags.get("process.pid"):
+                        r.pids.add(tags["process.pid"])
+                else:
+                    r.gpu_total = (r.gpu_total or 0) + (f.get("value") or 0)
+                    r.gpu_window = (r.gpu_window or 0) + (wf.get("value") or 0)
+    return sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, r.domain, r.frame))
 
 
 def _table(kind, by_name, by_key, w_by_key, names):

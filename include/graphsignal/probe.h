@@ -128,6 +128,7 @@ extern "C" {
 #define GRAPHSIGNAL_KIND_CUPTI 1u
 #define GRAPHSIGNAL_KIND_PROBE 2u
 #define GRAPHSIGNAL_KIND_ROCM 3u
+#define GRAPHSIGNAL_KIND_NVTX 4u /* the CUPTI library's NVTX ranges (csrc/cupti/nvtx_ranges.h) */
 
 /* Record types (record.type). The poller dispatches on these. */
 #define GRAPHSIGNAL_REC_NAME 1u      /* name_id := string(value=offset, extra=length); sub = name kind */
@@ -152,6 +153,8 @@ extern "C" {
 #define GRAPHSIGNAL_REC_MEMSET_SAMPLED 15u /* sub memory kind, device, name_id calls, value estimated ns,
                                               extra bytes */
 #define GRAPHSIGNAL_REC_SYNC_AGG 16u       /* sub sync type, device, name_id calls, value host ns (exact) */
+#define GRAPHSIGNAL_REC_PROFILE_AGG 17u /* name_id instrument, extra frame name id | samples << 32, value sum:
+                                           a profile frame's samples aggregated by the writer */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
 
 /* HISTOGRAM_AGG parts (sub). */

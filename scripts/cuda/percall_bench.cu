@@ -15,6 +15,12 @@
 //   graph1        cudaGraphLaunch of a 1-kernel graph (a sync every 64)
 //   graph128      cudaGraphLaunch of a 128-kernel graph (a sync every 64)
 //   kernel        an eager one-block empty kernel (a sync every 1024)
+//   nvtx_pushpop  nvtxRangePushA + nvtxRangePop (one range)
+//   nvtx_startend nvtxRangeStartA + nvtxRangeEnd (one range)
+//   nvtx_kernel   the eager kernel launched inside an open NVTX range (what
+//                 GPU time per range, GRAPHSIGNAL_NVTX=gpu, adds per launch)
+//   nvtx_kernel_outside  the eager kernel outside any range, after one
+//                 (GRAPHSIGNAL_NVTX=gpu hooks launches from the first range on)
 // us: wall time of the loop per call (the periodic syncs included);
 // api_us: mean time spent inside the call itself.
 //
@@ -22,8 +28,13 @@
 // driver API, copies captured into graphs that must not count as copies,
 // the same graph captured twice) and prints what it did, for the exactness
 // tests (tests/gpu/test_cupti_gpu.py).
+//
+// --nvtx-exact launches known kernels inside nested NVTX ranges, on two
+// threads, through the runtime, the driver and a graph, and prints what it
+// did (tests/gpu/test_nvtx_gpu.py).
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +42,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 __global__ void gs_percall_empty() {}
@@ -39,6 +51,22 @@ __global__ void gs_exact_kernel(int* p) {
 }
 __global__ void gs_other_kernel(int* p) {
   if (p && threadIdx.x == 1024) *p = 1;
+}
+// --nvtx-exact: one kernel per range, so a range's GPU time is its kernel's
+__global__ void gs_nvtx_outer(int* p) {
+  if (p && threadIdx.x == 1024) *p = 2;
+}
+__global__ void gs_nvtx_inner(int* p) {
+  if (p && threadIdx.x == 1024) *p = 3;
+}
+__global__ void gs_nvtx_graph(int* p) {
+  if (p && threadIdx.x == 1024) *p = 4;
+}
+__global__ void gs_nvtx_thread(int* p) {
+  if (p && threadIdx.x == 1024) *p = 5;
+}
+__global__ void gs_nvtx_outside(int* p) {
+  if (p && threadIdx.x == 1024) *p = 6;
 }
 
 #define CK(x)                                                                                 \
@@ -93,14 +121,24 @@ static inline bool call(const std::string& op, Ctx& c) {
   else if (op == "memset") CK(cudaMemsetAsync(c.dev, 0, 64, c.s));
   else if (op == "graph1") CK(cudaGraphLaunch(c.g1, c.s));
   else if (op == "graph128") CK(cudaGraphLaunch(c.g128, c.s));
-  else if (op == "kernel") gs_percall_empty<<<1, 1, 0, c.s>>>();
+  else if (op == "kernel" || op == "nvtx_kernel" || op == "nvtx_kernel_outside") gs_percall_empty<<<1, 1, 0, c.s>>>();
+  else if (op == "nvtx_pushpop") {
+    nvtxRangePushA("percall");
+    nvtxRangePop();
+  } else if (op == "nvtx_startend") nvtxRangeEnd(nvtxRangeStartA("percall"));
   else return false;
   return true;
 }
 
 static void timed(const std::string& op, int calls, Ctx& c) {
-  int every = op == "kernel" ? 1024 : 64;
-  if (op == "sync") every = 1 << 30;
+  bool launches = op == "kernel" || op == "nvtx_kernel" || op == "nvtx_kernel_outside";
+  int every = launches ? 1024 : 64;
+  if (op == "sync" || op == "nvtx_pushpop" || op == "nvtx_startend") every = 1 << 30;
+  if (op == "nvtx_kernel") nvtxRangePushA("percall-launches");  // open around every timed launch
+  if (op == "nvtx_kernel_outside") {
+    nvtxRangePushA("percall-first");  // a range has been: launches are hooked from now on (GRAPHSIGNAL_NVTX=gpu)
+    nvtxRangePop();
+  }
   auto run = [&](int n, double* inside) {
     double in = 0;
     auto t0 = Clock::now();
@@ -117,6 +155,7 @@ static void timed(const std::string& op, int calls, Ctx& c) {
   run(calls / 10 + 1, nullptr);
   double inside = 0;
   double wall = run(calls, &inside);
+  if (op == "nvtx_kernel") nvtxRangePop();
   printf("{\"op\": \"%s\", \"calls\": %d, \"us\": %.4f, \"api_us\": %.4f}\n", op.c_str(), calls, 1e6 * wall / calls,
          1e6 * inside / calls);
   fflush(stdout);
@@ -216,11 +255,70 @@ static int exact() {
   return 0;
 }
 
+static int nvtx_exact() {
+  const int outer = 300, inner_rt = 200, inner_drv = 100, replays = 40, graph_nodes = 6, thread_k = 150, outside = 70;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int* dev = nullptr;
+  CK(cudaMalloc((void**)&dev, 4096));
+  // the graph, captured before any range (its kernels are its own: counted with its replays)
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < graph_nodes; i++) gs_nvtx_graph<<<1, 32, 0, s>>>(dev);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&e, g, 0));
+  CK(cudaGraphDestroy(g));
+  cudaFunction_t f = nullptr;
+  CK(cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(gs_nvtx_inner)));
+  CK(cudaStreamSynchronize(s));
+  nvtxInitialize(nullptr);  // NVTX attaches its tool now, not inside the timed range
+
+  auto t0 = Clock::now();
+  nvtxRangePushA("outer");
+  for (int i = 0; i < outer; i++) gs_nvtx_outer<<<1, 32, 0, s>>>(dev);
+  nvtxDomainHandle_t dom = nvtxDomainCreateA("gs-exact");
+  nvtxEventAttributes_t a;
+  memset(&a, 0, sizeof a);
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  a.message.ascii = "inner";
+  nvtxDomainRangePushEx(dom, &a);  // another domain: innermost on the thread all the same
+  nvtxRangePushA("inner");
+  for (int i = 0; i < inner_rt; i++) gs_nvtx_inner<<<1, 32, 0, s>>>(dev);
+  void* args[] = {&dev};
+  for (int i = 0; i < inner_drv; i++)
+    CU(cuLaunchKernel(reinterpret_cast<CUfunction>(f), 1, 1, 1, 32, 1, 1, 0, reinterpret_cast<CUstream>(s), args,
+                      nullptr));
+  for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(e, s));
+  nvtxRangePop();
+  nvtxDomainRangePop(dom);
+  CK(cudaStreamSynchronize(s));
+  nvtxRangePop();
+  double outer_s = seconds(t0, Clock::now());
+  for (int i = 0; i < outside; i++) gs_nvtx_outside<<<1, 32, 0, s>>>(dev);
+  std::thread other([&] {
+    nvtxRangePushA("thread");
+    for (int i = 0; i < thread_k; i++) gs_nvtx_thread<<<1, 32, 0, s>>>(dev);
+    CK(cudaStreamSynchronize(s));
+    nvtxRangePop();
+  });
+  other.join();
+  CK(cudaDeviceSynchronize());
+  printf("{\"pid\": %d, \"outer\": %d, \"inner_runtime\": %d, \"inner_driver\": %d, \"replays\": %d, "
+         "\"graph_nodes\": %d, \"thread\": %d, \"outside\": %d, \"outer_wall_ns\": %.0f}\n",
+         (int)getpid(), outer, inner_rt, inner_drv, replays, graph_nodes, thread_k, outside, outer_s * 1e9);
+  fflush(stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string ops = "sync,h2d_pinned,h2d_pageable,d2h_pinned,d2h_pageable,memset,graph1,graph128,kernel";
   int scale = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--exact")) return exact();
+    if (!strcmp(argv[i], "--nvtx-exact")) return nvtx_exact();
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atoi(argv[++i]);
   }
@@ -241,7 +339,8 @@ int main(int argc, char** argv) {
     int n = 10000;
     if (op == "h2d_pageable" || op == "d2h_pageable" || op == "graph1") n = 5000;
     if (op == "graph128") n = 500;
-    if (op == "kernel") n = 30000;
+    if (op == "kernel" || op == "nvtx_kernel" || op == "nvtx_kernel_outside") n = 30000;
+    if (op == "nvtx_pushpop" || op == "nvtx_startend") n = 200000;
     if (!op.empty()) {
       Ctx probe = c;
       if (!call(op, probe)) {

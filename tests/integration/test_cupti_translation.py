@@ -458,14 +458,15 @@ def test_records_on_an_ignored_stream_are_left_out(harness):
     assert t.profile("cuda_kernels_nanoseconds") == {ADD: (100, 1)}
 
 
-def test_library_exports_only_its_two_entry_points(injection_lib):
+def test_library_exports_only_its_entry_points(injection_lib):
     nm = shutil.which("nm")
     if not nm:
         pytest.skip("no nm here")
     out = subprocess.run([nm, "-D", "--defined-only", injection_lib], capture_output=True, text=True, check=True)
     symbols = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
-    # InitializeInjection for CUDA; graphsignal_cupti_ignore_stream for probe_cuda.h's reader
-    assert symbols == {"InitializeInjection", "graphsignal_cupti_ignore_stream"}
+    # InitializeInjection for CUDA; InitializeInjectionNvtx2 for NVTX (NVTX_INJECTION64_PATH);
+    # graphsignal_cupti_ignore_stream for probe_cuda.h's reader
+    assert symbols == {"InitializeInjection", "InitializeInjectionNvtx2", "graphsignal_cupti_ignore_stream"}
     # nor does it hold the test driver's code (tests/support/cupti/test_shim.cpp), not even as local symbols
     every = subprocess.run([nm, injection_lib], capture_output=True, text=True, check=True).stdout
     assert "InitializeInjection" in every and "gs_test_" not in every

@@ -115,9 +115,11 @@ def test_wheel_without_toolkit_has_both_cuda_majors_from_the_header_wheels(wheel
         with open(so + ".build-info") as f:
             infos[major] = json.load(f)
     # the oldest minor of each major, from pyproject.toml's build requirements, not a toolkit
-    assert infos[12] == {"major": 12, "minor": 0,
+    # NVTX's headers (one tool interface for every major) from the nvidia-nvtx wheel
+    assert infos[12] == {"major": 12, "minor": 0, "nvtx": "nvidia-nvtx 13.0.85",
                          "headers": "nvidia-cuda-cupti-cu12 12.0.146, nvidia-cuda-runtime-cu12 12.0.146"}
-    assert infos[13] == {"major": 13, "minor": 0, "headers": "nvidia-cuda-cupti 13.0.85, nvidia-cuda-runtime 13.0.96"}
+    assert infos[13] == {"major": 13, "minor": 0, "headers": "nvidia-cuda-cupti 13.0.85, nvidia-cuda-runtime 13.0.96",
+                         "nvtx": "nvidia-nvtx 13.0.85"}
     with open(os.path.join(lib, "build-report.json")) as f:
         report = json.load(f)
     assert report["probes"] == "built" and sorted(report["cupti"]) == ["12", "13"]

@@ -735,3 +735,60 @@ FAKE_API void fake_cupti_threads(int threads, int calls, int which, uintptr_t pi
   for (int i = 0; i < threads; i++) ts.emplace_back([=] { fake_cupti_bench(which, calls, pinned, dev); });
   for (auto& t : ts) t.join();
 }
+
+// -- GPU time per NVTX range ---------------------------------------------------------
+namespace {
+void launch_callback(CUpti_CallbackDomain domain, uint32_t cbid, uint32_t corr, CUpti_ApiCallbackSite site) {
+  if (!subscriber_fn || cbid >= 1024 || !api_enabled[domain][cbid].load(std::memory_order_relaxed)) return;
+  int result = 0;
+  uint64_t data = 0;
+  CUpti_CallbackData cb;
+  memset(&cb, 0, sizeof cb);
+  cb.functionName = "fake launch";
+  cb.context = current;
+  cb.correlationId = corr;
+  cb.correlationData = &data;
+  cb.callbackSite = site;
+  if (site == CUPTI_API_EXIT) cb.functionReturnValue = &result;
+  subscriber_fn(subscriber_data, domain, cbid, &cb);
+}
+}  // namespace
+
+// A launch as CUDA makes it, with its correlation id: a runtime launch
+// (runtime != 0) makes its driver launch (driver_cbid, driver_corr) inside;
+// driver_cbid 0: none. Only enabled callbacks are made, as CUPTI.
+FAKE_API void fake_cupti_launch(int runtime, uint32_t cbid, uint32_t corr, uint32_t driver_cbid,
+                                uint32_t driver_corr) {
+  CUpti_CallbackDomain outer = runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+  launch_callback(outer, cbid, corr, CUPTI_API_ENTER);
+  if (runtime && driver_cbid) {
+    launch_callback(CUPTI_CB_DOMAIN_DRIVER_API, driver_cbid, driver_corr, CUPTI_API_ENTER);
+    launch_callback(CUPTI_CB_DOMAIN_DRIVER_API, driver_cbid, driver_corr, CUPTI_API_EXIT);
+  }
+  launch_callback(outer, cbid, corr, CUPTI_API_EXIT);
+}
+
+// A kernel record (graph_id 0: launched eagerly) with a correlation id.
+FAKE_API void fake_cupti_kernel_corr(const char* name, uint32_t corr, uint64_t ns, uint32_t graph_id) {
+  std::lock_guard<std::mutex> g(mu);
+  names.emplace_back(name);
+  KernelRecord* r = add<KernelRecord>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (!r) return;
+  r->name = names.back().c_str();
+  r->correlationId = corr;
+  r->graphId = graph_id;
+  r->start = 5000;
+  r->end = 5000 + ns;
+}
+
+// A graph replay's GRAPH_TRACE record with a correlation id.
+FAKE_API void fake_cupti_graph_corr(uint32_t graph_id, uint32_t corr, uint64_t ns) {
+  std::lock_guard<std::mutex> g(mu);
+  if (!enabled.count(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) return;
+  GraphRecord* r = add<GraphRecord>(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+  if (!r) return;
+  r->graphId = graph_id;
+  r->correlationId = corr;
+  r->start = 7000;
+  r->end = 7000 + ns;
+}
