@@ -83,10 +83,11 @@ def work_dir():
     return d
 
 
-def compile_bench(exe, cuda_include=None):
-    """nvcc-compiles percall_bench.cu against the shared CUDA runtime (as
-    PyTorch and llama.cpp load it), with the toolkit's library folder as
-    its rpath so it runs without LD_LIBRARY_PATH."""
+def compile_bench(exe, cuda_include=None, source="percall_bench.cu", extra=("-lcuda",)):
+    """nvcc-compiles scripts/cuda/<source> (percall_bench.cu) against the
+    shared CUDA runtime (as PyTorch and llama.cpp load it), with the
+    toolkit's library folder as its rpath so it runs without
+    LD_LIBRARY_PATH; `extra` goes to the link (libraries, their rpaths)."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
         for root in ("/usr/local/cuda/bin/nvcc",) + tuple(sorted(glob.glob("/usr/local/cuda-*/bin/nvcc"))):
@@ -105,8 +106,8 @@ def compile_bench(exe, cuda_include=None):
             if glob.glob(os.path.join(p, "libcudart.so*")) and p not in dirs:
                 dirs.append(p)
     rpath = [x for p in dirs for x in ("-Xlinker", "-rpath", "-Xlinker", p)]
-    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe,
-                    os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"), "-lcuda"] + rpath, check=True)
+    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe, os.path.join(ROOT, "scripts", "cuda", source)]
+                   + list(extra) + rpath, check=True)
     return exe
 
 
