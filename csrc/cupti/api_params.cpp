@@ -61,6 +61,18 @@ GS_SAME_FIELD(PtrSize, cuMemHostRegister_v2_params, size, bytesize);
 GS_SAME_FIELD(Instantiate, cuGraphInstantiateWithFlags_params, graph, hGraph);
 GS_SAME_FIELD(Instantiate, cuGraphInstantiate_v2_params, graph, hGraph);
 GS_SAME_FIELD(ExecUpdate, cuGraphExecUpdate_v2_params, graph, hGraph);
+GS_SAME_FIELD(GraphLaunch, cudaGraphLaunch_v10000_params, exec, graphExec);
+GS_SAME_FIELD(GraphLaunch, cudaGraphLaunch_v10000_params, stream, stream);
+GS_SAME_FIELD(GraphLaunch, cudaGraphLaunch_ptsz_v10000_params, stream, stream);
+GS_SAME_FIELD(GraphLaunch, cuGraphLaunch_params, exec, hGraph);
+GS_SAME_FIELD(GraphLaunch, cuGraphLaunch_params, stream, hStream);
+GS_SAME_FIELD(GraphLaunch, cuGraphLaunch_ptsz_params, stream, hStream);
+GS_SAME_FIELD(ExecFirst, cudaGraphExecDestroy_v10000_params, exec, graphExec);
+GS_SAME_FIELD(ExecFirst, cudaGraphExecKernelNodeSetParams_v10010_params, exec, hGraphExec);
+GS_SAME_FIELD(ExecFirst, cudaGraphNodeSetEnabled_v11060_params, exec, hGraphExec);
+GS_SAME_FIELD(ExecFirst, cuGraphExecDestroy_params, exec, hGraphExec);
+GS_SAME_FIELD(ExecFirst, cuGraphExecKernelNodeSetParams_params, exec, hGraphExec);
+GS_SAME_FIELD(ExecFirst, cuGraphNodeSetEnabled_params, exec, hGraphExec);
 #undef GS_SAME_FIELD
 static_assert(offsetof(DrMemset, n) == 16 && offsetof(DrMemset2D, width) == 24, "memset parameter layouts");
 static_assert(offsetof(CUDA_MEMCPY2D, WidthInBytes) > offsetof(CUDA_MEMCPY2D, dstPitch), "CUDA_MEMCPY2D");

@@ -20,7 +20,7 @@ constexpr uint16_t kElem1 = 1 << 8, kElem2 = 2 << 8, kElem4 = 4 << 8;
 constexpr uint16_t kPtsz = 1 << 12;  // the per-thread default stream variant (_ptsz / _ptds)
 
 enum class Op : uint8_t { kSync, kCopy, kMemset, kHostAlloc, kHostRegister, kHostFree, kCaptureBegin, kCaptureEnd,
-                          kInstantiate, kExecUpdate };
+                          kInstantiate, kExecUpdate, kGraphLaunch, kExecDestroy, kExecModify };
 
 struct ApiCallbacks::Api {
   uint16_t cbid;
