@@ -109,10 +109,13 @@ bool GraphLaunches::counted(uint32_t corr) const {
 }
 
 bool GraphLaunches::on_launch(CUgraphExec exec, uint16_t device, uint32_t corr) {
+  if (corr) {
+    if (!any_corr_.load(std::memory_order_relaxed)) any_corr_.store(true, std::memory_order_relaxed);
+    raise_to(last_corr_, corr);  // before reading the state: see begin_accounting
+  }
+  // after the id is known: the thread it wakes may begin accounting at once
   if (first_hook_ && !first_.load(std::memory_order_relaxed) && !first_.exchange(true)) first_hook_(first_arg_);
   if (!corr) return true;  // no id: never counted (begin_accounting refuses without ids)
-  if (!any_corr_.load(std::memory_order_relaxed)) any_corr_.store(true, std::memory_order_relaxed);
-  raise_to(last_corr_, corr);  // before reading the state: see begin_accounting
   if (!counted(corr)) return true;
   Slot* s = find(exec);
   if (!s) return false;

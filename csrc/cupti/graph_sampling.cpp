@@ -71,7 +71,8 @@ void GraphSampling::start_probe(Clock::time_point now) {
 }
 
 void GraphSampling::start_sampling(Clock::time_point now, bool from_window) {
-  launches_->fold();
+  // No fold here: the last launches of the open window have no records yet;
+  // the first window's judgment folds them with their records.
   log(Level::kInfo, "CUDA graph replays are counted by launch callbacks and timed in sampling windows of %u ms "
       "every %u ms (GRAPH_TRACE %s between windows; durations tagged duration=sampled)", cfg_.window_ms,
       cfg_.period_ms, launches_->mode() == GraphLaunches::Mode::kGraph ? "off" : "on");
