@@ -292,9 +292,14 @@ void ApiCallbacks::on_graph(const Api& api, const void* params) {
   }
   CUgraphExec exec;
   CUgraph graph;
+  bool device_launch = false;  // CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH: replays launched where no callback sees them
   if (api.op == Op::kInstantiate) {
     const Instantiate* p = static_cast<const Instantiate*>(params);
     exec = p->exec ? *p->exec : nullptr, graph = p->graph;
+    uint64_t flags = 0;
+    if (api.flags & kInstFlags) flags = p->third;
+    else if ((api.flags & kInstParams) && p->third) flags = *reinterpret_cast<const uint64_t*>(p->third);
+    device_launch = (flags & 4) != 0;
   } else {
     const ExecUpdate* p = static_cast<const ExecUpdate*>(params);
     exec = p->exec, graph = p->graph;
@@ -313,7 +318,7 @@ void ApiCallbacks::on_graph(const Api& api, const void* params) {
   GraphShape* want = launches_ && launches_->mode() == GraphLaunches::Mode::kNode ? &shape : nullptr;
   if (api.op == Op::kInstantiate) {
     std::string name = graphs_->on_instantiate(exec_id, graph_id, graph, want);
-    if (launches_) launches_->bind(exec, name, want);
+    if (launches_) launches_->bind(exec, name, want, device_launch);
   } else {
     std::string name = graphs_->on_update(exec_id, graph_id, graph, want);
     if (launches_ && !launches_->updated(exec, want)) launches_->bind(exec, name, want);

@@ -40,6 +40,13 @@ GS_SAME_FIELD(PtrSize, cudaHostRegister_v4000_params, size, size);
 GS_SAME_FIELD(Instantiate, cudaGraphInstantiate_v12000_params, graph, graph);
 GS_SAME_FIELD(Instantiate, cudaGraphInstantiateWithFlags_v11040_params, graph, graph);
 GS_SAME_FIELD(Instantiate, cudaGraphInstantiateWithParams_v12000_params, graph, graph);
+GS_SAME_FIELD(Instantiate, cudaGraphInstantiate_v12000_params, third, flags);
+GS_SAME_FIELD(Instantiate, cudaGraphInstantiateWithFlags_v11040_params, third, flags);
+GS_SAME_FIELD(Instantiate, cudaGraphInstantiateWithParams_v12000_params, third, instantiateParams);
+GS_SAME_FIELD(Instantiate, cuGraphInstantiateWithFlags_params, third, flags);
+GS_SAME_FIELD(Instantiate, cuGraphInstantiateWithParams_params, third, instantiateParams);
+static_assert(offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, flags) == 0 && offsetof(cudaGraphInstantiateParams, flags) == 0,
+              "instantiate params: flags first");
 GS_SAME_FIELD(ExecUpdate, cudaGraphExecUpdate_v10020_params, graph, hGraph);
 GS_SAME_FIELD(DrCopy, cuMemcpyHtoDAsync_v2_params, src, srcHost);
 GS_SAME_FIELD(DrCopy, cuMemcpyHtoDAsync_v2_params, stream, hStream);

@@ -43,7 +43,7 @@ struct RtMemset3D { RtPitchedPtr ptr; int value; RtExtent extent; CUstream strea
 struct OutPtr { void** ptr; size_t size; };
 struct PtrSize { void* ptr; size_t size; };
 struct Ptr { void* ptr; };
-struct Instantiate { CUgraphExec* exec; CUgraph graph; };
+struct Instantiate { CUgraphExec* exec; CUgraph graph; uint64_t third; };  // third: flags, or their struct (kInst*)
 struct ExecUpdate { CUgraphExec exec; CUgraph graph; };
 struct GraphLaunch { CUgraphExec exec; CUstream stream; };  // both APIs
 struct ExecFirst { CUgraphExec exec; };  // destroy, and the setters on an executable's nodes

@@ -62,10 +62,10 @@ const ApiCallbacks::Api kRuntimeApis[] = {
     {319, Op::kCaptureEnd, Layout::kRtStream, 0},  // cudaStreamEndCapture_v10000
     {320, Op::kCaptureEnd, Layout::kRtStream, kPtsz},  // cudaStreamEndCapture_ptsz_v10000
     {310, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiate_v10000
-    {443, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiate_v12000
-    {418, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiateWithFlags_v11040
-    {436, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiateWithParams_v12000
-    {437, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiateWithParams_ptsz_v12000
+    {443, Op::kInstantiate, Layout::kRtInstantiate, kInstFlags},  // cudaGraphInstantiate_v12000
+    {418, Op::kInstantiate, Layout::kRtInstantiate, kInstFlags},  // cudaGraphInstantiateWithFlags_v11040
+    {436, Op::kInstantiate, Layout::kRtInstantiate, kInstParams},  // cudaGraphInstantiateWithParams_v12000
+    {437, Op::kInstantiate, Layout::kRtInstantiate, kInstParams},  // cudaGraphInstantiateWithParams_ptsz_v12000
     {335, Op::kExecUpdate, Layout::kRtExecUpdate, 0},  // cudaGraphExecUpdate_v10020
     {313, Op::kExecDestroy, Layout::kExecFirst, 0},  // cudaGraphExecDestroy_v10000
     {326, Op::kExecModify, Layout::kExecFirst, 0},  // cudaGraphExecKernelNodeSetParams_v10010
@@ -153,9 +153,9 @@ const ApiCallbacks::Api kDriverApis[] = {
     {498, Op::kCaptureEnd, Layout::kDrStream, kPtsz},  // cuStreamEndCapture_ptsz
     {513, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiate
     {578, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiate_v2
-    {643, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiateWithFlags
-    {656, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiateWithParams
-    {657, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiateWithParams_ptsz
+    {643, Op::kInstantiate, Layout::kDrInstantiate, kInstFlags},  // cuGraphInstantiateWithFlags
+    {656, Op::kInstantiate, Layout::kDrInstantiate, kInstParams},  // cuGraphInstantiateWithParams
+    {657, Op::kInstantiate, Layout::kDrInstantiate, kInstParams},  // cuGraphInstantiateWithParams_ptsz
     {561, Op::kExecUpdate, Layout::kDrExecUpdate, 0},  // cuGraphExecUpdate
     {696, Op::kExecUpdate, Layout::kDrExecUpdate, 0},  // cuGraphExecUpdate_v2
     {514, Op::kGraphLaunch, Layout::kGraphLaunch, 0},  // cuGraphLaunch

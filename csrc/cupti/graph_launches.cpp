@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <algorithm>
 #include <map>
 #include <new>
 #include <tuple>
@@ -126,8 +127,24 @@ bool GraphLaunches::on_launch(CUgraphExec exec, uint16_t device, uint32_t corr) 
     uint32_t d = corr - acct_after_.load(std::memory_order_relaxed);
     atomic_min(win_lo_, d);
     atomic_max(win_hi_, d);
+    int m = cur_marks_.load(std::memory_order_relaxed);
+    uint32_t i = n_marks_[m].fetch_add(1, std::memory_order_relaxed);
+    if (i < kMarks) {
+      marks_[m][i].frame.store(s->frame.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      marks_[m][i].corr.store(corr, std::memory_order_release);
+    }
   }
   return true;
+}
+
+int GraphLaunches::frame_of_launch(uint32_t corr) const {
+  for (int m = 0; m < 2; m++) {
+    uint32_t n = std::min(n_marks_[m].load(std::memory_order_acquire), kMarks);
+    for (uint32_t i = 0; i < n; i++)
+      if (marks_[m][i].corr.load(std::memory_order_acquire) == corr)
+        return static_cast<int>(marks_[m][i].frame.load(std::memory_order_relaxed));
+  }
+  return -1;
 }
 
 void GraphLaunches::count_unbound(uint16_t device) {
@@ -135,8 +152,11 @@ void GraphLaunches::count_unbound(uint16_t device) {
   unbound_device_.store(device, std::memory_order_relaxed);
 }
 
-void GraphLaunches::bind(CUgraphExec exec, const std::string& name, const GraphShape* shape) {
+void GraphLaunches::bind(CUgraphExec exec, const std::string& name, const GraphShape* shape, bool device_launch) {
   if (!slots_ || !exec || name.empty()) return;
+  if (device_launch && mode_ == Mode::kNode && !full_trace_reason_.load(std::memory_order_relaxed))
+    full_trace_reason_.store("a CUDA graph was instantiated for device launch: launch callbacks cannot count its "
+                             "replays, so its nodes are traced", std::memory_order_release);
   std::lock_guard<std::mutex> g(mu_);
   uint32_t frame;
   bool dynamic;
@@ -219,6 +239,10 @@ void GraphLaunches::end_accounting() {
 }
 
 void GraphLaunches::open_window() {
+  // the older of the two mark lists starts over (the last window's records may still come in)
+  int m = 1 - cur_marks_.load(std::memory_order_relaxed);
+  n_marks_[m].store(0, std::memory_order_relaxed);
+  cur_marks_.store(m, std::memory_order_release);
   win_lo_.store(UINT32_MAX, std::memory_order_relaxed);
   win_hi_.store(0, std::memory_order_relaxed);
   window_open_.store(true, std::memory_order_release);
@@ -347,8 +371,14 @@ bool GraphLaunches::on_record(uint32_t graph_id, uint32_t corr, const graphsigna
     return true;
   }
   if (f < 0) {
-    st_.unknown_samples++;
-    return true;
+    // a graph no frame knows (a conditional node's body, a child graph):
+    // the launch it came from says whose replay it was
+    f = frame_of_launch(corr);
+    if (f < 0) {
+      st_.unknown_samples++;
+      return true;
+    }
+    if (frame_by_graph_.size() < (1u << 16)) frame_by_graph_[graph_id] = f;
   }
   tally(frames_[f], rec, symbol, true);
   ev_.window_samples++;

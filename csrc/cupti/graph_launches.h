@@ -106,7 +106,11 @@ class GraphLaunches {
   void count_unbound(uint16_t device);
   // An executable's frame (registry name) and what one replay runs (null or
   // !known: no walk). Rebinding a handle retires its previous binding.
-  void bind(CUgraphExec exec, const std::string& name, const GraphShape* shape);
+  // `device_launch`: instantiated to be launched from the device, where no
+  // callback counts its replays (node mode then traces every node).
+  void bind(CUgraphExec exec, const std::string& name, const GraphShape* shape, bool device_launch = false);
+  // Why sampling cannot count this process's replays (null: it can).
+  const char* full_trace_reason() const { return full_trace_reason_.load(std::memory_order_acquire); }
   // cudaGraphExecUpdate: the executable's new kernels; it keeps its frame,
   // and counts by sampled windows from now on if they differ from the walk.
   // False when `exec` is not bound (the caller binds it).
@@ -226,6 +230,7 @@ class GraphLaunches {
   bool counted(uint32_t corr) const;
   bool in_window(uint32_t corr) const;                                     // under data_mu_
   int frame_of_graph(uint32_t graph_id);                                   // under data_mu_; -1: unknown
+  int frame_of_launch(uint32_t corr) const;                                // a marked launch's frame; -1: unknown
   void tally(Frame& f, const graphsignal_ring_record& rec, const char* symbol, bool counted_launch);
   bool ratio_known(const Frame& f) const;
   void estimate_graph(Frame& f, uint16_t dev, uint64_t replays, NameTable* names);
@@ -251,6 +256,17 @@ class GraphLaunches {
   std::atomic<bool> learning_{true};   // exact records still teach the means (until accounting ends for good)
   std::atomic<bool> window_open_{false};
   std::atomic<uint32_t> win_lo_{UINT32_MAX}, win_hi_{0};  // the open window's ids, as offsets from B
+  std::atomic<const char*> full_trace_reason_{nullptr};
+  // The frames of the launches of this window and the last one, by
+  // correlation id: a window record whose graph id names no frame (a
+  // conditional node's body graph, say) belongs to the launch it came from.
+  static constexpr uint32_t kMarks = 4096;
+  struct Mark {
+    std::atomic<uint32_t> corr{0}, frame{0};
+  };
+  Mark marks_[2][kMarks];
+  std::atomic<uint32_t> n_marks_[2] = {};
+  std::atomic<int> cur_marks_{0};
 
   void (*first_hook_)(void*) = nullptr;
   void* first_arg_ = nullptr;

@@ -112,6 +112,12 @@ bool GraphSampling::strike(const GraphLaunches::Evidence& e) const {
 }
 
 bool GraphSampling::run(Clock::time_point now) {
+  if (phase_ != kEnded && phase_ != kOff && launches_->accounting()) {
+    if (const char* why = launches_->full_trace_reason()) {
+      end(now, why);
+      return true;
+    }
+  }
   switch (phase_) {
     case kWaiting:
       if (!woken_) return false;

@@ -293,6 +293,27 @@ def test_node_mode_counts_of_varying_graphs_are_estimated_from_the_windows(sampl
     assert t.by_tags("cuda_kernels_nanoseconds") == {EST_COUNT: {"k_c": (18 * 40, 18)}}
 
 
+def test_node_mode_window_records_of_an_unknown_graph_belong_to_the_launch_they_came_from(sampling):
+    t = sampling(node_mode=True)
+    t.bind(EXEC, 21, NAME, "k_a", 1, 1)  # conditional: its body runs k_body under a graph id of its own
+    t.begin()
+    t.window(True)
+    _, win = t.launches(EXEC, 3)
+    t.window(False)
+    for c in win:
+        t.kernel("k_a", 0, 1, 0, 10, 21, 0)
+        t.last_corr(c, 21)
+        t.kernel("k_body", 0, 1, 0, 30, 999, 0)
+        t.last_corr(c, 999)
+    t.translate()
+    t.evidence()
+    t.sampling(4)
+    t.launches(EXEC, 7)
+    t.flush_graphs(0)
+    t.drain()
+    assert t.by_tags("cuda_kernels_nanoseconds") == {EST_COUNT: {"k_a": (100, 10), "k_body": (300, 10)}}
+
+
 def test_node_mode_dynamic_replays_wait_for_a_window(sampling):
     t = sampling(node_mode=True)
     t.bind(EXEC, 21, NAME, "", 0, 0)  # not walked: only windows say what a replay runs

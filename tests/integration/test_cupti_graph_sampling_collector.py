@@ -136,3 +136,23 @@ def test_a_destroyed_executable_handle_reused_for_another_graph_counts_for_the_n
     out, store, err = run_child(libs, steps, **FAST)
     got = total(split(store, "cuda_graphs_nanoseconds"))
     assert got == {fnv_name(["a"]): (600 * NS, 600), fnv_name(["z", "z"]): (600 * 2 * NS, 600)}, (got, err[-3000:])
+
+
+def test_node_mode_attributes_a_conditional_bodys_kernels_to_the_replay_that_ran_them(libs):  # noqa: F811
+    # the body's records carry a graph id no frame knows; the launch they came from does
+    out, store, err = graph_run(libs, model=0, spec="k:a;c:body_k", GRAPHSIGNAL_CUDA_GRAPH_TRACE="node")
+    parts = split(store, "cuda_kernels_nanoseconds")
+    got = total(parts)
+    assert set(got) == {"a", "body_k"} and ("sampled", "estimated") in parts, (parts, err[-3000:])
+    assert abs(got["a"][1] - 2000) <= 2 and abs(got["body_k"][1] - 2000) <= 2, got
+
+
+def test_node_mode_traces_every_node_once_a_graph_is_made_for_device_launch(libs):  # noqa: F811
+    steps = [["call", "graph_model", 0], ["call", "set_context", 5, 0],
+             ["save", "g", "graph", "k:a;k:b", 3], ["call", "instantiate", 0x100, "$g", 21, 0, 0],
+             ["call", "graph_launch_threads", 1, 60, 10, 10000, 0x100, NS],
+             ["save", "d", "graph", "k:dev", 4], ["call", "instantiate_flags", 0x200, "$d", 22, 4 | 1],
+             ["call", "graph_launch_threads", 1, 60, 10, 10000, 0x100, NS], ["complete"]]
+    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUDA_GRAPH_TRACE="node", **FAST)
+    assert "instantiated for device launch" in err and FULL in err, err[-3000:]
+    assert total(split(store, "cuda_kernels_nanoseconds")) == {"a": (1200 * NS, 1200), "b": (1200 * NS, 1200)}

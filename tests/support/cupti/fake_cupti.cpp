@@ -599,7 +599,9 @@ FAKE_API void fake_cupti_capture(uintptr_t stream, int begin) {
 }
 
 // A graph from a spec: "k:<kernel>" kernel nodes, "m" memcpy, "s" memset,
-// "g:<handle>" a child graph, separated by ';'. Returns its handle.
+// "g:<handle>" a child graph, "c:<kernel>" a conditional node whose body
+// runs that kernel (its records carry the body graph's id: the
+// executable's + 1000), separated by ';'. Returns its handle.
 FAKE_API uintptr_t fake_cupti_graph(const char* spec, uint32_t cupti_graph_id) {
   std::vector<FakeNode> nodes;
   std::string s(spec);
@@ -613,6 +615,7 @@ FAKE_API uintptr_t fake_cupti_graph(const char* spec, uint32_t cupti_graph_id) {
     else if (item == "m") n.type = CU_GRAPH_NODE_TYPE_MEMCPY;
     else if (item == "s") n.type = CU_GRAPH_NODE_TYPE_MEMSET;
     else if (item.rfind("g:", 0) == 0) n.type = CU_GRAPH_NODE_TYPE_GRAPH, n.child = atoi(item.c_str() + 2);
+    else if (item.rfind("c:", 0) == 0) n.type = static_cast<CUgraphNodeType>(13), n.kernel = item.substr(2);  // a conditional node, its body one kernel
     nodes.push_back(n);
     if (end == std::string::npos) break;
     at = end + 1;
@@ -714,6 +717,20 @@ FAKE_API void fake_cupti_clone(uintptr_t clone, uint32_t clone_id, uintptr_t ori
     subscriber_fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPH_CLONED, &rd);
 }
 
+// cudaGraphInstantiateWithFlags of `graph` into `exec` (CUPTI id `exec_id`).
+FAKE_API int fake_cupti_instantiate_flags(uintptr_t exec, uintptr_t graph, uint32_t exec_id, uint64_t flags) {
+  {
+    std::lock_guard<std::mutex> g(mu);
+    exec_ids[exec] = exec_id;
+    exec_graphs[exec] = graph;
+    exec_made_with[exec] = enabled;
+  }
+  cudaGraphExec_t out = nullptr;
+  cudaGraphInstantiateWithFlags_v11040_params p{&out, reinterpret_cast<cudaGraph_t>(graph), flags};
+  return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithFlags_v11040, &p, 0,
+                  [&] { out = reinterpret_cast<cudaGraphExec_t>(exec); });
+}
+
 // -- graph launches, and the records CUPTI makes of them ---------------------------
 // How the fake CUPTI traces a graph launch (what scripts/bench_graph_toggle.py
 // measures on a real one):
@@ -750,11 +767,12 @@ void trace_launch(uintptr_t exec, uint32_t corr, uint64_t ns) {
   size_t gi = exec_graphs[exec] - 1;
   if (gi >= graphs.size()) return;
   for (const FakeNode& n : graphs[gi]) {
-    if (n.type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+    bool body = static_cast<int>(n.type) == 13;
+    if (n.type != CU_GRAPH_NODE_TYPE_KERNEL && !body) continue;
     KernelRecord* r = add<KernelRecord>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (!r) return;
     r->name = n.kernel.c_str();  // the graph outlives the records
-    r->graphId = id;
+    r->graphId = body ? id + 1000 : id;
     r->correlationId = corr;
     r->start = 1000;
     r->end = 1000 + ns;
