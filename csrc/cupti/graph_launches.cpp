@@ -87,7 +87,8 @@ GraphLaunches::Slot* GraphLaunches::insert(uintptr_t key) {
     s.launches.store(0, std::memory_order_relaxed);
     s.marked.store(0, std::memory_order_relaxed);
     s.dynamic.store(false, std::memory_order_relaxed);
-    s.sent = s.sent_marked = s.evid_marked = s.evid_launches = 0;
+    s.seen.store(0, std::memory_order_relaxed);
+    s.sent = s.seen_sent = s.evid_marked = s.evid_launches = 0;
     s.retired_flushes = 0;
     return &s;
   }
@@ -117,7 +118,12 @@ bool GraphLaunches::on_launch(CUgraphExec exec, uint16_t device, uint32_t corr) 
   // after the id is known: the thread it wakes may begin accounting at once
   if (first_hook_ && !first_.load(std::memory_order_relaxed) && !first_.exchange(true)) first_hook_(first_arg_);
   if (!corr) return true;  // no id: never counted (begin_accounting refuses without ids)
-  if (!counted(corr)) return true;
+  if (!counted(corr)) {
+    // left to its records; while they teach, how many replays they came from
+    if (learning_.load(std::memory_order_relaxed) && mode_ == Mode::kNode)
+      if (Slot* s = find(exec)) s->seen.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   Slot* s = find(exec);
   if (!s) return false;
   s->device.store(device, std::memory_order_relaxed);
@@ -269,22 +275,25 @@ bool GraphLaunches::in_window(uint32_t corr) const {
   return false;
 }
 
+void GraphLaunches::absorb_marked() {
+  if (!slots_) return;
+  for (size_t i = 0; i < kSlots; i++) {
+    Slot& s = slots_[i];
+    uint8_t st = s.state.load(std::memory_order_acquire);
+    if (st != kLive && st != kRetired) continue;
+    uint64_t l = s.launches.load(std::memory_order_relaxed), m = s.marked.load(std::memory_order_relaxed);
+    uint64_t dl = l - s.evid_launches, dm = m - s.evid_marked;
+    s.evid_launches = l, s.evid_marked = m;
+    ev_.window_launches += dm;
+    ev_.quiet_launches += dl > dm ? dl - dm : 0;
+    frames_[s.frame.load(std::memory_order_relaxed)].cur_window_replays += dm;
+  }
+}
+
 GraphLaunches::Evidence GraphLaunches::take_evidence() {
   std::lock_guard<std::mutex> g(mu_);
   std::lock_guard<std::mutex> d(data_mu_);
-  if (slots_) {
-    for (size_t i = 0; i < kSlots; i++) {
-      Slot& s = slots_[i];
-      uint8_t st = s.state.load(std::memory_order_acquire);
-      if (st != kLive && st != kRetired) continue;
-      uint64_t l = s.launches.load(std::memory_order_relaxed), m = s.marked.load(std::memory_order_relaxed);
-      uint64_t dl = l - s.evid_launches, dm = m - s.evid_marked;
-      s.evid_launches = l, s.evid_marked = m;
-      ev_.window_launches += dm;
-      ev_.quiet_launches += dl > dm ? dl - dm : 0;
-      frames_[s.frame.load(std::memory_order_relaxed)].cur_window_replays += dm;
-    }
-  }
+  absorb_marked();
   Evidence e = ev_;
   ev_ = Evidence();
   return e;
@@ -344,6 +353,7 @@ void GraphLaunches::tally(Frame& f, const graphsignal_ring_record& rec, const ch
   p->time.add(rec.value);
   if (rec.type != GRAPHSIGNAL_REC_KERNEL) p->bytes_total += rec.extra, p->bytes_records++;
   if (counted_launch) p->cur_records++;
+  else p->learn_records++;
 }
 
 bool GraphLaunches::on_record(uint32_t graph_id, uint32_t corr, const graphsignal_ring_record& rec,
@@ -431,16 +441,28 @@ void GraphLaunches::estimate_graph(Frame& f, uint16_t dev, uint64_t replays, Nam
   write_agg(GRAPHSIGNAL_REC_GRAPH_AGG, kAggSampled, dev, names->id(f.name), ns, replays);
 }
 
-bool GraphLaunches::ratio_known(const Frame& f) const { return f.window_replays > 0; }
+bool GraphLaunches::ratio_known(const Frame& f) const {
+  if (f.window_replays > 0) return true;
+  if (!f.learn_replays) return false;
+  // replays left to their records teach only once some of those came in
+  for (const auto& kv : f.kernels)
+    if (kv.second.learn_records) return true;
+  for (const auto& kv : f.copies)
+    if (kv.second.learn_records) return true;
+  return false;
+}
 
 void GraphLaunches::estimate_by_ratio(Frame& f, uint16_t dev, uint64_t replays, bool kernels, NameTable* names) {
   // Records per replay inside windows stand for every replay: the count is
-  // an estimate, flagged so.
+  // an estimate, flagged so. With the walk's kernels counted already
+  // (!kernels), the kernel records the walk does not name still count this
+  // way (a node CUPTI reports as a kernel, such as a memset run as one).
   double wr = f.window_replays;
-  if (kernels) {
+  {
     for (auto& kv : f.kernels) {
+      if (!kernels && f.multiplicity.count(kv.first)) continue;
       Part& p = kv.second;
-      double x = static_cast<double>(replays) * p.per_replay(wr) + p.carry;
+      double x = static_cast<double>(replays) * p.per_replay(wr, f.learn_replays) + p.carry;
       uint64_t calls = static_cast<uint64_t>(floor(x));
       p.carry = x - static_cast<double>(calls);
       if (!calls) continue;
@@ -451,7 +473,7 @@ void GraphLaunches::estimate_by_ratio(Frame& f, uint16_t dev, uint64_t replays, 
   }
   for (auto& kv : f.copies) {
     Part& p = kv.second;
-    double x = static_cast<double>(replays) * p.per_replay(wr) + p.carry;
+    double x = static_cast<double>(replays) * p.per_replay(wr, f.learn_replays) + p.carry;
     uint64_t calls = static_cast<uint64_t>(floor(x));
     p.carry = x - static_cast<double>(calls);
     if (!calls) continue;
@@ -497,12 +519,27 @@ void GraphLaunches::flush(NameTable* names, bool final) {
   if (!slots_) return;
   std::lock_guard<std::mutex> g(mu_);
   std::lock_guard<std::mutex> d(data_mu_);
+  if (final) {
+    // The windows so far, judged now: at exit their records are all in.
+    absorb_marked();
+    for (Frame& f : frames_) {
+      f.window_replays = 0.5 * (f.window_replays + static_cast<double>(f.cur_window_replays));
+      f.cur_window_replays = 0;
+      for (auto& kv : f.kernels) kv.second.fold();
+      for (auto& kv : f.copies) kv.second.fold();
+    }
+  }
   // Replays since the last flush, by (frame, device, kernels known from the walk).
   std::map<std::tuple<uint32_t, uint16_t, bool>, uint64_t> groups;
   for (size_t i = 0; i < kSlots; i++) {
     Slot& s = slots_[i];
     uint8_t st = s.state.load(std::memory_order_acquire);
     if (st != kLive && st != kRetired) continue;
+    uint64_t seen = s.seen.load(std::memory_order_relaxed);
+    if (seen != s.seen_sent) {
+      frames_[s.frame.load(std::memory_order_relaxed)].learn_replays += seen - s.seen_sent;
+      s.seen_sent = seen;
+    }
     uint64_t l = s.launches.load(std::memory_order_relaxed);
     if (l != s.sent) {
       groups[std::make_tuple(s.frame.load(std::memory_order_relaxed), s.device.load(std::memory_order_relaxed),

@@ -177,7 +177,8 @@ class GraphLaunches {
     std::atomic<bool> dynamic{false};   // kernels may differ from the frame's walk
     std::atomic<uint64_t> launches{0};  // counted
     std::atomic<uint64_t> marked{0};    // counted inside windows
-    uint64_t sent = 0, sent_marked = 0, evid_marked = 0, evid_launches = 0;  // the collector's thread, under mu_
+    std::atomic<uint64_t> seen{0};      // left to their records while those still teach (see learning_)
+    uint64_t sent = 0, seen_sent = 0, evid_marked = 0, evid_launches = 0;  // the collector's thread, under mu_
     int retired_flushes = 0;
   };
   enum : uint8_t { kEmpty = 0, kLive = 1, kRetired = 2, kFree = 3 };
@@ -202,11 +203,16 @@ class GraphLaunches {
     Mean time;                 // per record
     double records = 0;        // records of counted launches inside windows (decayed)
     uint64_t cur_records = 0;
+    uint64_t learn_records = 0;  // records of launches left to their records (before sampling began)
     uint64_t bytes_total = 0, bytes_records = 0;  // copies: bytes per record
     double carry = 0;          // estimated counts' fractional remainder
     void fold();
-    // Both sides as folded at a window's judgment (its records are in by then).
-    double per_replay(double window_replays) const { return window_replays > 0 ? records / window_replays : 0; }
+    // Both sides as folded at a window's judgment (its records are in by
+    // then); before any window, the replays whose records counted them.
+    double per_replay(double window_replays, uint64_t learn_replays) const {
+      if (window_replays > 0) return records / window_replays;
+      return learn_replays ? static_cast<double>(learn_records) / static_cast<double>(learn_replays) : 0;
+    }
   };
   struct Frame {
     std::string name;
@@ -214,6 +220,7 @@ class GraphLaunches {
     Mean replay;                        // graph mode
     double window_replays = 0;          // node mode: counted replays inside windows (decayed)
     uint64_t cur_window_replays = 0;
+    uint64_t learn_replays = 0;         // replays left to their records while they taught
     std::map<std::string, Part> kernels;           // node mode: by symbol
     std::map<uint32_t, Part> copies;               // copy kind | src << 8 | dst << 16; memsets 1 << 24 | kind
     std::map<std::string, uint32_t> multiplicity;  // node mode: the walk's count of each kernel
@@ -221,7 +228,7 @@ class GraphLaunches {
     std::map<uint16_t, uint64_t> pending_replays;                        // graph mode: replays without a mean
     std::map<std::pair<std::string, uint16_t>, uint64_t> pending_calls;  // node mode: kernel calls without a mean
     std::map<uint16_t, uint64_t> pending_dynamic;                        // replays waiting for a ratio (kernels, copies)
-    std::map<uint16_t, uint64_t> pending_copies;                         // replays waiting for a ratio (copies)
+    std::map<uint16_t, uint64_t> pending_copies;  // replays waiting for a ratio (copies, kernels the walk missed)
   };
 
   Slot* find(CUgraphExec exec);
@@ -237,6 +244,7 @@ class GraphLaunches {
   void estimate_node(Frame& f, uint16_t dev, uint64_t replays, bool dynamic, NameTable* names);
   void estimate_by_ratio(Frame& f, uint16_t dev, uint64_t replays, bool kernels, NameTable* names);
   void backfill(NameTable* names, bool final);
+  void absorb_marked();  // under mu_ and data_mu_: counted window launches since the last call, into their frames
   void write_agg(uint8_t type, uint8_t flags, uint16_t dev, uint32_t name_id, uint64_t ns, uint64_t calls);
   void write_copy(uint32_t key, uint16_t dev, uint64_t calls, double ns, double bytes);
 

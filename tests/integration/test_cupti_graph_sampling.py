@@ -266,6 +266,18 @@ def test_node_mode_counts_kernels_from_the_walk_and_times_them_by_samples(sampli
     assert t.by_tags("cuda_graphs_nanoseconds") == {}  # node mode: no graph frames
 
 
+def test_node_mode_kernel_records_the_walk_does_not_name_are_counted_per_replay(sampling):
+    # a memset node CUPTI reports as a kernel, say: the walk has no kernel node for it
+    t = sampling(node_mode=True)
+    t.bind(EXEC, 21, NAME, "k_a", 1, 0)
+    t.begin()
+    node_window(t, EXEC, 4, [("k_a", 100), ("memset32", 20)])
+    t.launches(EXEC, 6)
+    t.flush_graphs(0)
+    t.drain()
+    assert t.by_tags("cuda_kernels_nanoseconds") == {EST_TIME: {"k_a": (1000, 10)}, EST_COUNT: {"memset32": (200, 10)}}
+
+
 def test_node_mode_counts_of_varying_graphs_are_estimated_from_the_windows(sampling):
     t = sampling(node_mode=True)
     t.bind(EXEC, 21, NAME, "k_a", 1, 0)
@@ -312,6 +324,26 @@ def test_node_mode_window_records_of_an_unknown_graph_belong_to_the_launch_they_
     t.flush_graphs(0)
     t.drain()
     assert t.by_tags("cuda_kernels_nanoseconds") == {EST_COUNT: {"k_a": (100, 10), "k_body": (300, 10)}}
+
+
+def test_node_mode_replays_before_sampling_teach_what_one_runs(sampling):
+    # a short program: sampling began, but no window came before the end
+    t = sampling(node_mode=True)
+    t.bind(EXEC, 21, NAME, "k_a", 1, 0)
+    _, before = t.launches(EXEC, 5)
+    for c in before:  # left to their records (exact), which still teach
+        t.kernel("k_a", 0, 1, 0, 100, 21, 0)
+        t.last_corr(c, 21)
+        t.memcpy(MEMCPY_DTOD, MEM_DEVICE, MEM_DEVICE, 512, 0, 0, 30)
+        t.last_corr(c, 21)
+    t.translate()
+    t.begin()
+    t.launches(EXEC, 10)
+    t.flush_graphs(1)
+    t.drain()
+    assert t.by_tags("cuda_kernels_nanoseconds") == {EXACT: {"k_a": (500, 5)}, EST_TIME: {"k_a": (1000, 10)}}
+    assert t.by_tags("cuda_memcpy_nanoseconds") == {EXACT: {"device_to_device": (150, 5)},
+                                                    EST_COUNT: {"device_to_device": (300, 10)}}
 
 
 def test_node_mode_dynamic_replays_wait_for_a_window(sampling):
