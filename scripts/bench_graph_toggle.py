@@ -43,7 +43,9 @@ def build(hs):
     d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-graph-toggle-%d" % os.getuid())
     os.makedirs(d, exist_ok=True)
     libdir = os.path.dirname(hs.libcupti)
-    extra = ["-I", hs.cupti_include, hs.libcupti, "-Xlinker", "-rpath", "-Xlinker", libdir]
+    # libcupti by its path (a wheel's has no unversioned name); nvcc hands a .so.N to the linker only so
+    extra = ["-I", hs.cupti_include, "-I", os.path.join(ROOT, "csrc", "cupti"), "-Xlinker", hs.libcupti, "-ldl",
+             "-Xlinker", "-rpath", "-Xlinker", libdir]
     return compile_bench(os.path.join(d, "graph_trace_toggle"), hs.cuda_include, source="graph_trace_toggle.cu",
                          extra=extra), libdir
 

@@ -100,7 +100,7 @@ bool GraphLaunches::counted(uint32_t corr) const {
   for (int spins = 0; a == kOpening || a == kClosing; spins++) {
     // The collector is between two stores (begin/end_accounting): the
     // boundary it reads decides this id; bounded (it never waits on us).
-    if (spins > (1 << 20)) return false;
+    if (spins > (1 << 16)) return false;
     cpu_relax();
     a = acct_.load(std::memory_order_seq_cst);
   }

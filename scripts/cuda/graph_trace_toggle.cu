@@ -33,6 +33,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,11 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "records.h"  // csrc/cupti: the record structs of whichever CUPTI headers this is built with
+
+using graphsignal::cupti::GraphRecord;
+using graphsignal::cupti::KernelRecord;
 
 __global__ void gs_toggle_empty() {}
 
@@ -99,13 +105,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* r = nullptr;
   while (valid && cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
     if (r->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
-      auto* gr = reinterpret_cast<CUpti_ActivityGraphTrace2*>(r);
+      auto* gr = reinterpret_cast<GraphRecord*>(r);
       Counts& c = by_id[gr->graphId];
       c.graph_records++;
       if (launch_corr.count(gr->correlationId)) c.corr_matched++;
       if (!gr->start && !gr->end) c.zero_time++;
     } else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-      auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(r);
+      auto* k = reinterpret_cast<KernelRecord*>(r);
       if (k->graphId) {
         Counts& c = by_id[k->graphId];
         c.node_records++;
@@ -203,7 +209,9 @@ Graph make_graph(cudaStream_t s, const char* name, int kernels) {
   CK(cudaGraphInstantiate(&g.exec, graph, 0));
   if (cupti_mode) {
     CP(cuptiGetGraphId(graph, &g.graph_id));
-    CP(cuptiGetGraphExecId(g.exec, &g.exec_id));
+    // newer than the oldest CUPTI 12 headers: looked up in the loaded libcupti
+    typedef CUptiResult (*ExecIdFn)(CUgraphExec, uint32_t*);
+    if (auto fn = reinterpret_cast<ExecIdFn>(dlsym(RTLD_DEFAULT, "cuptiGetGraphExecId"))) CP(fn(g.exec, &g.exec_id));
   }
   CK(cudaGraphDestroy(graph));
   CK(cudaGraphUpload(g.exec, s));
