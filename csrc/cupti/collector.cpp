@@ -534,10 +534,11 @@ void Collector::at_exit() {
       GraphLaunchStats gl = launches_->stats();
       log(Level::kDebug,
           "exit: CUDA graph timing %s; %llu replays counted by launch callbacks (%llu of unbound executables), "
-          "%llu records timed them, %llu records counted themselves, %llu quiet records, %llu stray node records",
+          "%llu records timed them (%llu of graphs no frame knew), %llu records counted themselves, %llu quiet "
+          "records, %llu stray node records",
           graph_sampling_->phase_name(), (unsigned long long)gl.counted, (unsigned long long)gl.unbound,
-          (unsigned long long)gl.samples, (unsigned long long)gl.exact, (unsigned long long)gl.quiet_records,
-          (unsigned long long)gl.stray_nodes);
+          (unsigned long long)gl.samples, (unsigned long long)gl.unknown_samples, (unsigned long long)gl.exact,
+          (unsigned long long)gl.quiet_records, (unsigned long long)gl.stray_nodes);
     }
   }
   sink_.close();

@@ -119,9 +119,14 @@ bool GraphLaunches::on_launch(CUgraphExec exec, uint16_t device, uint32_t corr) 
   if (first_hook_ && !first_.load(std::memory_order_relaxed) && !first_.exchange(true)) first_hook_(first_arg_);
   if (!corr) return true;  // no id: never counted (begin_accounting refuses without ids)
   if (!counted(corr)) {
-    // left to its records; while they teach, how many replays they came from
-    if (learning_.load(std::memory_order_relaxed) && mode_ == Mode::kNode)
-      if (Slot* s = find(exec)) s->seen.fetch_add(1, std::memory_order_relaxed);
+    // left to its records; while they teach, how many replays they came
+    // from, and whose (a record of a graph no frame knows finds its launch)
+    if (learning_.load(std::memory_order_relaxed) && mode_ == Mode::kNode) {
+      if (Slot* s = find(exec)) {
+        s->seen.fetch_add(1, std::memory_order_relaxed);
+        mark(corr, s->frame.load(std::memory_order_relaxed));
+      }
+    }
     return true;
   }
   Slot* s = find(exec);
@@ -133,14 +138,18 @@ bool GraphLaunches::on_launch(CUgraphExec exec, uint16_t device, uint32_t corr) 
     uint32_t d = corr - acct_after_.load(std::memory_order_relaxed);
     atomic_min(win_lo_, d);
     atomic_max(win_hi_, d);
-    int m = cur_marks_.load(std::memory_order_relaxed);
-    uint32_t i = n_marks_[m].fetch_add(1, std::memory_order_relaxed);
-    if (i < kMarks) {
-      marks_[m][i].frame.store(s->frame.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      marks_[m][i].corr.store(corr, std::memory_order_release);
-    }
+    mark(corr, s->frame.load(std::memory_order_relaxed));
   }
   return true;
+}
+
+void GraphLaunches::mark(uint32_t corr, uint32_t frame) {
+  int m = cur_marks_.load(std::memory_order_relaxed);
+  uint32_t i = n_marks_[m].fetch_add(1, std::memory_order_relaxed);
+  if (i < kMarks) {
+    marks_[m][i].frame.store(frame, std::memory_order_relaxed);
+    marks_[m][i].corr.store(corr, std::memory_order_release);
+  }
 }
 
 int GraphLaunches::frame_of_launch(uint32_t corr) const {
@@ -365,6 +374,7 @@ bool GraphLaunches::on_record(uint32_t graph_id, uint32_t corr, const graphsigna
   if (!is_counted) {
     // Left to its records (written by the caller); its time still teaches
     // the means, so estimates have one from the first window on.
+    if (f < 0 && mode_ == Mode::kNode) f = frame_of_launch(corr);
     if (f >= 0) tally(frames_[f], rec, symbol, false);
     st_.exact++;
     return false;
@@ -441,9 +451,11 @@ void GraphLaunches::estimate_graph(Frame& f, uint16_t dev, uint64_t replays, Nam
   write_agg(GRAPHSIGNAL_REC_GRAPH_AGG, kAggSampled, dev, names->id(f.name), ns, replays);
 }
 
-bool GraphLaunches::ratio_known(const Frame& f) const {
+bool GraphLaunches::ratio_known(const Frame& f, bool final) const {
   if (f.window_replays > 0) return true;
-  if (!f.learn_replays) return false;
+  // Replays left to their records teach only at the end (their last
+  // records may still be on the way before), and once some came in.
+  if (!final || !f.learn_replays) return false;
   // replays left to their records teach only once some of those came in
   for (const auto& kv : f.kernels)
     if (kv.second.learn_records) return true;
@@ -483,8 +495,9 @@ void GraphLaunches::estimate_by_ratio(Frame& f, uint16_t dev, uint64_t replays, 
   }
 }
 
-void GraphLaunches::estimate_node(Frame& f, uint16_t dev, uint64_t replays, bool dynamic, NameTable* names) {
-  if (!dynamic && !f.multiplicity.empty() && !f.kernels.empty() && ratio_known(f)) {
+void GraphLaunches::estimate_node(Frame& f, uint16_t dev, uint64_t replays, bool dynamic, NameTable* names,
+                                  bool final) {
+  if (!dynamic && !f.multiplicity.empty() && !f.kernels.empty() && ratio_known(f, false)) {
     // Windows sampled this frame's kernels: the walk's symbols must be
     // among them, or the walk does not name what CUPTI records.
     bool any = false;
@@ -508,7 +521,7 @@ void GraphLaunches::estimate_node(Frame& f, uint16_t dev, uint64_t replays, bool
       write_agg(GRAPHSIGNAL_REC_KERNEL_AGG, kAggSampled, dev, names->id(kv.first), ns, calls);
     }
   }
-  if (!ratio_known(f)) {
+  if (!ratio_known(f, final)) {
     (by_shape ? f.pending_copies : f.pending_dynamic)[dev] += replays;
     return;
   }
@@ -555,7 +568,7 @@ void GraphLaunches::flush(NameTable* names, bool final) {
   for (const auto& kv : groups) {
     Frame& f = frames_[std::get<0>(kv.first)];
     if (mode_ == Mode::kGraph) estimate_graph(f, std::get<1>(kv.first), kv.second, names);
-    else estimate_node(f, std::get<1>(kv.first), kv.second, std::get<2>(kv.first), names);
+    else estimate_node(f, std::get<1>(kv.first), kv.second, std::get<2>(kv.first), names, final);
   }
   uint64_t unbound = unbound_.exchange(0, std::memory_order_relaxed);
   if (unbound) {
@@ -598,7 +611,7 @@ void GraphLaunches::backfill(NameTable* names, bool final) {
         ++it;
       }
     }
-    if (!ratio_known(f)) {
+    if (!ratio_known(f, final)) {
       if (final) {
         for (const auto& kv : f.pending_dynamic) uncounted += kv.second;
       }

@@ -238,10 +238,11 @@ class GraphLaunches {
   bool in_window(uint32_t corr) const;                                     // under data_mu_
   int frame_of_graph(uint32_t graph_id);                                   // under data_mu_; -1: unknown
   int frame_of_launch(uint32_t corr) const;                                // a marked launch's frame; -1: unknown
+  void mark(uint32_t corr, uint32_t frame);                                // keeps a launch's frame by its id
   void tally(Frame& f, const graphsignal_ring_record& rec, const char* symbol, bool counted_launch);
-  bool ratio_known(const Frame& f) const;
+  bool ratio_known(const Frame& f, bool final) const;
   void estimate_graph(Frame& f, uint16_t dev, uint64_t replays, NameTable* names);
-  void estimate_node(Frame& f, uint16_t dev, uint64_t replays, bool dynamic, NameTable* names);
+  void estimate_node(Frame& f, uint16_t dev, uint64_t replays, bool dynamic, NameTable* names, bool final);
   void estimate_by_ratio(Frame& f, uint16_t dev, uint64_t replays, bool kernels, NameTable* names);
   void backfill(NameTable* names, bool final);
   void absorb_marked();  // under mu_ and data_mu_: counted window launches since the last call, into their frames
@@ -265,9 +266,10 @@ class GraphLaunches {
   std::atomic<bool> window_open_{false};
   std::atomic<uint32_t> win_lo_{UINT32_MAX}, win_hi_{0};  // the open window's ids, as offsets from B
   std::atomic<const char*> full_trace_reason_{nullptr};
-  // The frames of the launches of this window and the last one, by
-  // correlation id: a window record whose graph id names no frame (a
-  // conditional node's body graph, say) belongs to the launch it came from.
+  // The frames of the launches of this window and the last one (before
+  // any window: of the launches left to their records), by correlation id:
+  // a record whose graph id names no frame (a conditional node's body
+  // graph, say) belongs to the launch it came from.
   static constexpr uint32_t kMarks = 4096;
   struct Mark {
     std::atomic<uint32_t> corr{0}, frame{0};

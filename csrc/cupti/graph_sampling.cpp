@@ -17,6 +17,7 @@ constexpr int kVerdictMinMs = 200;    // the probe's launches have run and their
 constexpr int kVerdictMaxMs = 1500;   // ... by then at the latest
 constexpr int kPollMs = 30;
 constexpr int kFlushAfterWindowMs = 50;
+constexpr int kStopCallbacksAfterMs = 50;
 
 GraphLaunches::Evidence& operator+=(GraphLaunches::Evidence& a, const GraphLaunches::Evidence& b) {
   a.window_launches += b.window_launches, a.window_samples += b.window_samples;
@@ -99,9 +100,9 @@ void GraphSampling::end(Clock::time_point now, const char* why) {
   log(Level::kInfo, "CUDA graph replays are traced in full from now on: %s", why);
   phase_ = kEnded;
   flush_at_ = Clock::time_point::max();
-  // Launch callbacks in flight may still count ids up to the boundary:
-  // switched off a period later.
-  next_ = now + ms(cfg_.period_ms);
+  // Launch callbacks in flight (microseconds) may still count ids up to
+  // the boundary: switched off a little later.
+  next_ = now + ms(kStopCallbacksAfterMs);
 }
 
 bool GraphSampling::strike(const GraphLaunches::Evidence& e) const {

@@ -27,7 +27,7 @@
 //   3. Verdict: records of counted launches made in the quiet probe (graph
 //      mode: node kernel records too) mean the switch does not take: every
 //      replay is traced again for good (accounting ends, the launch
-//      callbacks are switched off a period later). Otherwise: sampling.
+//      callbacks are switched off right after). Otherwise: sampling.
 //   4. Sampling: the quiet state, and a window (the exact state) of
 //      window_ms every period_ms. At each window's start the previous one
 //      is judged: a window whose launches gave no record, or quiet

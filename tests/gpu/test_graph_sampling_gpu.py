@@ -59,6 +59,8 @@ def parts(signals, metric, pid):
     """{(duration tag, count tag): {frame: (value, samples)}}"""
     out = {}
     for m in metrics(signals, metric, **{"process.pid": str(pid)}):
+        if not m["stats"]["frames"]:
+            continue  # the device's profiles, measured empty
         key = (m["tags"].get("duration"), m["tags"].get("count"))
         fr = out.setdefault(key, {})
         for f in m["stats"]["frames"]:
