@@ -42,9 +42,14 @@
 //               replay instead, flag count_estimated too;
 //               copies and memsets inside graphs likewise per replay
 //               (MEMCPY_SAMPLED / MEMSET_SAMPLED with the count_estimated
-//               sub bit), where the quiet state hides their records.
+//               sub bit), and so do kernel records the walk does not name
+//               (a memset node run as a kernel).
 // A frame with no sample yet sends its counts and its time once one comes
-// (a record of time without calls).
+// (a record of time without calls); counts per replay wait for the first
+// judged window (or, at exit, use what the records before sampling showed).
+// A record whose graph id no frame knows (a conditional node's body graph)
+// belongs to the frame of the launch with its correlation id (kept for
+// this window's and the last one's launches).
 //
 // Threads: on_launch/bind/retire/modified on workload threads (bind and
 // the rest under mu_, never on the launch path); records and windows on
