@@ -15,8 +15,10 @@ Sides. Payloads taken with ?window=N on both sides are compared over their
 windows; otherwise over the cumulative metrics, each covering
 payload_ns - start_ns (start_ns: the workload's launch). Series are matched
 by their tags without the ones that differ from run to run (process.pid,
-process.root_pid, device.uuid, device.bus_id, duration) and summed where
-several match (processes of one device without ranks).
+process.root_pid, device.uuid, device.bus_id) or with how the numbers were
+taken (duration: sampled, count: estimated), and summed where several match
+(processes of one device without ranks; a frame's exact and estimated
+parts).
 
 What a value is per (normalized_by), decided once for the pair:
 - per unit of NAME, with per=NAME (--per): each run's count of NAME (a
@@ -55,8 +57,11 @@ delta, significant ones first.
 
 Time profiles taken in different CUDA graph trace modes measure different
 things (whole graph replays versus kernels one by one): they are left out
-with a warning. A series whose time is an estimate on one side (tag
-duration: sampled) and exact on the other is compared with a warning.
+with a warning. A series whose time is an estimate (tag duration: sampled)
+or whose counts are (count: estimated) on one side, wholly or in part, and
+not on the other is compared with a warning, and its changes say which
+side is estimated in what (`estimated`: {"before": [...], "after": [...]},
+of "time" and "count").
 """
 import math
 import statistics
@@ -64,7 +69,7 @@ import statistics
 from graphsignal import naming
 
 NS = 1_000_000_000
-VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id", "duration"))
+VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id", "duration", "count"))
 # profiles whose meaning --cuda-graph-trace changes: in node mode kernels
 # (and copies) inside graphs are timed one by one instead of whole replays
 TRACE_DEPENDENT = frozenset(("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
@@ -121,6 +126,8 @@ class Side:
         self.histograms = {}  # (metric, tkey) -> [series stats]
         self.tags = {}  # key -> tags as shown
         self.sampled = {}  # profile key -> {"sampled" (an estimated time), "exact"}: how its frames were timed
+        self.counted = {}  # key -> {"estimated", "exact"}: how its counts (calls, bytes) were taken
+        self.estimated = {}  # (profile key, frame) -> {"time", "count"}: what of the frame is (partly) estimated
         self.metrics = [m for m in metrics if isinstance(m, dict)]
         for m in self.metrics:
             self._add(m)
@@ -133,9 +140,12 @@ class Side:
         tags = m.get("tags") if isinstance(m.get("tags"), dict) else {}
         key = (name, _tkey(tags))
         self.tags.setdefault(key, {k: str(v) for k, v in tags.items() if k not in VOLATILE_TAGS})
+        est_time, est_count = tags.get("duration") == "sampled", tags.get("count") == "estimated"
         if type_ == "profile" and st.get("frames"):  # how its time was measured, where it has any
             kinds = self.sampled.setdefault(key, set())
-            kinds.add("sampled" if tags.get("duration") == "sampled" else "exact")
+            kinds.add("sampled" if est_time else "exact")
+        if type_ in ("profile", "counter") and (st.get("frames") or type_ == "counter"):
+            self.counted.setdefault(key, set()).add("estimated" if est_count else "exact")
         if type_ == "profile":
             frames = st.get("frames") if isinstance(st.get("frames"), list) else []
             prof = self.profiles.setdefault(key, {})
@@ -144,6 +154,9 @@ class Side:
             for f in frames:
                 if not isinstance(f, dict) or not isinstance(f.get("name"), str):
                     continue
+                if est_time or est_count:
+                    e = self.estimated.setdefault((key, f["name"]), set())
+                    e.update(("time",) * est_time + ("count",) * est_count)
                 v, s = _num(f.get("value")) or 0, _num(f.get("samples")) or 0
                 acc = prof.setdefault(f["name"], [0, 0])
                 acc[0] += v
@@ -405,17 +418,33 @@ def _check_same_work(B, A, warnings):
                             "or requests)" % (r, len(ratios)))
 
 
+def _how(kinds, estimate):
+    """'exact', 'an estimate' or 'partly an estimate' (exact and estimated
+    series together: a frame counted exactly until estimates took over)."""
+    if estimate not in kinds:
+        return "exact"
+    return "an estimate" if len(kinds) == 1 else "partly an estimate"
+
+
 def _check_estimates(B, A, warnings):
+    """One warning per metric whose time, or whose counts, were taken
+    differently on the two sides (the series still match: VOLATILE_TAGS)."""
     said = set()
     for key in sorted(set().union(*(s.sampled for s in B)) & set().union(*(s.sampled for s in A))):
-        kb = set().union(*(s.sampled.get(key, set()) for s in B))
-        ka = set().union(*(s.sampled.get(key, set()) for s in A))
-        if kb != ka and len(kb) == len(ka) == 1 and key[0] not in said:
-            said.add(key[0])
+        hb = _how(set().union(*(s.sampled.get(key, set()) for s in B)), "sampled")
+        ha = _how(set().union(*(s.sampled.get(key, set()) for s in A)), "sampled")
+        if hb != ha and ("time", key[0]) not in said:
+            said.add(("time", key[0]))
             warnings.append("%s: the time is %s in BEFORE and %s in AFTER (duration: sampled is an estimate from "
-                            "sampling windows): compare its counts and bytes, not its time" % (
-                                key[0], "an estimate" if "sampled" in kb else "exact",
-                                "an estimate" if "sampled" in ka else "exact"))
+                            "sampling windows): compare its counts and bytes, not its time" % (key[0], hb, ha))
+    for key in sorted(set().union(*(s.counted for s in B)) & set().union(*(s.counted for s in A))):
+        hb = _how(set().union(*(s.counted.get(key, set()) for s in B)), "estimated")
+        ha = _how(set().union(*(s.counted.get(key, set()) for s in A)), "estimated")
+        if hb != ha and ("count", key[0]) not in said:
+            said.add(("count", key[0]))
+            warnings.append("%s: the counts are %s in BEFORE and %s in AFTER (count: estimated: per CUDA graph "
+                            "replay as sampling windows saw it): small differences in its calls may be the "
+                            "estimate's" % (key[0], hb, ha))
 
 
 def _profiles(B, A, norm, warnings):
@@ -461,6 +490,10 @@ def _profiles(B, A, norm, warnings):
                      "per_call": _pair(_median(pb), _median(pa)),
                      "share": {"before": _median(shb), "after": _median(sha)}}
             extra.update(runs.noise())
+            est = {side: sorted(set().union(*(s.estimated.get((key, frame), set()) for s in runs_)))
+                   for side, runs_ in (("before", B), ("after", A))}
+            if est["before"] or est["after"]:
+                extra["estimated"] = est
             if metric in naming.KERNEL_PROFILES:
                 n = _first(s.names.get(frame) for s in A + B)
                 if n is None:
@@ -666,6 +699,10 @@ def _name(c, varying):
     shown = {k: v for k, v in c["tags"].items() if k in varying and k != "host_memory"}
     if shown:
         name += " {%s}" % ",".join("%s=%s" % kv for kv in sorted(shown.items()))
+    est = c.get("estimated")
+    if est:  # what of the numbers is an estimate, on which side
+        name += " [estimated %s]" % "; ".join("%s: %s" % (side, "+".join(est[side])) for side in ("before", "after")
+                                               if est[side])
     return what, name
 
 

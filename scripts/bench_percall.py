@@ -15,10 +15,21 @@ run under
   floor:toggled     floor:callbacks-driver, and the copy and memset kinds
                     switched on for 20 ms and off again 50 ms after start:
                     what a sampling window leaves behind
+  floor:graph-sampled  kernel activity, driver callbacks including the graph
+                    launch entry points, no GRAPH_TRACE: the floor of
+                    counting replays by callback (sampled graph timing
+                    between windows)
+  floor:graph-off   floor:callbacks-driver with GRAPH_TRACE switched off
+                    50 ms after start: the same state reached by switching
   baseline          graphsignal's library built from --baseline (an older
                     checkout: "ours before")
   ours:activity     GRAPHSIGNAL_CUPTI_COLLECTION=activity
-  ours:hybrid       the default collection
+  ours:hybrid       the default collection (graph replays counted by callback
+                    and timed in sampling windows where the run-time probe
+                    allows it, else traced in full)
+  ours:hybrid-graph-trace  every graph replay traced (GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS=0)
+  ours:hybrid-graph-noprobe  sampling without the probe (GRAPHSIGNAL_CUPTI_GRAPH_PROBE=0)
+  ours:node, ours:node-activity  --cuda-graph-trace node, the default and the activity collection
   ours:hybrid-both       syncs, copies, memsets hooked in both API domains
   ours:hybrid-runtime    ... in the runtime domain only
   ours:hybrid-nowrite    callbacks that write no ring record
@@ -37,6 +48,8 @@ Configurations are interleaved (the order rotates each repetition); every
 result is the median over repetitions of the difference to the bare run of
 the same repetition. Each run is pinned to the same CPUs (--cpus). Our library runs with a ring (as
 under graphsignal-run) that nothing drains; each run's ring is removed.
+Graph ops run for --settle-ms before they are timed (the library decides
+how to time graphs at the first launches).
 
 One JSON line per (configuration, op, repetition), then per op one summary
 line: the median per-call time of every configuration, its overhead over
@@ -74,9 +87,11 @@ FLOOR_KIND = {"sync": "sync", "h2d_pinned": "memcpy", "h2d_pageable": "memcpy", 
               "nvtx_kernel_outside": "kernel"}
 ALL_KINDS = "kernel,memcpy,memcpy2,memset,sync,context,graph"
 CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync", "floor:graph", "floor:all",
-           "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "baseline", "ours:activity", "ours:hybrid",
-           "ours:hybrid-both", "ours:hybrid-runtime", "ours:hybrid-nowrite", "ours:hybrid-nosample",
-           "ours:hybrid-sample-all", "ours:nvtx-off", "ours:nvtx-gpu")
+           "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "floor:graph-sampled", "floor:graph-off",
+           "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
+           "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:hybrid-graph-trace",
+           "ours:hybrid-graph-noprobe", "ours:node", "ours:node-activity",
+           "ours:nvtx-off", "ours:nvtx-gpu")
 OURS_ENV = {
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
     "ours:hybrid": {},
@@ -87,6 +102,10 @@ OURS_ENV = {
     "ours:hybrid-sample-all": {"GRAPHSIGNAL_CUPTI_SAMPLE_KINDS": "memcpy,memset"},
     "ours:nvtx-off": {"GRAPHSIGNAL_NVTX": "off"},
     "ours:nvtx-gpu": {"GRAPHSIGNAL_NVTX": "gpu"},
+    "ours:hybrid-graph-trace": {"GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS": "0"},
+    "ours:hybrid-graph-noprobe": {"GRAPHSIGNAL_CUPTI_GRAPH_PROBE": "0"},
+    "ours:node": {"GRAPHSIGNAL_CUDA_GRAPH_TRACE": "node"},
+    "ours:node-activity": {"GRAPHSIGNAL_CUDA_GRAPH_TRACE": "node", "GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
 }
 
 
@@ -96,10 +115,11 @@ def work_dir():
     return d
 
 
-def compile_bench(exe, cuda_include=None):
-    """nvcc-compiles percall_bench.cu against the shared CUDA runtime (as
-    PyTorch and llama.cpp load it), with the toolkit's library folder as
-    its rpath so it runs without LD_LIBRARY_PATH."""
+def compile_bench(exe, cuda_include=None, source="percall_bench.cu", extra=("-lcuda", "-ldl")):
+    """nvcc-compiles scripts/cuda/<source> (percall_bench.cu) against the
+    shared CUDA runtime (as PyTorch and llama.cpp load it), with the
+    toolkit's library folder as its rpath so it runs without
+    LD_LIBRARY_PATH; `extra` goes to the link (libraries, their rpaths)."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
         for root in ("/usr/local/cuda/bin/nvcc",) + tuple(sorted(glob.glob("/usr/local/cuda-*/bin/nvcc"))):
@@ -118,8 +138,8 @@ def compile_bench(exe, cuda_include=None):
             if glob.glob(os.path.join(p, "libcudart.so*")) and p not in dirs:
                 dirs.append(p)
     rpath = [x for p in dirs for x in ("-Xlinker", "-rpath", "-Xlinker", p)]
-    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe,
-                    os.path.join(ROOT, "scripts", "cuda", "percall_bench.cu"), "-lcuda", "-ldl"] + rpath, check=True)
+    subprocess.run([nvcc, "-O2", "-cudart", "shared", "-o", exe, os.path.join(ROOT, "scripts", "cuda", source)]
+                   + list(extra) + rpath, check=True)
     return exe
 
 
@@ -148,7 +168,7 @@ def build(hs, baseline):
     return exe, floor, lib, old
 
 
-def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None):
+def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None, settle_ms=400):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "NVTX_INJECTION", "GS_FLOOR"))}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
@@ -156,11 +176,15 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
     if config.startswith("floor:"):
         kind = config.split(":", 1)[1]
         env["CUDA_INJECTION64_PATH"] = floor
-        if kind.startswith("callbacks") or kind == "toggled":
-            env["GS_FLOOR_KINDS"] = "kernel,graph,context"
+        if kind.startswith("callbacks") or kind in ("toggled", "graph-sampled", "graph-off"):
+            env["GS_FLOOR_KINDS"] = "kernel,context" if kind == "graph-sampled" else "kernel,graph,context"
             env["GS_FLOOR_CALLBACKS"] = "1" if kind == "callbacks" else "driver"
             if kind == "toggled":
                 env["GS_FLOOR_TOGGLE_MS"] = "50"
+            if kind == "graph-sampled":
+                env["GS_FLOOR_GRAPH_LAUNCH"] = "1"
+            if kind == "graph-off":
+                env["GS_FLOOR_GRAPH_OFF_MS"] = "50"
         else:
             env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
     elif config == "baseline" or config.startswith("ours:"):
@@ -174,8 +198,8 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
     env.update(extra_env or {})
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        p = subprocess.run([exe, "--ops", ",".join(ops)], env=env, capture_output=True, text=True, timeout=300,
-                           preexec_fn=pin)
+        p = subprocess.run([exe, "--ops", ",".join(ops), "--settle-ms", str(settle_ms)], env=env,
+                           capture_output=True, text=True, timeout=300, preexec_fn=pin)
     finally:
         if run_id:
             for f in glob.glob("/dev/shm/gs-%s-*" % run_id):
@@ -194,6 +218,7 @@ def main():
     ap.add_argument("--baseline", help="a source tree (an older checkout) whose library is 'ours before'")
     ap.add_argument("--major", type=int, default=None, help="CUDA major of the headers to build with")
     ap.add_argument("--cpus", default="2-5", help="CPUs every run is pinned to ('' for none)")
+    ap.add_argument("--settle-ms", type=int, default=400, help="graph ops run this long before they are timed")
     a = ap.parse_args()
     cpus = set()
     for part in filter(None, a.cpus.split(",")):
@@ -218,7 +243,7 @@ def main():
     for rep in range(a.reps):
         order = configs[rep % len(configs):] + configs[:rep % len(configs)]
         for config in order:
-            rows, _ = run_one(config, exe, floor, lib, old, libdir, ops, cpus=cpus)
+            rows, _ = run_one(config, exe, floor, lib, old, libdir, ops, cpus=cpus, settle_ms=a.settle_ms)
             for r in rows:
                 d = res.setdefault((config, r["op"]), {"us": [], "api_us": []})
                 d["us"].append(r["us"])
@@ -227,10 +252,13 @@ def main():
                      api_us=r["api_us"])
     if "ours:hybrid" in configs:
         # what the callbacks saw: calls by domain, which driver calls the runtime's make, captures
-        for config in ("ours:hybrid", "ours:hybrid-both"):
-            _, err = run_one(config, exe, floor, lib, old, libdir, ops, diag=True, cpus=cpus)
+        for config in ("ours:hybrid", "ours:hybrid-both", "ours:node"):
+            if config not in configs:
+                continue
+            _, err = run_one(config, exe, floor, lib, old, libdir, ops, diag=True, cpus=cpus, settle_ms=a.settle_ms)
             emit(bench="percall", event="diagnostics", config=config,
-                 lines=[x.split(": ", 1)[-1] for x in err.splitlines() if "exit:" in x or "collecting" in x])
+                 lines=[x.split(": ", 1)[-1] for x in err.splitlines()
+                        if "exit:" in x or "collecting" in x or "CUDA graph" in x])
     summarize(res, configs, ops, a.reps)
 
 

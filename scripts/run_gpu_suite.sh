@@ -80,6 +80,8 @@ if [ -z "${GS_SKIP_BENCH:-}" ]; then
     # the in-kernel probe bench in the mode not taken by default (bench_overhead runs the default)
     GRAPHSIGNAL_PROBE_CUDA_MEMORY=mapped python3 scripts/bench_probe_kernel.py
     python3 scripts/bench_telemetry.py
+    # the graph-trace toggle spike: what switching GRAPH_TRACE / kernel tracing at run time does (findings, decision)
+    python3 scripts/bench_graph_toggle.py --reps "${GS_TOGGLE_REPS:-3}"
     # per-call cost of syncs, copies, memsets, graph launches and kernels, bare / CUPTI floors / ours
     python3 scripts/bench_percall.py --reps "${GS_PERCALL_REPS:-5}" ${GS_PERCALL_BASELINE:+--baseline "$GS_PERCALL_BASELINE"}
     # what an NVTX range costs its thread (no GPU needed; this host's CPU)

@@ -6,7 +6,11 @@
 // copies, memsets), with a callback that returns at once: the floor of the
 // callback method. GS_FLOOR_TOGGLE_MS=N switches the copy and memset kinds
 // on N ms after start, for 20 ms, and off again: whether a sampling window
-// leaves a cost behind. Built by scripts/bench_percall.py.
+// leaves a cost behind. GS_FLOOR_GRAPH_LAUNCH=1 adds the driver's graph
+// launch entry points (cuGraphLaunch, _ptsz) to the callbacks: the floor of
+// counting replays by callback. GS_FLOOR_GRAPH_OFF_MS=N switches
+// GRAPH_TRACE off N ms after start (a state reached by switching, as
+// sampled graph timing reaches it). Built by scripts/bench_percall.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
 //   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
@@ -62,6 +66,12 @@ static const unsigned kDriver[] = {126, 440, 17, 800, 121, 295, 436, 276, 278, 2
                                    224, 432, 251, 413, 220, 430, 254, 416, 226, 433, 294, 39, 371, 301, 379, 38, 302,
                                    245, 495, 496, 539, 540, 720, 721, 497, 498};
 
+static void* graph_off(void* arg) {
+  usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(arg)) * 1000);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+  return nullptr;
+}
+
 static void* toggle(void* arg) {
   usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(arg)) * 1000);
   const CUpti_ActivityKind k[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET};
@@ -93,7 +103,16 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
       if (drv)
         for (unsigned id : kDriver) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
+      const char* gl = getenv("GS_FLOOR_GRAPH_LAUNCH");
+      if (gl && atoi(gl) > 0)
+        for (unsigned id : {514u, 515u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
+  }
+  const char* off = getenv("GS_FLOOR_GRAPH_OFF_MS");
+  if (off && atoi(off) > 0) {
+    pthread_t th;
+    if (pthread_create(&th, nullptr, graph_off, reinterpret_cast<void*>(static_cast<uintptr_t>(atoi(off)))) == 0)
+      pthread_detach(th);
   }
   const char* t = getenv("GS_FLOOR_TOGGLE_MS");
   if (t && atoi(t) > 0) {

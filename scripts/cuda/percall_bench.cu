@@ -2,7 +2,7 @@
 // scripts/bench_percall.py (which runs it bare, under minimal CUPTI
 // injections and under graphsignal's library, interleaved).
 //
-//   percall_bench [--ops sync,h2d_pinned,...] [--scale N]   one JSON line per op
+//   percall_bench [--ops sync,h2d_pinned,...] [--scale N] [--settle-ms N]   one JSON line per op
 //   percall_bench --exact                                   known counts of everything, one JSON line
 //
 // Timed ops (each after a warm-up of a tenth of its calls):
@@ -22,7 +22,9 @@
 //   nvtx_kernel_outside  the eager kernel outside any range, after one
 //                 (GRAPHSIGNAL_NVTX=gpu hooks launches from the first range on)
 // us: wall time of the loop per call (the periodic syncs included);
-// api_us: mean time spent inside the call itself.
+// api_us: mean time spent inside the call itself. --settle-ms: before a
+// graph op is timed, it runs for that long (a profiler that decides how to
+// time graphs at the first launches, as graphsignal's does, has decided).
 //
 // --exact performs each kind of call a known number of times (runtime and
 // driver API, copies captured into graphs that must not count as copies,
@@ -130,7 +132,7 @@ static inline bool call(const std::string& op, Ctx& c) {
   return true;
 }
 
-static void timed(const std::string& op, int calls, Ctx& c) {
+static void timed(const std::string& op, int calls, Ctx& c, int settle_ms) {
   bool launches = op == "kernel" || op == "nvtx_kernel" || op == "nvtx_kernel_outside";
   int every = launches ? 1024 : 64;
   if (op == "sync" || op == "nvtx_pushpop" || op == "nvtx_startend") every = 1 << 30;
@@ -138,6 +140,14 @@ static void timed(const std::string& op, int calls, Ctx& c) {
   if (op == "nvtx_kernel_outside") {
     nvtxRangePushA("percall-first");  // a range has been: launches are hooked from now on (GRAPHSIGNAL_NVTX=gpu)
     nvtxRangePop();
+  }
+  if (settle_ms > 0 && op.rfind("graph", 0) == 0) {
+    auto until = Clock::now() + std::chrono::milliseconds(settle_ms);
+    for (int i = 0; Clock::now() < until; i++) {
+      call(op, c);
+      if ((i + 1) % every == 0) CK(cudaStreamSynchronize(c.s));
+    }
+    CK(cudaStreamSynchronize(c.s));
   }
   auto run = [&](int n, double* inside) {
     double in = 0;
@@ -315,12 +325,13 @@ static int nvtx_exact() {
 
 int main(int argc, char** argv) {
   std::string ops = "sync,h2d_pinned,h2d_pageable,d2h_pinned,d2h_pageable,memset,graph1,graph128,kernel";
-  int scale = 1;
+  int scale = 1, settle_ms = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--exact")) return exact();
     if (!strcmp(argv[i], "--nvtx-exact")) return nvtx_exact();
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--settle-ms") && i + 1 < argc) settle_ms = atoi(argv[++i]);
   }
   CK(cudaSetDevice(0));
   Ctx c;
@@ -347,7 +358,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "unknown op %s\n", op.c_str());
         return 2;
       }
-      timed(op, n * scale, c);
+      timed(op, n * scale, c, settle_ms);
     }
     if (end == std::string::npos) break;
     at = end + 1;

@@ -595,3 +595,62 @@ def test_the_command_line_takes_several_runs_a_side_and_per(tmp_path):
         err = r.stderr.decode()
         assert r.returncode == 2 and err.startswith("graphsignal-diff: error: ") and err.count("\n") == 1, \
             (bad, err)
+
+
+# -- sampled CUDA graph timing: the same series, exact on one side, estimated on the other ----------
+GRAPH = "graph_0c5489cbc2f75fa1_n3"
+
+
+def graph_run(parts, kernels=None, steps=1000):
+    """A run's final payload with cuda_graphs_nanoseconds frames in series of
+    the given tags: parts = [(extra tags, ns, calls)] (an exact part and a
+    sampled part of one frame, as the default collection writes them);
+    kernels likewise for cuda_kernels_nanoseconds ({symbol: parts})."""
+    s = MetricStore()
+    base = {"process.pid": "1", "device.cuda_index": "0"}
+    for tags, ns, calls in parts:
+        s.add_profile("cuda_graphs_nanoseconds", dict(base, **tags), [(GRAPH, ns, calls)])
+    for sym, ps in (kernels or {}).items():
+        for tags, ns, calls in ps:
+            s.add_profile("cuda_kernels_nanoseconds", dict(base, **tags), [(sym, ns, calls)])
+    s.set_counter("demo_steps_total", {"process.pid": "1"}, steps)
+    doc = orjson.loads(build_signals(s))
+    doc["payload_ns"] = doc["start_ns"] + 10 * S
+    doc["ended_ns"], doc["exit_status"] = doc["payload_ns"] - 1000, 0
+    return doc
+
+
+SAMPLED = {"duration": "sampled"}
+EST_COUNT = {"duration": "sampled", "count": "estimated"}
+
+
+def test_a_frame_timed_exactly_before_and_partly_sampled_after_is_matched_and_warned_about():
+    before = graph_run([({}, 1000 * 2000, 1000)])  # the activity collection: every replay traced
+    after = graph_run([({}, 40 * 1500, 40), (SAMPLED, 960 * 1500, 960)])  # the default: 40 traced, then sampled
+    doc = diff.compare(before, after)
+    c = one(doc, metric="cuda_graphs_nanoseconds", frame=GRAPH)
+    assert "only" not in c and c["tags"] == {"device.cuda_index": "0"}  # one change: both series of the frame
+    assert c["total"]["before"] == 2_000_000 and c["total"]["after"] == 1_500_000
+    assert c["calls"] == {"before": 1000, "after": 1000, "delta": 0, "ratio": 1.0}
+    assert c["estimated"] == {"before": [], "after": ["time"]}
+    (w,) = doc["warnings"]
+    assert "cuda_graphs_nanoseconds" in w and "exact in BEFORE and partly an estimate in AFTER" in w
+    assert "[estimated after: time]" in diff.to_text(doc)
+    # wholly sampled on both sides: nothing to warn about, still marked
+    both = diff.compare(graph_run([(SAMPLED, 10, 1)]), graph_run([(SAMPLED, 20, 1)]))
+    assert both["warnings"] == [] and one(both, frame=GRAPH)["estimated"] == {"before": ["time"], "after": ["time"]}
+
+
+def test_node_kernels_with_estimated_counts_match_exact_ones_with_a_warning():
+    k = "_Z6k_gemvPKfPf"
+    before = graph_run([], kernels={k: [({}, 3000 * 10, 3000)]})
+    after = graph_run([], kernels={k: [({}, 30 * 10, 30), (EST_COUNT, 2975 * 10, 2975)]})
+    doc = diff.compare(before, after)
+    c = one(doc, metric="cuda_kernels_nanoseconds", frame=k)
+    assert c["calls"]["after"] == 3005 and c["estimated"] == {"before": [], "after": ["count", "time"]}
+    ws = doc["warnings"]
+    assert any("the time is exact in BEFORE and partly an estimate in AFTER" in w for w in ws), ws
+    assert any("the counts are exact in BEFORE and partly an estimate in AFTER" in w for w in ws), ws
+    # several runs a side: the same warnings, once each
+    doc = diff.compare([before, before], [after, after])
+    assert len([w for w in doc["warnings"] if w.startswith("cuda_kernels_nanoseconds")]) == 2
