@@ -49,7 +49,7 @@ namespace graphsignal {
 namespace cupti {
 
 struct GraphSamplingConfig {
-  unsigned window_ms = 20;    // GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS
+  unsigned window_ms = 0;     // GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS (0: off; see collector.h)
   unsigned period_ms = 1000;  // GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS
   bool probe = true;          // GRAPHSIGNAL_CUPTI_GRAPH_PROBE=0: trust the switch, no probe
 };

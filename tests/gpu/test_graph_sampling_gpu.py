@@ -27,7 +27,10 @@ import pytest
 
 from support.gsrun import metrics, quiet_env, run_wrapped
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    os.environ.get("GS_TEST_GRAPH_SAMPLING") != "1",
+    reason="experimental graph sampling is off by default (on an H200 it crashed node-mode PyTorch runs with "
+           "SIGSEGV and timed replays 7.5 % off the activity collection); GS_TEST_GRAPH_SAMPLING=1 runs these")]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKLOAD = os.path.join(ROOT, "scripts", "workloads", "graph_decode.py")
