@@ -15,8 +15,10 @@ window. The clients run through warm-up into the window without a pause,
 so requests in flight at either edge balance out.
 
 Where the run serves /signals, the load starts once /signals shows a good
-scrape of the engine (at most --scrape-timeout seconds: a profiler that
-never shows one is measured all the same, with engine_seen false), the
+scrape of the engine (prometheus_scrape_up and its timestamp; for a build
+or tool without those, llama-server's own `llamacpp:` series; at most
+--scrape-timeout seconds: a profiler that never shows one is measured all
+the same, with engine_seen false), the
 script polls /signals while the load runs (its latency p50/p99, as a
 client sees it) and keeps the final payload (GRAPHSIGNAL_SIGNALS_FILE) of
 the last repetition of each (mode, clients) as
@@ -51,11 +53,13 @@ run):
 words go in front of llama-server's command line, with {port} in any of
 them replaced by a free port for that command's /signals (no {port}: the
 command serves nothing to poll, and the points have no /signals figures).
-Its environment is the script's, without this checkout on PYTHONPATH (the
-command brings its own graphsignal), plus GRAPHSIGNAL_LOG_LEVEL=warning
-(unless set) and GRAPHSIGNAL_SIGNALS_FILE, which a tool may ignore. An
-older build of this project, from a checkout of its commit (native parts
-built in it):
+It runs in an empty folder of its own (give it absolute paths), with the
+script's environment without this checkout on PYTHONPATH (the command
+brings its own graphsignal: Python puts the current folder and
+PYTHONPATH ahead of the command's own packages, so either would shadow
+them), plus GRAPHSIGNAL_LOG_LEVEL=warning (unless set) and
+GRAPHSIGNAL_SIGNALS_FILE, which a tool may ignore. An older build of this
+project, from a checkout of its commit (native parts built in it):
 
   --run baseline="env PYTHONPATH=/path/to/base python3 -m graphsignal.cli.run --listen-port {port} --"
 
@@ -128,6 +132,7 @@ import http.client
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -284,7 +289,8 @@ class Server:
     --run command."""
 
     def __init__(self, server_bin, model, port, *, mode=None, listen_port=None, ngl=99, ctx=8192, parallel=4,
-                 server_args=(), gs_run=None, signals_file=None, env=None, log_path=None):
+                 server_args=(), gs_run=None, signals_file=None, env=None, log_path=None, cwd=None):
+        server_bin, model = os.path.abspath(server_bin), os.path.abspath(model)
         self.server_bin = server_bin
         self.port = port
         self.mode = mode or Mode("bare", "bare")
@@ -316,7 +322,7 @@ class Server:
         self.log_path = log_path
         self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, env=e, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         self.returncode = None
 
     @property
@@ -502,24 +508,44 @@ def payload_facts(doc):
             "engine": engine.get("engine"), "engine_generation_tokens_total": engine.get("generation_tokens_total")}
 
 
+ENGINE_PREFIX = "llamacpp:"  # llama-server's metric names, as a profiler re-serves them
+
+
+def engine_shown(doc, after_ns=0):
+    """How a /signals document shows a good scrape of the engine at a time
+    after `after_ns` (epoch ns): "scrape" (this project's
+    prometheus_scrape_up and _timestamp_ns say so), "metrics" (only with
+    after_ns 0: llama-server's own series are there, which is how another
+    build or tool that lacks those two shows it), or None."""
+    stats, engine = {}, False
+    for m in doc.get("metrics") or ():
+        name = m.get("name") or ""
+        if name in ("prometheus_scrape_up", "prometheus_scrape_timestamp_ns"):
+            stats[name] = (m.get("stats") or {}).get("value")
+        elif name.startswith(ENGINE_PREFIX):
+            engine = True
+    if stats.get("prometheus_scrape_up") == 1 and (stats.get("prometheus_scrape_timestamp_ns") or 0) > after_ns:
+        return "scrape"
+    return "metrics" if engine and not after_ns and "prometheus_scrape_up" not in stats else None
+
+
 def wait_scraped(signals_url, timeout=60.0, after_ns=0):
-    """Seconds until graphsignal-run has scraped the engine successfully at
-    a time after `after_ns` (epoch ns; 0: any good scrape. Its backoff
-    while the model loaded may delay the first); None if that did not
-    happen within `timeout`."""
+    """(seconds until /signals showed a good scrape of the engine at a time
+    after `after_ns` (engine_shown), how it showed it); (None, None) if
+    that did not happen within `timeout`. graphsignal-run's backoff while
+    the model loaded may delay the first scrape."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         try:
             with urllib.request.urlopen(signals_url, timeout=5) as r:
                 doc = json.loads(r.read())
-            stats = {m.get("name"): (m.get("stats") or {}).get("value") for m in doc.get("metrics") or ()
-                     if m.get("name") in ("prometheus_scrape_up", "prometheus_scrape_timestamp_ns")}
-            if stats.get("prometheus_scrape_up") == 1 and (stats.get("prometheus_scrape_timestamp_ns") or 0) > after_ns:
-                return round(time.monotonic() - t0, 3)
+            how = engine_shown(doc, after_ns) if isinstance(doc, dict) else None
+            if how:
+                return round(time.monotonic() - t0, 3), how
         except (urllib.error.URLError, ConnectionError, OSError, ValueError):
             pass
         time.sleep(0.2)
-    return None
+    return None, None
 
 
 # -- one point ----------------------------------------------------------------------
@@ -533,10 +559,23 @@ def run_point(args, mode, clients, rep, out_dir):
     log_path = os.path.join(out_dir, "server_%s_c%d_r%d.log" % (mode.name, clients, rep))
     line = {"mode": mode.name, "clients": clients, "rep": rep}
     t_point = time.monotonic()
-    server = Server(args.llama_server, args.model, port, mode=mode, listen_port=listen, ngl=args.ngl,
-                    ctx=args.ctx, parallel=max(args.parallel, clients), server_args=args.server_arg,
-                    gs_run=shlex.split(args.graphsignal_run) if args.graphsignal_run else None,
-                    signals_file=signals_file, log_path=log_path)
+    # A --run command starts in an empty folder: Python puts the current folder first on
+    # sys.path for -m and -c, so a graphsignal package there (this checkout, when the script
+    # runs from it) would be imported instead of the command's own.
+    cwd = tempfile.mkdtemp(prefix="gs-e2e-cwd-") if mode.external else None
+    try:
+        server = Server(args.llama_server, args.model, port, mode=mode, listen_port=listen, ngl=args.ngl,
+                        ctx=args.ctx, parallel=max(args.parallel, clients), server_args=args.server_arg,
+                        gs_run=shlex.split(args.graphsignal_run) if args.graphsignal_run else None,
+                        signals_file=signals_file, log_path=log_path, cwd=cwd)
+        return _measure(args, server, line, clients, signals_file, out_dir, t_point)
+    finally:
+        if cwd:
+            shutil.rmtree(cwd, ignore_errors=True)
+
+
+def _measure(args, server, line, clients, signals_file, out_dir, t_point):
+    mode, port = server.mode, server.port
     load = poller = None
     try:
         t_start = time.monotonic()
@@ -546,8 +585,10 @@ def run_point(args, mode, clients, rep, out_dir):
             # the payload should hold the engine's metrics over the whole measurement; a
             # profiler that never shows the engine's scrape costs --scrape-timeout, then is
             # measured all the same
-            line["scrape_wait_seconds"] = wait_scraped(server.signals_url, args.scrape_timeout)
-            line["engine_seen"] = line["scrape_wait_seconds"] is not None
+            line["scrape_wait_seconds"], how = wait_scraped(server.signals_url, args.scrape_timeout)
+            line["engine_seen"] = how is not None
+            if how:
+                line["engine_seen_by"] = how
         load = Load(port, clients, args.prompt, args.n_predict).start()
         time.sleep(args.warmup)
         if server.signals_url and args.signals_interval > 0:
@@ -576,10 +617,10 @@ def run_point(args, mode, clients, rep, out_dir):
             poller.stop()
         if load is not None:
             load.stop(timeout=args.n_predict * 0.5 + 30)
-            if server.signals_url and "error" not in line and line.get("engine_seen"):
+            if server.signals_url and "error" not in line and line.get("engine_seen_by") == "scrape":
                 # one scrape after the load, so the kept payload's engine counters cover all of it
-                line["final_scrape_wait_seconds"] = wait_scraped(server.signals_url,
-                                                                 min(15.0, args.scrape_timeout), time.time_ns())
+                line["final_scrape_wait_seconds"] = wait_scraped(server.signals_url, min(15.0, args.scrape_timeout),
+                                                                 time.time_ns())[0]
         line["exit_status"] = server.stop(args.stop_timeout)
     line["point_seconds"] = round(time.monotonic() - t_point, 3)
     if not mode.bare:

@@ -29,7 +29,7 @@ def _run(tmp_path, *extra, env=None, timeout=240):
     e.update(env or {})
     r = subprocess.run([sys.executable, SCRIPT, "--llama-server", str(server), "--model", str(model),
                         "--n-predict", "16", "--signals-interval", "0.1", "--out", str(out)] + list(extra),
-                       capture_output=True, text=True, timeout=timeout, env=e)
+                       capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT)
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     if r.returncode == 0:
         assert lines == [json.loads(x) for x in (out / "engine_e2e.jsonl").read_text().splitlines()]
@@ -62,7 +62,7 @@ def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
         assert 0 < p["signals_p50_ms"] <= p["signals_p99_ms"]
         assert p["payload"] and p["dropped_records"] == 0 and p["errors"] == []
         # the load starts once the engine is scraped, and the server stops after one more scrape
-        assert p["engine_seen"] is True
+        assert p["engine_seen"] is True and p["engine_seen_by"] == "scrape"
         assert p["scrape_wait_seconds"] is not None and p["final_scrape_wait_seconds"] is not None
         assert p["engine"] == "llamacpp" and p["engine_generation_tokens_total"] >= 16
         doc = json.loads(open(p["signals_file"]).read())
@@ -122,11 +122,13 @@ def test_run_commands_bare2_and_the_ratio_statistic(tmp_path):
 def test_a_tool_without_the_engine_costs_the_scrape_timeout_and_a_deadline_ends_the_run(tmp_path):
     """A command whose /signals never shows the engine (here: nothing
     listens on its port) is measured after --scrape-timeout, not the start
-    timeout; a command without {port} is not polled and does not get this
-    checkout on its PYTHONPATH; --deadline starts no repetition that cannot
-    end in time, and the summary still comes."""
+    timeout; a command without {port} is not polled, and neither this
+    checkout on PYTHONPATH nor the folder the script runs in (the checkout
+    here) can shadow its own packages; --deadline starts no repetition
+    that cannot end in time, and the summary still comes."""
     seen = tmp_path / "pythonpath.txt"
-    plain = "sh -c 'printf %%s \"${PYTHONPATH-unset}\" > %s; exec \"$@\"' sh" % seen
+    plain = "sh -c 'printf \"%%s\\n%%s\" \"${PYTHONPATH-unset}\" \"$PWD\" > %s; ls -A >> %s; exec \"$@\"' sh" % (
+        seen, seen)
     r, lines, out = _run(tmp_path, "--modes", "bare,silent,plain", "--run", "silent=env GS_E2E_PORT={port}",
                          "--run", "plain=" + plain, "--clients", "1", "--reps", "3", "--duration", "1.0",
                          "--warmup", "0.3", "--scrape-timeout", "1.5", "--start-timeout", "120",
@@ -145,7 +147,10 @@ def test_a_tool_without_the_engine_costs_the_scrape_timeout_and_a_deadline_ends_
     assert silent["payload"] is False
     assert "error" not in plain_point and plain_point["tokens"] > 0
     assert "signals_polls" not in plain_point and "scrape_wait_seconds" not in plain_point
-    assert seen.read_text() == "/elsewhere"
+    pythonpath, cwd = seen.read_text().split("\n")
+    assert pythonpath == "/elsewhere"
+    assert os.path.realpath(cwd) != ROOT and os.path.basename(cwd).startswith("gs-e2e-cwd-")  # empty: ls said nothing
+    assert not os.path.exists(cwd)  # and removed after the point
     summaries = {s["mode"]: s for s in lines if s.get("summary")}
     assert set(summaries) == {"bare", "silent", "plain"} and summaries["silent"]["reps"] == 1
     assert summaries["silent"]["engine_seen"] == 0
@@ -183,3 +188,28 @@ def test_prepare_only_makes_the_model_only_when_asked(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.splitlines()[-1]) == {"llama_server": FAKE, "model": str(model)}
     assert model.read_text() == "GGUF from /src/llama.cpp ['--layers', '2', '--embd', '256']"
+
+
+def test_engine_shown_by_the_scrape_or_by_the_engines_own_series():
+    """The wait for the engine reads this project's scrape metrics, or, for
+    a build or tool without them, llama-server's own series."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import engine_e2e
+    finally:
+        sys.path.remove(os.path.join(ROOT, "scripts"))
+
+    def doc(*metrics):
+        return {"metrics": [{"name": n, "stats": {"value": v}} for n, v in metrics]}
+
+    ours = doc(("prometheus_scrape_up", 1), ("prometheus_scrape_timestamp_ns", 500), ("llamacpp:n_decode_total", 3))
+    assert engine_e2e.engine_shown(ours) == "scrape"
+    assert engine_e2e.engine_shown(ours, after_ns=499) == "scrape"
+    assert engine_e2e.engine_shown(ours, after_ns=500) is None
+    down = doc(("prometheus_scrape_up", 0), ("prometheus_scrape_timestamp_ns", 500), ("llamacpp:n_decode_total", 3))
+    assert engine_e2e.engine_shown(down) is None  # an old scrape's series do not count while ours says down
+    other = doc(("host_memory_usage_bytes", 1), ("llamacpp:n_decode", 0))
+    assert engine_e2e.engine_shown(other) == "metrics"
+    assert engine_e2e.engine_shown(other, after_ns=1) is None  # no time to tell a later scrape by
+    assert engine_e2e.engine_shown(doc(("host_memory_usage_bytes", 1))) is None
+    assert engine_e2e.engine_shown({"metrics": None}) is None
