@@ -27,6 +27,7 @@ passes them to its `annotate` (a function the store gives it:
 graphsignal.naming.annotate, which adds kernel frames' display names and
 categories), so each series' JSON is named once, when it is encoded.
 """
+import heapq
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 import numpy as np
@@ -118,11 +119,21 @@ class SeriesView:
         """{name, type, tags, stats, updated_ns} as JSON bytes. The same
         bytes object on every call (readers skip unchanged series by
         identity)."""
-        if self._json is None:
-            self._json = b"".join((self._head, b',"stats":',
-                                   self.kind.stats_json(self.state, self.name, self._render),
-                                   b',"updated_ns":', orjson.dumps(self.updated_ns), b"}"))
-        return self._json
+        j = self._json
+        if j is None:
+            kind = self.kind
+            if kind.scalar:
+                # most series are one number: no stats to build (_Scalar.stats_json, inlined)
+                try:
+                    number = orjson.dumps(self.state, option=_JSON_OPT)
+                except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
+                    number = dumps(self.state)
+                j = b'%s%s},"updated_ns":%s}' % (self._head, number, orjson.dumps(self.updated_ns))
+            else:
+                j = b'%s%s,"updated_ns":%s}' % (self._head, kind.stats_json(self.state, self.name, self._render),
+                                                  orjson.dumps(self.updated_ns))
+            self._json = j
+        return j
 
 
 class Series:
@@ -132,6 +143,8 @@ class Series:
     __slots__ = ("name", "tags", "updated_ns", "created", "_view", "_head", "_changed", "_stale")
     type: Optional[str] = None  # the payload's "type" (each subclass's)
     render = PLAIN  # how its stats render (Profile's own slot overrides it)
+    scalar = False  # stats are {_key: state}: _Scalar's
+    _stats_open = b',"stats":'  # what follows the head in its JSON
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         self.name = name
@@ -141,8 +154,8 @@ class Series:
         self._view: Optional[SeriesView] = None
         self._changed = True  # since the last history snapshot
         self._stale: "Optional[Set[Series]]" = None
-        # '{"name":..,"type":..,"tags":{..}' never changes: serialize it once
-        self._head = dumps({"name": name, "type": self.type, "tags": self.tags})[:-1]
+        # '{"name":..,"type":..,"tags":{..},"stats":' never changes: serialize it once
+        self._head = dumps({"name": name, "type": self.type, "tags": self.tags})[:-1] + self._stats_open
 
     def bind(self, stale: "Set[Series]", created: int) -> None:
         """Joins a store: touch() adds the series to `stale` (the store's
@@ -221,6 +234,7 @@ class _Scalar(Series):
 
     __slots__ = ()
     _key, _prefix = "", b""
+    scalar = True
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         Series.__init__(self, name, tags)
@@ -246,6 +260,7 @@ class Gauge(_Scalar):
     __slots__ = ("value",)
     type = GAUGE
     _key, _prefix = "value", b'{"value":'
+    _stats_open = b',"stats":' + _prefix
     value: Optional[float]
 
     def state(self) -> Optional[float]:
@@ -256,6 +271,7 @@ class Counter(_Scalar):
     __slots__ = ("total",)
     type = COUNTER
     _key, _prefix = "total", b'{"total":'
+    _stats_open = b',"stats":' + _prefix
     total: Optional[float]
 
     def state(self) -> Optional[float]:
@@ -362,13 +378,37 @@ class LogHistogram(_Histogram):
 
     @staticmethod
     def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
+        return LogHistogram._stats(state, True)
+
+    @classmethod
+    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
+        # the bins as numpy arrays: orjson writes them as it writes lists of ints, without
+        # making a Python int of each first
+        st = LogHistogram._stats(state, False)
+        try:
+            return orjson.dumps(st, option=_JSON_OPT)
+        except orjson.JSONEncodeError:
+            return dumps(st)
+
+    @staticmethod
+    def _stats(state: Any, lists: bool) -> Stats:
+        """stats_of's stats; lists: bins and counts as lists (else numpy
+        arrays)."""
         count, total, vmin, vmax, bins = state
         st = {"count": count, "sum": total, "min": vmin, "max": vmax, "mean": (total / count) if count else None}
         if bins is None:
             return _quantile_stats(st, (None, None, None), [], [])
         nz, counts = bins
+        upper = histo.BIN_UPPER[nz]
         return _quantile_stats(st, histo.quantiles_loglinear(nz, counts, QUANTILES, vmin, vmax),
-                               histo.BIN_UPPER[nz].tolist(), counts.tolist())
+                               upper.tolist() if lists else upper,
+                               counts if not lists and _numpy_ints(counts) else counts.tolist())
+
+
+def _numpy_ints(a: Any) -> bool:
+    """Whether orjson writes array `a` as it writes a.tolist(): integers,
+    native byte order, in one block."""
+    return a.dtype.kind in "iu" and a.dtype.isnative and a.flags.c_contiguous
 
 
 class BucketHistogram(_Histogram):
@@ -445,7 +485,7 @@ class Profile(Series):
             self.add(frame, v, n)
 
     def state(self) -> Dict[str, Tuple[Any, Any]]:
-        return {k: (v[0], v[1]) for k, v in self.frames.items()}
+        return {k: (v, n) for k, (v, n) in self.frames.items()}
 
     @staticmethod
     def plain_stats(state: Any) -> Optional[Stats]:
@@ -456,11 +496,19 @@ class Profile(Series):
     @staticmethod
     def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         max_frames, annotate = render
-        items = sorted(state.items(), key=lambda kv: kv[1][0], reverse=True)[:max_frames]
-        frames = [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]
+        if len(state) > max_frames:
+            # the same frames, in the same order (ties too) as sorting them all would give
+            items = heapq.nlargest(max_frames, state.items(), key=_frame_value)
+        else:
+            items = sorted(state.items(), key=_frame_value, reverse=True)
+        frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in items]
         if annotate is not None:
             annotate(name, frames)
         return {"frames": frames}
+
+
+def _frame_value(item: Tuple[str, Tuple[Any, Any]]) -> Any:
+    return item[1][0]
 
 
 # the class a write of each kind makes (the store's get())
