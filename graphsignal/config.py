@@ -45,12 +45,14 @@ ALL_GPUS_ENV = "GRAPHSIGNAL_ALL_GPUS"  # telemetry for every GPU, not only the w
 METRICS_TOP_FRAMES_ENV = "GRAPHSIGNAL_METRICS_TOP_FRAMES"  # /metrics: frames exported per profile
 METRICS_ENGINE_ENV = "GRAPHSIGNAL_METRICS_ENGINE"  # /metrics: re-export the engine's own series
 DISABLE_VERSION_CHECK_ENV = "GRAPHSIGNAL_DISABLE_VERSION_CHECK"
+SIDECAR_PRIORITY_ENV = "GRAPHSIGNAL_SIDECAR_PRIORITY"  # the sidecar's threads below the workload's (sidecar.priority)
 
 # -- graphsignal-server ---------------------------------------------------------------
 SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 
 GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
+SIDECAR_PRIORITY_CHOICES = ("normal", "low", "idle")  # as the workload; nice 19; SCHED_IDLE (else nice 19)
 TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
 
 # -- defaults, each defined once ------------------------------------------------------
@@ -60,6 +62,7 @@ DEFAULT_SERVER_PORT = 18260  # graphsignal-server
 DEFAULT_API_BASE = "https://api.graphsignal.com"
 DEFAULT_GRAPH_TRACE = "graph"
 DEFAULT_ROCM_TRACE = "none"
+DEFAULT_SIDECAR_PRIORITY = "idle"
 DEFAULT_TOP_FRAMES = 50  # /metrics: frames exported per profile
 MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -217,6 +220,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "metrics_top_frames": (None, METRICS_TOP_FRAMES_ENV),
     "metrics_engine": (None, METRICS_ENGINE_ENV),
     "log_level": (None, LOG_LEVEL_ENV),
+    "sidecar_priority": (None, SIDECAR_PRIORITY_ENV),
 }
 SECRET = ("signals_token", "api_key")  # --print-config says whether they are set, never what they are
 
@@ -241,8 +245,10 @@ class Settings:
     VISIBLE_DEVICES_ENVS that are set, as (name, value);
     metrics_top_frames: frames /metrics exports per profile;
     metrics_engine: /metrics re-exports the engine's own series;
-    log_level: both processes' log level name. origins: (setting, where
-    its value came from), for --print-config."""
+    log_level: both processes' log level name; sidecar_priority: "normal" |
+    "low" | "idle", how the sidecar's threads are scheduled next to the
+    workload's. origins: (setting, where its value came from), for
+    --print-config."""
 
     command: Tuple[str, ...] = ()
     metrics_port: Optional[int] = None
@@ -261,6 +267,7 @@ class Settings:
     metrics_top_frames: int = DEFAULT_TOP_FRAMES
     metrics_engine: bool = False
     log_level: str = DEFAULT_LOG_LEVEL
+    sidecar_priority: str = DEFAULT_SIDECAR_PRIORITY
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -345,7 +352,8 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
-    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "origins": (list,),
+    "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "sidecar_priority": (str,),
+    "origins": (list,),
 }
 
 
@@ -368,6 +376,8 @@ def _typed(name: str, given: Any) -> Any:
         return _pairs(name, v)
     if name == "linger":
         return float(v)
+    if name == "sidecar_priority" and v not in SIDECAR_PRIORITY_CHOICES:
+        raise ValueError("settings: sidecar_priority is not one of %s" % "|".join(SIDECAR_PRIORITY_CHOICES))
     return v
 
 
@@ -410,6 +420,8 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         metrics_top_frames=take("metrics_top_frames", top_frames(environ)),
         metrics_engine=take("metrics_engine", _yes(environ, METRICS_ENGINE_ENV)),
         log_level=take("log_level", _log_level(environ)),
+        sidecar_priority=take("sidecar_priority", _choice(None, environ, SIDECAR_PRIORITY_ENV,
+                                                          SIDECAR_PRIORITY_CHOICES, DEFAULT_SIDECAR_PRIORITY)),
         origins=tuple(origins),
     )
 

@@ -1,0 +1,56 @@
+"""The sidecar's threads wake for work, not to look at the clock: the
+/signals server sleeps until a request comes or stop() wakes it (it used
+to wake ten times a second to look for a stop)."""
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from graphsignal.sidecar import server as server_mod
+from graphsignal.sidecar.server import ServerThread, make_app
+from graphsignal.sidecar.store import MetricStore
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _sleeps(tid):
+    """Voluntary context switches of thread tid of this process: the times
+    it slept and woke."""
+    with open("/proc/self/task/%d/status" % tid) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches")
+
+
+def test_the_server_sleeps_until_a_request_or_stop(monkeypatch):
+    # a stop that waited for the loop's own look would hang this long: stop() must wake it
+    monkeypatch.setattr(server_mod, "POLL_INTERVAL", 60.0)
+    srv = ServerThread(make_app(MetricStore()), "127.0.0.1", 0)
+    srv.start()
+    assert srv.bound.wait(10) and srv.failed is None
+    time.sleep(0.3)  # into its wait
+    before = _sleeps(srv.native_id)
+    time.sleep(1.0)
+    woke = _sleeps(srv.native_id) - before
+    assert woke <= 1, "the serving thread woke %d times in a second with nothing to do" % woke
+    with urllib.request.urlopen("http://127.0.0.1:%d/health" % srv.port, timeout=10) as r:
+        assert r.status == 200
+    srv.stop()
+    assert not srv.is_alive()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_stop_wakes_a_server_bound_to_every_address(monkeypatch, host):
+    monkeypatch.setattr(server_mod, "POLL_INTERVAL", 60.0)
+    try:
+        srv = ServerThread(make_app(MetricStore()), host, 0)
+        srv.start()
+        assert srv.bound.wait(10)
+    except OSError:
+        pytest.skip("no %s here" % host)
+    if srv.failed:
+        pytest.skip(srv.failed)
+    srv.stop()
+    assert not srv.is_alive()
