@@ -394,7 +394,12 @@ class Poller:
             while not self._halt.is_set():
                 t0 = time.monotonic()
                 try:
+                    drained = self.records_total
                     self.poll_once()
+                    if self.records_total != drained:
+                        # what changed, serialized now while awake (when someone reads
+                        # /signals): the clock then need not wake for it (sidecar.clock)
+                        self.store.prerender()
                 except Exception as e:  # keep polling: one bad cycle must not end collection
                     self._warn_once(("cycle", type(e).__name__, str(e)),
                                     "poller cycle failed: %s: %s" % (type(e).__name__, e))

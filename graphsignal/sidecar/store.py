@@ -127,6 +127,7 @@ class MetricStore:
         self._todo: List[int] = []  # indices whose JSON is None
         self._stale: Set[Series] = set()  # series changed since their view was taken (Series.touch adds)
         self.last_read_ns: Optional[int] = None  # when /signals was last served (see prerender)
+        self.prerenders = 0  # prerender() calls that had work to look at (the clock sees who else calls)
         self._by_pid: Dict[str, Set[SeriesKey]] = {}  # process.pid tag -> series keys
         self._exited: OrderedDict[str, bool] = collections.OrderedDict()  # pids that exited, oldest first
 
@@ -446,6 +447,7 @@ class MetricStore:
         if not self.being_read(active_window_ns):
             return 0
         with self._lock:
+            self.prerenders += 1
             return self._refresh(True)
 
     def being_read(self, active_window_ns: int = 60_000_000_000) -> bool:

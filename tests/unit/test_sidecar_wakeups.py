@@ -54,3 +54,51 @@ def test_stop_wakes_a_server_bound_to_every_address(monkeypatch, host):
         pytest.skip(srv.failed)
     srv.stop()
     assert not srv.is_alive()
+
+
+def test_the_clock_leaves_prerendering_to_a_poller_that_does_it():
+    """While /signals is read, the clock prerenders every interval; while
+    the poller drains records it prerenders after each cycle, and the clock
+    then sleeps to the next history snapshot; when the poller stops, the
+    clock's next tick takes it back."""
+    from graphsignal.sidecar.clock import StoreClock
+
+    store = MetricStore()
+    store.metrics_json()  # what serving /signals does
+    clock = StoreClock(store, interval=0.05, history_interval=1.0)
+    clock.tick()
+    assert clock._delay(time.monotonic()) <= 0.05  # read, and no one else prerenders
+    store.prerender()  # the poller, after a cycle that drained records
+    clock.tick()
+    assert 0.5 <= clock._delay(time.monotonic()) <= 1.0
+    clock.tick()  # a second without the poller's prerenders
+    assert clock._delay(time.monotonic()) <= 0.05
+
+
+def test_the_poller_prerenders_after_a_cycle_that_drained():
+    import os
+    import uuid
+
+    from graphsignal.rings.reader import Writer
+    from graphsignal.rings import layout as L
+    from graphsignal.sidecar.poller import Poller
+
+    run_id = "wk" + uuid.uuid4().hex[:8]
+    store = MetricStore()
+    store.metrics_json()  # read: prerender has work to do
+    poller = Poller(store, run_id)
+    w = Writer("gs-%s-%d-cupti" % (run_id, os.getpid()), kind=L.KIND_CUPTI, capacity=1 << 12)
+    try:
+        poller.start()
+        k = w.name("k")
+        time.sleep(0.3)  # cycles that drain nothing do not prerender
+        before = store.prerenders
+        w.write(L.REC_KERNEL, name_id=k, value=4)
+        deadline = time.monotonic() + 10
+        while store.prerenders == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.prerenders > before
+    finally:
+        poller.stop()
+        poller.cleanup_all()
+        w.unmap()
