@@ -123,6 +123,12 @@ is warm); E2E stands for
   E2E --model /tmp/eng/big.gguf --clients 4 --modes bare,node,anchor --out e2e/big-c4-b
   E2E --model /tmp/eng/big.gguf --clients 1 --modes bare,node,anchor --out e2e/big-c1-b
 
+and what the sidecar's low priority (GRAPHSIGNAL_SIDECAR_PRIORITY, idle by
+default) changes, against the same build at the workload's priority:
+
+  E2E --model /tmp/eng/tiny.gguf --clients 4 --modes bare,graph,graphnormal \
+      --mode graphnormal=GRAPHSIGNAL_SIDECAR_PRIORITY=normal --out e2e/tiny-c4-prio
+
 (each summary line's ratio_to_bare is the statistic; a run split in two
 shares no bare run, so compare modes within one run). With more time in
 one call, all six modes at once: --modes bare,bare2,graph,node,baseline,anchor.

@@ -102,3 +102,40 @@ def test_the_poller_prerenders_after_a_cycle_that_drained():
         poller.stop()
         poller.cleanup_all()
         w.unmap()
+
+
+def test_a_poller_that_does_not_stop_is_left_alone_not_raced(monkeypatch, caplog):
+    """At SCHED_IDLE on a busy host the poller's thread may not come round
+    to its halt in time: stop() then says so and neither drains nor unmaps
+    the rings under it (a second drain would race it, an unmapped ring
+    would crash it)."""
+    import threading
+    import uuid
+
+    from graphsignal.sidecar.poller import Poller
+
+    store = MetricStore()
+    poller = Poller(store, "st" + uuid.uuid4().hex[:8])
+    poller.STOP_WAIT = 0.2
+    inside, release = threading.Event(), threading.Event()
+    calls = []
+    real = poller.poll_once
+
+    def stuck(final=False):
+        calls.append((threading.current_thread().name, final))
+        if not final and threading.current_thread().name == "graphsignal-poller":
+            inside.set()
+            release.wait(10)  # a cycle that cannot finish for now
+        real(final)
+
+    monkeypatch.setattr(poller, "poll_once", stuck)
+    poller.start()
+    assert inside.wait(10)
+    with caplog.at_level("WARNING", logger="graphsignal"):
+        poller.stop(final=True)
+    assert [c for c in calls if c[1]] == []  # no final drain beside the running cycle
+    assert any("did not stop within 0.2 s" in r.getMessage() for r in caplog.records)
+    release.set()
+    poller._thread.join(10)
+    assert not poller._thread.is_alive()
+    poller.cleanup_all()
