@@ -466,26 +466,27 @@ class Profile(Series):
     def __init__(self, name: str, tags: Mapping[str, str], max_frames: int = MAX_FRAMES,
                  annotate: Optional[Annotate] = None) -> None:
         Series.__init__(self, name, tags)
-        self.frames: Dict[str, List[Any]] = {}  # name -> [value, samples]
+        # name -> (value, samples): immutable, so a view's state is a plain copy of the dict
+        self.frames: Dict[str, Tuple[Any, Any]] = {}
         self.render = (max_frames, annotate)
 
     def add(self, frame: str, value: Any, samples: Any) -> None:
-        f = self.frames.get(frame)
+        frames = self.frames
+        f = frames.get(frame)
         if f is None:
-            if len(self.frames) >= MAX_FRAMES_KEPT:
+            if len(frames) >= MAX_FRAMES_KEPT:
                 frame = "(other)"
-                f = self.frames.get(frame)
+                f = frames.get(frame)
             if f is None:
-                f = self.frames[frame] = [0, 0]
-        f[0] += value
-        f[1] += samples
+                f = (0, 0)
+        frames[frame] = (f[0] + value, f[1] + samples)
 
     def merge(self, src: Any) -> None:
         for frame, (v, n) in src.frames.items():
             self.add(frame, v, n)
 
     def state(self) -> Dict[str, Tuple[Any, Any]]:
-        return {k: (v, n) for k, (v, n) in self.frames.items()}
+        return dict(self.frames)
 
     @staticmethod
     def plain_stats(state: Any) -> Optional[Stats]:
