@@ -54,6 +54,8 @@ PLAIN: Render = (MAX_FRAMES, None)
 Stats = Dict[str, Any]
 
 _JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
+_orjson_dumps = orjson.dumps
+_PLAIN_NUMBERS = (float, int, type(None))  # what orjson writes without its numpy option
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
@@ -124,14 +126,16 @@ class SeriesView:
             kind = self.kind
             if kind.scalar:
                 # most series are one number: no stats to build (_Scalar.stats_json, inlined)
+                state = self.state
                 try:
-                    number = orjson.dumps(self.state, option=_JSON_OPT)
+                    number = _orjson_dumps(state) if type(state) in _PLAIN_NUMBERS else _orjson_dumps(
+                        state, option=_JSON_OPT)
                 except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
-                    number = dumps(self.state)
-                j = b'%s%s},"updated_ns":%s}' % (self._head, number, orjson.dumps(self.updated_ns))
+                    number = dumps(state)
+                j = b"".join((self._head, number, b'},"updated_ns":', _orjson_dumps(self.updated_ns), b"}"))
             else:
-                j = b'%s%s,"updated_ns":%s}' % (self._head, kind.stats_json(self.state, self.name, self._render),
-                                                  orjson.dumps(self.updated_ns))
+                j = b"".join((self._head, kind.stats_json(self.state, self.name, self._render), b',"updated_ns":',
+                              _orjson_dumps(self.updated_ns), b"}"))
             self._json = j
         return j
 
@@ -354,7 +358,7 @@ class LogHistogram(_Histogram):
     def state(self) -> Any:
         bins = None
         if self.bin_counts is not None:
-            nz = np.flatnonzero(self.bin_counts)
+            nz = self.bin_counts.nonzero()[0]  # 1-D: np.flatnonzero's ravel and wrapper add nothing
             bins = (nz, self.bin_counts[nz])
         return (self.count, self.sum, self.min, self.max, bins)
 
@@ -497,19 +501,17 @@ class Profile(Series):
     @staticmethod
     def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         max_frames, annotate = render
-        if len(state) > max_frames:
+        items = list(state.items())
+        value = [v for v, _ in state.values()].__getitem__  # a key without a Python call per frame
+        if len(items) > max_frames:
             # the same frames, in the same order (ties too) as sorting them all would give
-            items = heapq.nlargest(max_frames, state.items(), key=_frame_value)
+            at = heapq.nlargest(max_frames, range(len(items)), key=value)
         else:
-            items = sorted(state.items(), key=_frame_value, reverse=True)
-        frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in items]
+            at = sorted(range(len(items)), key=value, reverse=True)
+        frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in map(items.__getitem__, at)]
         if annotate is not None:
             annotate(name, frames)
         return {"frames": frames}
-
-
-def _frame_value(item: Tuple[str, Tuple[Any, Any]]) -> Any:
-    return item[1][0]
 
 
 # the class a write of each kind makes (the store's get())
