@@ -52,6 +52,7 @@ DISABLE_VERSION_CHECK_ENV = "GRAPHSIGNAL_DISABLE_VERSION_CHECK"
 SERVICE_ENV = otelenv.SERVICE_ENV  # the service name (wins over OTEL_SERVICE_NAME)
 TAGS_ENV = otelenv.TAGS_ENV  # k=v,...: context, uploads, /metrics labels, OTLP resource
 OTLP_ENV = otelenv.OTLP_ENV  # 1: OTLP/HTTP metric export (graphsignal.sidecar.otlp)
+SIDECAR_PRIORITY_ENV = "GRAPHSIGNAL_SIDECAR_PRIORITY"  # the sidecar's threads below the workload's (sidecar.priority)
 
 # -- graphsignal-server ---------------------------------------------------------------
 SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
@@ -59,6 +60,7 @@ SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 GRAPH_TRACE_CHOICES = ("graph", "node")
 ROCM_TRACE_CHOICES = ("none", "all")
 NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
+SIDECAR_PRIORITY_CHOICES = ("normal", "low", "idle")  # as the workload; nice 19; SCHED_IDLE (else nice 19)
 TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
 
 # -- defaults, each defined once ------------------------------------------------------
@@ -69,6 +71,7 @@ DEFAULT_API_BASE = "https://api.graphsignal.com"
 DEFAULT_GRAPH_TRACE = "graph"
 DEFAULT_ROCM_TRACE = "none"
 DEFAULT_NVTX = "on"  # costs nothing until the workload's first NVTX call (SKILL.md has the measured cost)
+DEFAULT_SIDECAR_PRIORITY = "idle"
 DEFAULT_TOP_FRAMES = 50  # /metrics: frames exported per profile
 MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
 DEFAULT_LOG_LEVEL = "WARNING"
@@ -296,6 +299,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "otlp_interval": (None, otelenv.OTEL_INTERVAL),
     "otlp_gzip": (None, otelenv.OTEL_COMPRESSION),
     "otlp_resource": (None, otelenv.OTEL_RESOURCE_ATTRIBUTES),
+    "sidecar_priority": (None, SIDECAR_PRIORITY_ENV),
 }
 SECRET = ("signals_token", "api_key")  # --print-config says whether they are set, never what they are
 
@@ -330,7 +334,8 @@ class Settings:
     otlp_resource: OTEL_RESOURCE_ATTRIBUTES as (key, value)
     (graphsignal.otelenv says how each is read); allow_hosts: names the
     endpoint's Host check answers besides this machine's (ANY_HOST: the
-    check is off). origins: (setting, where
+    check is off); sidecar_priority: "normal" | "low" | "idle", how the
+    sidecar's threads are scheduled next to the workload's. origins: (setting, where
     its value came from), for --print-config."""
 
     command: Tuple[str, ...] = ()
@@ -360,6 +365,7 @@ class Settings:
     otlp_resource: Tuple[Tuple[str, str], ...] = ()
     allow_hosts: Tuple[str, ...] = ()
     nvtx: str = DEFAULT_NVTX
+    sidecar_priority: str = DEFAULT_SIDECAR_PRIORITY
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -459,6 +465,7 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
     "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "nvtx": (str,),
+    "sidecar_priority": (str,),
     "allow_hosts": (list,), "origins": (list,),
     "service": (str, type(None)), "tags": (dict,), "otlp": (bool,), "otlp_endpoint": (str, type(None)),
     "otlp_headers": (list,), "otlp_interval": (float, int), "otlp_gzip": (bool,), "otlp_resource": (list,),
@@ -492,6 +499,8 @@ def _typed(name: str, given: Any) -> Any:
         return dict(v)
     if name in ("linger", "otlp_interval"):
         return float(v)
+    if name == "sidecar_priority" and v not in SIDECAR_PRIORITY_CHOICES:
+        raise ValueError("settings: sidecar_priority is not one of %s" % "|".join(SIDECAR_PRIORITY_CHOICES))
     return v
 
 
@@ -542,6 +551,8 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
         nvtx=take("nvtx", _choice(cfg.nvtx, {NVTX_ENV: _nvtx_word(environ.get(NVTX_ENV))}, NVTX_ENV,
                                   NVTX_CHOICES, DEFAULT_NVTX)),
+        sidecar_priority=take("sidecar_priority", _choice(None, environ, SIDECAR_PRIORITY_ENV,
+                                                          SIDECAR_PRIORITY_CHOICES, DEFAULT_SIDECAR_PRIORITY)),
         origins=tuple(origins),
     )
 

@@ -1,5 +1,6 @@
-"""A real inference engine end to end: llama.cpp's llama-server, bare and
-under graphsignal-run in each mode, under a closed-loop load.
+r"""A real inference engine end to end: llama.cpp's llama-server, bare,
+under graphsignal-run in each mode, and behind other profilers' commands,
+under a closed-loop load.
 
 For every repetition and every client count, each mode gets a fresh
 server (the order of the modes rotates each repetition, so no mode always
@@ -13,16 +14,28 @@ completed inside the measured window; tokens/s divides them by the
 window. The clients run through warm-up into the window without a pause,
 so requests in flight at either edge balance out.
 
-Under graphsignal-run the script also polls /signals while the load runs
-(its latency p50/p99, as a client sees it) and keeps the final payload
-(GRAPHSIGNAL_SIGNALS_FILE) of the last repetition of each (mode, clients)
-as OUT/signals_<mode>_c<clients>.json, with its dropped-record count,
-CUDA graph frames and replays, and errors in the JSON line.
+Where the run serves /signals, the load starts once /signals shows a good
+scrape of the engine (prometheus_scrape_up and its timestamp; for a build
+or tool without those, llama-server's own `llamacpp:` series; at most
+--scrape-timeout seconds: a profiler that never shows one is measured all
+the same, with engine_seen false), the
+script polls /signals while the load runs (its latency p50/p99, as a
+client sees it) and keeps the final payload (GRAPHSIGNAL_SIGNALS_FILE) of
+the last repetition of each (mode, clients) as
+OUT/signals_<mode>_c<clients>.json, with its dropped-record count, CUDA
+graph frames and replays, and errors in the JSON line.
 
-Output: one JSON line per point (mode, clients, repetition), with the
-ratio to bare of the same repetition and client count, then one summary
-line per (mode, clients) with medians; all lines also go to
-OUT/engine_e2e.jsonl.
+Output (stdout and OUT/engine_e2e.jsonl, each line flushed as it is
+written): a config line; one line per point (mode, clients, repetition)
+as soon as it is measured; after each repetition of a client count, a
+"ratios" line (every mode's tokens/s over that repetition's bare run); at
+the end one summary line per (mode, clients): ratio_to_bare, the median
+over repetitions of each repetition's ratio, with ratio_min, ratio_max,
+spread_points and every ratio (rep_ratios), and medians of tokens/s and
+latency. The ratios are to the mode named `bare` (else the first bare
+mode); `bare2`, a second bare run, is the noise floor. --deadline ends a
+run in time: no repetition starts that would end after it, and the
+summary still comes.
 
 Modes (--modes, in order; --mode NAME=SPEC adds or redefines one). A spec
 is a list of words: `bare` (no graphsignal-run), `--option [value]`
@@ -30,28 +43,102 @@ is a list of words: `bare` (no graphsignal-run), `--option [value]`
 run):
 
   bare    bare
+  bare2   bare (a second one: the noise between two bare runs)
   graph   (graphsignal-run as it is)
   node    --cuda-graph-trace node
 
   e.g. --mode activity='GRAPHSIGNAL_CUPTI_COLLECTION=activity' --modes bare,graph,node,activity
 
+--run NAME=COMMAND adds a mode run behind any other command: COMMAND's
+words go in front of llama-server's command line, with {port} in any of
+them replaced by a free port for that command's /signals (no {port}: the
+command serves nothing to poll, and the points have no /signals figures).
+It runs in an empty folder of its own (give it absolute paths), with the
+script's environment without this checkout on PYTHONPATH (the command
+brings its own graphsignal: Python puts the current folder and
+PYTHONPATH ahead of the command's own packages, so either would shadow
+them), plus GRAPHSIGNAL_LOG_LEVEL=warning (unless set) and
+GRAPHSIGNAL_SIGNALS_FILE, which a tool may ignore. An older build of this
+project, from a checkout of its commit (native parts built in it):
+
+  --run baseline="env PYTHONPATH=/path/to/base python3 -m graphsignal.cli.run --listen-port {port} --"
+
+another profiler, e.g. the published graphsignal 1.1.2 (the anchor) as a
+black box, installed from its wheel into a folder of its own:
+
+  pip install --no-deps --target /tmp/anchor graphsignal-1.1.2-py3-none-any.whl   (its dependencies:
+      nvidia-ml-py, prometheus-client, protobuf, psutil, requests, xxhash: the same way where missing)
+  --run anchor="env PYTHONPATH=/tmp/anchor /tmp/anchor/bin/graphsignal-run --listen-port {port}"
+
 Inputs are paths, so any llama.cpp and any GGUF model works:
 
   python scripts/engine_e2e.py --llama-server /path/to/llama-server --model tiny.gguf
-  python scripts/engine_e2e.py --llama-src /tmp/eng/llama.cpp --build-dir /tmp/eng/build \\
-      --model /tmp/eng/tiny.gguf --make-model /tmp/eng/llama.cpp \\
+  python scripts/engine_e2e.py --llama-src /tmp/eng/llama.cpp --build-dir /tmp/eng/build \
+      --model /tmp/eng/tiny.gguf --make-model /tmp/eng/llama.cpp \
       --make-model-script ../shared/engines/make_tiny_gguf.py
 
 --llama-src builds llama-server with cmake (the flags of
 shared/engines/README.md; --cpu-only for a CPU build). --make-model SRC
 writes --model with --make-model-script (shared/engines/make_tiny_gguf.py
-style: `script SRC OUT [args]`) and only when asked.
+style: `script SRC OUT [args]`; --make-model-args '--layers 16 --embd 2048
+--ff 5632' for a model of about a billion parameters) and only when asked.
+
+The H200 run (issue 24: modes bare, bare2, graph, node, baseline, anchor;
+1 and 4 clients; 5 repetitions; the tiny model and the larger one). A
+point takes about warmup + duration + 6 s, so one call of at most 10
+minutes holds 4 modes x 5 repetitions of one client count; --deadline
+keeps each inside it. Before the GPU session, on this machine, in the
+checkout (build/ is git-ignored; carry build/e2e):
+
+  git worktree add --detach /tmp/gs-base BASE_COMMIT && mkdir -p build/e2e && \
+      git -C /tmp/gs-base archive --prefix=base/ HEAD | tar x -C build/e2e
+  pip download --no-deps graphsignal==1.1.2 -d build/e2e/anchor   (plus the wheels of its missing
+      dependencies for the GPU host's Python, e.g. pip download --only-binary=:all: --python-version 3.12
+      protobuf xxhash -d build/e2e/anchor)
+
+On the H200, first call (llama-server build about 5 minutes, both models):
+
+  mkdir -p /tmp/eng && tar xzf shared/engines/llama.cpp-src.tgz -C /tmp/eng && \
+  python3 scripts/engine_e2e.py --llama-src /tmp/eng/llama.cpp --build-dir /tmp/eng/build \
+      --model /tmp/eng/tiny.gguf --make-model /tmp/eng/llama.cpp \
+      --make-model-script shared/engines/make_tiny_gguf.py --prepare-only && \
+  python3 shared/engines/make_tiny_gguf.py /tmp/eng/llama.cpp /tmp/eng/big.gguf --layers 16 --embd 2048 --ff 5632 && \
+  (cd build/e2e/base && python3 graphsignal/_native_build.py && python3 csrc/cupti_build.py graphsignal/lib) && \
+  python3 -m pip install -q --no-index --no-deps --target /tmp/anchor build/e2e/anchor/*.whl
+
+then one call per line below, back to back (/tmp lasts while the machine
+is warm); E2E stands for
+
+  python3 scripts/engine_e2e.py --llama-server /tmp/eng/build/bin/llama-server --reps 5 --duration 10 \
+      --warmup 2 --deadline 560 \
+      --run baseline="env PYTHONPATH=$PWD/build/e2e/base python3 -m graphsignal.cli.run --listen-port {port} --" \
+      --run anchor="env PYTHONPATH=/tmp/anchor /tmp/anchor/bin/graphsignal-run --listen-port {port}"
+
+  E2E --model /tmp/eng/tiny.gguf --clients 4 --modes bare,graph,baseline,bare2 --out e2e/tiny-c4-a
+  E2E --model /tmp/eng/tiny.gguf --clients 1 --modes bare,graph,baseline,bare2 --out e2e/tiny-c1-a
+  E2E --model /tmp/eng/tiny.gguf --clients 4 --modes bare,node,anchor --out e2e/tiny-c4-b
+  E2E --model /tmp/eng/tiny.gguf --clients 1 --modes bare,node,anchor --out e2e/tiny-c1-b
+  E2E --model /tmp/eng/big.gguf --clients 4 --modes bare,graph,baseline,bare2 --out e2e/big-c4-a
+  E2E --model /tmp/eng/big.gguf --clients 1 --modes bare,graph,baseline,bare2 --out e2e/big-c1-a
+  E2E --model /tmp/eng/big.gguf --clients 4 --modes bare,node,anchor --out e2e/big-c4-b
+  E2E --model /tmp/eng/big.gguf --clients 1 --modes bare,node,anchor --out e2e/big-c1-b
+
+and what the sidecar's low priority (GRAPHSIGNAL_SIDECAR_PRIORITY, idle by
+default) changes, against the same build at the workload's priority:
+
+  E2E --model /tmp/eng/tiny.gguf --clients 4 --modes bare,graph,graphnormal \
+      --mode graphnormal=GRAPHSIGNAL_SIDECAR_PRIORITY=normal --out e2e/tiny-c4-prio
+
+(each summary line's ratio_to_bare is the statistic; a run split in two
+shares no bare run, so compare modes within one run). With more time in
+one call, all six modes at once: --modes bare,bare2,graph,node,baseline,anchor.
 """
 import argparse
 import http.client
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -65,7 +152,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-BUILTIN_MODES = {"bare": "bare", "graph": "", "node": "--cuda-graph-trace node"}
+BUILTIN_MODES = {"bare": "bare", "bare2": "bare", "graph": "", "node": "--cuda-graph-trace node"}
+PORT_FIELD = "{port}"  # in a --run command: the port its /signals should listen on
 CMAKE_FLAGS = ["-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",
                "-DCMAKE_BUILD_TYPE=Release"]
@@ -102,12 +190,19 @@ def free_port():
 # -- modes ------------------------------------------------------------------------
 
 class Mode:
-    """How to run the server: bare, or under graphsignal-run with options
-    and environment variables."""
+    """How to run the server: bare, under graphsignal-run with options and
+    environment variables (spec), or behind another command (command: a
+    --run template, see the module doc)."""
 
-    def __init__(self, name, spec):
+    def __init__(self, name, spec="", command=None):
         self.name = name
         self.spec = spec
+        self.command = shlex.split(command) if command is not None else None
+        if self.command is not None:
+            if not self.command:
+                raise ValueError("--run %s: the command is empty" % name)
+            self.bare, self.options, self.env = False, [], {}
+            return
         words = shlex.split(spec)
         self.bare = "bare" in words
         self.options, self.env = [], {}
@@ -122,32 +217,86 @@ class Mode:
         if self.bare and (self.options or self.env):
             raise ValueError("mode %s: 'bare' takes no graphsignal-run options or variables" % name)
 
+    @property
+    def external(self):
+        """Run behind a --run command, not this checkout's graphsignal-run."""
+        return self.command is not None
+
+    @property
+    def serves_signals(self):
+        """Whether the run has a /signals endpoint to poll: graphsignal-run
+        modes always, a --run command when its template takes {port}."""
+        if self.bare:
+            return False
+        return not self.external or any(PORT_FIELD in w for w in self.command)
+
+    def prefix(self, listen_port):
+        """The words of a --run command, {port} filled in."""
+        return [w.replace(PORT_FIELD, str(listen_port)) for w in self.command]
+
     def describe(self):
-        return {"name": self.name, "bare": self.bare, "options": self.options, "env": self.env}
+        d = {"name": self.name, "bare": self.bare, "options": self.options, "env": self.env}
+        if self.external:
+            d.update(command=self.command, signals=self.serves_signals)
+        return d
 
 
-def parse_modes(names, extra):
-    table = dict(BUILTIN_MODES)
+def _named(item, flag):
+    if "=" not in item or not item.split("=", 1)[0].strip():
+        raise ValueError("%s wants NAME=%s, got %r" % (flag, "SPEC" if flag == "--mode" else "COMMAND", item))
+    k, v = item.split("=", 1)
+    return k.strip(), v
+
+
+def parse_modes(names, extra, runs=()):
+    """Modes in the order of `names`, from the built-in table, --mode NAME=SPEC
+    (extra) and --run NAME=COMMAND (runs); a later definition of a name
+    wins."""
+    table = {k: ("spec", v) for k, v in BUILTIN_MODES.items()}
     for item in extra or ():
-        if "=" not in item:
-            raise ValueError("--mode wants NAME=SPEC, got %r" % item)
-        k, v = item.split("=", 1)
-        table[k.strip()] = v
+        k, v = _named(item, "--mode")
+        table[k] = ("spec", v)
+    for item in runs or ():
+        k, v = _named(item, "--run")
+        table[k] = ("command", v)
+    if len(set(names)) != len(names):
+        raise ValueError("a mode is named twice in --modes: %s (bare2 is a second bare run)" % ",".join(names))
     modes = []
     for n in names:
         if n not in table:
-            raise ValueError("unknown mode %r (known: %s; add one with --mode NAME=SPEC)" % (n, ", ".join(table)))
-        modes.append(Mode(n, table[n]))
+            raise ValueError("unknown mode %r (known: %s; add one with --mode NAME=SPEC or --run NAME=COMMAND)"
+                             % (n, ", ".join(table)))
+        how, v = table[n]
+        modes.append(Mode(n, command=v) if how == "command" else Mode(n, v))
+    if not any(m.bare for m in modes):
+        raise ValueError("--modes needs a bare mode: ratios are to bare runs of the same repetition")
     return modes
+
+
+def reference_mode(modes):
+    """The bare mode every ratio is taken to: the one named "bare", else the
+    first bare one (bare2 then measures the noise between two bare runs)."""
+    return next((m for m in modes if m.name == "bare"), None) or next(m for m in modes if m.bare)
+
+
+def without_checkout(pythonpath):
+    """PYTHONPATH without this checkout: a --run command brings its own
+    graphsignal (an older build, another version), which this checkout on
+    its path would shadow."""
+    here = os.path.realpath(ROOT)
+    keep = [p for p in (pythonpath or "").split(os.pathsep) if p and os.path.realpath(p) != here]
+    return os.pathsep.join(keep)
 
 
 # -- the server ---------------------------------------------------------------------
 
 class Server:
-    """One llama-server process, bare or under graphsignal-run."""
+    """One llama-server process: bare, under graphsignal-run, or behind a
+    --run command."""
 
     def __init__(self, server_bin, model, port, *, mode=None, listen_port=None, ngl=99, ctx=8192, parallel=4,
-                 server_args=(), gs_run=None, signals_file=None, env=None, log_path=None):
+                 server_args=(), gs_run=None, signals_file=None, env=None, log_path=None, cwd=None):
+        server_bin, model = os.path.abspath(server_bin), os.path.abspath(model)
         self.server_bin = server_bin
         self.port = port
         self.mode = mode or Mode("bare", "bare")
@@ -159,10 +308,18 @@ class Server:
         bindir = os.path.dirname(os.path.abspath(server_bin))
         # a build with its backends as loadable modules looks for them next to the binary
         e["LD_LIBRARY_PATH"] = bindir + (os.pathsep + e["LD_LIBRARY_PATH"] if e.get("LD_LIBRARY_PATH") else "")
-        if not self.mode.bare:
+        if self.mode.external:
+            cmd = self.mode.prefix(listen_port) + cmd
+            pp = without_checkout(e.get("PYTHONPATH"))
+            if pp:
+                e["PYTHONPATH"] = pp
+            else:
+                e.pop("PYTHONPATH", None)
+        elif not self.mode.bare:
             gs = list(gs_run or [sys.executable, "-m", "graphsignal.cli.run"])
             cmd = gs + ["--listen-port", str(listen_port)] + self.mode.options + cmd
             e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        if not self.mode.bare:
             e.setdefault("GRAPHSIGNAL_LOG_LEVEL", "warning")
             if signals_file:
                 e["GRAPHSIGNAL_SIGNALS_FILE"] = signals_file
@@ -171,7 +328,7 @@ class Server:
         self.log_path = log_path
         self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, env=e, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         self.returncode = None
 
     @property
@@ -180,7 +337,7 @@ class Server:
 
     @property
     def signals_url(self):
-        return None if self.mode.bare else "http://127.0.0.1:%d/signals" % self.listen_port
+        return "http://127.0.0.1:%d/signals" % self.listen_port if self.mode.serves_signals else None
 
     def wait_healthy(self, timeout=300.0):
         """Polls GET /health until it answers 200 (503 while the model
@@ -357,24 +514,44 @@ def payload_facts(doc):
             "engine": engine.get("engine"), "engine_generation_tokens_total": engine.get("generation_tokens_total")}
 
 
+ENGINE_PREFIX = "llamacpp:"  # llama-server's metric names, as a profiler re-serves them
+
+
+def engine_shown(doc, after_ns=0):
+    """How a /signals document shows a good scrape of the engine at a time
+    after `after_ns` (epoch ns): "scrape" (this project's
+    prometheus_scrape_up and _timestamp_ns say so), "metrics" (only with
+    after_ns 0: llama-server's own series are there, which is how another
+    build or tool that lacks those two shows it), or None."""
+    stats, engine = {}, False
+    for m in doc.get("metrics") or ():
+        name = m.get("name") or ""
+        if name in ("prometheus_scrape_up", "prometheus_scrape_timestamp_ns"):
+            stats[name] = (m.get("stats") or {}).get("value")
+        elif name.startswith(ENGINE_PREFIX):
+            engine = True
+    if stats.get("prometheus_scrape_up") == 1 and (stats.get("prometheus_scrape_timestamp_ns") or 0) > after_ns:
+        return "scrape"
+    return "metrics" if engine and not after_ns and "prometheus_scrape_up" not in stats else None
+
+
 def wait_scraped(signals_url, timeout=60.0, after_ns=0):
-    """Seconds until graphsignal-run has scraped the engine successfully at
-    a time after `after_ns` (epoch ns; 0: any good scrape. Its backoff
-    while the model loaded may delay the first); None if that did not
-    happen within `timeout`."""
+    """(seconds until /signals showed a good scrape of the engine at a time
+    after `after_ns` (engine_shown), how it showed it); (None, None) if
+    that did not happen within `timeout`. graphsignal-run's backoff while
+    the model loaded may delay the first scrape."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         try:
             with urllib.request.urlopen(signals_url, timeout=5) as r:
                 doc = json.loads(r.read())
-            stats = {m.get("name"): (m.get("stats") or {}).get("value") for m in doc.get("metrics") or ()
-                     if m.get("name") in ("prometheus_scrape_up", "prometheus_scrape_timestamp_ns")}
-            if stats.get("prometheus_scrape_up") == 1 and (stats.get("prometheus_scrape_timestamp_ns") or 0) > after_ns:
-                return round(time.monotonic() - t0, 3)
+            how = engine_shown(doc, after_ns) if isinstance(doc, dict) else None
+            if how:
+                return round(time.monotonic() - t0, 3), how
         except (urllib.error.URLError, ConnectionError, OSError, ValueError):
             pass
         time.sleep(0.2)
-    return None
+    return None, None
 
 
 # -- one point ----------------------------------------------------------------------
@@ -387,18 +564,37 @@ def run_point(args, mode, clients, rep, out_dir):
     os.unlink(signals_file)
     log_path = os.path.join(out_dir, "server_%s_c%d_r%d.log" % (mode.name, clients, rep))
     line = {"mode": mode.name, "clients": clients, "rep": rep}
-    server = Server(args.llama_server, args.model, port, mode=mode, listen_port=listen, ngl=args.ngl,
-                    ctx=args.ctx, parallel=max(args.parallel, clients), server_args=args.server_arg,
-                    gs_run=shlex.split(args.graphsignal_run) if args.graphsignal_run else None,
-                    signals_file=signals_file, log_path=log_path)
+    t_point = time.monotonic()
+    # A --run command starts in an empty folder: Python puts the current folder first on
+    # sys.path for -m and -c, so a graphsignal package there (this checkout, when the script
+    # runs from it) would be imported instead of the command's own.
+    cwd = tempfile.mkdtemp(prefix="gs-e2e-cwd-") if mode.external else None
+    try:
+        server = Server(args.llama_server, args.model, port, mode=mode, listen_port=listen, ngl=args.ngl,
+                        ctx=args.ctx, parallel=max(args.parallel, clients), server_args=args.server_arg,
+                        gs_run=shlex.split(args.graphsignal_run) if args.graphsignal_run else None,
+                        signals_file=signals_file, log_path=log_path, cwd=cwd)
+        return _measure(args, server, line, clients, signals_file, out_dir, t_point)
+    finally:
+        if cwd:
+            shutil.rmtree(cwd, ignore_errors=True)
+
+
+def _measure(args, server, line, clients, signals_file, out_dir, t_point):
+    mode, port = server.mode, server.port
     load = poller = None
     try:
         t_start = time.monotonic()
         server.wait_healthy(args.start_timeout)
         line["start_seconds"] = round(time.monotonic() - t_start, 3)
         if server.signals_url:
-            # the payload should hold the engine's metrics over the whole measurement
-            line["scrape_wait_seconds"] = wait_scraped(server.signals_url, args.start_timeout)
+            # the payload should hold the engine's metrics over the whole measurement; a
+            # profiler that never shows the engine's scrape costs --scrape-timeout, then is
+            # measured all the same
+            line["scrape_wait_seconds"], how = wait_scraped(server.signals_url, args.scrape_timeout)
+            line["engine_seen"] = how is not None
+            if how:
+                line["engine_seen_by"] = how
         load = Load(port, clients, args.prompt, args.n_predict).start()
         time.sleep(args.warmup)
         if server.signals_url and args.signals_interval > 0:
@@ -427,10 +623,12 @@ def run_point(args, mode, clients, rep, out_dir):
             poller.stop()
         if load is not None:
             load.stop(timeout=args.n_predict * 0.5 + 30)
-            if server.signals_url and "error" not in line:
+            if server.signals_url and "error" not in line and line.get("engine_seen_by") == "scrape":
                 # one scrape after the load, so the kept payload's engine counters cover all of it
-                line["final_scrape_wait_seconds"] = wait_scraped(server.signals_url, 15.0, time.time_ns())
+                line["final_scrape_wait_seconds"] = wait_scraped(server.signals_url, min(15.0, args.scrape_timeout),
+                                                                 time.time_ns())[0]
         line["exit_status"] = server.stop(args.stop_timeout)
+    line["point_seconds"] = round(time.monotonic() - t_point, 3)
     if not mode.bare:
         doc = None
         if os.path.exists(signals_file):
@@ -487,8 +685,11 @@ def parse_args(argv=None):
     p.add_argument("--make-model-args", default="", help="extra arguments for the script, e.g. '--layers 2'")
     p.add_argument("--modes", default="bare,graph,node", help="modes in order (default: %(default)s)")
     p.add_argument("--mode", action="append", metavar="NAME=SPEC", help="add or redefine a mode (see above)")
+    p.add_argument("--run", action="append", metavar="NAME=COMMAND",
+                   help="a mode run behind another command, e.g. an older build or another profiler; {port} in "
+                        "it becomes the port its /signals listens on (see above; repeat)")
     p.add_argument("--clients", default="1,4", help="concurrent clients per point (default: %(default)s)")
-    p.add_argument("--reps", type=int, default=3, help="repetitions (default: %(default)s)")
+    p.add_argument("--reps", type=int, default=5, help="repetitions (default: %(default)s)")
     p.add_argument("--duration", type=float, default=12.0, help="measured seconds per point (default: 12)")
     p.add_argument("--warmup", type=float, default=3.0, help="load seconds before measuring (default: 3)")
     p.add_argument("--n-predict", type=int, default=128, help="tokens per request (default: 128)")
@@ -503,7 +704,14 @@ def parse_args(argv=None):
     p.add_argument("--listen-port", type=int, help="/signals port (default: a free one per point)")
     p.add_argument("--signals-interval", type=float, default=0.5,
                    help="seconds between /signals polls under load; 0: no polling (default: 0.5)")
-    p.add_argument("--start-timeout", type=float, default=300.0)
+    p.add_argument("--start-timeout", type=float, default=300.0,
+                   help="seconds for llama-server to answer /health with 200 (default: 300)")
+    p.add_argument("--scrape-timeout", type=float, default=20.0,
+                   help="seconds for /signals to show a good scrape of the engine before the load starts anyway "
+                        "(default: 20)")
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="seconds for the whole run: no repetition starts that would end after it, and the summary "
+                        "comes out in time (default: 0, none)")
     p.add_argument("--stop-timeout", type=float, default=20.0)
     p.add_argument("--out", default="engine-e2e", help="output folder (default: ./engine-e2e)")
     p.add_argument("--prepare-only", action="store_true",
@@ -515,26 +723,52 @@ def parse_args(argv=None):
         p.error("--make-model needs --make-model-script (the path of make_tiny_gguf.py)")
     if a.reps < 1 or a.duration <= 0 or not a.clients or min(a.clients) < 1:
         p.error("--reps, --duration and --clients must be positive")
+    if a.scrape_timeout <= 0 or a.deadline < 0:
+        p.error("--scrape-timeout must be positive and --deadline not negative")
     return a
 
 
-def summarize(lines, modes, clients_list):
+def group_ratios(group, modes):
+    """{mode: tokens/s over the reference bare mode's} of one repetition and
+    client count (group: {mode name: point}); None where either has no
+    tokens/s."""
+    ref = group.get(reference_mode(modes).name) or {}
+    base = ref.get("tokens_per_second")
+    out = {}
+    for m in modes:
+        tps = (group.get(m.name) or {}).get("tokens_per_second")
+        out[m.name] = round(tps / base, 4) if base and tps is not None and "error" not in group[m.name] \
+            and "error" not in ref else None
+    return out
+
+
+def summarize(lines, ratios, modes, clients_list):
+    """One line per (mode, clients): medians over the repetitions, and the
+    statistic: the median of each repetition's ratio to that repetition's
+    bare run, with its spread (min, max) and every ratio (ratios: [(rep,
+    clients, {mode: ratio})])."""
     out = []
+    ref = reference_mode(modes).name
     for clients in clients_list:
         for mode in modes:
             pts = [x for x in lines if x["mode"] == mode.name and x["clients"] == clients and "error" not in x]
             if not pts:
                 continue
-            s = {"summary": True, "mode": mode.name, "clients": clients, "reps": len(pts),
+            rs = [r[mode.name] for _, c, r in ratios if c == clients and r.get(mode.name) is not None]
+            s = {"summary": True, "mode": mode.name, "clients": clients, "reps": len(pts), "ratio_reps": len(rs),
+                 "ratio_to": ref, "ratio_to_bare": median(rs), "ratio_min": min(rs) if rs else None,
+                 "ratio_max": max(rs) if rs else None, "rep_ratios": rs,
                  "tokens_per_second": median([x.get("tokens_per_second") for x in pts]),
-                 "ratio_to_bare": median([x.get("ratio_to_bare") for x in pts]),
                  "latency_p50_s": median([x.get("latency_p50_s") for x in pts]),
                  "latency_p90_s": median([x.get("latency_p90_s") for x in pts])}
+            if rs:
+                s["spread_points"] = round(100.0 * (max(rs) - min(rs)), 2)
             if not mode.bare:
                 s.update(signals_p50_ms=median([x.get("signals_p50_ms") for x in pts]),
                          signals_p99_ms=max((x.get("signals_p99_ms") or 0) for x in pts),
                          dropped_records=sum(x.get("dropped_records") or 0 for x in pts),
-                         graph_frames=median([x.get("graph_frames") for x in pts]))
+                         graph_frames=median([x.get("graph_frames") for x in pts]),
+                         engine_seen=sum(1 for x in pts if x.get("engine_seen")))
             if s["ratio_to_bare"] is not None:
                 s["overhead_percent"] = round(100.0 * (1.0 - s["ratio_to_bare"]), 2)
             out.append(s)
@@ -544,7 +778,7 @@ def summarize(lines, modes, clients_list):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        modes = parse_modes(args.modes, args.mode)
+        modes = parse_modes(args.modes, args.mode, args.run)
     except ValueError as e:
         raise SystemExit("engine_e2e: %s" % e)
     if args.llama_src:
@@ -568,27 +802,42 @@ def main(argv=None):
         jsonl.write(s + "\n")
         jsonl.flush()
 
+    t_start = time.monotonic()
     emit({"config": True, "llama_server": os.path.abspath(args.llama_server), "model": os.path.abspath(args.model),
           "modes": [m.describe() for m in modes], "clients": args.clients, "reps": args.reps,
           "duration_s": args.duration, "warmup_s": args.warmup, "n_predict": args.n_predict, "ngl": args.ngl,
-          "ctx": args.ctx, "parallel": args.parallel, "server_args": args.server_arg})
-    lines = []
+          "ctx": args.ctx, "parallel": args.parallel, "server_args": args.server_arg,
+          "scrape_timeout_s": args.scrape_timeout, "deadline_s": args.deadline})
+    lines, ratios, longest = [], [], 0.0
+    stopped = None
     for rep in range(args.reps):
         for clients in args.clients:
             k = rep % len(modes)
             order = modes[k:] + modes[:k]  # rotate: no mode always runs first
+            # a whole group or none: a ratio needs its repetition's bare run
+            need = len(order) * max(longest, args.warmup + args.duration + 5.0)
+            if args.deadline and time.monotonic() - t_start + need > args.deadline:
+                stopped = {"stopped": True, "rep": rep, "clients": clients,
+                           "reason": "--deadline %g s: %.0f s spent, a repetition takes about %.0f s"
+                                     % (args.deadline, time.monotonic() - t_start, need)}
+                break
             group = {}
             for mode in order:
                 log("rep %d, %d client(s), %s" % (rep, clients, mode.name))
-                group[mode.name] = run_point(args, mode, clients, rep, args.out)
-            bare = next((group[m.name] for m in modes if m.bare), None)
-            for mode in modes:  # printed in the --modes order, with the ratio of this very repetition
-                line = group[mode.name]
-                if bare and bare.get("tokens_per_second") and line.get("tokens_per_second") is not None:
-                    line["ratio_to_bare"] = round(line["tokens_per_second"] / bare["tokens_per_second"], 4)
-                emit(line)
+                line = group[mode.name] = run_point(args, mode, clients, rep, args.out)
+                longest = max(longest, line.get("point_seconds") or 0.0)
+                emit(line)  # at once: a run cut short keeps every point it measured
                 lines.append(line)
-    for s in summarize(lines, modes, args.clients):
+            r = group_ratios(group, modes)
+            ratios.append((rep, clients, r))
+            emit({"ratios": True, "rep": rep, "clients": clients, "ratio_to": reference_mode(modes).name,
+                  "ratio_to_bare": r})
+        if stopped:
+            break
+    if stopped:
+        log(stopped["reason"])
+        emit(stopped)
+    for s in summarize(lines, ratios, modes, args.clients):
         emit(s)
     jsonl.close()
     return 1 if any("error" in x for x in lines) else 0

@@ -5,6 +5,10 @@ changed (store.prerender; unread, it sleeps to the next snapshot), and once
 every `history_interval` seconds it appends the per-second history snapshot
 that windows are differences of (store.take_history). It belongs to the sidecar, not to any writer: if the
 poller never starts, or a source hangs, windows still advance.
+
+While the poller drains records it prerenders after each cycle (it is
+awake anyway); the clock then sees prerenders it did not make and sleeps to
+the next snapshot instead of waking every `interval` for the same work.
 """
 import logging
 import threading
@@ -27,13 +31,18 @@ class StoreClock:
         self.monotonic = monotonic
         self.reporter = reporter
         self._last_history: Optional[float] = None
+        self._seen = 0  # store.prerenders after the clock's own last one
+        self._others = False  # whether something else prerendered since then
         self._halt = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     def tick(self) -> None:
         """One cycle: prerender, and the history snapshot when one is due."""
         now = self.monotonic()
+        count = getattr(self.store, "prerenders", 0)
+        self._others = count != self._seen
         self.store.prerender()
+        self._seen = getattr(self.store, "prerenders", 0)
         if self._last_history is None or now - self._last_history >= self.history_interval:
             self._last_history = now
             self.store.take_history()
@@ -58,10 +67,10 @@ class StoreClock:
 
     def _delay(self, t0: float) -> float:
         """Seconds to the next tick: `interval` while someone reads /signals
-        (prerender has work), else the next history snapshot (an idle
-        sidecar's CPU is mostly wakeups)."""
+        (prerender has work) and nothing else prerenders, else the next
+        history snapshot (an idle sidecar's CPU is mostly wakeups)."""
         now = self.monotonic()
-        if self.store.being_read():
+        if self.store.being_read() and not self._others:
             return max(0.0, self.interval - (now - t0))
         last = self._last_history if self._last_history is not None else t0
         return max(0.0, min(self.history_interval, self.history_interval - (now - last)))

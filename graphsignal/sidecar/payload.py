@@ -42,16 +42,23 @@ def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None, metri
     # dumps never fails on a number (integers beyond 64 bits become floats): data
     # cannot make /signals fail or the signals file go unwritten
     tail = dumps({"errors": list(snap.errors), "resources": list(snap.resources)})
-    parts = [dumps(head)[:-1]]
-    if metrics:
-        if snap.encoded is None:
-            raise ValueError("render() needs a snapshot taken with encode=True")
-        parts += [b',"metrics":[', b",".join(snap.encoded), b"]"]
-    parts += [b",", tail[1:-1], b',"engine":', dumps(engine_of(snap))]
+    rest = [b",", tail[1:-1], b',"engine":', dumps(engine_of(snap))]
     if extra:
-        parts.append(b"," + dumps(extra)[1:-1])
-    parts.append(b"}")
-    return b"".join(parts)
+        rest.append(b"," + dumps(extra)[1:-1])
+    rest.append(b"}")
+    if not metrics:
+        return dumps(head)[:-1] + b"".join(rest)
+    encoded = snap.encoded
+    if encoded is None:
+        raise ValueError("render() needs a snapshot taken with encode=True")
+    start, end = dumps(head)[:-1] + b',"metrics":[', b"]" + b"".join(rest)
+    if not encoded:
+        return start + end
+    # one join copies the megabytes of series once: the document's head goes
+    # in front of the first series, its rest after the last
+    if len(encoded) == 1:
+        return start + encoded[0] + end
+    return b",".join((start + encoded[0],) + encoded[1:-1] + (encoded[-1] + end,))
 
 
 def engine_of(snap: StoreSnapshot) -> Optional[Dict[str, Any]]:

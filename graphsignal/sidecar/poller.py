@@ -121,6 +121,7 @@ class RingState:
 class Poller:
     BATCH = 1 << 20  # records per drain (the scratch buffer is reused)
     MIN_INTERVAL = 0.002  # seconds: the shortest sleep while a ring fills fast
+    STOP_WAIT = 15.0  # seconds stop() waits for the thread
 
     def __init__(self, store, run_id, shm_dir=L.SHM_DIR, interval=0.05, proc_root="/proc",
                  retire_interval=1.0, gone_grace=1.0, on_error=None):
@@ -394,7 +395,12 @@ class Poller:
             while not self._halt.is_set():
                 t0 = time.monotonic()
                 try:
+                    drained = self.records_total
                     self.poll_once()
+                    if self.records_total != drained:
+                        # what changed, serialized now while awake (when someone reads
+                        # /signals): the clock then need not wake for it (sidecar.clock)
+                        self.store.prerender()
                 except Exception as e:  # keep polling: one bad cycle must not end collection
                     self._warn_once(("cycle", type(e).__name__, str(e)),
                                     "poller cycle failed: %s: %s" % (type(e).__name__, e))
@@ -425,8 +431,15 @@ class Poller:
             except OSError:
                 pass
         if self._thread is not None:
-            self._thread.join(5)
-        if self._wake is not None and (self._thread is None or not self._thread.is_alive()):
+            # at SCHED_IDLE (sidecar.priority) on a host busy to the last core, the thread may
+            # wait a while for the moment it needs to see the halt
+            self._thread.join(self.STOP_WAIT)
+            if self._thread.is_alive():
+                # draining or closing the rings under it would race it: leave them, say so
+                self._warn_once(("stop",), "the poller did not stop within %g s; the records still in the "
+                                "rings are not drained" % self.STOP_WAIT)
+                return
+        if self._wake is not None:
             for fd in self._wake:
                 try:
                     os.close(fd)
@@ -443,11 +456,15 @@ class Poller:
 
     def cleanup_all(self):
         """Unlinks every ring and marker of this run (the sidecar is
-        exiting): our own files only, never a name another user took."""
+        exiting): our own files only, never a name another user took. A
+        thread that did not stop keeps its mappings (unmapped under it, a
+        drain would crash)."""
+        running = self._thread is not None and self._thread.is_alive()
         for fname, st in list(self.rings.items()):
             st.ring.unlink()
-            st.ring.close()
-            del self.rings[fname]
+            if not running:
+                st.ring.close()
+                del self.rings[fname]
         try:
             for fname in os.listdir(self.shm_dir):
                 if fname.startswith(self.prefix):

@@ -415,6 +415,7 @@ class Sidecar:
         self.reporter = Reporter(self.store, {"source": "sidecar"})
         self.sources = _Sources(self)
         self.channel_eof = False
+        self.priority = None  # what the parts' threads run at (sidecar.priority)
         self._parts = [_Clock(self), _Poller(self), _Server(self),
                        _Once(self, "process resources", self._register_root), self.sources, _Uploader(self),
                        _Otlp(self), _VersionCheck(self), _Once(self, "stale ring cleanup", self._remove_stale)]
@@ -440,6 +441,15 @@ class Sidecar:
         self.feed.store.attach(self.store)
         for part in self._parts:
             self._guard(part.name, part.start)
+        # below the workload (sidecar.priority), but this thread (the final drain and payload)
+        # and the channel's
+        self.priority = self._guard("lowering the priority", self._lower_priority)
+
+    def _lower_priority(self):
+        from graphsignal.sidecar import priority
+
+        keep = {threading.main_thread().native_id, self.feed.native_id}
+        return priority.lower_threads(self.settings.sidecar_priority, keep)
 
     def _register_root(self):
         """The host and the root process, known before the first host poll,

@@ -27,6 +27,7 @@ passes them to its `annotate` (a function the store gives it:
 graphsignal.naming.annotate, which adds kernel frames' display names and
 categories), so each series' JSON is named once, when it is encoded.
 """
+import heapq
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 import numpy as np
@@ -53,6 +54,8 @@ PLAIN: Render = (MAX_FRAMES, None)
 Stats = Dict[str, Any]
 
 _JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
+_orjson_dumps = orjson.dumps
+_PLAIN_NUMBERS = (float, int, type(None))  # what orjson writes without its numpy option
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
@@ -118,11 +121,23 @@ class SeriesView:
         """{name, type, tags, stats, updated_ns} as JSON bytes. The same
         bytes object on every call (readers skip unchanged series by
         identity)."""
-        if self._json is None:
-            self._json = b"".join((self._head, b',"stats":',
-                                   self.kind.stats_json(self.state, self.name, self._render),
-                                   b',"updated_ns":', orjson.dumps(self.updated_ns), b"}"))
-        return self._json
+        j = self._json
+        if j is None:
+            kind = self.kind
+            if kind.scalar:
+                # most series are one number: no stats to build (_Scalar.stats_json, inlined)
+                state = self.state
+                try:
+                    number = _orjson_dumps(state) if type(state) in _PLAIN_NUMBERS else _orjson_dumps(
+                        state, option=_JSON_OPT)
+                except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
+                    number = dumps(state)
+                j = b"".join((self._head, number, b'},"updated_ns":', _orjson_dumps(self.updated_ns), b"}"))
+            else:
+                j = b"".join((self._head, kind.stats_json(self.state, self.name, self._render), b',"updated_ns":',
+                              _orjson_dumps(self.updated_ns), b"}"))
+            self._json = j
+        return j
 
 
 class Series:
@@ -132,6 +147,8 @@ class Series:
     __slots__ = ("name", "tags", "updated_ns", "created", "_view", "_head", "_changed", "_stale")
     type: Optional[str] = None  # the payload's "type" (each subclass's)
     render = PLAIN  # how its stats render (Profile's own slot overrides it)
+    scalar = False  # stats are {_key: state}: _Scalar's
+    _stats_open = b',"stats":'  # what follows the head in its JSON
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         self.name = name
@@ -141,8 +158,8 @@ class Series:
         self._view: Optional[SeriesView] = None
         self._changed = True  # since the last history snapshot
         self._stale: "Optional[Set[Series]]" = None
-        # '{"name":..,"type":..,"tags":{..}' never changes: serialize it once
-        self._head = dumps({"name": name, "type": self.type, "tags": self.tags})[:-1]
+        # '{"name":..,"type":..,"tags":{..},"stats":' never changes: serialize it once
+        self._head = dumps({"name": name, "type": self.type, "tags": self.tags})[:-1] + self._stats_open
 
     def bind(self, stale: "Set[Series]", created: int) -> None:
         """Joins a store: touch() adds the series to `stale` (the store's
@@ -221,6 +238,7 @@ class _Scalar(Series):
 
     __slots__ = ()
     _key, _prefix = "", b""
+    scalar = True
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         Series.__init__(self, name, tags)
@@ -246,6 +264,7 @@ class Gauge(_Scalar):
     __slots__ = ("value",)
     type = GAUGE
     _key, _prefix = "value", b'{"value":'
+    _stats_open = b',"stats":' + _prefix
     value: Optional[float]
 
     def state(self) -> Optional[float]:
@@ -256,6 +275,7 @@ class Counter(_Scalar):
     __slots__ = ("total",)
     type = COUNTER
     _key, _prefix = "total", b'{"total":'
+    _stats_open = b',"stats":' + _prefix
     total: Optional[float]
 
     def state(self) -> Optional[float]:
@@ -338,7 +358,7 @@ class LogHistogram(_Histogram):
     def state(self) -> Any:
         bins = None
         if self.bin_counts is not None:
-            nz = np.flatnonzero(self.bin_counts)
+            nz = self.bin_counts.nonzero()[0]  # 1-D: np.flatnonzero's ravel and wrapper add nothing
             bins = (nz, self.bin_counts[nz])
         return (self.count, self.sum, self.min, self.max, bins)
 
@@ -362,13 +382,37 @@ class LogHistogram(_Histogram):
 
     @staticmethod
     def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
+        return LogHistogram._stats(state, True)
+
+    @classmethod
+    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
+        # the bins as numpy arrays: orjson writes them as it writes lists of ints, without
+        # making a Python int of each first
+        st = LogHistogram._stats(state, False)
+        try:
+            return orjson.dumps(st, option=_JSON_OPT)
+        except orjson.JSONEncodeError:
+            return dumps(st)
+
+    @staticmethod
+    def _stats(state: Any, lists: bool) -> Stats:
+        """stats_of's stats; lists: bins and counts as lists (else numpy
+        arrays)."""
         count, total, vmin, vmax, bins = state
         st = {"count": count, "sum": total, "min": vmin, "max": vmax, "mean": (total / count) if count else None}
         if bins is None:
             return _quantile_stats(st, (None, None, None), [], [])
         nz, counts = bins
+        upper = histo.BIN_UPPER[nz]
         return _quantile_stats(st, histo.quantiles_loglinear(nz, counts, QUANTILES, vmin, vmax),
-                               histo.BIN_UPPER[nz].tolist(), counts.tolist())
+                               upper.tolist() if lists else upper,
+                               counts if not lists and _numpy_ints(counts) else counts.tolist())
+
+
+def _numpy_ints(a: Any) -> bool:
+    """Whether orjson writes array `a` as it writes a.tolist(): integers,
+    native byte order, in one block."""
+    return a.dtype.kind in "iu" and a.dtype.isnative and a.flags.c_contiguous
 
 
 class BucketHistogram(_Histogram):
@@ -426,26 +470,27 @@ class Profile(Series):
     def __init__(self, name: str, tags: Mapping[str, str], max_frames: int = MAX_FRAMES,
                  annotate: Optional[Annotate] = None) -> None:
         Series.__init__(self, name, tags)
-        self.frames: Dict[str, List[Any]] = {}  # name -> [value, samples]
+        # name -> (value, samples): immutable, so a view's state is a plain copy of the dict
+        self.frames: Dict[str, Tuple[Any, Any]] = {}
         self.render = (max_frames, annotate)
 
     def add(self, frame: str, value: Any, samples: Any) -> None:
-        f = self.frames.get(frame)
+        frames = self.frames
+        f = frames.get(frame)
         if f is None:
-            if len(self.frames) >= MAX_FRAMES_KEPT:
+            if len(frames) >= MAX_FRAMES_KEPT:
                 frame = "(other)"
-                f = self.frames.get(frame)
+                f = frames.get(frame)
             if f is None:
-                f = self.frames[frame] = [0, 0]
-        f[0] += value
-        f[1] += samples
+                f = (0, 0)
+        frames[frame] = (f[0] + value, f[1] + samples)
 
     def merge(self, src: Any) -> None:
         for frame, (v, n) in src.frames.items():
             self.add(frame, v, n)
 
     def state(self) -> Dict[str, Tuple[Any, Any]]:
-        return {k: (v[0], v[1]) for k, v in self.frames.items()}
+        return dict(self.frames)
 
     @staticmethod
     def plain_stats(state: Any) -> Optional[Stats]:
@@ -456,8 +501,14 @@ class Profile(Series):
     @staticmethod
     def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
         max_frames, annotate = render
-        items = sorted(state.items(), key=lambda kv: kv[1][0], reverse=True)[:max_frames]
-        frames = [{"name": k, "value": v[0], "samples": v[1]} for k, v in items]
+        items = list(state.items())
+        value = [v for v, _ in state.values()].__getitem__  # a key without a Python call per frame
+        if len(items) > max_frames:
+            # the same frames, in the same order (ties too) as sorting them all would give
+            at = heapq.nlargest(max_frames, range(len(items)), key=value)
+        else:
+            at = sorted(range(len(items)), key=value, reverse=True)
+        frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in map(items.__getitem__, at)]
         if annotate is not None:
             annotate(name, frames)
         return {"frames": frames}

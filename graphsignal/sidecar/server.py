@@ -38,6 +38,9 @@ logger = logging.getLogger("graphsignal")
 
 JSON = "application/json"
 IDLE_TIMEOUT = 15.0  # seconds a connection may sit without a request (or a stalled read or write)
+# seconds between the serving loop's looks at whether stop() was called; stop() also wakes it
+# at once (a connection to it), so this only bounds a stop whose wake-up cannot connect
+POLL_INTERVAL = 2.0
 LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"))
 WILDCARD_HOSTS = frozenset(("", "0.0.0.0", "::", "*"))
 
@@ -306,7 +309,7 @@ class ServerThread(threading.Thread):
         logger.log(logging.WARNING if self.requested_port == 0 else logging.INFO,
                    "graphsignal: serving %s", self.url("/signals"))
         self.bound.set()
-        self.server.serve_forever(poll_interval=0.1)
+        self.server.serve_forever(poll_interval=POLL_INTERVAL)
 
     def url(self, path=""):
         host = self.host if self.host not in WILDCARD_HOSTS else socket.gethostname()
@@ -336,7 +339,23 @@ class ServerThread(threading.Thread):
             self._halt.set()
             serving = self._serving
         if serving:
+            done = threading.Event()
+            threading.Thread(target=self._wake_until, args=(done,), name="graphsignal-server-wake",
+                             daemon=True).start()
             self.server.shutdown()  # returns once serve_forever has stopped
+            done.set()
         if self.server is not None:
             self.server.server_close()
         self.join(5)
+
+    def _wake_until(self, done, every=0.02):
+        """Connects to the server every `every` seconds until `done`: the
+        serving loop waits for a connection (POLL_INTERVAL at most), and
+        one that comes after shutdown() asked it to stop ends the wait."""
+        host = self.host if self.host not in WILDCARD_HOSTS else (
+            "::1" if ":" in self.host else "127.0.0.1")
+        while not done.wait(every):
+            try:
+                socket.create_connection((host, self.port), timeout=0.5).close()
+            except OSError:
+                pass

@@ -127,6 +127,7 @@ class MetricStore:
         self._todo: List[int] = []  # indices whose JSON is None
         self._stale: Set[Series] = set()  # series changed since their view was taken (Series.touch adds)
         self.last_read_ns: Optional[int] = None  # when /signals was last served (see prerender)
+        self.prerenders = 0  # prerender() calls that had work to look at (the clock sees who else calls)
         self._by_pid: Dict[str, Set[SeriesKey]] = {}  # process.pid tag -> series keys
         self._exited: OrderedDict[str, bool] = collections.OrderedDict()  # pids that exited, oldest first
 
@@ -446,6 +447,7 @@ class MetricStore:
         if not self.being_read(active_window_ns):
             return 0
         with self._lock:
+            self.prerenders += 1
             return self._refresh(True)
 
     def being_read(self, active_window_ns: int = 60_000_000_000) -> bool:
@@ -478,6 +480,10 @@ class MetricStore:
                 changed = sorted(pos[id(s)] for s in stale if id(s) in pos)
             stale.clear()
             todo = self._todo
+            if encode and not todo:
+                # a read of /signals, nothing left to serialize from before: views and JSON
+                # in one pass (all of it when telemetry re-set every series)
+                return self._encode(changed, True)
             for i in changed:
                 views[i] = order[i].view()
                 e = enc[i]
@@ -488,17 +494,31 @@ class MetricStore:
                     todo.append(i)
         if not encode or not self._todo:
             return 0
-        enc, views = self._encoded, self._views
         todo, self._todo = self._todo, []
-        for i in todo:
-            v = views[i]
+        return self._encode(todo, False)
+
+    def _encode(self, indices: Iterable[int], changed: bool) -> int:
+        """Serializes the series at these indices of _order; changed: they
+        changed since their view was taken (take a new one first, and one
+        that was left out gets another chance). Returns how many."""
+        order, views, enc = self._order, self._views, self._encoded
+        assert order is not None
+        n = 0
+        for i in indices:
+            n += 1
+            if changed:
+                v = views[i] = order[i].view()
+                if enc[i] is False:
+                    self._left -= 1
+            else:
+                v = views[i]
             try:
                 enc[i] = v.encoded()
             except Exception as ex:
                 enc[i] = False  # left out (until it changes)
                 self._left += 1
                 self._left_out(v, ex)
-        return len(todo)
+        return n
 
     def snapshot(self, encode: bool = False) -> StoreSnapshot:
         """The store as it is now (a StoreSnapshot). encode: also the

@@ -14,40 +14,55 @@ SCRIPT = os.path.join(ROOT, "scripts", "engine_e2e.py")
 FAKE = os.path.join(ROOT, "tests", "support", "fakes", "fake_llama_server.py")
 
 
-def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
+def _fake_server(tmp_path):
     server = tmp_path / "llama-server"  # the name graphsignal-run's launcher recognizes
     server.symlink_to(FAKE)
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")  # the stand-in does not read it
+    return server, model
+
+
+def _run(tmp_path, *extra, env=None, timeout=240):
+    server, model = _fake_server(tmp_path)
     out = tmp_path / "out"
-    env = dict(os.environ, GRAPHSIGNAL_LOG_LEVEL="error", FAKE_LLAMA_TOKEN_MS="0.5")
+    e = dict(os.environ, GRAPHSIGNAL_LOG_LEVEL="error", FAKE_LLAMA_TOKEN_MS="0.5")
+    e.update(env or {})
     r = subprocess.run([sys.executable, SCRIPT, "--llama-server", str(server), "--model", str(model),
-                        "--modes", "bare,graph,probe", "--mode", "probe=--cuda-graph-trace node GRAPHSIGNAL_X=1",
-                        "--clients", "2", "--reps", "1", "--duration", "1.5", "--warmup", "0.3",
-                        "--n-predict", "16", "--signals-interval", "0.1", "--out", str(out)],
-                       capture_output=True, text=True, timeout=240, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
+                        "--n-predict", "16", "--signals-interval", "0.1", "--out", str(out)] + list(extra),
+                       capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT)
     lines = [json.loads(x) for x in r.stdout.splitlines()]
-    assert lines == [json.loads(x) for x in (out / "engine_e2e.jsonl").read_text().splitlines()]
-    config, points, summaries = lines[0], lines[1:4], lines[4:]
+    if r.returncode == 0:
+        assert lines == [json.loads(x) for x in (out / "engine_e2e.jsonl").read_text().splitlines()]
+    return r, lines, out
+
+
+def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
+    r, lines, out = _run(tmp_path, "--modes", "bare,graph,probe", "--mode",
+                         "probe=--cuda-graph-trace node GRAPHSIGNAL_X=1", "--clients", "2", "--reps", "1",
+                         "--duration", "1.5", "--warmup", "0.3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    config, points, ratios, summaries = lines[0], lines[1:4], lines[4], lines[5:]
     assert config["config"] and [m["name"] for m in config["modes"]] == ["bare", "graph", "probe"]
     assert config["modes"][2] == {"name": "probe", "bare": False, "options": ["--cuda-graph-trace", "node"],
                                   "env": {"GRAPHSIGNAL_X": "1"}}
-    assert [p["mode"] for p in points] == ["bare", "graph", "probe"]
+    assert [p["mode"] for p in points] == ["bare", "graph", "probe"]  # repetition 0 runs them in --modes order
     for p in points:
         assert "error" not in p, p
         assert p["clients"] == 2 and p["rep"] == 0 and p["exit_status"] == 0
         # 16 tokens a request: the tokens are the server's own count of whole requests
         assert p["requests"] > 0 and p["tokens"] == 16 * p["requests"] and p["load_errors"] == 0
         assert p["tokens_per_second"] > 0 and 0 < p["latency_p50_s"] <= p["latency_p90_s"]
-    assert points[0]["ratio_to_bare"] == 1.0
-    assert points[1]["ratio_to_bare"] == round(points[1]["tokens_per_second"] / points[0]["tokens_per_second"], 4)
+        assert "ratio_to_bare" not in p  # a point is written as soon as it is measured, before its bare run may be
+    assert ratios == {"ratios": True, "rep": 0, "clients": 2, "ratio_to": "bare", "ratio_to_bare": {
+        "bare": 1.0, "graph": round(points[1]["tokens_per_second"] / points[0]["tokens_per_second"], 4),
+        "probe": round(points[2]["tokens_per_second"] / points[0]["tokens_per_second"], 4)}}
     assert "signals_p99_ms" not in points[0]  # bare: nothing to poll
     for p in points[1:]:
         assert p["signals_polls"] > 3 and p["signals_failures"] == 0
         assert 0 < p["signals_p50_ms"] <= p["signals_p99_ms"]
         assert p["payload"] and p["dropped_records"] == 0 and p["errors"] == []
         # the load starts once the engine is scraped, and the server stops after one more scrape
+        assert p["engine_seen"] is True and p["engine_seen_by"] == "scrape"
         assert p["scrape_wait_seconds"] is not None and p["final_scrape_wait_seconds"] is not None
         assert p["engine"] == "llamacpp" and p["engine_generation_tokens_total"] >= 16
         doc = json.loads(open(p["signals_file"]).read())
@@ -59,8 +74,86 @@ def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
     assert [(s["mode"], s["clients"], s["reps"]) for s in summaries] == [("bare", 2, 1), ("graph", 2, 1),
                                                                           ("probe", 2, 1)]
     assert summaries[0]["tokens_per_second"] == points[0]["tokens_per_second"]
+    assert summaries[0]["ratio_to_bare"] == 1.0 and summaries[0]["rep_ratios"] == [1.0]
+    assert summaries[1]["ratio_to_bare"] == ratios["ratio_to_bare"]["graph"]
     assert summaries[1]["dropped_records"] == 0 and "overhead_percent" in summaries[1]
     assert (out / "server_graph_c2_r0.log").exists()
+
+
+def test_run_commands_bare2_and_the_ratio_statistic(tmp_path):
+    """--run puts another command in front of llama-server (here this
+    checkout's graphsignal-run, started as an outside tool would be),
+    interleaved with the built-in modes; bare2 is a second bare run; the
+    summary's statistic is the median of each repetition's own ratio."""
+    ext = "env PYTHONPATH=%s %s -m graphsignal.cli.run --listen-port {port} --" % (ROOT, sys.executable)
+    r, lines, out = _run(tmp_path, "--modes", "bare,bare2,ext", "--run", "ext=" + ext, "--clients", "1",
+                         "--reps", "2", "--duration", "1.0", "--warmup", "0.3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    config = lines[0]
+    assert config["modes"][1] == {"name": "bare2", "bare": True, "options": [], "env": {}}
+    assert config["modes"][2]["command"][-4:] == ["graphsignal.cli.run", "--listen-port", "{port}", "--"]
+    assert config["modes"][2]["signals"] is True
+    points = [x for x in lines if "mode" in x and "summary" not in x]
+    # rotated: repetition 1 starts with the second mode
+    assert [(p["rep"], p["mode"]) for p in points] == [(0, "bare"), (0, "bare2"), (0, "ext"),
+                                                       (1, "bare2"), (1, "ext"), (1, "bare")]
+    ext_points = [p for p in points if p["mode"] == "ext"]
+    for p in ext_points:
+        assert "error" not in p and p["tokens"] > 0
+        # the outside command served /signals on the port it was given, and scraped the engine
+        assert p["engine_seen"] is True and p["signals_polls"] > 3 and p["signals_failures"] == 0
+        assert p["payload"] and p["engine"] == "llamacpp"  # it wrote GRAPHSIGNAL_SIGNALS_FILE
+    groups = [x for x in lines if x.get("ratios")]
+    assert [(g["rep"], g["clients"]) for g in groups] == [(0, 1), (1, 1)]
+    tps = {(p["rep"], p["mode"]): p["tokens_per_second"] for p in points}
+    for g in groups:
+        for m in ("bare2", "ext"):
+            assert g["ratio_to_bare"][m] == round(tps[(g["rep"], m)] / tps[(g["rep"], "bare")], 4)
+    summaries = {s["mode"]: s for s in lines if s.get("summary")}
+    for m in ("bare", "bare2", "ext"):
+        rs = [g["ratio_to_bare"][m] for g in groups]
+        s = summaries[m]
+        assert s["rep_ratios"] == rs and s["ratio_reps"] == 2 and s["ratio_to"] == "bare"
+        assert s["ratio_to_bare"] == sum(rs) / 2 and s["ratio_min"] == min(rs) and s["ratio_max"] == max(rs)
+        assert s["spread_points"] == round(100 * (max(rs) - min(rs)), 2)
+    assert summaries["ext"]["engine_seen"] == 2
+
+
+def test_a_tool_without_the_engine_costs_the_scrape_timeout_and_a_deadline_ends_the_run(tmp_path):
+    """A command whose /signals never shows the engine (here: nothing
+    listens on its port) is measured after --scrape-timeout, not the start
+    timeout; a command without {port} is not polled, and neither this
+    checkout on PYTHONPATH nor the folder the script runs in (the checkout
+    here) can shadow its own packages; --deadline starts no repetition
+    that cannot end in time, and the summary still comes."""
+    seen = tmp_path / "pythonpath.txt"
+    plain = "sh -c 'printf \"%%s\\n%%s\" \"${PYTHONPATH-unset}\" \"$PWD\" > %s; ls -A >> %s; exec \"$@\"' sh" % (
+        seen, seen)
+    r, lines, out = _run(tmp_path, "--modes", "bare,silent,plain", "--run", "silent=env GS_E2E_PORT={port}",
+                         "--run", "plain=" + plain, "--clients", "1", "--reps", "3", "--duration", "1.0",
+                         "--warmup", "0.3", "--scrape-timeout", "1.5", "--start-timeout", "120",
+                         "--deadline", "21", env={"PYTHONPATH": ROOT + os.pathsep + "/elsewhere"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    points = [x for x in lines if "mode" in x and "summary" not in x]
+    # 3 points of 1.3 s at least, and a repetition estimated at 3 x (0.3 + 1.0 + 5) s: the second would end late
+    assert [p["mode"] for p in points] == ["bare", "silent", "plain"]
+    stopped = [x for x in lines if x.get("stopped")]
+    assert len(stopped) == 1 and stopped[0]["rep"] == 1 and "--deadline" in stopped[0]["reason"]
+    silent, plain_point = points[1], points[2]
+    assert "error" not in silent and silent["tokens"] > 0
+    assert silent["engine_seen"] is False and silent["scrape_wait_seconds"] is None
+    assert "final_scrape_wait_seconds" not in silent  # no second wait for what never came
+    assert silent["signals_polls"] == 0 and silent["signals_failures"] > 0
+    assert silent["payload"] is False
+    assert "error" not in plain_point and plain_point["tokens"] > 0
+    assert "signals_polls" not in plain_point and "scrape_wait_seconds" not in plain_point
+    pythonpath, cwd = seen.read_text().split("\n")
+    assert pythonpath == "/elsewhere"
+    assert os.path.realpath(cwd) != ROOT and os.path.basename(cwd).startswith("gs-e2e-cwd-")  # empty: ls said nothing
+    assert not os.path.exists(cwd)  # and removed after the point
+    summaries = {s["mode"]: s for s in lines if s.get("summary")}
+    assert set(summaries) == {"bare", "silent", "plain"} and summaries["silent"]["reps"] == 1
+    assert summaries["silent"]["engine_seen"] == 0
 
 
 def test_bad_mode_and_missing_inputs_are_one_line(tmp_path):
@@ -73,6 +166,13 @@ def test_bad_mode_and_missing_inputs_are_one_line(tmp_path):
     r = subprocess.run([sys.executable, SCRIPT, "--llama-server", FAKE, "--model", FAKE, "--make-model", "x"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--make-model-script" in r.stderr
+    for bad, said in ((["--run", "ext"], "--run wants NAME=COMMAND"), (["--run", "=x"], "--run wants NAME=COMMAND"),
+                      (["--run", "ext=", "--modes", "bare,ext"], "--run ext: the command is empty"),
+                      (["--modes", "graph,node"], "needs a bare mode"),
+                      (["--modes", "bare,graph,bare"], "named twice")):
+        r = subprocess.run([sys.executable, SCRIPT, "--llama-server", FAKE, "--model", FAKE] + bad,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and said in r.stderr and r.stdout == "", (bad, r.stderr)
 
 
 def test_prepare_only_makes_the_model_only_when_asked(tmp_path):
@@ -88,3 +188,28 @@ def test_prepare_only_makes_the_model_only_when_asked(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.splitlines()[-1]) == {"llama_server": FAKE, "model": str(model)}
     assert model.read_text() == "GGUF from /src/llama.cpp ['--layers', '2', '--embd', '256']"
+
+
+def test_engine_shown_by_the_scrape_or_by_the_engines_own_series():
+    """The wait for the engine reads this project's scrape metrics, or, for
+    a build or tool without them, llama-server's own series."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import engine_e2e
+    finally:
+        sys.path.remove(os.path.join(ROOT, "scripts"))
+
+    def doc(*metrics):
+        return {"metrics": [{"name": n, "stats": {"value": v}} for n, v in metrics]}
+
+    ours = doc(("prometheus_scrape_up", 1), ("prometheus_scrape_timestamp_ns", 500), ("llamacpp:n_decode_total", 3))
+    assert engine_e2e.engine_shown(ours) == "scrape"
+    assert engine_e2e.engine_shown(ours, after_ns=499) == "scrape"
+    assert engine_e2e.engine_shown(ours, after_ns=500) is None
+    down = doc(("prometheus_scrape_up", 0), ("prometheus_scrape_timestamp_ns", 500), ("llamacpp:n_decode_total", 3))
+    assert engine_e2e.engine_shown(down) is None  # an old scrape's series do not count while ours says down
+    other = doc(("host_memory_usage_bytes", 1), ("llamacpp:n_decode", 0))
+    assert engine_e2e.engine_shown(other) == "metrics"
+    assert engine_e2e.engine_shown(other, after_ns=1) is None  # no time to tell a later scrape by
+    assert engine_e2e.engine_shown(doc(("host_memory_usage_bytes", 1))) is None
+    assert engine_e2e.engine_shown({"metrics": None}) is None

@@ -329,7 +329,7 @@ def test_sums_beyond_64_bits_are_exact_and_the_payload_always_serializes(run, tm
     hs = store.lookup("huge_nanoseconds")[0]
     assert hs.sum == 2 * big == 36893488147419101232 and hs.count == 2
     assert store.lookup("huge_total")[0].total == 2 * big
-    assert store.lookup("huge_profile_nanoseconds")[0].frames["frame"] == [2 * big, 2]
+    assert store.lookup("huge_profile_nanoseconds")[0].frames["frame"] == (2 * big, 2)
     client = Client(make_app(store))
     r = client.get("/signals")
     assert r.status_code == 200  # before: HTTP 500 for the rest of the run
