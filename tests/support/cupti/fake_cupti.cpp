@@ -826,7 +826,8 @@ FAKE_API void fake_cupti_exec_call(uintptr_t exec, int destroy) {
 // n calls through the library's callbacks, as fast as the fake can make them:
 // what the library's own callback code costs per call (scripts/bench_callbacks.py).
 // which: 0 cuStreamSynchronize, 1 cuMemcpyHtoDAsync of 64 pinned bytes,
-// 2 cuMemsetD8Async, 3 cudaMemcpyAsync making its driver call inside.
+// 2 cuMemsetD8Async, 3 cudaMemcpyAsync making its driver call inside,
+// 4 cuGraphLaunch of the executable `pinned` stands for (no record made).
 FAKE_API uint64_t fake_cupti_bench(int which, int n, uintptr_t pinned, uintptr_t dev) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
@@ -841,6 +842,9 @@ FAKE_API uint64_t fake_cupti_bench(int which, int n, uintptr_t pinned, uintptr_t
     } else if (which == 2) {
       cuMemsetD8Async_params p{dev, 0, 64, s};
       api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p, 0, nothing);
+    } else if (which == 4) {
+      cuGraphLaunch_params p{reinterpret_cast<CUgraphExec>(pinned), s};
+      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &p, 0, nothing);
     } else {
       fake_cupti_rt_memcpy(dev, pinned, 64, cudaMemcpyHostToDevice, 0x9000, 0, 1, 0);
     }
