@@ -75,9 +75,9 @@ def mutate(store, case, rng, step):
                 elif s.type == "counter":
                     s.total += 1
                 elif s.type == "profile":
-                    for f in list(s.frames.values())[: 1 + step % 50]:
-                        f[0] += 1000
-                        f[1] += 1
+                    for k in list(s.frames)[: 1 + step % 50]:
+                        v, n = s.frames[k]
+                        s.frames[k] = (v + 1000, n + 1)
                 else:
                     s.count += 1
                     s.sum += 1000
