@@ -147,20 +147,32 @@ def make_app(db, keys):
             return _error("unknown query parameter(s): %s (known: service)" % ", ".join(unknown), 400)
         return _json({"instances": db.instances(owner, req.args.get("service"))})
 
-    def _signals(req, owner):
-        unknown = sorted(set(req.args) - {"instance_id", "window"})
+    def _instance_seconds(req, name, default):
+        """(instance id, seconds from the `name` parameter or default) of a
+        read of one instance, or an error response."""
+        known = ("instance_id", name)
+        unknown = sorted(set(req.args) - set(known))
         if unknown:
-            return _error("unknown query parameter(s): %s (known: instance_id, window)" % ", ".join(unknown), 400)
+            return _error("unknown query parameter(s): %s (known: %s)" % (", ".join(unknown), ", ".join(known)),
+                          400)
         iid = req.args.get("instance_id")
         if not iid:
             return _error("instance_id is required (GET /api/v1/instances lists them)", 400)
-        seconds = None
-        if "window" in req.args:
-            raw = req.args.get("window")
+        seconds = default
+        if name in req.args:
+            raw = req.args.get(name)
             if not (raw.isascii() and raw.isdigit()) or not MIN_SECONDS <= int(raw) <= MAX_WINDOW:
-                return _error("window must be a whole number of seconds between %d and %d, got %r"
-                              % (MIN_SECONDS, MAX_WINDOW, raw), 400)
+                what = "window must be a whole number of seconds" if name == "window" else \
+                    "%s must be a whole number" % name
+                return _error("%s between %d and %d, got %r" % (what, MIN_SECONDS, MAX_WINDOW, raw), 400)
             seconds = int(raw)
+        return iid, seconds
+
+    def _signals(req, owner):
+        got = _instance_seconds(req, "window", None)
+        if not isinstance(got, tuple):
+            return got
+        iid, seconds = got
         snap = db.snapshot(owner, iid)
         if snap is None:
             return _error("no instance %r for this key" % iid, 404)
@@ -169,19 +181,10 @@ def make_app(db, keys):
         return _json(snap)
 
     def _history(req, owner):
-        unknown = sorted(set(req.args) - {"instance_id", "seconds"})
-        if unknown:
-            return _error("unknown query parameter(s): %s (known: instance_id, seconds)" % ", ".join(unknown), 400)
-        iid = req.args.get("instance_id")
-        if not iid:
-            return _error("instance_id is required (GET /api/v1/instances lists them)", 400)
-        seconds = DEFAULT_SECONDS
-        if "seconds" in req.args:
-            raw = req.args.get("seconds")
-            if not (raw.isascii() and raw.isdigit()) or not MIN_SECONDS <= int(raw) <= MAX_WINDOW:
-                return _error("seconds must be a whole number between %d and %d, got %r"
-                              % (MIN_SECONDS, MAX_WINDOW, raw), 400)
-            seconds = int(raw)
+        got = _instance_seconds(req, "seconds", DEFAULT_SECONDS)
+        if not isinstance(got, tuple):
+            return got
+        iid, seconds = got
         snap = db.snapshot(owner, iid)
         if snap is None:
             return _error("no instance %r for this key" % iid, 404)

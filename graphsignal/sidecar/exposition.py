@@ -104,21 +104,6 @@ _SUFFIXES = {"gauge": ("",), "counter": ("_total", "_created"),
              "summary": ("", "_count", "_sum", "_created")}
 
 
-def family_name(name, type_):
-    """(Prometheus family name, divisor) of a probe or own metric, for
-    callers that want the name alone (a counter's without `_total`)."""
-    fam = prometheus_name(name, type_)
-    if fam is None:
-        return None, 1
-    return fam.name, _conv_of(fam.scale)
-
-
-def label_name(key):
-    """The Prometheus label name of a tag key (before the family's own
-    labels are set aside, see labels_of)."""
-    return label_of(key)
-
-
 class Context(NamedTuple):
     """What /metrics adds to the series' own labels: identity (label ->
     value, on every series), the host's name and each GPU's model (by
@@ -285,12 +270,6 @@ def sub_octave_buckets(bins, counts, per_octave=PER_OCTAVE):
     return list(zip(_GRIDS[d][lo:lo + len(cum)].tolist(), cum))
 
 
-def octave_buckets(bins, counts, div=1):
-    """[(le, cumulative count)] at le = 2**k - 1 (divided by div): one
-    bucket per power of two (graphsignal-server's coarser layout)."""
-    return [(le / div if div != 1 else le, c) for le, c in sub_octave_buckets(bins, counts, 1)]
-
-
 _le_cache: Dict[Tuple[int, Any], List[str]] = {}
 
 
@@ -311,10 +290,10 @@ class _Fam:
     """One family of the exposition: name, type, help, unit, and its two
     headers (rendered when first asked for)."""
 
-    __slots__ = ("name", "type", "help", "unit", "source", "_text", "_om")
+    __slots__ = ("name", "type", "help", "unit", "_text", "_om")
 
-    def __init__(self, name, type_, help_, unit, source):
-        self.name, self.type, self.help, self.source = name, type_, help_, source
+    def __init__(self, name, type_, help_, unit):
+        self.name, self.type, self.help = name, type_, help_
         self.unit = unit if unit and name.endswith("_" + unit) else ""
         self._text = self._om = None
 
@@ -517,7 +496,7 @@ class _Planner:
             # another family's name (OpenMetrics parsers refuse both)
             if n in self.taken or any(n + suf in self.taken or n + suf in self.families for suf in _SUFFIXES[t]):
                 return None
-            slot = self.families[n] = [_Fam(n, t, help_, unit, source), [], source]
+            slot = self.families[n] = [_Fam(n, t, help_, unit), [], source]
             for suf in _SUFFIXES[t]:
                 self.taken[n + suf] = n
         elif slot[2] != source:
@@ -571,7 +550,7 @@ class _Planner:
         out = [(slot[0], slot[1]) for slot in self.families.values()]
         if self.ctx.gpus and GPU_INFO_METRIC not in self.taken and GPU_INFO_METRIC not in self.families:
             fam = _Fam(GPU_INFO_METRIC, "gauge", "1 per GPU: its NVML index (gpu), UUID, PCI bus id, model, host "
-                       "and driver, to join with any GPU series on UUID or gpu", "", None)
+                       "and driver, to join with any GPU series on UUID or gpu", "")
             rows = []
             for g in self.ctx.gpus:
                 labels = dict(g)
@@ -583,7 +562,7 @@ class _Planner:
             out.append((fam, rows))
         if self.conflicts:
             fam = _Fam(CONFLICTS_METRIC, "gauge", "Series left out of /metrics because their Prometheus name or "
-                       "labels were taken by another series", "", None)
+                       "labels were taken by another series", "")
             n = self.conflicts
             out.append((fam, [_Row(("", "gauge", b""), (n,), ("value", CONFLICTS_METRIC, {}, "", n))]))
         return out
@@ -852,5 +831,5 @@ def reference(collector: Collector, om: bool = False) -> bytes:
     return generate_latest(collector)  # type: ignore[arg-type]
 
 
-__all__ = ["Collector", "Context", "Exposition", "context_of", "family_name", "label_name", "labels_of",
-           "octave_buckets", "reference", "shown", "sub_octave_buckets"]
+__all__ = ["Collector", "Context", "Exposition", "context_of", "labels_of", "reference", "shown",
+           "sub_octave_buckets"]

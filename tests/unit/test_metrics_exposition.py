@@ -180,7 +180,7 @@ def test_a_wide_histogram_gets_fewer_buckets_per_octave():
     b = exposition.sub_octave_buckets([1, (1 << 50) - 1], [1, 1])
     assert len(b) <= exposition.MAX_BUCKETS + 1 and b[-1] == ((1 << 50) - 1, 2)
     assert b == exposition.sub_octave_buckets([1, (1 << 50) - 1], [1, 1], 8)
-    assert exposition.octave_buckets([3, 100], [1, 2]) == [(3, 1), (7, 1), (15, 1), (31, 1), (63, 1), (127, 3)]
+    assert exposition.sub_octave_buckets([3, 100], [1, 2], 1) == [(3, 1), (7, 1), (15, 1), (31, 1), (63, 1), (127, 3)]
 
 
 def test_profiles_export_the_top_frames_by_value(monkeypatch, caplog):
