@@ -18,6 +18,13 @@ Prints every row the program prints (tagged with rep and run), then
   {"event": "decision", ...}  what graphsignal's sampling can rely on
 
   python scripts/bench_graph_toggle.py [--reps 5] [--launches 4000] [--cpus 2-5]
+
+--stress SECONDS instead runs the program's stress mode (a second thread
+switching GRAPH_TRACE every --toggle-ms while the main thread launches,
+instantiates, updates and destroys graphs), once with GRAPH_TRACE starting
+on (graph mode), once off (node mode), and once switching kernel tracing
+instead (eager kernels counted by launch callbacks), one line per run:
+{"event": "stress", "survived": true/false, "exit": rc or -signal, ...}.
 """
 import argparse
 import json
@@ -59,6 +66,21 @@ def run(exe, libdir, args, launches, cpus):
     if p.returncode != 0:
         raise RuntimeError("%s exited %d:\n%s" % (" ".join(args), p.returncode, p.stderr[-3000:]))
     return [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+
+
+def stress(exe, libdir, seconds, toggle_ms):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION"))}
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
+    for node, kernels in ((False, False), (True, False), (False, True)):
+        args = [exe, "--stress", str(seconds), "--toggle-ms", str(toggle_ms)] + (["--node"] if node else []) + (
+            ["--toggle-kernels"] if kernels else [])
+        p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=seconds + 120)
+        rows = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+        row = rows[-1] if rows else {"node": int(node), "toggled": "kernel" if kernels else "graph",
+                                     "toggle_ms": toggle_ms}
+        row.update(bench="graph_toggle", event="stress", survived=p.returncode == 0, exit=p.returncode,
+                   stderr=p.stderr[-600:])
+        emit(**row)
 
 
 def rows_of(rows, event, **match):
@@ -161,6 +183,8 @@ def main():
     ap.add_argument("--launches", type=int, default=4000, help="launches of each 1-node graph per phase (128: /8)")
     ap.add_argument("--cpus", default="2-5", help="CPUs every run is pinned to ('' for none)")
     ap.add_argument("--major", type=int, default=None)
+    ap.add_argument("--stress", type=float, default=0, help="seconds of the concurrent-toggle stress run per mode")
+    ap.add_argument("--toggle-ms", type=int, default=5)
     a = ap.parse_args()
     cpus = set()
     for part in filter(None, a.cpus.split(",")):
@@ -177,6 +201,9 @@ def main():
         raise SystemExit("no CUPTI headers with libcupti here")
     exe, libdir = build(hs)
     emit(bench="graph_toggle", event="setup", cuda=[hs.major, hs.minor], libcupti=hs.libcupti, reps=a.reps)
+    if a.stress:
+        stress(exe, libdir, a.stress, a.toggle_ms)
+        return
     got = {k: [] for k in RUNS}
     names = list(RUNS)
     for rep in range(a.reps):

@@ -19,6 +19,9 @@ run under
                     launch entry points, no GRAPH_TRACE: the floor of
                     counting replays by callback (sampled graph timing
                     between windows)
+  floor:kernel-counted  graph activity, driver callbacks including the
+                    kernel launch entry points, no kernel activity: the
+                    floor of counting eager kernels by callback
   floor:graph-off   floor:callbacks-driver with GRAPH_TRACE switched off
                     50 ms after start: the same state reached by switching
   baseline          graphsignal's library built from --baseline (an older
@@ -88,6 +91,7 @@ FLOOR_KIND = {"sync": "sync", "h2d_pinned": "memcpy", "h2d_pageable": "memcpy", 
 ALL_KINDS = "kernel,memcpy,memcpy2,memset,sync,context,graph"
 CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync", "floor:graph", "floor:all",
            "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "floor:graph-sampled", "floor:graph-off",
+           "floor:kernel-counted",
            "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
            "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:hybrid-graph-trace",
            "ours:hybrid-graph-noprobe", "ours:node", "ours:node-activity",
@@ -176,8 +180,11 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
     if config.startswith("floor:"):
         kind = config.split(":", 1)[1]
         env["CUDA_INJECTION64_PATH"] = floor
-        if kind.startswith("callbacks") or kind in ("toggled", "graph-sampled", "graph-off"):
-            env["GS_FLOOR_KINDS"] = "kernel,context" if kind == "graph-sampled" else "kernel,graph,context"
+        if kind.startswith("callbacks") or kind in ("toggled", "graph-sampled", "graph-off", "kernel-counted"):
+            env["GS_FLOOR_KINDS"] = {"graph-sampled": "kernel,context", "kernel-counted": "graph,context"}.get(
+                kind, "kernel,graph,context")
+            if kind == "kernel-counted":
+                env["GS_FLOOR_KERNEL_LAUNCH"] = "1"
             env["GS_FLOOR_CALLBACKS"] = "1" if kind == "callbacks" else "driver"
             if kind == "toggled":
                 env["GS_FLOOR_TOGGLE_MS"] = "50"

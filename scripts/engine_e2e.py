@@ -9,10 +9,13 @@ put `clients` concurrent clients on it, each POSTing /completion
 {"prompt", "n_predict", "ignore_eos": true} back to back (closed loop),
 warm up for --warmup seconds, then measure for --duration seconds, then
 stop the server (SIGTERM, then SIGKILL after --stop-timeout). Tokens are
-the server's own count (`timings.predicted_n`) of the requests that
-completed inside the measured window; tokens/s divides them by the
-window. The clients run through warm-up into the window without a pause,
-so requests in flight at either edge balance out.
+the server's own count (`timings.predicted_n`) of each request, prorated
+by how much of the request's time lies inside the measured window (a
+request that straddles an edge counts in part), so the figure is not
+quantized to whole requests: counting only the requests that completed
+inside the window put steps of 1/requests (2.5 % at 40 requests) into
+every ratio. Requests in flight at the window's end finish before the
+figure is taken. tokens/s divides the tokens by the window.
 
 Where the run serves /signals, the load starts once /signals shows a good
 scrape of the engine (prometheus_scrape_up and its timestamp; for a build
@@ -449,10 +452,17 @@ class Load:
             t.join(timeout)
 
     def window(self, t0, t1):
-        """Requests completed in [t0, t1]: (tokens, [latency seconds])."""
+        """(tokens inside [t0, t1], [latency seconds of the requests completed
+        in it]): each request's tokens prorated by the share of its time
+        (completed at t, took dt) that lies inside the window."""
         with self._lock:
-            inside = [(n, dt) for t, n, dt in self.done if t0 <= t <= t1]
-        return sum(n for n, _ in inside), [dt for _, dt in inside]
+            done = list(self.done)
+        tokens = 0.0
+        for t, n, dt in done:
+            overlap = min(t, t1) - max(t - dt, t0)
+            if overlap > 0:
+                tokens += n * (overlap / dt if dt > 0 else 1.0)
+        return tokens, [dt for t, n, dt in done if t0 <= t <= t1]
 
 
 class SignalsPoller:
@@ -602,7 +612,11 @@ def _measure(args, server, line, clients, signals_file, out_dir, t_point):
         t0 = time.monotonic()
         time.sleep(args.duration)
         t1 = time.monotonic()
+        if poller is not None:
+            poller.stop()
+        load.stop(timeout=args.n_predict * 0.5 + 30)  # the requests in flight at t1 finish: their share counts
         tokens, lat = load.window(t0, t1)
+        tokens = round(tokens, 1)
         line.update(tokens=tokens, requests=len(lat), seconds=round(t1 - t0, 3),
                     tokens_per_second=round(tokens / (t1 - t0), 2),
                     latency_p50_s=_r(percentile(lat, 50), 6), latency_p90_s=_r(percentile(lat, 90), 6),
@@ -610,7 +624,6 @@ def _measure(args, server, line, clients, signals_file, out_dir, t_point):
         if load.errors:
             line["load_error"] = load.errors[-1]
         if poller is not None:
-            poller.stop()
             ms = [x * 1e3 for x in poller.latencies]
             line.update(signals_polls=len(ms), signals_p50_ms=_r(percentile(ms, 50)),
                         signals_p99_ms=_r(percentile(ms, 99)), signals_max_ms=_r(max(ms) if ms else None),

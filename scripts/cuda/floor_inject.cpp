@@ -10,7 +10,10 @@
 // launch entry points (cuGraphLaunch, _ptsz) to the callbacks: the floor of
 // counting replays by callback. GS_FLOOR_GRAPH_OFF_MS=N switches
 // GRAPH_TRACE off N ms after start (a state reached by switching, as
-// sampled graph timing reaches it). Built by scripts/bench_percall.py.
+// sampled graph timing reaches it). GS_FLOOR_KERNEL_LAUNCH=1 adds the
+// driver's kernel launch entry points (cuLaunchKernel, cuLaunchKernelEx,
+// and their _ptsz): the floor of counting eager kernels by callback.
+// Built by scripts/bench_percall.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
 //   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
@@ -106,6 +109,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
       const char* gl = getenv("GS_FLOOR_GRAPH_LAUNCH");
       if (gl && atoi(gl) > 0)
         for (unsigned id : {514u, 515u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
+      const char* kl = getenv("GS_FLOOR_KERNEL_LAUNCH");
+      if (kl && atoi(kl) > 0)
+        for (unsigned id : {307u, 442u, 652u, 653u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
   }
   const char* off = getenv("GS_FLOOR_GRAPH_OFF_MS");

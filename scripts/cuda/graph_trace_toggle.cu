@@ -8,6 +8,17 @@
 //
 //   graph_trace_toggle --mode bare                  no CUPTI at all: the per-launch cost to subtract
 //   graph_trace_toggle --mode cupti [--flush-on-toggle] [--launches N]
+//   graph_trace_toggle --stress SECONDS [--toggle-ms N] [--node] [--toggle-kernels]
+//
+// --stress: what a profiler's own thread does to a running workload. A
+// second thread switches GRAPH_TRACE off and on every --toggle-ms (kernel
+// tracing on throughout; --node starts with GRAPH_TRACE off; with
+// --toggle-kernels it switches CONCURRENT_KERNEL instead, GRAPH_TRACE on)
+// while the main thread launches graphs, instantiates new ones (and updates
+// and destroys old ones) and runs eager kernels, with callbacks on the
+// graph and kernel launch entry points (counted: does a runtime launch
+// reach the driver's callback?). One JSON line at the end ("event":
+// "stress") when the process survives.
 //
 // In cupti mode the program is its own CUPTI client, set up before CUDA
 // initializes (as an injection library is): buffer callbacks registered,
@@ -45,6 +56,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "records.h"  // csrc/cupti: the record structs of whichever CUPTI headers this is built with
@@ -93,6 +105,7 @@ uint64_t other_records = 0;
 std::set<uint32_t> launch_corr;  // correlation ids the launch callbacks saw in this phase
 std::atomic<uint64_t> callbacks_seen{0};
 std::atomic<uint64_t> callbacks_zero_corr{0};
+std::atomic<uint64_t> kernel_callbacks{0};
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *size = 8u << 20;
@@ -128,6 +141,12 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+      cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) {
+    if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT)
+      kernel_callbacks.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch && cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (cb->callbackSite != CUPTI_API_EXIT) return;
@@ -316,21 +335,117 @@ void run_phase(const char* phase, std::vector<Graph>& graphs, cudaStream_t s, in
   fflush(stdout);
 }
 
+// Instantiates a graph of `kernels` empty kernels (no CUPTI ids asked).
+cudaGraphExec_t capture_exec(cudaStream_t s, int kernels, cudaGraph_t* keep) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kernels; i++) gs_toggle_empty<<<1, 1, 0, s>>>();
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  if (keep) *keep = graph;
+  else CK(cudaGraphDestroy(graph));
+  return exec;
+}
+
+int stress(double secs, int toggle_ms, bool node, bool toggle_kernels) {
+  CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  if (!node) CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+  for (CUpti_CallbackId id : {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz})
+    CP(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id));
+  const CUpti_ActivityKind toggled = toggle_kernels ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+  CK(cudaSetDevice(0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> toggles{0};
+  std::thread t([&] {
+    bool on = toggle_kernels || !node;
+    while (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(toggle_ms));
+      on = !on;
+      if (on) CP(cuptiActivityEnable(toggled));
+      else CP(cuptiActivityDisable(toggled));
+      toggles++;
+      if (toggles % 8 == 0) CP(cuptiActivityFlushAll(0));
+    }
+  });
+  uint64_t launches = 0, instantiated = 0, updated = 0, eager_n = 0;
+  cudaGraph_t g_keep;
+  cudaGraphExec_t fixed = capture_exec(s, 16, nullptr), moving = capture_exec(s, 32, &g_keep);
+  auto t0 = Clock::now();
+  for (int it = 0; seconds(t0, Clock::now()) < secs; it++) {
+    for (int i = 0; i < 50; i++) {
+      CK(cudaGraphLaunch(fixed, s));
+      CK(cudaGraphLaunch(moving, s));
+      launches += 2;
+    }
+    for (int i = 0; i < 20; i++) gs_toggle_empty<<<1, 1, 0, s>>>();
+    eager_n += 20;
+    CK(cudaStreamSynchronize(s));
+    if (it % 4 == 1) {
+      // a new capture of the same shape: updated in place (llama.cpp's way)
+      cudaGraph_t g2;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < 32; i++) gs_toggle_empty<<<1, 1, 0, s>>>();
+      CK(cudaStreamEndCapture(s, &g2));
+      cudaGraphExecUpdateResultInfo info;
+      if (cudaGraphExecUpdate(moving, g2, &info) != cudaSuccess) {
+        cudaGetLastError();
+        CK(cudaGraphExecDestroy(moving));
+        CK(cudaGraphInstantiate(&moving, g2, 0));
+        instantiated++;
+      } else {
+        updated++;
+      }
+      CK(cudaGraphDestroy(g_keep));
+      g_keep = g2;
+    } else if (it % 4 == 3) {
+      // a different shape: destroyed and instantiated anew
+      CK(cudaGraphExecDestroy(moving));
+      CK(cudaGraphDestroy(g_keep));
+      moving = capture_exec(s, 24 + it % 16, &g_keep);
+      instantiated++;
+    }
+  }
+  stop = true;
+  t.join();
+  CK(cudaDeviceSynchronize());
+  CP(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  printf("{\"event\": \"stress\", \"node\": %d, \"toggled\": \"%s\", \"toggle_ms\": %d, \"seconds\": %.1f, "
+         "\"launches\": %llu, \"instantiated\": %llu, \"updated\": %llu, \"toggles\": %llu, "
+         "\"launch_callbacks\": %llu, \"eager_kernels\": %llu, \"kernel_launch_callbacks\": %llu}\n",
+         node ? 1 : 0, toggle_kernels ? "kernel" : "graph", toggle_ms, secs, (unsigned long long)launches,
+         (unsigned long long)instantiated, (unsigned long long)updated, (unsigned long long)toggles.load(),
+         (unsigned long long)callbacks_seen.load(), (unsigned long long)eager_n,
+         (unsigned long long)kernel_callbacks.load());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int launches = 4000, eager_n = 4000;
+  int launches = 4000, eager_n = 4000, toggle_ms = 5;
+  double stress_s = 0;
+  bool node = false, toggle_kernels = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mode") && i + 1 < argc) cupti_mode = !strcmp(argv[++i], "cupti");
     else if (!strcmp(argv[i], "--flush-on-toggle")) flush_on_toggle = true;
     else if (!strcmp(argv[i], "--launches") && i + 1 < argc) launches = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--eager") && i + 1 < argc) eager_n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--stress") && i + 1 < argc) stress_s = atof(argv[++i]), cupti_mode = true;
+    else if (!strcmp(argv[i], "--toggle-ms") && i + 1 < argc) toggle_ms = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--node")) node = true;
+    else if (!strcmp(argv[i], "--toggle-kernels")) toggle_kernels = true;
   }
   if (cupti_mode) {
     // before CUDA initializes, as an injection library sets up
     CP(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     CP(cuptiSubscribe(&subscriber, on_api, nullptr));
   }
+  if (stress_s > 0) return stress(stress_s, toggle_ms, node, toggle_kernels);
   CK(cudaSetDevice(0));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
