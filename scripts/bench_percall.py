@@ -31,7 +31,6 @@ run under
                     and timed in sampling windows where the run-time probe
                     allows it, else traced in full)
   ours:hybrid-graph-trace  every graph replay traced (GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS=0)
-  ours:hybrid-kernel-traced  every eager kernel launch traced (GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING=0)
   ours:hybrid-graph-noprobe  sampling without the probe (GRAPHSIGNAL_CUPTI_GRAPH_PROBE=0)
   ours:node, ours:node-activity  --cuda-graph-trace node, the default and the activity collection
   ours:hybrid-both       syncs, copies, memsets hooked in both API domains
@@ -95,10 +94,9 @@ CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync",
            "floor:kernel-counted",
            "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
            "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:hybrid-graph-trace",
-           "ours:hybrid-graph-noprobe", "ours:hybrid-kernel-traced", "ours:node", "ours:node-activity",
+           "ours:hybrid-graph-noprobe", "ours:node", "ours:node-activity",
            "ours:nvtx-off", "ours:nvtx-gpu")
 OURS_ENV = {
-    "ours:hybrid-kernel-traced": {"GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING": "0"},
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
     "ours:hybrid": {},
     "ours:hybrid-both": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime,driver"},

@@ -9,7 +9,6 @@
 #include "api_params.h"
 #include "api_table.h"
 #include "cupti_call.h"
-#include "kernel_counts.h"
 #include "log.h"
 
 namespace graphsignal {
@@ -67,11 +66,9 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
       case Op::kExecDestroy:
       case Op::kExecModify:
         return cfg.graph_launches;
-      case Op::kKernelLaunch:
-        return cfg.kernel_launches;
       case Op::kCaptureBegin:
       case Op::kCaptureEnd:
-        return cfg.copies || cfg.graph_launches || cfg.kernel_launches;  // work on a capturing stream is not run (nor a graph replayed)
+        return cfg.copies || cfg.graph_launches;  // work on a capturing stream is not run (nor a graph replayed)
       default:
         return cfg.copies;  // copies, memsets, and what classifies them (allocations, captures)
     }
@@ -91,8 +88,7 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
   // only (api_table.cpp has no runtime row): the correlation id a GRAPH_TRACE
   // record carries is the driver call's (graph_launches.h relies on it).
   auto hot = [](const Api& a) {
-    return a.op == Op::kSync || a.op == Op::kCopy || a.op == Op::kMemset || a.op == Op::kGraphLaunch ||
-           a.op == Op::kKernelLaunch;
+    return a.op == Op::kSync || a.op == Op::kCopy || a.op == Op::kMemset || a.op == Op::kGraphLaunch;
   };
   bool ok = true;
   int enabled = 0, missing = 0;
@@ -105,8 +101,7 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
     for (size_t i = 0; i < n; i++) {
       const Api& a = table[i];
       if (!wanted(a) || a.cbid >= kMaxCbid) continue;
-      if (hot(a) && a.op != Op::kGraphLaunch && a.op != Op::kKernelLaunch && (runtime ? !cfg.runtime : !cfg.driver))
-        continue;
+      if (hot(a) && a.op != Op::kGraphLaunch && (runtime ? !cfg.runtime : !cfg.driver)) continue;
       bool is_core = core(runtime, a.cbid) && (a.op == Op::kSync ? cfg.syncs : cfg.copies);
       // Not through GS_CUPTI_CALL: an id this CUPTI does not know is expected.
       if (cuptiEnableCallback(1, subscriber, domain, a.cbid) != CUPTI_SUCCESS) {
@@ -132,14 +127,6 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
   }
   log(Level::kDebug, "%d API callbacks enabled (%d unknown to this CUPTI)", enabled, missing);
   return true;
-}
-
-void ApiCallbacks::disable_kernel_launches(CUpti_SubscriberHandle subscriber) {
-  for (size_t i = 0; i < kDriverCount; i++) {
-    const Api& a = kDriverApis[i];
-    if (a.op != Op::kKernelLaunch || a.cbid >= kMaxCbid || !driver_index_[a.cbid]) continue;
-    cuptiEnableCallback(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, a.cbid);
-  }
 }
 
 void ApiCallbacks::disable_graph_launches(CUpti_SubscriberHandle subscriber) {
@@ -270,17 +257,6 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
     case Op::kGraphLaunch:
       if (launches_) on_graph_launch(static_cast<const GraphLaunch*>(params), ptsz, cb);
       return;
-    case Op::kKernelLaunch: {
-      if (!kernels_) return;
-      const CUlaunchConfig* config = api.layout == Layout::kKernelLaunchEx
-          ? static_cast<const KernelLaunchEx*>(params)->config : nullptr;
-      if (api.layout == Layout::kKernelLaunchEx && !config) return;
-      CUstream stream = config ? config->hStream : static_cast<const KernelLaunch*>(params)->stream;
-      // A launch into a capturing stream adds a node: it runs with its graph's replays.
-      if (skip_stream(stream, ptsz)) return;
-      kernels_->add(cb->symbolName, device_of(cb->context));
-      return;
-    }
     case Op::kInstantiate:
     case Op::kExecUpdate:
     case Op::kExecDestroy:

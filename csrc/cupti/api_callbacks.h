@@ -55,7 +55,6 @@ namespace graphsignal {
 namespace cupti {
 
 struct GraphLaunch;  // api_params.h
-class KernelCounts;  // kernel_counts.h
 
 struct CallbackConfig {
   // GRAPHSIGNAL_CUPTI_CB_DOMAINS: where syncs, copies and memsets are hooked
@@ -66,7 +65,6 @@ struct CallbackConfig {
   bool copies = true;   // count copies and memsets here (their activity kinds only sample durations)
   bool graphs = true;   // name graphs at instantiation
   bool graph_launches = false;  // count graph launches (the driver's entry points; sampled graph timing)
-  bool kernel_launches = false;  // count eager kernel launches (the driver's entry points; kernel_counts.h)
   bool write = true;    // GRAPHSIGNAL_CUPTI_CB_WRITE=0: callbacks run but write nothing (benchmarks)
 };
 
@@ -99,10 +97,6 @@ class ApiCallbacks {
   void set_graph_launches(GraphLaunches* launches) { launches_ = launches; }
   // Switches the graph launch callbacks off (sampled graph timing ended).
   void disable_graph_launches(CUpti_SubscriberHandle subscriber);
-  // Where counted eager kernel launches go (before enable(); null: not counted).
-  void set_kernel_counts(KernelCounts* kernels) { kernels_ = kernels; }
-  // Switches the kernel launch callbacks off (kernel counting ended).
-  void disable_kernel_launches(CUpti_SubscriberHandle subscriber);
 
   CallbackStats stats() const;
   const CallbackConfig& config() const { return cfg_; }
@@ -162,7 +156,6 @@ class ApiCallbacks {
   HostMemory* host_;
   GraphRegistry* graphs_;
   GraphLaunches* launches_ = nullptr;
-  KernelCounts* kernels_ = nullptr;
   const CopyEstimator* estimator_;
   const DriverApi* driver_;
   CallTables* tables_;

@@ -80,13 +80,6 @@ GS_SAME_FIELD(ExecFirst, cudaGraphNodeSetEnabled_v11060_params, exec, hGraphExec
 GS_SAME_FIELD(ExecFirst, cuGraphExecDestroy_params, exec, hGraphExec);
 GS_SAME_FIELD(ExecFirst, cuGraphExecKernelNodeSetParams_params, exec, hGraphExec);
 GS_SAME_FIELD(ExecFirst, cuGraphNodeSetEnabled_params, exec, hGraphExec);
-GS_SAME_FIELD(KernelLaunch, cuLaunchKernel_params, stream, hStream);
-GS_SAME_FIELD(KernelLaunch, cuLaunchKernel_ptsz_params, stream, hStream);
-GS_SAME_FIELD(KernelLaunch, cuLaunchCooperativeKernel_params, stream, hStream);
-GS_SAME_FIELD(KernelLaunch, cuLaunchCooperativeKernel_ptsz_params, stream, hStream);
-GS_SAME_FIELD(KernelLaunchEx, cuLaunchKernelEx_params, config, config);
-GS_SAME_FIELD(KernelLaunchEx, cuLaunchKernelEx_ptsz_params, config, config);
-static_assert(offsetof(CUlaunchConfig, hStream) == 32, "CUlaunchConfig.hStream");
 #undef GS_SAME_FIELD
 static_assert(offsetof(DrMemset, n) == 16 && offsetof(DrMemset2D, width) == 24, "memset parameter layouts");
 static_assert(offsetof(CUDA_MEMCPY2D, WidthInBytes) > offsetof(CUDA_MEMCPY2D, dstPitch), "CUDA_MEMCPY2D");

@@ -47,8 +47,6 @@ struct Instantiate { CUgraphExec* exec; CUgraph graph; uint64_t third; };  // th
 struct ExecUpdate { CUgraphExec exec; CUgraph graph; };
 struct GraphLaunch { CUgraphExec exec; CUstream stream; };  // both APIs
 struct ExecFirst { CUgraphExec exec; };  // destroy, and the setters on an executable's nodes
-struct KernelLaunch { CUfunction f; unsigned grid[3], block[3], shared; CUstream stream; };  // cuLaunchKernel, cooperative
-struct KernelLaunchEx { const CUlaunchConfig* config; CUfunction f; };                     // cuLaunchKernelEx
 
 struct DrStream { CUstream stream; };
 struct DrCopy { uint64_t dst, src; size_t bytes; CUstream stream; };  // HtoD/DtoH/DtoD/unified: pointers in order
@@ -64,7 +62,7 @@ enum class Layout : uint8_t {
   kRtMemsetAsync, kRtMemset2D, kRtMemset2DAsync, kRtMemset3D, kRtMemset3DAsync, kRtOutPtr, kRtPtrSize, kRtPtr,
   kRtInstantiate, kRtExecUpdate, kDrStream, kDrEvent, kDrCopy, kDrCopyAsync, kDrPeer, kDrPeerAsync, kDrCopy2D,
   kDrCopy2DAsync, kDrCopy3D, kDrCopy3DAsync, kDrMemset, kDrMemsetAsync, kDrMemset2D, kDrMemset2DAsync, kDrOutPtr,
-  kDrPtrSize, kDrPtr, kDrInstantiate, kDrExecUpdate, kGraphLaunch, kExecFirst, kKernelLaunch, kKernelLaunchEx,
+  kDrPtrSize, kDrPtr, kDrInstantiate, kDrExecUpdate, kGraphLaunch, kExecFirst,
 };
 
 }  // namespace cupti

@@ -158,12 +158,6 @@ const ApiCallbacks::Api kDriverApis[] = {
     {657, Op::kInstantiate, Layout::kDrInstantiate, kInstParams},  // cuGraphInstantiateWithParams_ptsz
     {561, Op::kExecUpdate, Layout::kDrExecUpdate, 0},  // cuGraphExecUpdate
     {696, Op::kExecUpdate, Layout::kDrExecUpdate, 0},  // cuGraphExecUpdate_v2
-    {307, Op::kKernelLaunch, Layout::kKernelLaunch, 0},  // cuLaunchKernel
-    {442, Op::kKernelLaunch, Layout::kKernelLaunch, kPtsz},  // cuLaunchKernel_ptsz
-    {477, Op::kKernelLaunch, Layout::kKernelLaunch, 0},  // cuLaunchCooperativeKernel
-    {478, Op::kKernelLaunch, Layout::kKernelLaunch, kPtsz},  // cuLaunchCooperativeKernel_ptsz
-    {652, Op::kKernelLaunch, Layout::kKernelLaunchEx, 0},  // cuLaunchKernelEx
-    {653, Op::kKernelLaunch, Layout::kKernelLaunchEx, kPtsz},  // cuLaunchKernelEx_ptsz
     {514, Op::kGraphLaunch, Layout::kGraphLaunch, 0},  // cuGraphLaunch
     {515, Op::kGraphLaunch, Layout::kGraphLaunch, kPtsz},  // cuGraphLaunch_ptsz
     {516, Op::kExecDestroy, Layout::kExecFirst, 0},  // cuGraphExecDestroy
@@ -187,10 +181,6 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2 == 800, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2 == 696, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch == 514 && CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz == 515, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy == 516, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel == 307 && CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz == 442, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel == 477, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx == 652 && CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz == 653,
-              "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2 == 692, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled == 650, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams == 714, "cbid");

@@ -22,7 +22,7 @@ constexpr uint16_t kPtsz = 1 << 12;  // the per-thread default stream variant (_
 constexpr uint16_t kInstFlags = 1 << 13, kInstParams = 1 << 14;
 
 enum class Op : uint8_t { kSync, kCopy, kMemset, kHostAlloc, kHostRegister, kHostFree, kCaptureBegin, kCaptureEnd,
-                          kInstantiate, kExecUpdate, kGraphLaunch, kExecDestroy, kExecModify, kKernelLaunch };
+                          kInstantiate, kExecUpdate, kGraphLaunch, kExecDestroy, kExecModify };
 
 struct ApiCallbacks::Api {
   uint16_t cbid;

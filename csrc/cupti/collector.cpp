@@ -73,7 +73,6 @@ CollectorConfig CollectorConfig::from_env() {
   c.graph.period_ms = static_cast<unsigned>(
       env_number("GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS", c.graph.period_ms, 10, 3600000));
   c.graph.probe = env_number("GRAPHSIGNAL_CUPTI_GRAPH_PROBE", 1, 0, 1) != 0;
-  c.kernel_sampling = env_number("GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING", 1, 0, 1) != 0;
   if (c.graph.window_ms >= c.graph.period_ms) c.graph.window_ms = 0;  // always in a window: every replay traced
   const char* kinds = getenv("GRAPHSIGNAL_CUPTI_SAMPLE_KINDS");
   if (kinds && *kinds) {
@@ -215,15 +214,11 @@ bool Collector::enable_activity() {
   // Graph replays sampled: in the mode asked for only (a fallback to node
   // mode has no GRAPH_TRACE to switch), through the driver's entry points.
   if (hybrid && cfg_.graph.window_ms && translator_.mode() == cfg_.mode && cb.driver) setup_graph_sampling(&cb);
-  if (hybrid && cb.copies && translator_.mode() == GraphTrace::kGraph) setup_kernel_counting(&cb);
   api_.set_diagnose(log_enabled(Level::kDebug));
   if (subscriber_ && !api_.enable(subscriber_, cb)) {
-    cb.syncs = cb.copies = cb.graph_launches = cb.kernel_launches = false;
+    cb.syncs = cb.copies = cb.graph_launches = false;
     api_.set_graph_launches(nullptr);
     translator_.set_graph_launches(nullptr);
-    api_.set_kernel_counts(nullptr);
-    translator_.set_kernel_counts(nullptr);
-    kernels_ = nullptr;         // leaked on purpose: never counted
     graph_sampling_ = nullptr;  // leaked on purpose: never started
     cb.graphs = api_.enable(subscriber_, cb);  // at least the names, if those can be hooked
   }
@@ -240,16 +235,8 @@ bool Collector::enable_activity() {
     // every copy timed: activity always on, callbacks still count
     enable_copy_activity(true, cfg_.sample_memcpy, cfg_.sample_memset);
   }
-  if (kernels_) {
-    // Kernel tracing stays on until the first sampling window closes (the
-    // first kernels of a short program are timed too), then only inside
-    // the windows.
-    std::lock_guard<std::mutex> g(translate_mu_);
-    kernels_->on_window_open();
-  }
-  log(Level::kInfo, "collecting eager kernels by %s; graph replays by %s; synchronization by %s; copies and "
-      "memsets by %s; graph trace mode %s",
-      kernels_ && kernels_->counting() ? "launch callbacks (GPU time sampled)" : "activity",
+  log(Level::kInfo, "collecting kernels by activity; graph replays by %s; synchronization by %s; copies and memsets "
+      "by %s; graph trace mode %s",
       graph_sampling_ ? "launch callbacks (GPU time sampled where CUPTI allows)" : "activity",
       callbacks_syncs_ ? "API callbacks" : "activity", callbacks_copies_
           ? (cfg_.sample_ms ? "API callbacks (GPU time sampled)" : "API callbacks (no GPU time)")
@@ -271,32 +258,6 @@ void Collector::setup_graph_sampling(CallbackConfig* cb) {
   api_.set_graph_launches(launches_);
   translator_.set_graph_launches(launches_);
   cb->graph_launches = true;
-}
-
-void Collector::setup_kernel_counting(CallbackConfig* cb) {
-  // Counting needs the windows that time what it counts, and leaves the
-  // kernel records NVTX attribution would read (GRAPHSIGNAL_NVTX=gpu).
-  const char* nvtx = getenv("GRAPHSIGNAL_NVTX");
-  if (!cfg_.kernel_sampling || !cfg_.sample_ms || cfg_.sample_ms >= cfg_.sample_period_ms) return;
-  if (nvtx && !strcasecmp(nvtx, "gpu")) {
-    log(Level::kInfo, "GRAPHSIGNAL_NVTX=gpu: every eager kernel launch is traced (GPU time per range needs them)");
-    return;
-  }
-  kernels_ = new (std::nothrow) KernelCounts(&sink_);
-  if (!kernels_) return;
-  api_.set_kernel_counts(kernels_);
-  translator_.set_kernel_counts(kernels_);
-  cb->kernel_launches = true;
-}
-
-void Collector::end_kernel_counting() {
-  // Records count again from here (kernels_->counting() is false); the
-  // launch callbacks go quiet.
-  if (!kernel_tracing_ && GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) == CUPTI_SUCCESS)
-    kernel_tracing_ = true;
-  if (!kernels_) return;
-  kernels_->stop();
-  if (subscriber_) api_.disable_kernel_launches(subscriber_);
 }
 
 void Collector::on_first_graph_launch(void* arg) {
@@ -321,12 +282,6 @@ void Collector::graph_flush(void*) { GS_CUPTI_CALL(cuptiActivityFlushAll(0)); }
 void Collector::graph_stop_callbacks(void* arg) {
   auto* self = static_cast<Collector*>(arg);
   if (self->subscriber_) self->api_.disable_graph_launches(self->subscriber_);
-}
-
-void Collector::flush_kernel_counts(bool final) {
-  if (!kernels_) return;
-  std::lock_guard<std::mutex> g(translate_mu_);
-  translator_.flush_kernels(final);
 }
 
 void Collector::flush_graph_estimates(bool final) {
@@ -361,30 +316,6 @@ void Collector::set_sampling(bool on) {
   if (on == sampling_) return;
   sampling_ = on;
   enable_copy_activity(on, cfg_.sample_memcpy, cfg_.sample_memset);
-  if (!kernels_ || !kernels_->counting()) return;
-  // The same window times eager kernels (kernel_counts.h).
-  if (on) {
-    bool ok;
-    {
-      std::lock_guard<std::mutex> g(translate_mu_);
-      ok = kernels_->on_window_open();
-    }
-    if (!ok) {
-      end_kernel_counting();
-      return;
-    }
-    if (!kernel_tracing_ && GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) == CUPTI_SUCCESS)
-      kernel_tracing_ = true;
-  } else {
-    if (kernel_tracing_ && GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) == CUPTI_SUCCESS)
-      kernel_tracing_ = false;
-    if (kernel_tracing_) {
-      end_kernel_counting();  // it cannot be switched off: every launch is traced, as without counting
-      return;
-    }
-    std::lock_guard<std::mutex> g(translate_mu_);
-    kernels_->on_window_close();
-  }
 }
 
 void CUPTIAPI Collector::buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_records) {
@@ -541,7 +472,6 @@ void Collector::flush_loop() {
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));
       tables_.flush();
       flush_graph_estimates(false);
-      flush_kernel_counts(false);
     }
     flush_due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
     lk.lock();
@@ -585,7 +515,6 @@ void Collector::at_exit() {
   for (const Completed& c : left) translate_now(c.buffer, c.valid);
   tables_.flush();  // what callbacks counted since the last period
   flush_graph_estimates(true);
-  flush_kernel_counts(true);
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     const TranslatorStats& s = translator_.stats();
@@ -606,15 +535,6 @@ void Collector::at_exit() {
           (unsigned long long)s.copy_samples);
       std::string pairs = api_.nested_pairs();
       if (!pairs.empty()) log(Level::kDebug, "exit: runtime>driver callback ids seen nested: %s", pairs.c_str());
-    }
-    if (kernels_) {
-      KernelCountStats k = kernels_->stats();
-      log(Level::kDebug,
-          "exit: eager kernels %s; %llu launches counted by launch callbacks (%llu untabled, %llu symbols), %llu "
-          "records timed them in %llu judged windows, %llu launches never timed",
-          kernels_->counting() ? "counted by launch callbacks" : "traced in full", (unsigned long long)k.counted,
-          (unsigned long long)k.untabled, (unsigned long long)k.symbols, (unsigned long long)k.samples,
-          (unsigned long long)k.windows, (unsigned long long)k.untimed);
     }
     if (launches_ && graph_sampling_) {
       GraphLaunchStats gl = launches_->stats();

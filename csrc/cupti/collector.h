@@ -47,7 +47,6 @@
 #include "graph_registry.h"
 #include "graph_sampling.h"
 #include "host_memory.h"
-#include "kernel_counts.h"
 #include "ring_sink.h"
 #include "translator.h"
 
@@ -66,10 +65,6 @@ struct CollectorConfig {
   // GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS (0, or not below the period: every
   // replay traced), _GRAPH_SAMPLE_PERIOD_MS, _GRAPH_PROBE (0: no probe)
   GraphSamplingConfig graph;
-  // GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING=0: every eager kernel launch traced
-  // (else, in the hybrid collection's graph mode: counted by launch
-  // callbacks, timed in the copy sampling windows; kernel_counts.h)
-  bool kernel_sampling = true;
   CallbackConfig callback;            // GRAPHSIGNAL_CUPTI_CB_DOMAINS, GRAPHSIGNAL_CUPTI_CB_WRITE (benchmarks)
   unsigned flush_ms = 1000;          // GRAPHSIGNAL_CUPTI_FLUSH_MS
   size_t buffer_bytes = 4u << 20;    // CUPTI suggests 1-10 MB
@@ -97,10 +92,7 @@ class Collector {
   void subscribe();
   void enable_copy_activity(bool on, bool memcpy, bool memset);
   void setup_graph_sampling(CallbackConfig* cb);
-  void setup_kernel_counting(CallbackConfig* cb);
-  void end_kernel_counting();  // the check failed: kernel tracing on for good
   void flush_graph_estimates(bool final);
-  void flush_kernel_counts(bool final);
   void set_sampling(bool on);
   void flush_loop();
   void at_exit();
@@ -140,9 +132,6 @@ class Collector {
   static bool graph_set_exact(void* self, bool exact);
   static void graph_flush(void* self);
   static void graph_stop_callbacks(void* self);
-  // Eager kernel launches counted by callbacks (null: every launch traced); never freed.
-  KernelCounts* kernels_ = nullptr;
-  bool kernel_tracing_ = true;  // CONCURRENT_KERNEL on now (flush thread only, after start)
   BufferPool pool_;
   // Serializes translation: CUPTI may return buffers on its worker thread
   // and on any thread that flushes. Waiting here is allowed (no launch

@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include "kernel_counts.h"
 #include "log.h"
 
 namespace graphsignal {
@@ -98,10 +97,6 @@ void Translator::flush_graphs(bool final) {
   if (launches_) launches_->flush(&names_, final);
 }
 
-void Translator::flush_kernels(bool final) {
-  if (kernels_) kernels_->flush(&names_, final);
-}
-
 void Translator::on_kernel(const KernelRecord* r) {
   if (skip_stream(r->streamId)) return;
   if (mode_ == GraphTrace::kGraph && r->graphId != 0) {
@@ -114,12 +109,6 @@ void Translator::on_kernel(const KernelRecord* r) {
   }
   uint16_t dev = device(r->deviceId);
   const char* name = r->name ? r->name : "<unknown kernel>";
-  if (!r->graphId && kernels_ && kernels_->counting()) {
-    // an eager launch the launch callbacks counted: its record only times it
-    kernels_->sample(name, dev, duration(r->start, r->end));
-    stats_.kernel_samples++;
-    return;
-  }
   uint32_t id = names_.id(name, strlen(name));
   graphsignal_ring_record rec = {0, GRAPHSIGNAL_REC_KERNEL, 0, dev, id, duration(r->start, r->end), 0};
   if (r->graphId != 0 && launches_ && launches_->on_record(r->graphId, r->correlationId, rec, name)) {

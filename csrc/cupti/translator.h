@@ -20,7 +20,6 @@
 #include "copy_estimator.h"
 #include "devices.h"
 #include "graph_launches.h"
-#include "kernel_counts.h"
 #include "graph_registry.h"
 #include "name_table.h"
 #include "records.h"
@@ -45,7 +44,6 @@ struct TranslatorStats {
   uint64_t ignored = 0;                // records on streams that are not the workload's (probe readers)
   uint64_t copy_samples = 0;           // copy/memset records only timing copies counted by callbacks
   uint64_t graph_samples = 0;          // graph and node records only timing replays counted by callbacks
-  uint64_t kernel_samples = 0;         // eager kernel records only timing launches counted by callbacks
 };
 
 class Translator {
@@ -75,14 +73,6 @@ class Translator {
   void set_graph_launches(GraphLaunches* launches) { launches_ = launches; }
   // The graph estimates since the last call (`final`: at exit).
   void flush_graphs(bool final);
-
-  // Before the first record: eager kernel launches are counted by launch
-  // callbacks (kernel_counts.h) while it counts, so eager kernel records
-  // only time them.
-  void set_kernel_counts(KernelCounts* kernels) { kernels_ = kernels; }
-  KernelCounts* kernel_counts() const { return kernels_; }
-  // The kernel counts since the last call, with their estimated time.
-  void flush_kernels(bool final);
 
   // The process-level facts the sidecar shows once (trace granularity).
   void write_meta();
@@ -132,7 +122,6 @@ class Translator {
   GraphRegistry* graphs_;
   CopyEstimator* estimator_;
   GraphLaunches* launches_ = nullptr;
-  KernelCounts* kernels_ = nullptr;
   bool copies_elsewhere_ = false;
   NameTable names_;
   std::unordered_map<uint32_t, uint32_t> graph_names_;  // CUPTI graphId -> name id

@@ -72,7 +72,6 @@ DRIVER = textwrap.dedent(r"""
         "fake_cupti_graph_model": ([I], None), "fake_cupti_graph_launch": ([P, P, I, U64], I),
         "fake_cupti_graph_launch_threads": ([I, I, I, I, P, U64], None), "fake_cupti_exec_call": ([P, I], None),
         "fake_cupti_instantiate_flags": ([P, P, U32, U64], I),
-        "fake_cupti_kernel_records_only": ([S, U32, I, U64], None),
     }
     for name, (args, res) in sigs.items():
         f = getattr(fake, name)
@@ -126,9 +125,6 @@ def run_child(libs, steps, **env):
     fake, lib = libs
     run_id = uuid.uuid4().hex[:12]
     e = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION"))}
-    # every eager kernel traced, as these tests' exact times need, unless a test asks for the sampled
-    # counting (test_eager_kernels_counted_by_launch_callbacks_*)
-    e["GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING"] = "0"
     e.update({k: str(v) for k, v in env.items()}, GRAPHSIGNAL_RUN_ID=run_id, GRAPHSIGNAL_CUPTI_DRIVER_LIB=fake)
     p = subprocess.run([sys.executable, "-c", DRIVER, fake, lib, json.dumps(steps)], env=e, capture_output=True,
                        text=True, timeout=60)
@@ -498,53 +494,3 @@ def test_graph_names_work_in_the_activity_collection_too_and_fall_back_without_c
     assert frames(store, "cuda_graphs_nanoseconds") == {fnv_name(["a", "b"]): (200, 2)}
     out, store, _ = run_child(libs, steps, GRAPHSIGNAL_CUPTI_CALLBACKS=0)
     assert frames(store, "cuda_graphs_nanoseconds") == {"graph_5": (200, 2)}
-
-
-KIND_CONCURRENT_KERNEL_ON = 10  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
-CBID_CU_LAUNCH_KERNEL = 307
-
-
-def test_eager_kernels_counted_by_launch_callbacks_and_timed_by_windows(libs):
-    # Kernel tracing is on from the start until the first window closes (short programs are timed),
-    # then off: launches are still counted exactly by cuLaunchKernel's callback, and timed by the
-    # mean of the sampled records; a kernel no window saw is counted, untimed, and said at exit.
-    steps = [["call", "callback_enabled", 1, CBID_CU_LAUNCH_KERNEL], ["kernels", "k", 0, 1000, 5000],
-             ["wait_enabled", KIND_CONCURRENT_KERNEL_ON, 0], ["kernels", "k", 0, 3000, 5000],
-             ["kernels", "k_new", 0, 10, 7], ["call", "enabled", KIND_CONCURRENT_KERNEL_ON]]
-    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING=1, GRAPHSIGNAL_CUPTI_SAMPLE_MS=100,
-                                GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000, GRAPHSIGNAL_CUPTI_FLUSH_MS=50,
-                                GRAPHSIGNAL_LOG_LEVEL="debug")
-    assert out["returns"] == [1, 0] and out["waited"] == [True], (out, err[-2000:])
-    assert frames(store, "cuda_kernels_nanoseconds", duration="sampled") == {"k": (4000 * 5000, 4000), "k_new": (0, 10)}
-    assert frames(store, "cuda_kernels_nanoseconds") == {"k": (4000 * 5000, 4000), "k_new": (0, 10)}
-    assert "collecting eager kernels by launch callbacks (GPU time sampled)" in err, err[-2000:]
-    assert "10 eager kernel launches were counted but never timed" in err, err[-2000:]
-    assert re.search(r"exit: eager kernels counted by launch callbacks; 4010 launches counted", err), err[-2000:]
-
-
-def test_eager_kernel_counting_off_traces_every_launch(libs):
-    steps = [["call", "callback_enabled", 1, CBID_CU_LAUNCH_KERNEL], ["kernels", "k", 0, 100, 5000], ["sleep", 0.3],
-             ["kernels", "k", 0, 100, 5000], ["call", "enabled", KIND_CONCURRENT_KERNEL_ON]]
-    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING=0, GRAPHSIGNAL_CUPTI_SAMPLE_MS=100,
-                                GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=3600000)
-    assert out["returns"] == [0, 1]
-    assert frames(store, "cuda_kernels_nanoseconds") == {"k": (200 * 5000, 200)}
-    assert not frames(store, "cuda_kernels_nanoseconds", duration="sampled")
-
-
-def test_eager_kernel_counting_ends_when_a_windows_records_outnumber_its_launches(libs):
-    # Launches the callbacks do not see (records with no callback): the next window judges the last
-    # one, kernel tracing goes back on for good and records count again, exactly.
-    steps = [["kernels", "k", 0, 50, 100], ["wait_enabled", KIND_CONCURRENT_KERNEL_ON, 0],
-             ["wait_enabled", KIND_CONCURRENT_KERNEL_ON, 1], ["call", "kernel_records_only", "hidden", 0, 500, 100],
-             ["wait_enabled", KIND_CONCURRENT_KERNEL_ON, 0], ["wait_enabled", KIND_CONCURRENT_KERNEL_ON, 1],
-             ["sleep", 0.5], ["call", "enabled", KIND_CONCURRENT_KERNEL_ON],
-             ["call", "callback_enabled", 1, CBID_CU_LAUNCH_KERNEL], ["kernels", "after", 0, 1000, 20]]
-    out, store, err = run_child(libs, steps, GRAPHSIGNAL_CUPTI_KERNEL_SAMPLING=1, GRAPHSIGNAL_CUPTI_SAMPLE_MS=60,
-                                GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS=300, GRAPHSIGNAL_CUPTI_FLUSH_MS=50,
-                                GRAPHSIGNAL_LOG_LEVEL="info")
-    assert out["waited"] == [True] * 4, (out, err[-2000:])
-    assert "eager kernels are traced in full from now on" in err and "500 eager kernel records" in err, err[-2000:]
-    assert out["returns"][-2:] == [1, 0]  # tracing on for good, the launch callbacks off
-    assert frames(store, "cuda_kernels_nanoseconds")["after"] == (20000, 1000)  # exact, from records
-    assert "after" not in frames(store, "cuda_kernels_nanoseconds", duration="sampled")

@@ -207,34 +207,16 @@ FAKE_API void fake_cupti_create_context(uint32_t context_id, uint32_t device) {
     subscriber_fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &rd);
 }
 
-void kernel_launch_callback(const char* symbol, uint32_t device, CUpti_ApiCallbackSite site);
-
-// n eager launches of `name` on `device`, as CUDA makes them: the driver's
-// launch callback (cuLaunchKernel, where enabled, with the symbol's name),
-// and a kernel record while kernel tracing is on (as CUPTI: no record of a
-// launch made while the kind is off).
 FAKE_API void fake_cupti_kernels(const char* name, uint32_t device, int n, uint64_t duration) {
-  const char* symbol;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    names.emplace_back(name);
-    symbol = names.back().c_str();  // the driver's name outlives the launch, as here
-  }
+  std::lock_guard<std::mutex> g(mu);
+  names.emplace_back(name);
   for (int i = 0; i < n; i++) {
-    kernel_launch_callback(symbol, device, CUPTI_API_ENTER);
-    {
-      std::lock_guard<std::mutex> g(mu);
-      if (enabled.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || enabled.count(CUPTI_ACTIVITY_KIND_KERNEL)) {
-        KernelRecord* r = add<KernelRecord>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-        if (r) {
-          r->name = symbol;
-          r->deviceId = device;
-          r->start = 1000;
-          r->end = 1000 + duration;
-        }
-      }
-    }
-    kernel_launch_callback(symbol, device, CUPTI_API_EXIT);
+    KernelRecord* r = add<KernelRecord>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (!r) continue;
+    r->name = names.back().c_str();
+    r->deviceId = device;
+    r->start = 1000;
+    r->end = 1000 + duration;
   }
 }
 
@@ -897,27 +879,6 @@ void launch_callback(CUpti_CallbackDomain domain, uint32_t cbid, uint32_t corr, 
 }
 }  // namespace
 
-// cuLaunchKernel's callback for an eager launch of `symbol` on `device`'s context.
-void kernel_launch_callback(const char* symbol, uint32_t device, CUpti_ApiCallbackSite site) {
-  const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
-  if (!subscriber_fn || !api_enabled[CUPTI_CB_DOMAIN_DRIVER_API][cbid].load(std::memory_order_relaxed)) return;
-  int result = 0;
-  uint64_t data = 0;
-  cuLaunchKernel_params p;
-  memset(&p, 0, sizeof p);
-  p.f = reinterpret_cast<CUfunction>(const_cast<char*>(symbol));
-  CUpti_CallbackData cb;
-  memset(&cb, 0, sizeof cb);
-  cb.functionName = "cuLaunchKernel";
-  cb.symbolName = symbol;
-  cb.functionParams = &p;
-  cb.context = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(device) << 16 | 1);
-  cb.correlationData = &data;
-  cb.callbackSite = site;
-  if (site == CUPTI_API_EXIT) cb.functionReturnValue = &result;
-  subscriber_fn(subscriber_data, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
-}
-
 // A launch as CUDA makes it, with its correlation id: a runtime launch
 // (runtime != 0) makes its driver launch (driver_cbid, driver_corr) inside;
 // driver_cbid 0: none. Only enabled callbacks are made, as CUPTI.
@@ -930,22 +891,6 @@ FAKE_API void fake_cupti_launch(int runtime, uint32_t cbid, uint32_t corr, uint3
     launch_callback(CUPTI_CB_DOMAIN_DRIVER_API, driver_cbid, driver_corr, CUPTI_API_EXIT);
   }
   launch_callback(outer, cbid, corr, CUPTI_API_EXIT);
-}
-
-// n eager kernel records with no launch callback: launches made by a way
-// the library's callbacks do not see (only while kernel tracing is on).
-FAKE_API void fake_cupti_kernel_records_only(const char* name, uint32_t device, int n, uint64_t ns) {
-  std::lock_guard<std::mutex> g(mu);
-  if (!enabled.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) return;
-  names.emplace_back(name);
-  for (int i = 0; i < n; i++) {
-    KernelRecord* r = add<KernelRecord>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    if (!r) continue;
-    r->name = names.back().c_str();
-    r->deviceId = device;
-    r->start = 3000;
-    r->end = 3000 + ns;
-  }
 }
 
 // A kernel record (graph_id 0: launched eagerly) with a correlation id.
