@@ -32,9 +32,17 @@ NUMERIC = {
     "GRAPHSIGNAL_CUPTI_HANDOFF": (int, 0, 1, "0 or 1", "1"),
     "GRAPHSIGNAL_CUPTI_SAMPLE_MS": (int, 0, 60000, "milliseconds", "20"),
     "GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
-    "GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS": (int, 0, 60000, "milliseconds", "0"),
-    "GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
-    "GRAPHSIGNAL_CUPTI_GRAPH_PROBE": (int, 0, 1, "0 or 1", "1"),
+}
+
+
+# Variables earlier versions read and this one does not: set, each gets one
+# line saying what happens instead (and is not passed on).
+_NO_GRAPH_SAMPLING = ("switching CUPTI's graph tracing at run time crashed CUDA 13.0 workloads (driver 580) inside "
+                      "cuGraphLaunch, so every CUDA graph replay is traced")
+RETIRED = {
+    "GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS": _NO_GRAPH_SAMPLING,
+    "GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS": _NO_GRAPH_SAMPLING,
+    "GRAPHSIGNAL_CUPTI_GRAPH_PROBE": _NO_GRAPH_SAMPLING,
 }
 
 
@@ -71,8 +79,15 @@ def value(environ: Mapping[str, str], name: str) -> Optional[Union[int, float]]:
 
 def sanitize(environ: MutableMapping[str, str], log: Optional[logging.Logger] = None) -> List[str]:
     """Checks every numeric variable in environ (a dict, changed in
-    place): a bad value is removed, with one line each. Returns the lines."""
+    place): a bad value is removed, with one line each, and so is a
+    variable no longer read (RETIRED). Returns the lines."""
     lines: List[str] = []
+    for name, instead in RETIRED.items():
+        if name in environ:
+            del environ[name]
+            said = "%s is no longer read: %s" % (name, instead)
+            lines.append(said)
+            (log or logger).warning("graphsignal: %s", said)
     for name in NUMERIC:
         raw = environ.get(name)
         if raw is None or raw == "":

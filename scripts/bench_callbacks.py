@@ -13,11 +13,8 @@ plus this; this isolates the part graphsignal controls.
 
 Ops: sync (cuStreamSynchronize), copy (cuMemcpyHtoDAsync of 64 pinned
 bytes), memset (cuMemsetD8Async), rt_copy (cudaMemcpyAsync with its driver
-call inside), graph_launch (cuGraphLaunch of a bound executable, counted as
-sampled graph timing counts it between windows: the probe left out, the
-first window over before timing starts). One JSON line per (config, op,
-repetition), then per op the median ns per call of each config and its
-difference to off.
+call inside). One JSON line per (config, op, repetition), then per op the
+median ns per call of each config and its difference to off.
 
   python scripts/bench_callbacks.py [--reps 5] [--calls 200000]
 """
@@ -38,35 +35,27 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import cupti_build  # noqa: E402
 from benchutil import emit  # noqa: E402
 
-OPS = {"sync": 0, "copy": 1, "memset": 2, "rt_copy": 3, "graph_launch": 4}
+OPS = {"sync": 0, "copy": 1, "memset": 2, "rt_copy": 3}
 CONFIGS = {"off": {"GRAPHSIGNAL_CUPTI_CALLBACKS": "0"}, "hybrid": {}, "nowrite": {"GRAPHSIGNAL_CUPTI_CB_WRITE": "0"},
            "both": {"GRAPHSIGNAL_CUPTI_CB_DOMAINS": "runtime,driver"}}
 
 CHILD = r"""
-import ctypes, json, sys, time
+import ctypes, json, sys
 fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 lib = ctypes.CDLL(sys.argv[2])
 fake.fake_cupti_bench.restype = ctypes.c_uint64
 fake.fake_cupti_bench.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t]
 fake.fake_cupti_alloc.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t]
 fake.fake_cupti_set_context.argtypes = [ctypes.c_uint32, ctypes.c_uint32]
-fake.fake_cupti_graph.restype = ctypes.c_size_t
-fake.fake_cupti_graph.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
-fake.fake_cupti_instantiate.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int, ctypes.c_int]
 lib.InitializeInjection()
 fake.fake_cupti_set_context(1, 0)
 pinned, dev = 0x7f0000000000, 0x7e0000000000
 fake.fake_cupti_alloc(7, pinned, 1 << 20)  # cuMemHostAlloc: a pinned range
-EXEC = 0x100  # the executable graph_launch launches
-fake.fake_cupti_instantiate(EXEC, fake.fake_cupti_graph(b"k:a;k:b", 3), 21, 0, 0)
 n = int(sys.argv[4])
 out = {}
 for op, which in json.loads(sys.argv[3]).items():
-    args = (EXEC, dev) if which == 4 else (pinned, dev)
-    fake.fake_cupti_bench(which, n // 10, *args)  # warm-up
-    if which == 4:
-        time.sleep(0.2)  # the first sampling window (20 ms from the first launch) is over
-    out[op] = fake.fake_cupti_bench(which, n, *args) / n
+    fake.fake_cupti_bench(which, n // 10, pinned, dev)  # warm-up
+    out[op] = fake.fake_cupti_bench(which, n, pinned, dev) / n
 print(json.dumps(out))
 """
 
@@ -103,10 +92,8 @@ def main():
         for config in names[rep % len(names):] + names[:rep % len(names)]:
             run_id = "cbbench%s" % uuid.uuid4().hex[:8]
             env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION"))}
-            # graph launches counted from the first one on, one window, then an hour of quiet: the counting path
             env.update(CONFIGS[config], GRAPHSIGNAL_RUN_ID=run_id, GRAPHSIGNAL_CUPTI_DRIVER_LIB=fake,
-                       GRAPHSIGNAL_LOG_LEVEL="error", GRAPHSIGNAL_CUPTI_GRAPH_PROBE="0",
-                       GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS="3600000")
+                       GRAPHSIGNAL_LOG_LEVEL="error")
             p = subprocess.run([sys.executable, "-c", CHILD, fake, lib, json.dumps(OPS), str(a.calls)], env=env,
                                capture_output=True, text=True, timeout=300)
             for f in os.listdir("/dev/shm"):

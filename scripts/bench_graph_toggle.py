@@ -2,14 +2,18 @@
 switching CUPTI's GRAPH_TRACE and CONCURRENT_KERNEL activity kinds off and
 on at run time leave a per-launch cost behind, and does it reach graphs
 instantiated before the switch? The answers decide how graphsignal's
-default collection times graph launches (csrc/cupti/graph_sampling.h).
+default collection times graph launches: every run that switched GRAPH_TRACE
+crashed CUPTI 13.0 on an H200, so every replay stays traced.
 
 Runs, interleaved for --reps repetitions (each pinned to --cpus):
   bare            the program without CUPTI
   cupti           its phases (see the .cu file), switching kinds without a flush
   cupti-flush     the same, with cuptiActivityFlushAll(0) after each switch off
 
-Prints every row the program prints (tagged with rep and run), then
+Prints every row the program prints (tagged with rep and run; a run that
+dies adds a row {"event": "crashed", "exit": ...}: on CUDA 13.0 with driver
+580 on an H200 the cupti runs die of SIGSEGV inside cuGraphLaunch, in
+libcupti, once GRAPH_TRACE has been switched at run time), then
   {"event": "cost", ...}      per phase and graph: median µs inside
                               cudaGraphLaunch, and the median over
                               repetitions of (that - bare's, same repetition)
@@ -63,9 +67,12 @@ def run(exe, libdir, args, launches, cpus):
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     p = subprocess.run([exe] + args + ["--launches", str(launches)], env=env, capture_output=True, text=True,
                        timeout=600, preexec_fn=pin)
+    rows = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode != 0:
-        raise RuntimeError("%s exited %d:\n%s" % (" ".join(args), p.returncode, p.stderr[-3000:]))
-    return [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+        # a finding too: on CUDA 13.0 (driver 580, H200) CUPTI crashes inside cuGraphLaunch after a switch
+        rows.append({"event": "crashed", "args": " ".join(args), "exit": p.returncode, "stderr": p.stderr[-600:],
+                     "last_phase": rows[-1].get("phase") if rows else None})
+    return rows
 
 
 def stress(exe, libdir, seconds, toggle_ms):
@@ -156,8 +163,14 @@ def findings(cupti_rows):
     return out
 
 
-def decision(found):
+def decision(found, crashed=()):
     f = {x["finding"]: x["answer"] for x in found}
+    if crashed:
+        return {"event": "decision", "graph_mode_sampling": False, "node_mode_sampling": False,
+                "why": ["switching CUPTI's activity kinds at run time crashed the program (%s): no sampling window "
+                        "can switch GRAPH_TRACE; every replay stays traced" % "; ".join(
+                            "%s: exit %s after phase %s" % (c["run"], c["exit"], c.get("last_phase"))
+                            for c in crashed)]}
     graph_mode = bool(f.get("graph_off_stops_graph_records") and f.get("graph_trace_reaches_graphs_instantiated_before")
                       and f.get("kernel_without_graph_traces_nodes") is False
                       and f.get("launch_correlation_ids_match_records"))
@@ -242,7 +255,8 @@ def main():
     emit(bench="graph_toggle", event="flush_on_toggle_agrees",
          same=all(flush_found.get(f["finding"]) == f["answer"] for f in found),
          differing=[f["finding"] for f in found if flush_found.get(f["finding"]) != f["answer"]])
-    d = decision(found)
+    crashed = [r for rs in got.values() for r in rs if r.get("event") == "crashed"]
+    d = decision(found, crashed)
     d["bench"] = "graph_toggle"
     emit(**d)
 

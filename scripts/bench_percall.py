@@ -17,8 +17,10 @@ run under
                     what a sampling window leaves behind
   floor:graph-sampled  kernel activity, driver callbacks including the graph
                     launch entry points, no GRAPH_TRACE: the floor of
-                    counting replays by callback (sampled graph timing
-                    between windows)
+                    counting replays by callback (what sampled graph timing
+                    would pay between windows; not built: switching
+                    GRAPH_TRACE at run time crashed CUPTI 13.0 on an H200,
+                    scripts/bench_graph_toggle.py)
   floor:kernel-counted  graph activity, driver callbacks including the
                     kernel launch entry points, no kernel activity: the
                     floor of counting eager kernels by callback
@@ -27,11 +29,7 @@ run under
   baseline          graphsignal's library built from --baseline (an older
                     checkout: "ours before")
   ours:activity     GRAPHSIGNAL_CUPTI_COLLECTION=activity
-  ours:hybrid       the default collection (graph replays counted by callback
-                    and timed in sampling windows where the run-time probe
-                    allows it, else traced in full)
-  ours:hybrid-graph-trace  every graph replay traced (GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS=0)
-  ours:hybrid-graph-noprobe  sampling without the probe (GRAPHSIGNAL_CUPTI_GRAPH_PROBE=0)
+  ours:hybrid       the default collection
   ours:node, ours:node-activity  --cuda-graph-trace node, the default and the activity collection
   ours:hybrid-both       syncs, copies, memsets hooked in both API domains
   ours:hybrid-runtime    ... in the runtime domain only
@@ -93,8 +91,7 @@ CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync",
            "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "floor:graph-sampled", "floor:graph-off",
            "floor:kernel-counted",
            "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
-           "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:hybrid-graph-trace",
-           "ours:hybrid-graph-noprobe", "ours:node", "ours:node-activity",
+           "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:node", "ours:node-activity",
            "ours:nvtx-off", "ours:nvtx-gpu")
 OURS_ENV = {
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
@@ -106,8 +103,6 @@ OURS_ENV = {
     "ours:hybrid-sample-all": {"GRAPHSIGNAL_CUPTI_SAMPLE_KINDS": "memcpy,memset"},
     "ours:nvtx-off": {"GRAPHSIGNAL_NVTX": "off"},
     "ours:nvtx-gpu": {"GRAPHSIGNAL_NVTX": "gpu"},
-    "ours:hybrid-graph-trace": {"GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS": "0"},
-    "ours:hybrid-graph-noprobe": {"GRAPHSIGNAL_CUPTI_GRAPH_PROBE": "0"},
     "ours:node": {"GRAPHSIGNAL_CUDA_GRAPH_TRACE": "node"},
     "ours:node-activity": {"GRAPHSIGNAL_CUDA_GRAPH_TRACE": "node", "GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
 }
@@ -147,14 +142,20 @@ def compile_bench(exe, cuda_include=None, source="percall_bench.cu", extra=("-lc
     return exe
 
 
-def build(hs, baseline):
-    """(bench binary, floor injection, our library, baseline library or None)."""
-    d = work_dir()
-    exe = compile_bench(os.path.join(d, "percall_bench"), hs.cuda_include)
+def build_floor(hs, d):
+    """scripts/cuda/floor_inject.cpp as d/libfloor_inject.so, linked to hs's libcupti."""
     floor = os.path.join(d, "libfloor_inject.so")
     subprocess.run((cupti_build.compiler() or ["g++"]) + ["-std=c++17", "-O2", "-fPIC", "-shared",
                    "-I", hs.cupti_include, "-I", hs.cuda_include, "-idirafter", cupti_build.COMPAT,
                    os.path.join(ROOT, "scripts", "cuda", "floor_inject.cpp"), hs.libcupti, "-o", floor], check=True)
+    return floor
+
+
+def build(hs, baseline):
+    """(bench binary, floor injection, our library, baseline library or None)."""
+    d = work_dir()
+    exe = compile_bench(os.path.join(d, "percall_bench"), hs.cuda_include)
+    floor = build_floor(hs, d)
     os.makedirs(os.path.join(d, "ours"), exist_ok=True)
     lib = cupti_build.build_variant(hs, os.path.join(d, "ours"), log=lambda m: sys.stderr.write(m + "\n"), force=True)
     if not lib:

@@ -73,6 +73,13 @@ black box, installed from its wheel into a folder of its own:
       nvidia-ml-py, prometheus-client, protobuf, psutil, requests, xxhash: the same way where missing)
   --run anchor="env PYTHONPATH=/tmp/anchor /tmp/anchor/bin/graphsignal-run --listen-port {port}"
 
+Where the cost comes from: scripts/build_floor_inject.py builds a CUPTI
+injection that does nothing (GS_FLOOR_NOOP=1) or only what graphsignal's
+default collection asks of CUPTI, and prints the ablation modes that use
+it: `sidecar` (graphsignal-run without CUPTI: its sidecar, GPU telemetry
+and engine scrape) and `cupti` (CUPTI's kinds and callbacks without
+graphsignal-run).
+
 Inputs are paths, so any llama.cpp and any GGUF model works:
 
   python scripts/engine_e2e.py --llama-server /path/to/llama-server --model tiny.gguf
@@ -502,11 +509,13 @@ def payload_facts(doc):
     """What a point reports from a /signals payload."""
     if not doc:
         return {"payload": False}
-    dropped, frames, replays, kernels, ksamples, errors = 0, set(), 0, set(), 0, []
+    dropped, frames, replays, kernels, ksamples, errors, captures = 0, set(), 0, set(), 0, [], 0
     for m in doc.get("metrics") or ():
         name, st = m.get("name"), m.get("stats") or {}
         if name == "graphsignal_dropped_records":
             dropped += st.get("total") or 0
+        elif name == "cuda_graph_captures":
+            captures += st.get("total") or 0
         elif name == "cuda_graphs_nanoseconds":
             for f in st.get("frames") or ():
                 frames.add(f["name"])
@@ -519,7 +528,10 @@ def payload_facts(doc):
         if e.get("resolved_ns") is None and e.get("level") in ("error", "critical"):
             errors.append(e.get("message"))
     engine = doc.get("engine") or {}
+    # graph_captures: instantiations and in-place updates (an engine that re-captures its decode graph
+    # every step pays the capture's launches and the update on every token)
     return {"payload": True, "dropped_records": dropped, "graph_frames": len(frames), "graph_replays": replays,
+            "graph_captures": captures,
             "kernel_symbols": len(kernels), "kernel_launches": ksamples, "errors": errors[-5:],
             "engine": engine.get("engine"), "engine_generation_tokens_total": engine.get("generation_tokens_total")}
 

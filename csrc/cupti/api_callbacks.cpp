@@ -62,13 +62,6 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
       case Op::kInstantiate:
       case Op::kExecUpdate:
         return cfg.graphs;
-      case Op::kGraphLaunch:
-      case Op::kExecDestroy:
-      case Op::kExecModify:
-        return cfg.graph_launches;
-      case Op::kCaptureBegin:
-      case Op::kCaptureEnd:
-        return cfg.copies || cfg.graph_launches;  // work on a capturing stream is not run (nor a graph replayed)
       default:
         return cfg.copies;  // copies, memsets, and what classifies them (allocations, captures)
     }
@@ -84,12 +77,7 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
   // doubles CUPTI's dispatch on every call; scripts/bench_percall.py). Rare
   // calls (allocations, captures, instantiations) are hooked in both, the
   // driver call inside a hooked runtime call skipped.
-  // Graph launches are hot too, and hooked at the driver's entry points
-  // only (api_table.cpp has no runtime row): the correlation id a GRAPH_TRACE
-  // record carries is the driver call's (graph_launches.h relies on it).
-  auto hot = [](const Api& a) {
-    return a.op == Op::kSync || a.op == Op::kCopy || a.op == Op::kMemset || a.op == Op::kGraphLaunch;
-  };
+  auto hot = [](const Api& a) { return a.op == Op::kSync || a.op == Op::kCopy || a.op == Op::kMemset; };
   bool ok = true;
   int enabled = 0, missing = 0;
   for (int d = 0; d < 2 && ok; d++) {
@@ -101,7 +89,7 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
     for (size_t i = 0; i < n; i++) {
       const Api& a = table[i];
       if (!wanted(a) || a.cbid >= kMaxCbid) continue;
-      if (hot(a) && a.op != Op::kGraphLaunch && (runtime ? !cfg.runtime : !cfg.driver)) continue;
+      if (hot(a) && (runtime ? !cfg.runtime : !cfg.driver)) continue;
       bool is_core = core(runtime, a.cbid) && (a.op == Op::kSync ? cfg.syncs : cfg.copies);
       // Not through GS_CUPTI_CALL: an id this CUPTI does not know is expected.
       if (cuptiEnableCallback(1, subscriber, domain, a.cbid) != CUPTI_SUCCESS) {
@@ -127,15 +115,6 @@ bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfi
   }
   log(Level::kDebug, "%d API callbacks enabled (%d unknown to this CUPTI)", enabled, missing);
   return true;
-}
-
-void ApiCallbacks::disable_graph_launches(CUpti_SubscriberHandle subscriber) {
-  for (size_t i = 0; i < kDriverCount; i++) {
-    const Api& a = kDriverApis[i];
-    if (a.op != Op::kGraphLaunch || a.cbid >= kMaxCbid || !driver_index_[a.cbid]) continue;
-    // Not through GS_CUPTI_CALL: nothing to say if this CUPTI refuses.
-    cuptiEnableCallback(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, a.cbid);
-  }
 }
 
 void ApiCallbacks::ignore_stream(void* stream) {
@@ -254,74 +233,32 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
     case Op::kCaptureBegin:
       captures_.fetch_add(1, std::memory_order_relaxed);
       return;
-    case Op::kGraphLaunch:
-      if (launches_) on_graph_launch(static_cast<const GraphLaunch*>(params), ptsz, cb);
-      return;
     case Op::kInstantiate:
-    case Op::kExecUpdate:
-    case Op::kExecDestroy:
-    case Op::kExecModify:
-      on_graph(api, params);
+    case Op::kExecUpdate: {
+      CUgraphExec exec;
+      CUgraph graph;
+      if (api.op == Op::kInstantiate) {
+        const Instantiate* p = static_cast<const Instantiate*>(params);
+        exec = p->exec ? *p->exec : nullptr, graph = p->graph;
+      } else {
+        const ExecUpdate* p = static_cast<const ExecUpdate*>(params);
+        exec = p->exec, graph = p->graph;
+      }
+      uint32_t exec_id = 0, graph_id = 0;
+      if (!graphs_ || !exec) return;
+      // cuptiGetGraphExecId is newer than the oldest CUPTI 12 headers we
+      // build against: looked up in the loaded libcupti; without it the
+      // records carry (and the registry keys on) the source graph's id.
+      if (GetGraphExecIdFn get_exec_id = graph_exec_id_fn())
+        if (get_exec_id(exec, &exec_id) != CUPTI_SUCCESS) exec_id = 0;
+      if (graph) GS_CUPTI_CALL(cuptiGetGraphId(graph, &graph_id));
+      if (!exec_id && !graph_id) return;
+      if (api.op == Op::kInstantiate) graphs_->on_instantiate(exec_id, graph_id, graph);
+      else graphs_->on_update(exec_id, graph_id, graph);
       return;
+    }
     case Op::kCaptureEnd:
       return;
-  }
-}
-
-void ApiCallbacks::on_graph_launch(const GraphLaunch* p, bool ptsz, const CUpti_CallbackData* cb) {
-  // A launch into a capturing stream adds a child graph node: not a replay.
-  if (!p->exec || skip_stream(p->stream, ptsz)) return;
-  uint16_t dev = device_of(cb->context);
-  if (launches_->on_launch(p->exec, dev, cb->correlationId)) return;
-  // Counted, but never seen instantiated (the first launch of such an
-  // executable only): named by its CUPTI id, as its records are.
-  uint32_t exec_id = 0;
-  GetGraphExecIdFn get_exec_id = graph_exec_id_fn();
-  if (graphs_ && get_exec_id && get_exec_id(p->exec, &exec_id) == CUPTI_SUCCESS && exec_id)
-    launches_->bind(p->exec, graphs_->name_exec(exec_id), nullptr);
-  if (!launches_->on_launch(p->exec, dev, cb->correlationId)) launches_->count_unbound(dev);
-}
-
-void ApiCallbacks::on_graph(const Api& api, const void* params) {
-  if (api.op == Op::kExecDestroy || api.op == Op::kExecModify) {
-    CUgraphExec exec = static_cast<const ExecFirst*>(params)->exec;
-    if (!launches_ || !exec) return;
-    if (api.op == Op::kExecDestroy) launches_->retire(exec);
-    else launches_->modified(exec);
-    return;
-  }
-  CUgraphExec exec;
-  CUgraph graph;
-  bool device_launch = false;  // CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH: replays launched where no callback sees them
-  if (api.op == Op::kInstantiate) {
-    const Instantiate* p = static_cast<const Instantiate*>(params);
-    exec = p->exec ? *p->exec : nullptr, graph = p->graph;
-    uint64_t flags = 0;
-    if (api.flags & kInstFlags) flags = p->third;
-    else if ((api.flags & kInstParams) && p->third) flags = *reinterpret_cast<const uint64_t*>(p->third);
-    device_launch = (flags & 4) != 0;
-  } else {
-    const ExecUpdate* p = static_cast<const ExecUpdate*>(params);
-    exec = p->exec, graph = p->graph;
-  }
-  uint32_t exec_id = 0, graph_id = 0;
-  if (!graphs_ || !exec) return;
-  // cuptiGetGraphExecId is newer than the oldest CUPTI 12 headers we
-  // build against: looked up in the loaded libcupti; without it the
-  // records carry (and the registry keys on) the source graph's id.
-  if (GetGraphExecIdFn get_exec_id = graph_exec_id_fn())
-    if (get_exec_id(exec, &exec_id) != CUPTI_SUCCESS) exec_id = 0;
-  if (graph) GS_CUPTI_CALL(cuptiGetGraphId(graph, &graph_id));
-  if (!exec_id && !graph_id) return;
-  // Node mode counts a replay's kernels from the walk.
-  GraphShape shape;
-  GraphShape* want = launches_ && launches_->mode() == GraphLaunches::Mode::kNode ? &shape : nullptr;
-  if (api.op == Op::kInstantiate) {
-    std::string name = graphs_->on_instantiate(exec_id, graph_id, graph, want);
-    if (launches_) launches_->bind(exec, name, want, device_launch);
-  } else {
-    std::string name = graphs_->on_update(exec_id, graph_id, graph, want);
-    if (launches_ && !launches_->updated(exec, want)) launches_->bind(exec, name, want);
   }
 }
 

@@ -14,9 +14,7 @@
 //   copies    exact count, bytes, direction and host memory kind; GPU time
 //             estimated from sampled activity (copy_estimator.h)
 //   memsets   the same
-//   graphs    instantiations and updates, for their names (graph_registry.h);
-//             with sampled graph timing, every launch (exact replay counts,
-//             graph_launches.h), destroys and changes to an executable's nodes
+//   graphs    instantiations and updates, for their names (graph_registry.h)
 //
 // Syncs, copies and memsets are hooked at the driver's entry points by
 // default: the runtime reaches the driver through them (one driver call per
@@ -46,15 +44,12 @@
 #include "copy_estimator.h"
 #include "devices.h"
 #include "driver_api.h"
-#include "graph_launches.h"
 #include "graph_registry.h"
 #include "host_memory.h"
 #include "ring_sink.h"
 
 namespace graphsignal {
 namespace cupti {
-
-struct GraphLaunch;  // api_params.h
 
 struct CallbackConfig {
   // GRAPHSIGNAL_CUPTI_CB_DOMAINS: where syncs, copies and memsets are hooked
@@ -64,7 +59,6 @@ struct CallbackConfig {
   bool syncs = true;    // time synchronization here (the SYNCHRONIZATION activity kind stays off)
   bool copies = true;   // count copies and memsets here (their activity kinds only sample durations)
   bool graphs = true;   // name graphs at instantiation
-  bool graph_launches = false;  // count graph launches (the driver's entry points; sampled graph timing)
   bool write = true;    // GRAPHSIGNAL_CUPTI_CB_WRITE=0: callbacks run but write nothing (benchmarks)
 };
 
@@ -92,11 +86,6 @@ class ApiCallbacks {
 
   // The graphsignal probe reader's stream: its copies are not the workload's.
   void ignore_stream(void* stream);
-
-  // Where counted graph launches go (before enable(); null: not counted).
-  void set_graph_launches(GraphLaunches* launches) { launches_ = launches; }
-  // Switches the graph launch callbacks off (sampled graph timing ended).
-  void disable_graph_launches(CUpti_SubscriberHandle subscriber);
 
   CallbackStats stats() const;
   const CallbackConfig& config() const { return cfg_; }
@@ -133,8 +122,6 @@ class ApiCallbacks {
   };
 
   void on_exit(const Api& api, const CUpti_CallbackData* cb);
-  void on_graph(const Api& api, const void* params);  // instantiate, update, destroy, node setters
-  void on_graph_launch(const GraphLaunch* p, bool ptsz, const CUpti_CallbackData* cb);
   // What a call's parameters say (api_params.cpp): false for nothing to count.
   bool copy_of(const Api& api, const void* params, Copy* out);
   static bool peer_copy_of(const Api& api, const void* params, Copy* out);
@@ -155,7 +142,6 @@ class ApiCallbacks {
   Devices* devices_;
   HostMemory* host_;
   GraphRegistry* graphs_;
-  GraphLaunches* launches_ = nullptr;
   const CopyEstimator* estimator_;
   const DriverApi* driver_;
   CallTables* tables_;

@@ -43,10 +43,8 @@ struct RtMemset3D { RtPitchedPtr ptr; int value; RtExtent extent; CUstream strea
 struct OutPtr { void** ptr; size_t size; };
 struct PtrSize { void* ptr; size_t size; };
 struct Ptr { void* ptr; };
-struct Instantiate { CUgraphExec* exec; CUgraph graph; uint64_t third; };  // third: flags, or their struct (kInst*)
+struct Instantiate { CUgraphExec* exec; CUgraph graph; };
 struct ExecUpdate { CUgraphExec exec; CUgraph graph; };
-struct GraphLaunch { CUgraphExec exec; CUstream stream; };  // both APIs
-struct ExecFirst { CUgraphExec exec; };  // destroy, and the setters on an executable's nodes
 
 struct DrStream { CUstream stream; };
 struct DrCopy { uint64_t dst, src; size_t bytes; CUstream stream; };  // HtoD/DtoH/DtoD/unified: pointers in order
@@ -62,7 +60,7 @@ enum class Layout : uint8_t {
   kRtMemsetAsync, kRtMemset2D, kRtMemset2DAsync, kRtMemset3D, kRtMemset3DAsync, kRtOutPtr, kRtPtrSize, kRtPtr,
   kRtInstantiate, kRtExecUpdate, kDrStream, kDrEvent, kDrCopy, kDrCopyAsync, kDrPeer, kDrPeerAsync, kDrCopy2D,
   kDrCopy2DAsync, kDrCopy3D, kDrCopy3DAsync, kDrMemset, kDrMemsetAsync, kDrMemset2D, kDrMemset2DAsync, kDrOutPtr,
-  kDrPtrSize, kDrPtr, kDrInstantiate, kDrExecUpdate, kGraphLaunch, kExecFirst,
+  kDrPtrSize, kDrPtr, kDrInstantiate, kDrExecUpdate,
 };
 
 }  // namespace cupti

@@ -62,15 +62,11 @@ const ApiCallbacks::Api kRuntimeApis[] = {
     {319, Op::kCaptureEnd, Layout::kRtStream, 0},  // cudaStreamEndCapture_v10000
     {320, Op::kCaptureEnd, Layout::kRtStream, kPtsz},  // cudaStreamEndCapture_ptsz_v10000
     {310, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiate_v10000
-    {443, Op::kInstantiate, Layout::kRtInstantiate, kInstFlags},  // cudaGraphInstantiate_v12000
-    {418, Op::kInstantiate, Layout::kRtInstantiate, kInstFlags},  // cudaGraphInstantiateWithFlags_v11040
-    {436, Op::kInstantiate, Layout::kRtInstantiate, kInstParams},  // cudaGraphInstantiateWithParams_v12000
-    {437, Op::kInstantiate, Layout::kRtInstantiate, kInstParams},  // cudaGraphInstantiateWithParams_ptsz_v12000
+    {443, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiate_v12000
+    {418, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiateWithFlags_v11040
+    {436, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiateWithParams_v12000
+    {437, Op::kInstantiate, Layout::kRtInstantiate, 0},  // cudaGraphInstantiateWithParams_ptsz_v12000
     {335, Op::kExecUpdate, Layout::kRtExecUpdate, 0},  // cudaGraphExecUpdate_v10020
-    {313, Op::kExecDestroy, Layout::kExecFirst, 0},  // cudaGraphExecDestroy_v10000
-    {326, Op::kExecModify, Layout::kExecFirst, 0},  // cudaGraphExecKernelNodeSetParams_v10010
-    {426, Op::kExecModify, Layout::kExecFirst, 0},  // cudaGraphNodeSetEnabled_v11060
-    {447, Op::kExecModify, Layout::kExecFirst, 0},  // cudaGraphExecNodeSetParams_v12020
 };
 
 const ApiCallbacks::Api kDriverApis[] = {
@@ -153,18 +149,11 @@ const ApiCallbacks::Api kDriverApis[] = {
     {498, Op::kCaptureEnd, Layout::kDrStream, kPtsz},  // cuStreamEndCapture_ptsz
     {513, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiate
     {578, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiate_v2
-    {643, Op::kInstantiate, Layout::kDrInstantiate, kInstFlags},  // cuGraphInstantiateWithFlags
-    {656, Op::kInstantiate, Layout::kDrInstantiate, kInstParams},  // cuGraphInstantiateWithParams
-    {657, Op::kInstantiate, Layout::kDrInstantiate, kInstParams},  // cuGraphInstantiateWithParams_ptsz
+    {643, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiateWithFlags
+    {656, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiateWithParams
+    {657, Op::kInstantiate, Layout::kDrInstantiate, 0},  // cuGraphInstantiateWithParams_ptsz
     {561, Op::kExecUpdate, Layout::kDrExecUpdate, 0},  // cuGraphExecUpdate
     {696, Op::kExecUpdate, Layout::kDrExecUpdate, 0},  // cuGraphExecUpdate_v2
-    {514, Op::kGraphLaunch, Layout::kGraphLaunch, 0},  // cuGraphLaunch
-    {515, Op::kGraphLaunch, Layout::kGraphLaunch, kPtsz},  // cuGraphLaunch_ptsz
-    {516, Op::kExecDestroy, Layout::kExecFirst, 0},  // cuGraphExecDestroy
-    {538, Op::kExecModify, Layout::kExecFirst, 0},  // cuGraphExecKernelNodeSetParams
-    {692, Op::kExecModify, Layout::kExecFirst, 0},  // cuGraphExecKernelNodeSetParams_v2
-    {650, Op::kExecModify, Layout::kExecFirst, 0},  // cuGraphNodeSetEnabled
-    {714, Op::kExecModify, Layout::kExecFirst, 0},  // cuGraphExecNodeSetParams
 };
 
 const size_t kRuntimeCount = sizeof(kRuntimeApis) / sizeof(kRuntimeApis[0]);
@@ -179,12 +168,6 @@ static_assert(CUPTI_RUNTIME_TRACE_CBID_cudaGraphExecUpdate_v10020 == 335, "cbid"
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 == 277, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2 == 800, "cbid");
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2 == 696, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch == 514 && CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz == 515, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy == 516, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2 == 692, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled == 650, "cbid");
-static_assert(CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams == 714, "cbid");
-static_assert(CUPTI_RUNTIME_TRACE_CBID_cudaGraphExecNodeSetParams_v12020 == 447, "cbid");
 #endif
 
 }  // namespace cupti

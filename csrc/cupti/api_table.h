@@ -18,11 +18,9 @@ constexpr uint16_t kLowMask = 0x7;
 constexpr uint16_t kDirHtod = 1 << 4, kDirDtoh = 2 << 4, kDirDtod = 3 << 4, kDirUnified = 4 << 4, kDirMask = 7 << 4;
 constexpr uint16_t kElem1 = 1 << 8, kElem2 = 2 << 8, kElem4 = 4 << 8;
 constexpr uint16_t kPtsz = 1 << 12;  // the per-thread default stream variant (_ptsz / _ptds)
-// instantiations: the third parameter is the flags, or a struct that starts with them
-constexpr uint16_t kInstFlags = 1 << 13, kInstParams = 1 << 14;
 
 enum class Op : uint8_t { kSync, kCopy, kMemset, kHostAlloc, kHostRegister, kHostFree, kCaptureBegin, kCaptureEnd,
-                          kInstantiate, kExecUpdate, kGraphLaunch, kExecDestroy, kExecModify };
+                          kInstantiate, kExecUpdate };
 
 struct ApiCallbacks::Api {
   uint16_t cbid;

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <new>
 
 #include "cupti_call.h"
 #include "log.h"
@@ -68,12 +67,6 @@ CollectorConfig CollectorConfig::from_env() {
     }
   }
   c.callback.write = env_number("GRAPHSIGNAL_CUPTI_CB_WRITE", 1, 0, 1) != 0;
-  c.graph.window_ms =
-      static_cast<unsigned>(env_number("GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS", c.graph.window_ms, 0, 60000));
-  c.graph.period_ms = static_cast<unsigned>(
-      env_number("GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS", c.graph.period_ms, 10, 3600000));
-  c.graph.probe = env_number("GRAPHSIGNAL_CUPTI_GRAPH_PROBE", 1, 0, 1) != 0;
-  if (c.graph.window_ms >= c.graph.period_ms) c.graph.window_ms = 0;  // always in a window: every replay traced
   const char* kinds = getenv("GRAPHSIGNAL_CUPTI_SAMPLE_KINDS");
   if (kinds && *kinds) {
     c.sample_memcpy = strstr(kinds, "memcpy") != nullptr;
@@ -211,15 +204,9 @@ bool Collector::enable_activity() {
   cb.graphs = subscriber_ != nullptr;
   cb.syncs = hybrid;
   cb.copies = hybrid && translator_.mode() == GraphTrace::kGraph;
-  // Graph replays sampled: in the mode asked for only (a fallback to node
-  // mode has no GRAPH_TRACE to switch), through the driver's entry points.
-  if (hybrid && cfg_.graph.window_ms && translator_.mode() == cfg_.mode && cb.driver) setup_graph_sampling(&cb);
   api_.set_diagnose(log_enabled(Level::kDebug));
   if (subscriber_ && !api_.enable(subscriber_, cb)) {
-    cb.syncs = cb.copies = cb.graph_launches = false;
-    api_.set_graph_launches(nullptr);
-    translator_.set_graph_launches(nullptr);
-    graph_sampling_ = nullptr;  // leaked on purpose: never started
+    cb.syncs = cb.copies = false;
     cb.graphs = api_.enable(subscriber_, cb);  // at least the names, if those can be hooked
   }
   callbacks_syncs_ = cb.syncs;
@@ -235,59 +222,13 @@ bool Collector::enable_activity() {
     // every copy timed: activity always on, callbacks still count
     enable_copy_activity(true, cfg_.sample_memcpy, cfg_.sample_memset);
   }
-  log(Level::kInfo, "collecting kernels by activity; graph replays by %s; synchronization by %s; copies and memsets "
-      "by %s; graph trace mode %s",
-      graph_sampling_ ? "launch callbacks (GPU time sampled where CUPTI allows)" : "activity",
+  log(Level::kInfo, "collecting kernels and graphs by activity; synchronization by %s; copies and memsets by %s; "
+      "graph trace mode %s",
       callbacks_syncs_ ? "API callbacks" : "activity", callbacks_copies_
           ? (cfg_.sample_ms ? "API callbacks (GPU time sampled)" : "API callbacks (no GPU time)")
           : "activity",
       translator_.mode() == GraphTrace::kNode ? "node" : "graph");
   return true;
-}
-
-void Collector::setup_graph_sampling(CallbackConfig* cb) {
-  GraphLaunches::Mode mode =
-      translator_.mode() == GraphTrace::kNode ? GraphLaunches::Mode::kNode : GraphLaunches::Mode::kGraph;
-  // Never freed: launch callbacks may still run while the process exits.
-  launches_ = new (std::nothrow) GraphLaunches(&sink_, &graphs_, mode);
-  if (!launches_) return;
-  GraphSampling::Ops ops = {graph_set_exact, graph_flush, graph_stop_callbacks, this};
-  graph_sampling_ = new (std::nothrow) GraphSampling(launches_, cfg_.graph, ops);
-  if (!graph_sampling_) return;
-  launches_->set_first_launch_hook(on_first_graph_launch, this);
-  api_.set_graph_launches(launches_);
-  translator_.set_graph_launches(launches_);
-  cb->graph_launches = true;
-}
-
-void Collector::on_first_graph_launch(void* arg) {
-  // On a workload thread, inside its launch callback: a flag and a wake-up.
-  auto* self = static_cast<Collector*>(arg);
-  self->graph_now_.store(true, std::memory_order_release);
-  self->flush_cv_.notify_one();
-}
-
-bool Collector::graph_set_exact(void* arg, bool exact) {
-  // The exact state times every replay: GRAPH_TRACE on in graph mode, off
-  // in node mode (kernel tracing then reaches the nodes). graph_sampling.h.
-  auto* self = static_cast<Collector*>(arg);
-  bool on = self->translator_.mode() == GraphTrace::kGraph ? exact : !exact;
-  CUptiResult r = on ? GS_CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE))
-                     : GS_CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
-  return r == CUPTI_SUCCESS;
-}
-
-void Collector::graph_flush(void*) { GS_CUPTI_CALL(cuptiActivityFlushAll(0)); }
-
-void Collector::graph_stop_callbacks(void* arg) {
-  auto* self = static_cast<Collector*>(arg);
-  if (self->subscriber_) self->api_.disable_graph_launches(self->subscriber_);
-}
-
-void Collector::flush_graph_estimates(bool final) {
-  if (!launches_) return;
-  std::lock_guard<std::mutex> g(translate_mu_);
-  translator_.flush_graphs(final);
 }
 
 void Collector::enable_copy_activity(bool on, bool memcpy, bool memset) {
@@ -430,10 +371,8 @@ void Collector::flush_loop() {
   std::unique_lock<std::mutex> lk(flush_mu_);
   for (;;) {
     auto due = windows ? std::min(flush_due, window_due) : flush_due;
-    if (graph_sampling_ && uuids_done) due = std::min(due, graph_sampling_->due());
     flush_cv_.wait_until(lk, due, [this] {
-      return stopping_ || !queue_.empty() || window_now_.load(std::memory_order_acquire) ||
-             graph_now_.load(std::memory_order_acquire);
+      return stopping_ || !queue_.empty() || window_now_.load(std::memory_order_acquire);
     });
     if (!queue_.empty()) {
       batch_.swap(queue_);
@@ -455,13 +394,6 @@ void Collector::flush_loop() {
       window_due = now + std::chrono::milliseconds(sampling_ ? cfg_.sample_ms : cfg_.sample_period_ms - cfg_.sample_ms);
       continue;
     }
-    if (graph_sampling_ && graph_now_.exchange(false, std::memory_order_acq_rel)) graph_sampling_->wake();
-    if (graph_sampling_ && uuids_done && now >= graph_sampling_->due()) {
-      lk.unlock();
-      if (graph_sampling_->run(now)) flush_graph_estimates(false);  // what was counted is estimated up to here
-      lk.lock();
-      continue;
-    }
     if (now < flush_due) continue;
     lk.unlock();
     if (!uuids_done) {
@@ -471,7 +403,6 @@ void Collector::flush_loop() {
       // Default flush: returns only buffers whose records are all complete.
       GS_CUPTI_CALL(cuptiActivityFlushAll(0));
       tables_.flush();
-      flush_graph_estimates(false);
     }
     flush_due = Clock::now() + std::chrono::milliseconds(uuids_done ? cfg_.flush_ms : 20);
     lk.lock();
@@ -514,7 +445,6 @@ void Collector::at_exit() {
   }
   for (const Completed& c : left) translate_now(c.buffer, c.valid);
   tables_.flush();  // what callbacks counted since the last period
-  flush_graph_estimates(true);
   {
     std::lock_guard<std::mutex> g(translate_mu_);
     const TranslatorStats& s = translator_.stats();
@@ -535,16 +465,6 @@ void Collector::at_exit() {
           (unsigned long long)s.copy_samples);
       std::string pairs = api_.nested_pairs();
       if (!pairs.empty()) log(Level::kDebug, "exit: runtime>driver callback ids seen nested: %s", pairs.c_str());
-    }
-    if (launches_ && graph_sampling_) {
-      GraphLaunchStats gl = launches_->stats();
-      log(Level::kDebug,
-          "exit: CUDA graph timing %s; %llu replays counted by launch callbacks (%llu of unbound executables), "
-          "%llu records timed them (%llu of graphs no frame knew), %llu records counted themselves, %llu quiet "
-          "records, %llu stray node records",
-          graph_sampling_->phase_name(), (unsigned long long)gl.counted, (unsigned long long)gl.unbound,
-          (unsigned long long)gl.samples, (unsigned long long)gl.unknown_samples, (unsigned long long)gl.exact,
-          (unsigned long long)gl.quiet_records, (unsigned long long)gl.stray_nodes);
     }
   }
   nvtx::collector_finished();  // the last GPU time per NVTX range is in

@@ -4,16 +4,13 @@
 // completed buffers to the Translator.
 //
 // Two collections (GRAPHSIGNAL_CUPTI_COLLECTION):
-//   hybrid (default)  eager kernels by activity records (exact GPU time);
-//                     CUDA graph replays counted by launch callbacks and
-//                     timed in sampling windows where CUPTI's switch allows
-//                     it (graph_sampling.h decides at run time; otherwise
-//                     by activity records, exact); synchronization, copies
-//                     and memsets by API callbacks (api_callbacks.h: exact
-//                     counts, bytes and host time; copy GPU time estimated
-//                     from sampling windows of the copy activity kinds). In
-//                     node mode copies stay on activity records (graph
-//                     nodes' copies need them), syncs on callbacks.
+//   hybrid (default)  kernels and graph replays by activity records (exact
+//                     GPU time); synchronization, copies and memsets by API
+//                     callbacks (api_callbacks.h: exact counts, bytes and
+//                     host time; copy GPU time estimated from sampling
+//                     windows of the copy activity kinds). In node mode
+//                     copies stay on activity records (graph nodes' copies
+//                     need them), syncs on callbacks.
 //   activity          every kind by activity records, CUPTI's price on every
 //                     call, exact copy times.
 // Without CUPTI's callback API (another subscriber) hybrid falls back to
@@ -43,9 +40,7 @@
 #include "device_uuids.h"
 #include "devices.h"
 #include "driver_api.h"
-#include "graph_launches.h"
 #include "graph_registry.h"
-#include "graph_sampling.h"
 #include "host_memory.h"
 #include "ring_sink.h"
 #include "translator.h"
@@ -62,9 +57,6 @@ struct CollectorConfig {
   unsigned sample_period_ms = 1000;   // GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS: one window per period
   bool sample_memcpy = true;          // GRAPHSIGNAL_CUPTI_SAMPLE_KINDS=memcpy[,memset]: what windows time
   bool sample_memset = false;
-  // GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS (0, or not below the period: every
-  // replay traced), _GRAPH_SAMPLE_PERIOD_MS, _GRAPH_PROBE (0: no probe)
-  GraphSamplingConfig graph;
   CallbackConfig callback;            // GRAPHSIGNAL_CUPTI_CB_DOMAINS, GRAPHSIGNAL_CUPTI_CB_WRITE (benchmarks)
   unsigned flush_ms = 1000;          // GRAPHSIGNAL_CUPTI_FLUSH_MS
   size_t buffer_bytes = 4u << 20;    // CUPTI suggests 1-10 MB
@@ -91,8 +83,6 @@ class Collector {
   bool enable_activity();
   void subscribe();
   void enable_copy_activity(bool on, bool memcpy, bool memset);
-  void setup_graph_sampling(CallbackConfig* cb);
-  void flush_graph_estimates(bool final);
   void set_sampling(bool on);
   void flush_loop();
   void at_exit();
@@ -124,14 +114,6 @@ class Collector {
   bool sampling_ = false;          // inside a copy sampling window (flush thread only)
   std::atomic<bool> window_now_{false};  // the first copy was counted: open a window now
   static void on_first_copy(void* self);
-  // Sampled graph timing (null: every replay traced); both never freed.
-  GraphLaunches* launches_ = nullptr;
-  GraphSampling* graph_sampling_ = nullptr;
-  std::atomic<bool> graph_now_{false};  // the first graph launch: start the probe
-  static void on_first_graph_launch(void* self);
-  static bool graph_set_exact(void* self, bool exact);
-  static void graph_flush(void* self);
-  static void graph_stop_callbacks(void* self);
   BufferPool pool_;
   // Serializes translation: CUPTI may return buffers on its worker thread
   // and on any thread that flushes. Waiting here is allowed (no launch

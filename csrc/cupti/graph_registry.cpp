@@ -25,11 +25,7 @@ void mix(uint64_t* h, const void* data, size_t n) {
 void mix_byte(uint64_t* h, unsigned char c) { mix(h, &c, 1); }
 }  // namespace
 
-// Node types as cuda.h numbers them (CONDITIONAL is newer than the oldest
-// CUDA 12 headers this builds against).
-constexpr int kNodeConditional = 13;
-
-bool GraphRegistry::walk(CUgraph graph, int depth, uint64_t* hash, size_t* nodes, GraphShape* shape) const {
+bool GraphRegistry::walk(CUgraph graph, int depth, uint64_t* hash, size_t* nodes) const {
   if (depth > kMaxDepth) return false;
   size_t n = 0;
   if (driver_->graph_get_nodes(graph, nullptr, &n) != CUDA_SUCCESS) return false;
@@ -51,80 +47,51 @@ bool GraphRegistry::walk(CUgraph graph, int depth, uint64_t* hash, size_t* nodes
       if (!name && p.kern && driver_->kernel_get_name) driver_->kernel_get_name(&name, p.kern);
       if (!name) return false;  // an unnamed kernel would make unrelated graphs collide
       mix(hash, name, strlen(name) + 1);
-      if (shape) shape->kernels.emplace_back(name);
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && driver_->child_graph) {
       CUgraph child = nullptr;
       if (driver_->child_graph(node, &child) != CUDA_SUCCESS || !child) return false;
       mix_byte(hash, '(');
-      if (!walk(child, depth + 1, hash, nodes, shape)) return false;
+      if (!walk(child, depth + 1, hash, nodes)) return false;
       mix_byte(hash, ')');
-    } else if (static_cast<int>(type) == kNodeConditional && shape) {
-      shape->conditional = true;
     }
   }
   return true;
 }
 
-std::string GraphRegistry::describe(CUgraph graph, GraphShape* shape) const {
-  if (shape) *shape = GraphShape();
+std::string GraphRegistry::describe(CUgraph graph) const {
   if (!graph || !driver_ || !driver_->can_walk_graphs()) return std::string();
   uint64_t hash = kFnvOffset;
   size_t nodes = 0;
-  if (!walk(graph, 0, &hash, &nodes, shape)) {
-    if (shape) *shape = GraphShape();
-    return std::string();
-  }
-  if (shape) shape->known = true;
+  if (!walk(graph, 0, &hash, &nodes)) return std::string();
   char name[64];
   snprintf(name, sizeof name, "graph_%016llx_n%zu", static_cast<unsigned long long>(hash), nodes);
   return std::string(name);
 }
 
-std::string GraphRegistry::on_instantiate(uint32_t exec_id, uint32_t graph_id, CUgraph graph, GraphShape* shape) {
-  std::string name = describe(graph, shape);
+void GraphRegistry::on_instantiate(uint32_t exec_id, uint32_t graph_id, CUgraph graph) {
+  std::string name = describe(graph);
   if (name.empty()) {
     GS_LOG_ONCE(Level::kInfo, "a CUDA graph could not be walked; it keeps its CUPTI id as its name (graph_<id>)");
-    uint32_t id = exec_id ? exec_id : graph_id;
-    if (!id) return std::string();
-    char buf[32];
-    snprintf(buf, sizeof buf, "graph_%u", id);
-    name = buf;
-    add(exec_id, graph_id, name, false);
-    return name;
+    return;
   }
   log(Level::kDebug, "CUDA graph exec %u (graph %u) is %s", exec_id, graph_id, name.c_str());
   add(exec_id, graph_id, name);
-  return name;
 }
 
-std::string GraphRegistry::on_update(uint32_t exec_id, uint32_t graph_id, CUgraph graph, GraphShape* shape) {
-  std::string name;
+void GraphRegistry::on_update(uint32_t exec_id, uint32_t graph_id, CUgraph graph) {
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = by_exec_.find(exec_id);
     if (it != by_exec_.end()) {
-      name = it->second;  // count_capture may grow the maps
+      std::string name = it->second;  // count_capture may grow the maps
       count_capture(name);
+      return;
     }
   }
-  if (name.empty()) return on_instantiate(exec_id, graph_id, graph, shape);  // never named before
-  if (shape) describe(graph, shape);  // the kernels may change; the name stays
-  return name;
+  on_instantiate(exec_id, graph_id, graph);  // an executable never named (instantiated before we could walk it)
 }
 
-std::string GraphRegistry::name_exec(uint32_t exec_id) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = by_exec_.find(exec_id);
-    if (it != by_exec_.end()) return it->second;
-  }
-  char buf[32];
-  snprintf(buf, sizeof buf, "graph_%u", exec_id);
-  add(exec_id, 0, buf, false);
-  return buf;
-}
-
-void GraphRegistry::add(uint32_t exec_id, uint32_t graph_id, const std::string& name, bool count) {
+void GraphRegistry::add(uint32_t exec_id, uint32_t graph_id, const std::string& name) {
   std::lock_guard<std::mutex> g(mu_);
   bool full = false;
   if (exec_id) {
@@ -136,7 +103,7 @@ void GraphRegistry::add(uint32_t exec_id, uint32_t graph_id, const std::string& 
     else full = true;
   }
   if (full) GS_LOG_ONCE(Level::kInfo, "more than %zu CUDA graphs; later ones keep their CUPTI ids", kMaxIds);
-  if (count) count_capture(name);
+  count_capture(name);
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 

@@ -22,12 +22,6 @@
 // (cuptiGetGraphExecId) on current CUPTI; the source graph's id
 // (cuptiGetGraphId) is kept too, and the first id seen in only one of the
 // two maps settles which one records carry.
-//
-// The walk also keeps what a replay runs (GraphShape): the kernel nodes'
-// symbols in the walk's order, child graphs in place, and whether the graph
-// holds a conditional node (whose body runs a number of times only the
-// device knows). Sampled node timing (graph_launches.h) counts a replay's
-// kernels from it.
 #pragma once
 
 #include <cuda.h>
@@ -37,24 +31,12 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "driver_api.h"
 #include "ring_sink.h"
 
 namespace graphsignal {
 namespace cupti {
-
-// What one replay of a walked graph runs.
-struct GraphShape {
-  std::vector<std::string> kernels;  // kernel nodes' symbols, in the walk's order (child graphs in place)
-  bool conditional = false;          // a conditional node: its body's kernels are not in `kernels`
-  bool known = false;                // the walk succeeded
-  bool operator==(const GraphShape& o) const {
-    return known == o.known && conditional == o.conditional && kernels == o.kernels;
-  }
-  bool operator!=(const GraphShape& o) const { return !(*this == o); }
-};
 
 class GraphRegistry {
  public:
@@ -67,22 +49,12 @@ class GraphRegistry {
   // On a workload thread, at the exit of a successful instantiation or
   // update: the executable's and the source graph's CUPTI ids (the caller
   // asks CUPTI; this file calls only the driver, so tests can link it alone).
-  // Return the executable's frame name: the walked name, or graph_<id> for a
-  // graph the driver cannot describe (registered too, so that its records
-  // and its launches meet in one frame); "" when there is no id at all.
-  // `shape` (may be null) receives what one replay runs, walked from
-  // `graph` (an update's new graph: an update keeps the name, not
-  // necessarily the kernels).
-  std::string on_instantiate(uint32_t exec_id, uint32_t graph_id, CUgraph graph, GraphShape* shape = nullptr);
-  std::string on_update(uint32_t exec_id, uint32_t graph_id, CUgraph graph, GraphShape* shape = nullptr);
-
-  // The frame name of an executable known only by its CUPTI id (launched,
-  // never seen instantiated): its registered name, else graph_<id>.
-  std::string name_exec(uint32_t exec_id);
+  void on_instantiate(uint32_t exec_id, uint32_t graph_id, CUgraph graph);
+  void on_update(uint32_t exec_id, uint32_t graph_id, CUgraph graph);
 
   // Registers a name under an executable id and a source graph id (0: none)
-  // and counts one capture of it (count false: a fallback name, no capture).
-  void add(uint32_t exec_id, uint32_t graph_id, const std::string& name, bool count = true);
+  // and counts one capture of it.
+  void add(uint32_t exec_id, uint32_t graph_id, const std::string& name);
 
   // A graph cloned from another (CUPTI's GRAPH_CLONED resource callback;
   // instantiation clones the source graph): records carrying the clone's
@@ -96,12 +68,11 @@ class GraphRegistry {
   // is valid while this stays the same.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
-  // "graph_<hash>_n<nodes>", or "" when the driver cannot describe the
-  // graph; `shape` (may be null) receives its kernels.
-  std::string describe(CUgraph graph, GraphShape* shape = nullptr) const;
+  // "graph_<hash>_n<nodes>", or "" when the driver cannot describe the graph.
+  std::string describe(CUgraph graph) const;
 
  private:
-  bool walk(CUgraph graph, int depth, uint64_t* hash, size_t* nodes, GraphShape* shape) const;
+  bool walk(CUgraph graph, int depth, uint64_t* hash, size_t* nodes) const;
   void count_capture(const std::string& name);  // under mu_
 
   RingSink* sink_;

@@ -71,15 +71,5 @@ static_assert(offsetof(SyncRecord, streamId) == 32, "sync streamId");
 
 static_assert(offsetof(ContextRecord, contextId) == 4 && offsetof(ContextRecord, deviceId) == 8, "context fields");
 
-// correlationId: the launch a record came from (sampled graph timing,
-// graph_launches.h); graphId: the graph whose node it was
-static_assert(offsetof(KernelRecord, correlationId) == 92, "kernel correlationId");
-static_assert(offsetof(GraphRecord, correlationId) == 4, "graph trace correlationId");
-static_assert(offsetof(MemcpyRecord, correlationId) == 44, "memcpy correlationId");
-static_assert(offsetof(PeerCopyRecord, correlationId) == 60 && offsetof(PeerCopyRecord, graphId) == 80,
-              "peer copy correlationId, graphId");
-static_assert(offsetof(MemsetRecord, correlationId) == 44 && offsetof(MemsetRecord, graphId) == 72,
-              "memset correlationId, graphId");
-
 }  // namespace cupti
 }  // namespace graphsignal

@@ -93,30 +93,19 @@ bool Translator::ignored(uint32_t stream_id) const {
   return false;
 }
 
-void Translator::flush_graphs(bool final) {
-  if (launches_) launches_->flush(&names_, final);
-}
-
 void Translator::on_kernel(const KernelRecord* r) {
   if (skip_stream(r->streamId)) return;
   if (mode_ == GraphTrace::kGraph && r->graphId != 0) {
     // The replay that ran this node is timed whole in its graph record;
-    // counting the node too would count its time twice. Where replays are
-    // sampled, CUPTI tracing nodes is evidence that sampling costs more.
-    if (launches_) launches_->on_stray_node(r->correlationId);
+    // counting the node too would count its time twice.
     stats_.graph_kernels_skipped++;
     return;
   }
+  stats_.kernels++;
   uint16_t dev = device(r->deviceId);
   const char* name = r->name ? r->name : "<unknown kernel>";
   uint32_t id = names_.id(name, strlen(name));
-  graphsignal_ring_record rec = {0, GRAPHSIGNAL_REC_KERNEL, 0, dev, id, duration(r->start, r->end), 0};
-  if (r->graphId != 0 && launches_ && launches_->on_record(r->graphId, r->correlationId, rec, name)) {
-    stats_.graph_samples++;  // a node of a counted replay: it only times
-    return;
-  }
-  stats_.kernels++;
-  sink_->write(rec.type, rec.sub, rec.device, rec.name_id, rec.value, rec.extra);
+  sink_->write(GRAPHSIGNAL_REC_KERNEL, 0, dev, id, duration(r->start, r->end), 0);
 }
 
 void Translator::sample_copy(uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint64_t ns) {
@@ -134,16 +123,10 @@ void Translator::on_copy(const CopyRecord* r) {
     if (!r->graphId) sample_copy(r->copyKind, r->srcKind, r->dstKind, r->bytes, duration(r->start, r->end));
     return;
   }
+  stats_.memcpys++;
   uint16_t dev = device(r->deviceId);
   uint32_t kinds = static_cast<uint32_t>(r->srcKind) | (static_cast<uint32_t>(r->dstKind) << 8);
-  graphsignal_ring_record rec = {0, GRAPHSIGNAL_REC_MEMCPY, r->copyKind, dev, kinds, duration(r->start, r->end),
-                                 r->bytes};
-  if (r->graphId != 0 && launches_ && launches_->on_record(r->graphId, r->correlationId, rec, nullptr)) {
-    stats_.graph_samples++;
-    return;
-  }
-  stats_.memcpys++;
-  sink_->write(rec.type, rec.sub, rec.device, rec.name_id, rec.value, rec.extra);
+  sink_->write(GRAPHSIGNAL_REC_MEMCPY, r->copyKind, dev, kinds, duration(r->start, r->end), r->bytes);
 }
 
 void Translator::on_memset(const MemsetRecord* r) {
@@ -155,15 +138,10 @@ void Translator::on_memset(const MemsetRecord* r) {
                        duration(r->start, r->end));
     return;
   }
-  uint16_t dev = device(r->deviceId);
-  graphsignal_ring_record rec = {0, GRAPHSIGNAL_REC_MEMSET, static_cast<uint8_t>(r->memoryKind), dev, 0,
-                                 duration(r->start, r->end), r->bytes};
-  if (r->graphId != 0 && launches_ && launches_->on_record(r->graphId, r->correlationId, rec, nullptr)) {
-    stats_.graph_samples++;
-    return;
-  }
   stats_.memsets++;
-  sink_->write(rec.type, rec.sub, rec.device, rec.name_id, rec.value, rec.extra);
+  uint16_t dev = device(r->deviceId);
+  sink_->write(GRAPHSIGNAL_REC_MEMSET, static_cast<uint8_t>(r->memoryKind), dev, 0, duration(r->start, r->end),
+               r->bytes);
 }
 
 void Translator::on_sync(const SyncRecord* r) {
@@ -174,17 +152,9 @@ void Translator::on_sync(const SyncRecord* r) {
 }
 
 void Translator::on_graph(const GraphRecord* r) {
-  uint16_t dev = r->deviceId <= kMaxDevice ? device(r->deviceId) : device_of_context(r->contextId);
-  graphsignal_ring_record rec = {0, GRAPHSIGNAL_REC_GRAPH, 0, dev, graph_name(r->graphId), duration(r->start, r->end),
-                                 0};
-  if (launches_ && launches_->mode() == GraphLaunches::Mode::kGraph &&
-      launches_->on_record(r->graphId, r->correlationId, rec, nullptr)) {
-    stats_.graph_samples++;  // a replay counted by its launch callback: the record only times it
-    return;
-  }
-  if (mode_ == GraphTrace::kNode && launches_) return;  // node mode's quiet state: replays traced whole, not reported
   stats_.graphs++;
-  sink_->write(rec.type, rec.sub, rec.device, rec.name_id, rec.value, rec.extra);
+  uint16_t dev = r->deviceId <= kMaxDevice ? device(r->deviceId) : device_of_context(r->contextId);
+  sink_->write(GRAPHSIGNAL_REC_GRAPH, 0, dev, graph_name(r->graphId), duration(r->start, r->end), 0);
 }
 
 uint32_t Translator::graph_name(uint32_t graph_id) {

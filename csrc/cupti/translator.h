@@ -19,7 +19,6 @@
 
 #include "copy_estimator.h"
 #include "devices.h"
-#include "graph_launches.h"
 #include "graph_registry.h"
 #include "name_table.h"
 #include "records.h"
@@ -43,7 +42,6 @@ struct TranslatorStats {
   uint64_t other = 0;                  // kinds this library does not report
   uint64_t ignored = 0;                // records on streams that are not the workload's (probe readers)
   uint64_t copy_samples = 0;           // copy/memset records only timing copies counted by callbacks
-  uint64_t graph_samples = 0;          // graph and node records only timing replays counted by callbacks
 };
 
 class Translator {
@@ -67,12 +65,6 @@ class Translator {
   // callbacks, so their activity records (sampled) only time them.
   void set_copies_counted_elsewhere(bool elsewhere) { copies_elsewhere_ = elsewhere && estimator_; }
   bool copies_counted_elsewhere() const { return copies_elsewhere_; }
-
-  // Before the first record: graph replays are counted by launch callbacks
-  // (graph_launches.h), so the records that time them are routed there.
-  void set_graph_launches(GraphLaunches* launches) { launches_ = launches; }
-  // The graph estimates since the last call (`final`: at exit).
-  void flush_graphs(bool final);
 
   // The process-level facts the sidecar shows once (trace granularity).
   void write_meta();
@@ -121,7 +113,6 @@ class Translator {
   GraphTrace mode_;
   GraphRegistry* graphs_;
   CopyEstimator* estimator_;
-  GraphLaunches* launches_ = nullptr;
   bool copies_elsewhere_ = false;
   NameTable names_;
   std::unordered_map<uint32_t, uint32_t> graph_names_;  // CUPTI graphId -> name id

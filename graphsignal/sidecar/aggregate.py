@@ -23,15 +23,6 @@ REC_MEMCPY_SAMPLED = L.REC_MEMCPY_SAMPLED
 REC_MEMSET_SAMPLED = L.REC_MEMSET_SAMPLED
 REC_SYNC_AGG = L.REC_SYNC_AGG
 SAMPLED_TAGS = {"duration": "sampled"}
-# CUDA graph replays counted by the CUPTI library's launch callbacks and timed
-# in sampling windows (probe.h GRAPHSIGNAL_REC_GRAPH_AGG / _KERNEL_AGG): a
-# record carries its calls; sub flags say which of time and count are
-# estimates. Copies and memsets inside sampled graphs (node mode) come as the
-# sampled types with GRAPHSIGNAL_SUB_COUNT_ESTIMATED set in sub.
-REC_GRAPH_AGG = L.REC_GRAPH_AGG
-REC_KERNEL_AGG = L.REC_KERNEL_AGG
-ESTIMATED_COUNT_TAGS = {"duration": "sampled", "count": "estimated"}
-_AGG_FLAGS = L.AGG_FLAG_SAMPLED | L.AGG_FLAG_COUNT_ESTIMATED
 
 CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                  "cuda_memset_nanoseconds", "cuda_sync_nanoseconds")
@@ -257,47 +248,13 @@ class Aggregator:
     def _on_graph(self, st, g, ts):
         self._profile_by_name_device("cuda_graphs_nanoseconds", st, g, ts)
 
-    def _profile_agg(self, metric, st, g, ts):
-        """Aggregated profile records (GRAPH_AGG, KERNEL_AGG): name_id frame,
-        device, value ns, extra calls, sub flags -> the tags that say what is
-        estimated. A record of time without calls adds time to its frame (its
-        calls came earlier, before any sample timed them)."""
-        k1, w1 = _compose(g["name_id"], g["device"])
-        key, w2 = _compose(k1, g["sub"])
-        uniq, counts, (ns, calls) = group_sums(key, g["value"], g["extra"])
-        by_tags = {}
-        bad = {}
-        for k, c, t, n in zip(uniq.tolist(), counts.tolist(), ns.tolist(), calls.tolist()):
-            flags = k % w2
-            nid, dev = divmod(k // w2, w1)
-            if dev >= MAX_DEVICES or flags & ~_AGG_FLAGS:
-                self._count(bad, "bad_field", c, "%s record: device %d, flags 0x%x" % (metric, dev, flags))
-                continue
-            tags = st.device_tags(dev)
-            if flags & L.AGG_FLAG_SAMPLED:
-                tags["duration"] = "sampled"
-            if flags & L.AGG_FLAG_COUNT_ESTIMATED:
-                tags["count"] = "estimated"
-            frames = by_tags.setdefault(tuple(sorted(tags.items())), (tags, []))[1]
-            frames.append((self._frame_name(st, nid, c, bad), int(t), int(n)))
-        for tags, frames in by_tags.values():
-            self.store.add_profile(metric, tags, frames, ts)
-        self._flush_bad(st, bad)
-
-    def _on_graph_agg(self, st, g, ts):
-        self._profile_agg("cuda_graphs_nanoseconds", st, g, ts)
-
-    def _on_kernel_agg(self, st, g, ts):
-        self._profile_agg("cuda_kernels_nanoseconds", st, g, ts)
-
     # Copy, memset and sync records come exact (activity records) or counted
     # by the API callbacks (the sampled types); both pass the same checks.
 
-    def _memcpy_keys(self, st, g, *values, flagged=False):
+    def _memcpy_keys(self, st, g, *values):
         """[(copy kind, memory kinds src | dst << 8, device, records, sums
         of values...)] per distinct key of copy records; a key with a field
-        out of range is counted (bad_field), not returned. flagged: sub may
-        carry SUB_COUNT_ESTIMATED (the kind returned keeps it)."""
+        out of range is counted (bad_field), not returned."""
         k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
         key, w2 = _compose(k1, g["device"])
         uniq, counts, sums = group_sums(key, *values)
@@ -306,26 +263,24 @@ class Aggregator:
         for k, c, *s in zip(uniq.tolist(), counts.tolist(), *(x.tolist() for x in sums)):
             dev = k % w2
             copy_kind, mem = divmod(k // w2, w1)
-            kind = copy_kind & ~L.SUB_COUNT_ESTIMATED if flagged else copy_kind
-            if dev >= MAX_DEVICES or kind >= MAX_KIND or (mem & 0xFF) >= MAX_KIND or (mem >> 8) >= MAX_KIND:
+            if dev >= MAX_DEVICES or copy_kind >= MAX_KIND or (mem & 0xFF) >= MAX_KIND or (mem >> 8) >= MAX_KIND:
                 self._count(bad, "bad_field", c, "memcpy kind %d, memory kinds 0x%x, device %d" % (copy_kind, mem, dev))
                 continue
             out.append((copy_kind, mem, dev, c, *s))
         self._flush_bad(st, bad)
         return out
 
-    def _kind_device_keys(self, st, g, what, *values, flagged=False):
+    def _kind_device_keys(self, st, g, what, *values):
         """[(kind, device, records, sums of values...)] per distinct (sub,
         device) of memset or sync records (`what` names the kind in the
-        line said); a key out of range is counted (bad_field), not returned.
-        flagged: as _memcpy_keys."""
+        line said); a key out of range is counted (bad_field), not returned."""
         key, width = _compose(g["sub"], g["device"])
         uniq, counts, sums = group_sums(key, *values)
         out = []
         bad = {}
         for k, c, *s in zip(uniq.tolist(), counts.tolist(), *(x.tolist() for x in sums)):
             kind, dev = divmod(k, width)
-            if dev >= MAX_DEVICES or (kind & ~L.SUB_COUNT_ESTIMATED if flagged else kind) >= MAX_KIND:
+            if dev >= MAX_DEVICES or kind >= MAX_KIND:
                 self._count(bad, "bad_field", c, "%s %d, device %d" % (what, kind, dev))
                 continue
             out.append((kind, dev, c, *s))
@@ -372,21 +327,16 @@ class Aggregator:
         self._add_syncs(st, [(kind, dev, t, c) for kind, dev, c, t in keys], ts)
 
     def _on_memcpy_sampled(self, st, g, ts):
-        """Copies counted by API callbacks: name_id src | dst << 8 | calls << 16
-        (or estimated per graph replay: sub flag SUB_COUNT_ESTIMATED)."""
-        keys = self._memcpy_keys(st, g, g["value"], g["extra"], g["name_id"] >> 16, flagged=True)
+        """Copies counted by API callbacks: name_id src | dst << 8 | calls << 16."""
+        keys = self._memcpy_keys(st, g, g["value"], g["extra"], g["name_id"] >> 16)
         for copy_kind, mem, dev, _, t, b, calls in keys:
-            est = copy_kind & L.SUB_COUNT_ESTIMATED
-            self._add_copy(st, copy_kind & ~L.SUB_COUNT_ESTIMATED, mem, dev, t, b, calls, ts,
-                           ESTIMATED_COUNT_TAGS if est else SAMPLED_TAGS)
+            self._add_copy(st, copy_kind, mem, dev, t, b, calls, ts, SAMPLED_TAGS)
 
     def _on_memset_sampled(self, st, g, ts):
-        """Memsets counted by API callbacks: name_id calls (or estimated, as copies)."""
+        """Memsets counted by API callbacks: name_id calls."""
         for mem, dev, _, t, b, calls in self._kind_device_keys(st, g, "memory kind", g["value"], g["extra"],
-                                                               g["name_id"], flagged=True):
-            est = mem & L.SUB_COUNT_ESTIMATED
-            self._add_memset(st, mem & ~L.SUB_COUNT_ESTIMATED, dev, t, b, calls, ts,
-                             ESTIMATED_COUNT_TAGS if est else SAMPLED_TAGS)
+                                                               g["name_id"]):
+            self._add_memset(st, mem, dev, t, b, calls, ts, SAMPLED_TAGS)
 
     def _on_sync_agg(self, st, g, ts):
         """Syncs counted and timed by API callbacks: name_id calls, value host ns."""
@@ -558,6 +508,4 @@ class Aggregator:
         L.REC_MEMSET_SAMPLED: _on_memset_sampled,
         L.REC_SYNC_AGG: _on_sync_agg,
         L.REC_PROFILE_AGG: _on_profile_agg,
-        L.REC_GRAPH_AGG: _on_graph_agg,
-        L.REC_KERNEL_AGG: _on_kernel_agg,
     }

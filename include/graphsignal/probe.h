@@ -155,16 +155,6 @@ extern "C" {
 #define GRAPHSIGNAL_REC_SYNC_AGG 16u       /* sub sync type, device, name_id calls, value host ns (exact) */
 #define GRAPHSIGNAL_REC_PROFILE_AGG 17u /* name_id instrument, extra frame name id | samples << 32, value sum:
                                            a profile frame's samples aggregated by the writer */
-/* In node mode, copies and memsets inside sampled CUDA graphs: the SAMPLED types above with
-   GRAPHSIGNAL_SUB_COUNT_ESTIMATED set in sub (their calls and bytes are estimated too). */
-#define GRAPHSIGNAL_SUB_COUNT_ESTIMATED 0x80u
-/* CUDA graph replays counted by the CUPTI library's launch callbacks, timed by sampling windows: */
-#define GRAPHSIGNAL_REC_GRAPH_AGG 20u      /* sub GRAPHSIGNAL_AGG_FLAG_*, device, name_id graph name, value ns,
-                                              extra calls (replays) */
-#define GRAPHSIGNAL_REC_KERNEL_AGG 21u     /* sub GRAPHSIGNAL_AGG_FLAG_*, device, name_id symbol, value ns,
-                                              extra calls (node mode: kernels of sampled graph replays) */
-#define GRAPHSIGNAL_AGG_FLAG_SAMPLED 1u         /* value is an estimate from sampled durations */
-#define GRAPHSIGNAL_AGG_FLAG_COUNT_ESTIMATED 2u /* extra is an estimate too (the graph's kernels vary) */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
 
 /* HISTOGRAM_AGG parts (sub). */

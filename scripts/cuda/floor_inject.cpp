@@ -13,7 +13,12 @@
 // sampled graph timing reaches it). GS_FLOOR_KERNEL_LAUNCH=1 adds the
 // driver's kernel launch entry points (cuLaunchKernel, cuLaunchKernelEx,
 // and their _ptsz): the floor of counting eager kernels by callback.
-// Built by scripts/bench_percall.py.
+// GS_FLOOR_NOOP=1: nothing at all (not even CUPTI's buffer callbacks): an
+// injection that only stands in for graphsignal's, so that graphsignal-run
+// (which leaves a CUDA_INJECTION64_PATH the user set alone) runs its
+// sidecar, telemetry and engine scrape with no CUPTI cost (engine_e2e.py's
+// ablation modes). Built by scripts/bench_percall.py and
+// scripts/build_floor_inject.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
 //   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
@@ -85,6 +90,8 @@ static void* toggle(void* arg) {
 }
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  const char* noop = getenv("GS_FLOOR_NOOP");
+  if (noop && atoi(noop) > 0) return 1;
   const char* k = getenv("GS_FLOOR_KINDS");
   if (!k) k = "all";
   cuptiActivityRegisterCallbacks(req, done);

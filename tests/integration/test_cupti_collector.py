@@ -69,9 +69,6 @@ DRIVER = textwrap.dedent(r"""
         "fake_cupti_callback_enabled": ([I, I], I), "fake_cupti_enable_count": ([I], I),
         "fake_cupti_refuse_api_callbacks": ([I], None), "fake_cupti_clone": ([P, U32, P], None),
         "fake_cupti_threads": ([I, I, I, P, P], None),
-        "fake_cupti_graph_model": ([I], None), "fake_cupti_graph_launch": ([P, P, I, U64], I),
-        "fake_cupti_graph_launch_threads": ([I, I, I, I, P, U64], None), "fake_cupti_exec_call": ([P, I], None),
-        "fake_cupti_instantiate_flags": ([P, P, U32, U64], I),
     }
     for name, (args, res) in sigs.items():
         f = getattr(fake, name)

@@ -29,9 +29,8 @@ def refusals(libs, values):  # noqa: F811
 
 
 def test_the_variables_checked_are_the_librarys():
-    assert CUPTI == ["GRAPHSIGNAL_CUPTI_CALLBACKS", "GRAPHSIGNAL_CUPTI_FLUSH_MS", "GRAPHSIGNAL_CUPTI_GRAPH_PROBE",
-                     "GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS", "GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_PERIOD_MS",
-                     "GRAPHSIGNAL_CUPTI_HANDOFF", "GRAPHSIGNAL_CUPTI_MAX_BUFFERS", "GRAPHSIGNAL_CUPTI_SAMPLE_MS",
+    assert CUPTI == ["GRAPHSIGNAL_CUPTI_CALLBACKS", "GRAPHSIGNAL_CUPTI_FLUSH_MS", "GRAPHSIGNAL_CUPTI_HANDOFF",
+                     "GRAPHSIGNAL_CUPTI_MAX_BUFFERS", "GRAPHSIGNAL_CUPTI_SAMPLE_MS",
                      "GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS"]
 
 
@@ -53,3 +52,17 @@ def test_the_library_refuses_one_past_the_ends_with_envchecks_range(libs):  # no
             assert value == values[name] and (lo, hi) == bounds(name), name
             said = envcheck.NUMERIC[name][4]  # the default as graphsignal-run's line says it
             assert said == "the library's" or int(said) == default, name
+
+
+def test_graphsignal_run_says_a_retired_variable_once_and_hides_it_from_the_workload(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    code = "import os; print(os.environ.get('GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS'))"
+    env = dict(os.environ, GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS="20")
+    p = subprocess.run([sys.executable, "-m", "graphsignal.cli.run", "--listen-port", "0", "--", sys.executable, "-c",
+                        code], env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "None"
+    assert p.stderr.count("GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS is no longer read") == 1, p.stderr[-2000:]

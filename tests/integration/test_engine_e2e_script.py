@@ -232,3 +232,18 @@ def test_engine_shown_by_the_scrape_or_by_the_engines_own_series():
     assert engine_e2e.engine_shown(other, after_ns=1) is None  # no time to tell a later scrape by
     assert engine_e2e.engine_shown(doc(("host_memory_usage_bytes", 1))) is None
     assert engine_e2e.engine_shown({"metrics": None}) is None
+
+
+def test_payload_facts_count_graph_captures_and_replays():
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    try:
+        import engine_e2e
+    finally:
+        sys.path.pop(0)
+    doc = {"metrics": [
+        {"name": "cuda_graph_captures", "tags": {"graph": "graph_a"}, "stats": {"total": 3}},
+        {"name": "cuda_graph_captures", "tags": {"graph": "graph_b"}, "stats": {"total": 2}},
+        {"name": "cuda_graphs_nanoseconds", "stats": {"frames": [{"name": "graph_a", "value": 10, "samples": 7}]}},
+        {"name": "graphsignal_dropped_records", "stats": {"total": 0}}]}
+    facts = engine_e2e.payload_facts(doc)
+    assert facts["graph_captures"] == 5 and facts["graph_replays"] == 7 and facts["graph_frames"] == 1

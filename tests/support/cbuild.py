@@ -11,7 +11,7 @@ INCLUDE = os.path.join(ROOT, "include")
 # The translator with what it needs and no CUPTI call, plus the test driver
 # that feeds it hand-built records (tests/support/cupti/test_shim.cpp).
 SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
-                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp", "graph_launches.cpp",
+                "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
                 os.path.join(ROOT, "tests", "support", "cupti", "test_shim.cpp")]
 
 

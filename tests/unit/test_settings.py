@@ -222,3 +222,16 @@ def test_a_url_is_shown_without_its_credentials():
     assert config.shown_url("http://u:pw@h:1/api/v1/ingest") == "http://***@h:1/api/v1/ingest"
     assert config.shown_url("https://h/x?key=1#f") == "https://h/x?***"
     assert config.shown_url("https://api.graphsignal.com") == "https://api.graphsignal.com"
+
+
+def test_variables_no_longer_read_get_one_line_and_are_not_passed_on(caplog):
+    from graphsignal import envcheck
+
+    env = {"GRAPHSIGNAL_CUPTI_GRAPH_SAMPLE_MS": "20", "GRAPHSIGNAL_CUPTI_GRAPH_PROBE": "0",
+           "GRAPHSIGNAL_CUPTI_SAMPLE_MS": "20", "PATH": "/bin"}
+    with caplog.at_level("WARNING", logger="graphsignal"):
+        lines = envcheck.sanitize(env)
+    assert env == {"GRAPHSIGNAL_CUPTI_SAMPLE_MS": "20", "PATH": "/bin"}  # what is still read stays
+    assert len(lines) == 2 and all("is no longer read" in x and "every CUDA graph replay is traced" in x
+                                   for x in lines)
+    assert len([r for r in caplog.records if "no longer read" in r.getMessage()]) == 2

@@ -351,25 +351,17 @@ extern "C" __attribute__((visibility("default"))) CUresult cuPointerGetAttribute
 
 // -- API calls, as CUDA makes them: enter callback, the call, exit callback -------
 namespace {
-// Every API call gets the next correlation id, as CUPTI numbers them.
-std::atomic<uint32_t> next_corr{0};
-thread_local uint32_t tl_corr = 0;  // the id of the call in progress on this thread (its records carry it)
-
 // Calls the subscriber for one API call; `inner` runs between enter and exit
 // (a nested driver call, or time passing).
 template <typename P, typename F>
 int api_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, P* params, int result, F inner) {
   bool on = subscriber_fn && cbid < 1024 && api_enabled[domain][cbid].load(std::memory_order_relaxed);
   uint64_t corr = 0;
-  uint32_t id = next_corr.fetch_add(1) + 1;
-  uint32_t outer = tl_corr;
-  tl_corr = id;
   CUpti_CallbackData cb;
   memset(&cb, 0, sizeof cb);
   cb.functionName = "fake";
   cb.functionParams = params;
   cb.context = current;
-  cb.correlationId = id;
   cb.correlationData = &corr;
   cb.callbackSite = CUPTI_API_ENTER;
   if (on) subscriber_fn(subscriber_data, domain, cbid, &cb);
@@ -377,7 +369,6 @@ int api_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, P* params, int 
   cb.callbackSite = CUPTI_API_EXIT;
   cb.functionReturnValue = &result;
   if (on) subscriber_fn(subscriber_data, domain, cbid, &cb);
-  tl_corr = outer;
   return result;
 }
 auto nothing = [] {};
@@ -599,9 +590,7 @@ FAKE_API void fake_cupti_capture(uintptr_t stream, int begin) {
 }
 
 // A graph from a spec: "k:<kernel>" kernel nodes, "m" memcpy, "s" memset,
-// "g:<handle>" a child graph, "c:<kernel>" a conditional node whose body
-// runs that kernel (its records carry the body graph's id: the
-// executable's + 1000), separated by ';'. Returns its handle.
+// "g:<handle>" a child graph, separated by ';'. Returns its handle.
 FAKE_API uintptr_t fake_cupti_graph(const char* spec, uint32_t cupti_graph_id) {
   std::vector<FakeNode> nodes;
   std::string s(spec);
@@ -615,7 +604,6 @@ FAKE_API uintptr_t fake_cupti_graph(const char* spec, uint32_t cupti_graph_id) {
     else if (item == "m") n.type = CU_GRAPH_NODE_TYPE_MEMCPY;
     else if (item == "s") n.type = CU_GRAPH_NODE_TYPE_MEMSET;
     else if (item.rfind("g:", 0) == 0) n.type = CU_GRAPH_NODE_TYPE_GRAPH, n.child = atoi(item.c_str() + 2);
-    else if (item.rfind("c:", 0) == 0) n.type = static_cast<CUgraphNodeType>(13), n.kernel = item.substr(2);  // a conditional node, its body one kernel
     nodes.push_back(n);
     if (end == std::string::npos) break;
     at = end + 1;
@@ -629,14 +617,10 @@ FAKE_API uintptr_t fake_cupti_graph(const char* spec, uint32_t cupti_graph_id) {
 
 // cudaGraphInstantiate (or cudaGraphExecUpdate when `update`) of `graph`
 // into the executable handle `exec`, whose CUPTI id is `exec_id`.
-std::map<uintptr_t, uintptr_t> exec_graphs;  // executable -> the graph it was made from (its nodes)
-std::map<uintptr_t, std::set<int>> exec_made_with;  // executable -> activity kinds on at its instantiation
 FAKE_API int fake_cupti_instantiate(uintptr_t exec, uintptr_t graph, uint32_t exec_id, int update, int driver) {
   {
     std::lock_guard<std::mutex> g(mu);
     exec_ids[exec] = exec_id;
-    exec_graphs[exec] = graph;
-    if (!update) exec_made_with[exec] = enabled;
   }
   if (update) {
     cudaGraphExecUpdate_v10020_params p{reinterpret_cast<cudaGraphExec_t>(exec), reinterpret_cast<cudaGraph_t>(graph),
@@ -717,117 +701,11 @@ FAKE_API void fake_cupti_clone(uintptr_t clone, uint32_t clone_id, uintptr_t ori
     subscriber_fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPH_CLONED, &rd);
 }
 
-// cudaGraphInstantiateWithFlags of `graph` into `exec` (CUPTI id `exec_id`).
-FAKE_API int fake_cupti_instantiate_flags(uintptr_t exec, uintptr_t graph, uint32_t exec_id, uint64_t flags) {
-  {
-    std::lock_guard<std::mutex> g(mu);
-    exec_ids[exec] = exec_id;
-    exec_graphs[exec] = graph;
-    exec_made_with[exec] = enabled;
-  }
-  cudaGraphExec_t out = nullptr;
-  cudaGraphInstantiateWithFlags_v11040_params p{&out, reinterpret_cast<cudaGraph_t>(graph), flags};
-  return api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithFlags_v11040, &p, 0,
-                  [&] { out = reinterpret_cast<cudaGraphExec_t>(exec); });
-}
-
-// -- graph launches, and the records CUPTI makes of them ---------------------------
-// How the fake CUPTI traces a graph launch (what scripts/bench_graph_toggle.py
-// measures on a real one):
-//   0  per launch: GRAPH_TRACE on -> one graph record; else kernel tracing
-//      on -> a kernel record per kernel node (node mode's records)
-//   1  per launch: GRAPH_TRACE on -> one graph record; off -> nothing
-//      (kernel tracing never reaches graph nodes)
-//   2  as at instantiation: the kinds on when the executable was made decide
-//      (as model 0) for good
-namespace {
-std::atomic<int> graph_model{0};
-}
-
-FAKE_API void fake_cupti_graph_model(int model) { graph_model.store(model); }
-
-namespace {
-void trace_launch(uintptr_t exec, uint32_t corr, uint64_t ns) {
-  std::lock_guard<std::mutex> g(mu);
-  int model = graph_model.load();
-  const std::set<int>& on = model == 2 ? exec_made_with[exec] : enabled;
-  bool graph_on = on.count(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) != 0;
-  bool kernel_on = on.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != 0;
-  uint32_t id = exec_ids[exec];
-  if (graph_on) {
-    GraphRecord* r = add<GraphRecord>(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
-    if (!r) return;
-    r->graphId = id;
-    r->correlationId = corr;
-    r->start = 1000;
-    r->end = 1000 + ns;
-    return;
-  }
-  if (!kernel_on || model == 1) return;
-  size_t gi = exec_graphs[exec] - 1;
-  if (gi >= graphs.size()) return;
-  for (const FakeNode& n : graphs[gi]) {
-    bool body = static_cast<int>(n.type) == 13;
-    if (n.type != CU_GRAPH_NODE_TYPE_KERNEL && !body) continue;
-    KernelRecord* r = add<KernelRecord>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    if (!r) return;
-    r->name = n.kernel.c_str();  // the graph outlives the records
-    r->graphId = body ? id + 1000 : id;
-    r->correlationId = corr;
-    r->start = 1000;
-    r->end = 1000 + ns;
-  }
-}
-}  // namespace
-
-// n launches of `exec` through cudaGraphLaunch (which makes its cuGraphLaunch
-// inside), each lasting `ns` on the "GPU"; a record made as graph_model says.
-FAKE_API int fake_cupti_graph_launch(uintptr_t exec, uintptr_t stream, int n, uint64_t ns) {
-  int failed = 0;
-  for (int i = 0; i < n; i++) {
-    auto inner = [&] {
-      cuGraphLaunch_params d{reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUstream>(stream)};
-      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d, 0,
-               [&] { trace_launch(exec, tl_corr, ns); });
-    };
-    cudaGraphLaunch_v10000_params p{reinterpret_cast<cudaGraphExec_t>(exec), reinterpret_cast<cudaStream_t>(stream)};
-    failed += api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, &p, 0, inner) != 0;
-  }
-  return failed;
-}
-
-// `threads` threads, each making `rounds` rounds of `per_round` launches of
-// `exec` and a pause of `pause_us`: launches racing the collector's switches.
-FAKE_API void fake_cupti_graph_launch_threads(int threads, int rounds, int per_round, int pause_us, uintptr_t exec,
-                                              uint64_t ns) {
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; t++)
-    ts.emplace_back([=] {
-      for (int r = 0; r < rounds; r++) {
-        fake_cupti_graph_launch(exec, 0x9000 + t, per_round, ns);
-        if (pause_us) usleep(pause_us);
-      }
-    });
-  for (auto& t : ts) t.join();
-}
-
-// cuGraphExecDestroy, and node parameters set on an executable (cuGraphExecKernelNodeSetParams_v2).
-FAKE_API void fake_cupti_exec_call(uintptr_t exec, int destroy) {
-  if (destroy) {
-    cuGraphExecDestroy_params p{reinterpret_cast<CUgraphExec>(exec)};
-    api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy, &p, 0, nothing);
-  } else {
-    cuGraphExecKernelNodeSetParams_v2_params p{reinterpret_cast<CUgraphExec>(exec), nullptr, nullptr};
-    api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2, &p, 0, nothing);
-  }
-}
-
 // -- benchmarks --------------------------------------------------------------------
 // n calls through the library's callbacks, as fast as the fake can make them:
 // what the library's own callback code costs per call (scripts/bench_callbacks.py).
 // which: 0 cuStreamSynchronize, 1 cuMemcpyHtoDAsync of 64 pinned bytes,
-// 2 cuMemsetD8Async, 3 cudaMemcpyAsync making its driver call inside,
-// 4 cuGraphLaunch of the executable `pinned` stands for (no record made).
+// 2 cuMemsetD8Async, 3 cudaMemcpyAsync making its driver call inside.
 FAKE_API uint64_t fake_cupti_bench(int which, int n, uintptr_t pinned, uintptr_t dev) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
@@ -842,9 +720,6 @@ FAKE_API uint64_t fake_cupti_bench(int which, int n, uintptr_t pinned, uintptr_t
     } else if (which == 2) {
       cuMemsetD8Async_params p{dev, 0, 64, s};
       api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p, 0, nothing);
-    } else if (which == 4) {
-      cuGraphLaunch_params p{reinterpret_cast<CUgraphExec>(pinned), s};
-      api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &p, 0, nothing);
     } else {
       fake_cupti_rt_memcpy(dev, pinned, 64, cudaMemcpyHostToDevice, 0x9000, 0, 1, 0);
     }

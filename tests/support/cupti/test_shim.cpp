@@ -16,7 +16,6 @@
 #include "device_uuids.h"
 #include "devices.h"
 #include "driver_api.h"
-#include "graph_launches.h"
 #include "graph_registry.h"
 #include "records.h"
 #include "ring_sink.h"
@@ -52,7 +51,6 @@ struct Shim {
   GraphRegistry graphs;
   CopyEstimator estimator;
   Translator translator;
-  GraphLaunches* launches = nullptr;  // gs_test_graph_launches
   std::vector<uint8_t> buf;  // records, each at an 8-byte aligned offset, as CUPTI lays them out
   std::vector<size_t> offsets;
   size_t cursor = 0;
@@ -107,7 +105,6 @@ GS_TEST_API void* gs_test_open(const char* ring_name, uint64_t capacity, int nod
 GS_TEST_API void gs_test_close(void* h) {
   Shim* s = static_cast<Shim*>(h);
   s->sink.close();
-  delete s->launches;
   munmap(s->ring, s->ring_size);
   delete s;
 }
@@ -237,107 +234,6 @@ GS_TEST_API void gs_test_last_stream(void* h, uint32_t stream_id) {
       break;
   }
 }
-
-// Sets the correlation id (and for node records the graph) of the last record added.
-GS_TEST_API void gs_test_last_corr(void* h, uint32_t corr, uint32_t graph_id) {
-  Shim* s = static_cast<Shim*>(h);
-  CUpti_Activity* r = reinterpret_cast<CUpti_Activity*>(s->buf.data() + s->offsets.back());
-  switch (r->kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      reinterpret_cast<KernelRecord*>(r)->correlationId = corr;
-      if (graph_id) reinterpret_cast<KernelRecord*>(r)->graphId = graph_id;
-      break;
-    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
-      reinterpret_cast<GraphRecord*>(r)->correlationId = corr;
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      reinterpret_cast<MemcpyRecord*>(r)->correlationId = corr;
-      if (graph_id) reinterpret_cast<MemcpyRecord*>(r)->graphId = graph_id;
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-      reinterpret_cast<MemsetRecord*>(r)->correlationId = corr;
-      if (graph_id) reinterpret_cast<MemsetRecord*>(r)->graphId = graph_id;
-      break;
-    default:
-      break;
-  }
-}
-
-// -- graph replays counted by launch callbacks (graph_launches.h) ------------------------
-GS_TEST_API void gs_test_graph_launches(void* h) {
-  Shim* s = static_cast<Shim*>(h);
-  GraphLaunches::Mode mode =
-      s->translator.mode() == GraphTrace::kNode ? GraphLaunches::Mode::kNode : GraphLaunches::Mode::kGraph;
-  s->launches = new GraphLaunches(&s->sink, &s->graphs, mode);
-  s->translator.set_graph_launches(s->launches);
-}
-
-// What an instantiation does: the registry's name for the CUPTI ids, bound
-// to the executable handle with its walk (`kernels`: symbols separated by
-// ';', "" with known=0: no walk).
-GS_TEST_API void gs_test_bind(void* h, uintptr_t exec, uint32_t exec_id, const char* name, const char* kernels,
-                              int known, int conditional) {
-  Shim* s = static_cast<Shim*>(h);
-  s->graphs.add(exec_id, 0, name);
-  GraphShape shape;
-  shape.known = known != 0;
-  shape.conditional = conditional != 0;
-  std::string k(kernels ? kernels : "");
-  for (size_t at = 0; !k.empty() && at <= k.size();) {
-    size_t end = k.find(';', at);
-    shape.kernels.push_back(k.substr(at, end == std::string::npos ? std::string::npos : end - at));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  s->launches->bind(reinterpret_cast<CUgraphExec>(exec), name, &shape);
-}
-
-// n launches of `exec` with correlation ids first, first + 1, ...; returns how many found their binding.
-GS_TEST_API int gs_test_launch(void* h, uintptr_t exec, uint32_t device, uint32_t first, int n) {
-  Shim* s = static_cast<Shim*>(h);
-  int bound = 0;
-  for (int i = 0; i < n; i++)
-    bound += s->launches->on_launch(reinterpret_cast<CUgraphExec>(exec), static_cast<uint16_t>(device), first + i);
-  return bound;
-}
-
-GS_TEST_API void gs_test_exec_event(void* h, uintptr_t exec, int what) {  // 0 modified, 1 retired, 2 updated (no walk)
-  Shim* s = static_cast<Shim*>(h);
-  CUgraphExec e = reinterpret_cast<CUgraphExec>(exec);
-  if (what == 0) s->launches->modified(e);
-  else if (what == 1) s->launches->retire(e);
-  else s->launches->updated(e, nullptr);
-}
-
-// 0 begin accounting (returns success), 1 end it, 2 open a window, 3 close it, 4 fold
-GS_TEST_API int gs_test_sampling(void* h, int what) {
-  GraphLaunches* l = static_cast<Shim*>(h)->launches;
-  switch (what) {
-    case 0:
-      return l->begin_accounting() ? 1 : 0;
-    case 1:
-      l->end_accounting();
-      return 1;
-    case 2:
-      l->open_window();
-      return 1;
-    case 3:
-      l->close_window();
-      return 1;
-    default:
-      l->fold();
-      return 1;
-  }
-}
-
-// window_launches, window_samples, quiet_launches, quiet_records, stray_nodes
-GS_TEST_API void gs_test_evidence(void* h, uint64_t* out) {
-  GraphLaunches::Evidence e = static_cast<Shim*>(h)->launches->take_evidence();
-  const uint64_t v[5] = {e.window_launches, e.window_samples, e.quiet_launches, e.quiet_records, e.stray_nodes};
-  memcpy(out, v, sizeof v);
-}
-
-GS_TEST_API void gs_test_flush_graphs(void* h, int final) { static_cast<Shim*>(h)->translator.flush_graphs(final != 0); }
 
 GS_TEST_API size_t gs_test_translate(void* h) {
   Shim* s = static_cast<Shim*>(h);

@@ -1,0 +1,42 @@
+"""Builds the CUPTI floor injection (scripts/cuda/floor_inject.cpp) for the
+newest CUDA major with headers and libcupti here, and prints its path: for
+scripts/engine_e2e.py's ablation modes, which split graphsignal-run's cost
+into CUPTI's share and the rest (its sidecar, GPU telemetry, the engine
+scrape). With FLOOR the printed path:
+
+  --mode sidecar="CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_NOOP=1"
+      graphsignal-run with everything but CUPTI (it leaves an injection
+      the user set alone, and says so at info level)
+  --run cupti="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=kernel,graph,context GS_FLOOR_CALLBACKS=driver"
+      no graphsignal-run: the activity kinds and driver callbacks of
+      graphsignal's default collection alone, every buffer discarded
+
+  python scripts/build_floor_inject.py [--major 13]
+"""
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "csrc"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import cupti_build  # noqa: E402
+from bench_percall import build_floor, work_dir  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--major", type=int, default=None)
+    a = ap.parse_args()
+    sets = cupti_build.find_header_sets()
+    for major in [a.major] if a.major else [13, 12]:
+        hs = cupti_build.pick(sets, major)
+        if hs:
+            print(build_floor(hs, work_dir()))
+            return
+    raise SystemExit("no CUPTI headers with libcupti here")
+
+
+if __name__ == "__main__":
+    main()
