@@ -24,6 +24,7 @@ the endpoint comes up as fast as before.
 A drain that the low priority starves loses nothing silently: the ring
 fills and its writer counts what did not fit (graphsignal_dropped_records).
 """
+import errno
 import logging
 import os
 from typing import Collection, List
@@ -37,20 +38,26 @@ TASKS = "/proc/self/task"
 def lower(tid: int, level: str) -> str:
     """Lowers thread `tid` of this process to `level`
     (config.SIDECAR_PRIORITY_CHOICES); returns what it runs at now: "idle"
-    (SCHED_IDLE), "low" (nice 19) or "normal", and why a step was refused
-    ("" when none was)."""
+    (SCHED_IDLE), "low" (nice 19) or "normal"; "gone" when the thread
+    ended before it could be lowered (nothing was refused)."""
     if level not in ("idle", "low"):
         return "normal"
     if level == "idle":
         try:
             os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
             return "idle"
-        except (AttributeError, OSError):  # not Linux, or a sandbox that refuses it: nice 19 then
+        except OSError as e:
+            if e.errno == errno.ESRCH:
+                return "gone"
+            # a sandbox that refuses it: nice 19 then
+        except AttributeError:  # not Linux
             pass
     try:
         os.setpriority(os.PRIO_PROCESS, tid, max(NICE_LOW, os.getpriority(os.PRIO_PROCESS, tid)))
         return "low"
-    except (AttributeError, OSError):
+    except OSError as e:
+        return "gone" if e.errno == errno.ESRCH else "normal"
+    except AttributeError:
         return "normal"
 
 
@@ -71,7 +78,9 @@ def lower_threads(level: str, keep: Collection[int], tasks: str = TASKS) -> str:
         for tid in tids:
             if tid not in done:
                 done.add(tid)
-                got.append(lower(tid, level))
+                now = lower(tid, level)
+                if now != "gone":  # a thread that ended between the listing and the call refused nothing
+                    got.append(now)
     if not got:
         return "normal"
     applied = min(got, key=("normal", "low", "idle").index)

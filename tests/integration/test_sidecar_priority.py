@@ -4,6 +4,7 @@ SCHED_IDLE by default (GRAPHSIGNAL_SIDECAR_PRIORITY=idle), nice 19 with
 main thread: the final drain and payload; the channel: the console and the
 heartbeats the supervisor waits on); and a drain the low priority starves
 loses nothing silently."""
+import errno
 import json
 import os
 import signal
@@ -175,6 +176,26 @@ def test_where_sched_idle_is_refused_nice_19_and_where_both_are_one_line(monkeyp
         assert priority.lower_threads("idle", {1}, tasks) == "normal"
     assert len(caplog.records) == 1 and "refuses both SCHED_IDLE and nice 19" in caplog.records[0].getMessage()
     assert priority.lower_threads("normal", {1}, tasks) == "normal"
+
+
+def test_a_thread_that_ends_before_it_is_lowered_refuses_nothing(monkeypatch, caplog):
+    # a sidecar thread listed in /proc/self/task can end before its turn: the kernel then answers ESRCH to both
+    # calls, which is no refusal (this once put "refuses both SCHED_IDLE and nice 19" in a run's output)
+    gone = max(int(t) for t in os.listdir("/proc/self/task")) + 10 ** 6
+    assert priority.lower(gone, "idle") == "gone" and priority.lower(gone, "low") == "gone"
+
+    def ended(*a):
+        raise ProcessLookupError(errno.ESRCH, "No such process")
+
+    monkeypatch.setattr(os, "sched_setscheduler", ended)
+    monkeypatch.setattr(os, "setpriority", ended)
+    monkeypatch.setattr(os, "getpriority", ended)
+    tasks = tempfile.mkdtemp()
+    for t in ("1", "2"):
+        os.mkdir(os.path.join(tasks, t))
+    with caplog.at_level("INFO", logger="graphsignal"):
+        assert priority.lower_threads("idle", {1}, tasks) == "normal"
+    assert caplog.records == []
 
 
 def test_a_starved_drain_counts_what_it_lost():
