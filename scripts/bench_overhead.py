@@ -9,7 +9,10 @@ costs: per-iteration time of each workload in scripts/workloads/bench.py
                         before issue 15)
   minimal               a minimal CUPTI injection built here: every activity
                         kind enabled, buffers discarded unread
-and, for the CUDA graph workload, both again in node mode. Configurations
+and, for the CUDA graph workload, both again in node mode; for decode_nvtx
+(an engine-style decode with 25 NVTX ranges per token) graphsignal-run
+also with --nvtx off and --nvtx gpu (nvtxoff_overhead_pct,
+nvtxgpu_overhead_pct: the default has NVTX collection on). Configurations
 are interleaved (the order rotates each repetition) and each result is the
 median over repetitions of the median over a run's timed blocks.
 
@@ -44,7 +47,7 @@ from benchutil import emit  # noqa: E402
 from graphsignal.launch import injection as planner  # noqa: E402
 
 BENCH = os.path.join(ROOT, "scripts", "workloads", "bench.py")
-ALL = ("tiny", "graph64", "gemm", "copies", "decode", "probe")
+ALL = ("tiny", "graph64", "gemm", "copies", "decode", "decode_nvtx", "probe")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 # The baseline injection: what any CUPTI activity tool must pay. Same kinds
@@ -120,6 +123,10 @@ def run_one(config, workloads, scale, injection):
             cmd += ["--cuda-graph-trace", "node"]
         if "-activity" in config:
             env["GRAPHSIGNAL_CUPTI_COLLECTION"] = "activity"
+        if config.endswith("-nvtxoff"):
+            cmd += ["--nvtx", "off"]
+        elif config.endswith("-nvtxgpu"):
+            cmd += ["--nvtx", "gpu"]
         cmd += bench
     elif config.startswith("minimal"):
         lib, libdir = injection
@@ -201,6 +208,9 @@ def main():
     if "graph64" in workloads:
         configs += [("graphsignal-node", ["graph64"]), ("graphsignal-activity-node", ["graph64"]),
                     ("minimal-node", ["graph64"])]
+    if "decode_nvtx" in workloads:
+        # what NVTX collection costs a workload that emits ranges: off, on (the default), with GPU time
+        configs += [("graphsignal-nvtxoff", ["decode_nvtx"]), ("graphsignal-nvtxgpu", ["decode_nvtx"])]
     times = {}  # (workload, config) -> [us]
     extras = {}  # config -> [extras]
     for rep in range(a.reps):
@@ -239,6 +249,8 @@ def summarize(times, extras, workloads, reps):
                  activity_us=round(act, 3) if act else None,
                  overhead_pct=round(ov, 2), minimal_overhead_pct=round(ov_min, 2),
                  activity_overhead_pct=round(100.0 * (act / bare - 1), 2) if act else None,
+                 **{k + "_overhead_pct": round(100.0 * (med[(w, "graphsignal-" + k)] / bare - 1), 2)
+                    for k in ("nvtxoff", "nvtxgpu") if (w, "graphsignal-" + k) in med},
                  within_target=ov <= ov_min + 2.0,
                  best_overhead_pct=round(100.0 * (bgs / bbare - 1), 2),
                  best_minimal_overhead_pct=round(100.0 * (bmini / bbare - 1), 2),

@@ -9,6 +9,9 @@ graph64  a CUDA graph of 64 small kernels, replayed
 gemm     8192^3 bf16 matrix products
 copies   64 MiB pinned host->device and device->host copies with a sync
 decode   token-by-token decode of a small random-weight transformer
+decode_nvtx  the same decode with the NVTX ranges an engine puts around its
+         stages: one range per step, one per layer, attention and MLP inside
+         it (25 ranges per token), through torch.cuda.nvtx
 """
 import argparse
 import json
@@ -21,7 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-WORKLOADS = ("tiny", "graph64", "gemm", "copies", "decode")
+WORKLOADS = ("tiny", "graph64", "gemm", "copies", "decode", "decode_nvtx")
 
 
 def timed(step, iters, blocks, warmup=2):
@@ -110,10 +113,13 @@ class TinyDecoder:
         self.pos = 0
         self.tok = torch.zeros(1, dtype=torch.long, device="cuda")
 
-    def step(self):
+    def step(self, nvtx=None):
         x = self.emb[self.tok].view(1, 1, self.d)
         t = self.pos
         for i, L in enumerate(self.layers):
+            if nvtx:
+                nvtx.range_push("layer")
+                nvtx.range_push("attention")
             h = F.rms_norm(x, (self.d,), L["n1"])
             q, k, v = (h @ L["qkv"]).view(1, 1, 3, self.h, self.dh).unbind(2)
             self.k[i, :, :, t] = k[:, 0]
@@ -124,8 +130,14 @@ class TinyDecoder:
             att = (q.transpose(1, 2) @ kk.transpose(-1, -2)) * self.scale
             a = att.softmax(-1) @ vv
             x = x + a.transpose(1, 2).reshape(1, 1, self.d) @ L["o"]
+            if nvtx:
+                nvtx.range_pop()
+                nvtx.range_push("mlp")
             h = F.rms_norm(x, (self.d,), L["n2"])
             x = x + F.gelu(h @ L["up"]) @ L["down"]
+            if nvtx:
+                nvtx.range_pop()
+                nvtx.range_pop()
         logits = x.view(1, self.d) @ self.emb.t()
         self.tok = logits.argmax(-1)
         self.pos = (self.pos + 1) % self.k.shape[3]
@@ -137,6 +149,20 @@ def decode(scale):
     def step(n):
         for _ in range(n):
             m.step()
+    with torch.inference_mode():
+        return timed(step, 16, 6 * scale, warmup=1)
+
+
+def decode_nvtx(scale):
+    m = TinyDecoder()
+    nvtx = torch.cuda.nvtx
+    nvtx.mark("ready")  # NVTX attaches its tool on its first call, not inside the timed blocks
+
+    def step(n):
+        for _ in range(n):
+            nvtx.range_push("step")
+            m.step(nvtx)
+            nvtx.range_pop()
     with torch.inference_mode():
         return timed(step, 16, 6 * scale, warmup=1)
 
