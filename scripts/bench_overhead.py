@@ -12,7 +12,11 @@ costs: per-iteration time of each workload in scripts/workloads/bench.py
 and, for the CUDA graph workload, both again in node mode; for decode_nvtx
 (an engine-style decode with 25 NVTX ranges per token) graphsignal-run
 also with --nvtx off and --nvtx gpu (nvtxoff_overhead_pct,
-nvtxgpu_overhead_pct: the default has NVTX collection on). Configurations
+nvtxgpu_overhead_pct: the default has NVTX collection on). Its summary
+also has ranges_cost_us per configuration: the median over runs of what
+the ranges cost per token inside one process (blocks with and without
+them alternate there), the figure that process-to-process noise does not
+blur. Configurations
 are interleaved (the order rotates each repetition) and each result is the
 median over repetitions of the median over a run's timed blocks.
 
@@ -230,6 +234,14 @@ def summarize(times, extras, workloads, reps):
     the issue asks; the best-of-reps figures ride along because process-to-
     process noise on a shared host can exceed the 2-point margin."""
     med = {k: statistics.median(v) for k, v in times.items()}
+    if "decode_nvtx" in workloads:
+        cost = {}
+        for (w, config), on in times.items():
+            off = times.get(("decode_nvtx_noranges", config))
+            if w == "decode_nvtx" and off and len(off) == len(on):
+                cost[config] = round(statistics.median(a - b for a, b in zip(on, off)), 3)
+        emit(bench="cupti_overhead", event="summary", workload="decode_nvtx", mode="ranges", reps=reps,
+             ranges_per_token=25, ranges_cost_us=cost)
     best = {k: min(v) for k, v in times.items()}
     for w in workloads:
         for mode in ("graph", "node") if w == "graph64" else ("graph",):

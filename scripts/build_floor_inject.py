@@ -11,6 +11,15 @@ scrape). With FLOOR the printed path:
       no graphsignal-run: the activity kinds and driver callbacks of
       graphsignal's default collection alone, every buffer discarded
 
+and, to split CUPTI's share further (on the H200 the `cupti` mode alone
+cost as much as graphsignal-run: tiny model, 5 reps, 0.910 of bare at 1
+client and 0.918 at 4, against 0.937 and 0.980 for graphsignal-run and
+1.013 and 1.036 for `sidecar`):
+
+  --run cupti-kernel="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=kernel,context"
+  --run cupti-graph="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=graph,context"
+  --run cupti-callbacks="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=context GS_FLOOR_CALLBACKS=driver"
+
   python scripts/build_floor_inject.py [--major 13]
 """
 import argparse

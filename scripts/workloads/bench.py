@@ -11,7 +11,9 @@ copies   64 MiB pinned host->device and device->host copies with a sync
 decode   token-by-token decode of a small random-weight transformer
 decode_nvtx  the same decode with the NVTX ranges an engine puts around its
          stages: one range per step, one per layer, attention and MLP inside
-         it (25 ranges per token), through torch.cuda.nvtx
+         it (25 ranges per token), through torch.cuda.nvtx; blocks without
+         the ranges alternate with them in the same process and are reported
+         as decode_nvtx_noranges
 """
 import argparse
 import json
@@ -154,17 +156,35 @@ def decode(scale):
 
 
 def decode_nvtx(scale):
+    """Blocks with the ranges and blocks without them, alternating in one
+    process: their difference is what the ranges cost there, free of the
+    process-to-process spread (a whole run's speed can differ by tens of
+    percent between two processes on a shared host)."""
     m = TinyDecoder()
     nvtx = torch.cuda.nvtx
     nvtx.mark("ready")  # NVTX attaches its tool on its first call, not inside the timed blocks
 
-    def step(n):
+    def ranged(n):
         for _ in range(n):
             nvtx.range_push("step")
             m.step(nvtx)
             nvtx.range_pop()
+
+    def plain(n):
+        for _ in range(n):
+            m.step()
     with torch.inference_mode():
-        return timed(step, 16, 6 * scale, warmup=1)
+        ranged(16)
+        plain(16)
+        on, off = [], []
+        for _ in range(6 * scale):
+            for step, per in ((ranged, on), (plain, off)):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                step(16)
+                torch.cuda.synchronize()
+                per.append((time.perf_counter() - t0) / 16)
+    return {"decode_nvtx": (statistics.median(on), on), "decode_nvtx_noranges": (statistics.median(off), off)}
 
 
 def main():
@@ -178,8 +198,9 @@ def main():
     torch.cuda.init()
     emit(event="start", pid=os.getpid())
     for name in a.workloads.split(","):
-        med, per = globals()[name](a.scale)
-        emit(event="result", workload=name, us_per_iter=med * 1e6, blocks_us=[p * 1e6 for p in per])
+        got = globals()[name](a.scale)
+        for wl, (med, per) in (got.items() if isinstance(got, dict) else [(name, got)]):
+            emit(event="result", workload=wl, us_per_iter=med * 1e6, blocks_us=[p * 1e6 for p in per])
     torch.cuda.synchronize()
     emit(event="done")
 
