@@ -22,7 +22,8 @@ Cases and formats are interleaved, repetitions are medians. Both formats
 share one cache of sample lines (only the family headers differ), so the
 scrape measured is the first after the change. Targets (wall p50 on a
 2-core machine): 10 % changed <= 10 ms, all changed <= 60 ms; a scrape a
-second < 2 % of a core."""
+second < 2 % of a core. The process's garbage collector is tuned as the
+sidecar's (graphsignal.gctune; --gc default: CPython's thresholds)."""
 import argparse
 import http.client
 import random
@@ -33,6 +34,7 @@ import time
 from bench_signals import build_store
 from benchutil import emit, percentile
 
+from graphsignal import gctune
 from graphsignal.sidecar.server import ServerThread, make_app
 
 TARGETS = {"steady": 10.0, "touched": 10.0, "changed_10": 10.0, "changed_all": 60.0}
@@ -90,7 +92,12 @@ def main():
     ap.add_argument("-n", type=int, default=10, help="scrapes per case and repetition")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--signals", action="store_true", help="someone reads /signals too (before each scrape)")
+    ap.add_argument("--gc", choices=("sidecar", "default"), default="sidecar",
+                    help="the garbage collector as the sidecar tunes it at its start (graphsignal.gctune), or "
+                         "CPython's defaults (default: %(default)s)")
     args = ap.parse_args()
+    if args.gc == "sidecar":
+        gctune.tune()  # as the sidecar does at its start, before any series exists
     store = build_store()
     meter = CpuMeter(make_app(store))
     srv = ServerThread(meter, "127.0.0.1", 0)

@@ -78,7 +78,14 @@ def measure(port, n, before=None):
 
 def worker():
     """--worker: serves a store, and times one request per line of stdin
-    ("steady", or "all_dirty": every series changed first)."""
+    ("steady", or "all_dirty": every series changed first). The garbage
+    collector as that checkout's sidecar tunes it, where it does."""
+    try:
+        from graphsignal import gctune
+    except ImportError:  # a checkout from before graphsignal.gctune
+        pass
+    else:
+        gctune.tune()
     store = build_store()
     srv = ServerThread(make_app(store), "127.0.0.1", 0)
     srv.start()
@@ -139,6 +146,8 @@ def main():
     ap.add_argument("--live-seconds", type=float, default=10.0)
     ap.add_argument("--trees", help="checkouts to compare request by request (see above)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--gc", choices=("sidecar", "default"), default="sidecar",
+                    help="the garbage collector as the sidecar tunes it (graphsignal.gctune), or CPython's defaults")
     args = ap.parse_args()
     if args.worker:
         worker()
@@ -146,6 +155,10 @@ def main():
     if args.trees:
         compare([t.strip() for t in args.trees.split(",") if t.strip()], args.n)
         return
+    if args.gc == "sidecar":
+        from graphsignal import gctune  # here: a --trees worker of an older checkout has none
+
+        gctune.tune()  # as the sidecar does at its start, before any series exists
     store = build_store()
     srv = ServerThread(make_app(store), "127.0.0.1", 0)
     srv.start()

@@ -160,15 +160,7 @@ def open_db(cfg, environ):
 
 
 def tune_gc():
-    """The collector for a server process. An upload of 50,000 series makes
-    about a million objects: at the default thresholds the collector ran
-    some 500 times per such upload (a third of its CPU), each pass
-    stopping every thread, up to 0.3 s; JSON trees hold no cycles, so it
-    runs a hundred times less often (longest pause 0.05 s; beside a flood
-    of such uploads a small one's p50 0.05-0.09 -> 0.03 s, and the flood
-    itself goes through 13-28 -> 29-32 uploads in 22 s: bench_fleet's
-    fairness)."""
-    import gc
+    """The collector for a server process (graphsignal.gctune says why)."""
+    from graphsignal import gctune
 
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    gctune.tune()

@@ -336,7 +336,9 @@ def _lines(spec):
         _, sname, _, lstr, v = spec
         return b"" if v is None else ("%s%s %s\n" % (sname, lstr, fg(v))).encode("utf-8")
     if kind == "frames":
-        _, sname, _, tpl, frames, extra = spec
+        _, sname, _, tpl, frames, extra, pre = spec
+        if pre is not None:  # each frame's line head, kept by the layout
+            return "".join(["%s%s\n" % (p, fg(v)) for p, (_, v) in zip(pre, frames)]).encode("utf-8")
         out = []
         for i, (frame, v) in enumerate(frames):
             vals = (_esc(frame),) + tuple(_esc(x) for x in extra[i]) if extra else (_esc(frame),)
@@ -371,7 +373,7 @@ def _samples(spec):
         _, sname, labels, _, v = spec
         return [] if v is None else [Sample(sname, dict(labels), v)]
     if kind == "frames":
-        _, sname, labels, _, frames, extra = spec
+        _, sname, labels, _, frames, extra, _ = spec
         names = _KERNEL_LABELS if extra else _FRAME_LABELS
         out = []
         for i, (frame, v) in enumerate(frames):
@@ -585,8 +587,9 @@ def parts(s, layout, top):
             extra = [(n.display_name, n.category) for n in NAMES.describe_all([f[0] for f in fp])]
         values = [(f[0], _conv(f[1], conv)) for f in fp]
         counts = [(f[0], f[2]) for f in fp]
-        return [(fp, ("frames", fam.name + "_total", labels, tpl, values, extra)),
-                (fp, ("frames", fam.samples + "_total", labels, tpl, counts, extra))]
+        vname, cname = fam.name + "_total", fam.samples + "_total"
+        return [(fp, ("frames", vname, labels, tpl, values, extra, _frame_heads(layout.cache, vname, tpl, fp, extra))),
+                (fp, ("frames", cname, labels, tpl, counts, extra, _frame_heads(layout.cache, cname, tpl, fp, extra)))]
     # cumulative: an unchanged count and sum is an unchanged histogram
     count, total = stats.get("count"), stats.get("sum")
     bins, counts = stats.get("bins"), stats.get("counts")
@@ -618,6 +621,24 @@ def parts(s, layout, top):
                 head = fam.name + "_bucket" + tpl
                 pre = cache[(d, lo, len(cum))] = [head.format(le) + " " for le in les]
     return [(fp, ("hist", fam.name, labels, lstr, tpl, buckets, count, total, pre))]
+
+
+def _frame_heads(cache, sname, tpl, fp, extra):
+    """The line heads ("name{labels} ") of a profile's frames in one
+    family, each rendered once and kept in the layout's cache while its
+    frame stays among those shown (a cache of at most 4x MAX_TOP_FRAMES
+    heads per series: cleared when it grows past that)."""
+    out = []
+    for i, f in enumerate(fp):
+        key = (sname, f[0], extra[i] if extra else None)
+        head = cache.get(key)
+        if head is None:
+            if len(cache) > 4 * MAX_TOP_FRAMES:
+                cache.clear()
+            vals = (_esc(f[0]),) + tuple(_esc(x) for x in extra[i]) if extra else (_esc(f[0]),)
+            head = cache[key] = "%s%s " % (sname, tpl.format(*vals))
+        out.append(head)
+    return out
 
 
 class Collector:

@@ -441,6 +441,7 @@ class Sidecar:
         self.feed.store.attach(self.store)
         for part in self._parts:
             self._guard(part.name, part.start)
+        self._guard("tuning the garbage collector", _tune_gc)
         # below the workload (sidecar.priority), but this thread (the final drain and payload)
         # and the channel's
         self.priority = self._guard("lowering the priority", self._lower_priority)
@@ -537,6 +538,16 @@ class Sidecar:
             self.supervisor_gone()
         self.stop()
         return 0
+
+
+def _tune_gc():
+    import gc
+
+    from graphsignal import gctune
+
+    gctune.tune()  # after the parts' imports and set-up: that is what gc.freeze() keeps out of every pass
+    logger.debug("graphsignal: garbage collector: thresholds %s, %d objects set aside (graphsignal.gctune)",
+                 gc.get_threshold(), gc.get_freeze_count())
 
 
 def _json(payload):

@@ -326,6 +326,25 @@ def test_cached_render_is_byte_identical_to_one_prometheus_client_call(ops):
             assert body == encoder(exp.collector())
 
 
+def test_frame_line_heads_kept_across_renders_stay_right_when_the_frames_churn():
+    # a profile whose shown frames keep changing: the heads the layout keeps
+    # fill its cache past its bound (cleared then), and every render is
+    # still what prometheus_client writes
+    s = MetricStore()
+    exp = Exposition(s, top_frames=50)
+    tags = {"process.pid": "7"}
+    for step in range(40):
+        s.add_profile("cuda_kernels_nanoseconds", tags,
+                      [("_Z6kernelILi%dEEvv" % (step * 50 + f), 10_000 + step * 100 + f, 1) for f in range(50)])
+        s.add_profile("demo_stage_nanoseconds", tags, [('st"age\\%d' % (step % 7), 1000 + step, 1)])
+        for accept in (None, OPENMETRICS):
+            encoder, _ = choose_encoder(accept or "")
+            body, _ = exp.render(accept)
+            assert body == encoder(exp.collector()), step
+    heads = [len(e[1].cache) for e in exp._states[False].entries if e[1] and e[1].type == "profile"]
+    assert heads and max(heads) <= 4 * exposition.MAX_TOP_FRAMES + 1
+
+
 def test_a_family_named_as_another_familys_sample_is_left_out_and_counted():
     # a probe histogram x writes x_count; a probe counter x_count would be a
     # family of that name: OpenMetrics parsers refuse the page. The page lays
