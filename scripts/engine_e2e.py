@@ -98,8 +98,9 @@ The H200 run (issue 24: modes bare, bare2, graph, node, baseline, anchor;
 point takes about warmup + duration + 1.5 s (the H200: 60 points of
 --duration 5 --warmup 1.5 in 471 s, the 1-billion-parameter model about
 as fast), so one call of at most 10 minutes holds 6 modes x 5 repetitions
-of both client counts at those settings; --deadline keeps each inside it. Before the GPU session, on this machine, in the
-checkout (build/ is git-ignored; carry build/e2e):
+of both client counts at those settings; --deadline keeps each inside
+it. Before the GPU session, on this machine, in the checkout (build/ is
+git-ignored; carry build/e2e):
 
   git worktree add --detach /tmp/gs-base BASE_COMMIT && mkdir -p build/e2e && \
       git -C /tmp/gs-base archive --prefix=base/ HEAD | tar x -C build/e2e

