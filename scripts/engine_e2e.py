@@ -35,8 +35,12 @@ as soon as it is measured; after each repetition of a client count, a
 the end one summary line per (mode, clients): ratio_to_bare, the median
 over repetitions of each repetition's ratio, with ratio_min, ratio_max,
 spread_points and every ratio (rep_ratios), and medians of tokens/s and
-latency. The ratios are to the mode named `bare` (else the first bare
-mode); `bare2`, a second bare run, is the noise floor. --deadline ends a
+latency; and the same statistic of the server's own decode speed
+(decode_ratio_to_bare: each request's timings.predicted_n over its
+timings.predicted_ms, for the requests that ended in the window: the
+decode loop alone, without HTTP, prompts and clients around it). The
+ratios are to the mode named `bare` (else the first bare mode); `bare2`,
+a second bare run, is the noise floor. --deadline ends a
 run in time: no repetition starts that would end after it, and the
 summary still comes.
 
@@ -397,7 +401,9 @@ class Server:
 # -- the load -----------------------------------------------------------------------
 
 def completion(conn, prompt, n_predict, extra=None):
-    """One POST /completion on a kept-alive connection: (tokens, seconds)."""
+    """One POST /completion on a kept-alive connection: (tokens, seconds,
+    the server's own generation milliseconds `timings.predicted_ms`, or
+    None)."""
     body = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True}
     if extra:
         body.update(extra)
@@ -412,13 +418,15 @@ def completion(conn, prompt, n_predict, extra=None):
     doc = json.loads(raw)
     timings = doc.get("timings") or {}
     n = timings.get("predicted_n", doc.get("tokens_predicted"))
-    return int(n or 0), dt
+    gen_ms = timings.get("predicted_ms")
+    gen_ms = float(gen_ms) if isinstance(gen_ms, (int, float)) and not isinstance(gen_ms, bool) and gen_ms > 0 else None
+    return int(n or 0), dt, gen_ms
 
 
 class Load:
     """`clients` threads POSTing /completion back to back from start() until
     stop(); each completed request is kept as (completed at, tokens,
-    seconds) in monotonic time."""
+    seconds, generation ms or None) in monotonic time."""
 
     def __init__(self, port, clients, prompt=DEFAULT_PROMPT, n_predict=128, extra=None, timeout=300.0):
         self.port, self.clients, self.prompt, self.n_predict = port, clients, prompt, n_predict
@@ -435,9 +443,9 @@ class Load:
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
-                n, dt = completion(conn, self.prompt, self.n_predict, self.extra)
+                n, dt, gen_ms = completion(conn, self.prompt, self.n_predict, self.extra)
                 with self._lock:
-                    self.done.append((time.monotonic(), n, dt))
+                    self.done.append((time.monotonic(), n, dt, gen_ms))
             except (OSError, http.client.HTTPException, RuntimeError, ValueError) as e:
                 with self._lock:
                     self.errors.append("%s: %s" % (type(e).__name__, str(e)[:200]))
@@ -467,11 +475,22 @@ class Load:
         with self._lock:
             done = list(self.done)
         tokens = 0.0
-        for t, n, dt in done:
+        for t, n, dt, _ in done:
             overlap = min(t, t1) - max(t - dt, t0)
             if overlap > 0:
                 tokens += n * (overlap / dt if dt > 0 else 1.0)
-        return tokens, [dt for t, n, dt in done if t0 <= t <= t1]
+        return tokens, [dt for t, n, dt, _ in done if t0 <= t <= t1]
+
+    def decode_rate(self, t0, t1):
+        """The server's own decode speed over the requests that ended in
+        [t0, t1]: their tokens over their generation time
+        (timings.predicted_ms), tokens per second of one request's
+        generation; None without those timings. It leaves out what lies
+        around the decode loop (HTTP, the prompt, the clients)."""
+        with self._lock:
+            done = [(n, ms) for t, n, dt, ms in self.done if t0 <= t <= t1 and ms]
+        ms = sum(m for _, m in done)
+        return round(1000.0 * sum(n for n, _ in done) / ms, 2) if ms > 0 else None
 
 
 class SignalsPoller:
@@ -633,6 +652,7 @@ def _measure(args, server, line, clients, signals_file, out_dir, t_point):
         tokens = round(tokens, 1)
         line.update(tokens=tokens, requests=len(lat), seconds=round(t1 - t0, 3),
                     tokens_per_second=round(tokens / (t1 - t0), 2),
+                    decode_tokens_per_second=load.decode_rate(t0, t1),
                     latency_p50_s=_r(percentile(lat, 50), 6), latency_p90_s=_r(percentile(lat, 90), 6),
                     load_errors=len(load.errors))
         if load.errors:
@@ -755,25 +775,27 @@ def parse_args(argv=None):
     return a
 
 
-def group_ratios(group, modes):
+def group_ratios(group, modes, key="tokens_per_second"):
     """{mode: tokens/s over the reference bare mode's} of one repetition and
     client count (group: {mode name: point}); None where either has no
-    tokens/s."""
+    tokens/s. key: which tokens/s (decode_tokens_per_second: the
+    server's own decode speed)."""
     ref = group.get(reference_mode(modes).name) or {}
-    base = ref.get("tokens_per_second")
+    base = ref.get(key)
     out = {}
     for m in modes:
-        tps = (group.get(m.name) or {}).get("tokens_per_second")
+        tps = (group.get(m.name) or {}).get(key)
         out[m.name] = round(tps / base, 4) if base and tps is not None and "error" not in group[m.name] \
             and "error" not in ref else None
     return out
 
 
-def summarize(lines, ratios, modes, clients_list):
+def summarize(lines, ratios, modes, clients_list, decode_ratios=()):
     """One line per (mode, clients): medians over the repetitions, and the
     statistic: the median of each repetition's ratio to that repetition's
     bare run, with its spread (min, max) and every ratio (ratios: [(rep,
-    clients, {mode: ratio})])."""
+    clients, {mode: ratio})]); the same of the server's own decode speed
+    (decode_ratios, same shape) as decode_ratio_to_bare."""
     out = []
     ref = reference_mode(modes).name
     for clients in clients_list:
@@ -790,6 +812,10 @@ def summarize(lines, ratios, modes, clients_list):
                  "latency_p90_s": median([x.get("latency_p90_s") for x in pts])}
             if rs:
                 s["spread_points"] = round(100.0 * (max(rs) - min(rs)), 2)
+            ds = [r[mode.name] for _, c, r in decode_ratios if c == clients and r.get(mode.name) is not None]
+            if ds:
+                s.update(decode_ratio_to_bare=median(ds), decode_rep_ratios=ds,
+                         decode_tokens_per_second=median([x.get("decode_tokens_per_second") for x in pts]))
             if not mode.bare:
                 s.update(signals_p50_ms=median([x.get("signals_p50_ms") for x in pts]),
                          signals_p99_ms=max((x.get("signals_p99_ms") or 0) for x in pts),
@@ -835,7 +861,7 @@ def main(argv=None):
           "duration_s": args.duration, "warmup_s": args.warmup, "n_predict": args.n_predict, "ngl": args.ngl,
           "ctx": args.ctx, "parallel": args.parallel, "server_args": args.server_arg,
           "scrape_timeout_s": args.scrape_timeout, "deadline_s": args.deadline})
-    lines, ratios, longest = [], [], 0.0
+    lines, ratios, decode_ratios, longest = [], [], [], 0.0
     stopped = None
     for rep in range(args.reps):
         for clients in args.clients:
@@ -857,14 +883,16 @@ def main(argv=None):
                 lines.append(line)
             r = group_ratios(group, modes)
             ratios.append((rep, clients, r))
+            rd = group_ratios(group, modes, "decode_tokens_per_second")
+            decode_ratios.append((rep, clients, rd))
             emit({"ratios": True, "rep": rep, "clients": clients, "ratio_to": reference_mode(modes).name,
-                  "ratio_to_bare": r})
+                  "ratio_to_bare": r, "decode_ratio_to_bare": rd})
         if stopped:
             break
     if stopped:
         log(stopped["reason"])
         emit(stopped)
-    for s in summarize(lines, ratios, modes, args.clients):
+    for s in summarize(lines, ratios, modes, args.clients, decode_ratios):
         emit(s)
     jsonl.close()
     return 1 if any("error" in x for x in lines) else 0

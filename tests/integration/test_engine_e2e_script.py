@@ -14,6 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "engine_e2e.py")
 FAKE = os.path.join(ROOT, "tests", "support", "fakes", "fake_llama_server.py")
+TOKEN_MS = 0.5  # the stand-in's decode time per token (it reports it as timings.predicted_ms)
 
 
 def _fake_server(tmp_path):
@@ -27,7 +28,7 @@ def _fake_server(tmp_path):
 def _run(tmp_path, *extra, env=None, timeout=240):
     server, model = _fake_server(tmp_path)
     out = tmp_path / "out"
-    e = dict(os.environ, GRAPHSIGNAL_LOG_LEVEL="error", FAKE_LLAMA_TOKEN_MS="0.5")
+    e = dict(os.environ, GRAPHSIGNAL_LOG_LEVEL="error", FAKE_LLAMA_TOKEN_MS=str(TOKEN_MS))
     e.update(env or {})
     r = subprocess.run([sys.executable, SCRIPT, "--llama-server", str(server), "--model", str(model),
                         "--n-predict", "16", "--signals-interval", "0.1", "--out", str(out)] + list(extra),
@@ -57,9 +58,16 @@ def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
         assert 16 * (p["requests"] - 4) <= p["tokens"] <= 16 * (p["requests"] + 4), p
         assert p["tokens_per_second"] > 0 and 0 < p["latency_p50_s"] <= p["latency_p90_s"]
         assert "ratio_to_bare" not in p  # a point is written as soon as it is measured, before its bare run may be
+    # the server's own decode speed: each request's tokens over its generation ms (the fake's
+    # token_ms a token, whatever HTTP and the clients add around it)
+    for p in points:
+        assert p["decode_tokens_per_second"] == pytest.approx(1000.0 / TOKEN_MS, rel=1e-6), p
+    dec = {m: round(points[i]["decode_tokens_per_second"] / points[0]["decode_tokens_per_second"], 4)
+           for i, m in enumerate(("bare", "graph", "probe"))}
     assert ratios == {"ratios": True, "rep": 0, "clients": 2, "ratio_to": "bare", "ratio_to_bare": {
         "bare": 1.0, "graph": round(points[1]["tokens_per_second"] / points[0]["tokens_per_second"], 4),
-        "probe": round(points[2]["tokens_per_second"] / points[0]["tokens_per_second"], 4)}}
+        "probe": round(points[2]["tokens_per_second"] / points[0]["tokens_per_second"], 4)},
+        "decode_ratio_to_bare": dec}
     assert "signals_p99_ms" not in points[0]  # bare: nothing to poll
     for p in points[1:]:
         assert p["signals_polls"] > 3 and p["signals_failures"] == 0
@@ -81,6 +89,7 @@ def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
     assert summaries[0]["ratio_to_bare"] == 1.0 and summaries[0]["rep_ratios"] == [1.0]
     assert summaries[1]["ratio_to_bare"] == ratios["ratio_to_bare"]["graph"]
     assert summaries[1]["dropped_records"] == 0 and "overhead_percent" in summaries[1]
+    assert summaries[1]["decode_ratio_to_bare"] == dec["graph"] and summaries[1]["decode_rep_ratios"] == [dec["graph"]]
     assert (out / "server_graph_c2_r0.log").exists()
 
 
@@ -91,12 +100,18 @@ def test_tokens_are_prorated_by_the_share_of_each_request_inside_the_window():
     finally:
         sys.path.pop(0)
     load = engine_e2e.Load(port=1, clients=1)
-    # (completed at, tokens, seconds): inside, straddling the start, straddling the end, outside, spanning it all
-    load.done = [(5.0, 100, 2.0), (1.5, 100, 1.0), (10.5, 100, 1.0), (0.5, 100, 0.4), (12.0, 120, 12.0)]
+    # (completed at, tokens, seconds, generation ms): inside, straddling the start, straddling the end,
+    # outside, spanning it all
+    load.done = [(5.0, 100, 2.0, 1000.0), (1.5, 100, 1.0, 500.0), (10.5, 100, 1.0, 900.0), (0.5, 100, 0.4, None),
+                 (12.0, 120, 12.0, 600.0)]
     tokens, lat = load.window(1.0, 10.0)
     assert tokens == pytest.approx(100 + 50 + 50 + 0 + 120 * 9 / 12)
     assert sorted(lat) == [1.0, 2.0]  # latencies: the requests completed inside
     assert load.window(20.0, 30.0) == (0.0, [])
+    # decode speed: the requests that ended inside, by their own generation time
+    assert load.decode_rate(1.0, 10.0) == pytest.approx(1000.0 * 200 / 1500.0, abs=0.01)
+    assert load.decode_rate(0.0, 1.0) is None  # one request, without timings
+    assert load.decode_rate(20.0, 30.0) is None
 
 
 def test_run_commands_bare2_and_the_ratio_statistic(tmp_path):

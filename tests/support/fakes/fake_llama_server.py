@@ -3,7 +3,8 @@
 command line (-m, --host, --port, --metrics, -np; the rest is ignored) and
 the endpoints scripts/engine_e2e.py and graphsignal-run use: /health (503
 "Loading model" for FAKE_LLAMA_LOAD_S seconds, then 200), POST /completion
-(sleeps FAKE_LLAMA_TOKEN_MS per token, answers timings.predicted_n), and
+(sleeps FAKE_LLAMA_TOKEN_MS per token, answers timings.predicted_n and
+predicted_ms, its generation time as the real server reports it), and
 /metrics (llama-server's names, counters advanced by the completions).
 SIGTERM stops it with status 0, as llama-server's handler does."""
 import http.server
@@ -76,7 +77,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             state["predicted_s"] += n * token_ms / 1000.0
             state["decodes"] += n
         self._send(200, json.dumps({"content": "x" * n, "tokens_predicted": n,
-                                    "timings": {"predicted_n": n, "prompt_n": 8}}).encode())
+                                    "timings": {"predicted_n": n, "prompt_n": 8,
+                                                "predicted_ms": n * token_ms}}).encode())
 
     def log_message(self, *a):
         pass
