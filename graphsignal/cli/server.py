@@ -9,7 +9,7 @@ import socket
 import sys
 import threading
 
-from graphsignal import __version__, config
+from graphsignal import __version__, config, gctune
 from graphsignal.cli import args
 from graphsignal.fleet import settings
 
@@ -123,7 +123,7 @@ def serve(cfg, environ):
     from graphsignal.fleet.app import make_app, tenant_of
     from graphsignal.fleet.serving import FleetServer, Limits
 
-    settings.tune_gc()
+    gctune.tune()
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     path = cfg.db or settings.default_db(environ)

@@ -31,7 +31,7 @@ import logging
 import orjson
 from werkzeug.wrappers import Request, Response
 
-from graphsignal import __version__
+from graphsignal import __version__, gctune
 from graphsignal.fleet import ingest, pages
 from graphsignal.fleet.db import Full, owner_of
 from graphsignal.fleet.history import DEFAULT_SECONDS, history
@@ -225,7 +225,7 @@ def create_app(environ=None):
     except (OSError, RuntimeError, sqlite3.Error) as e:
         raise settings.SettingError("graphsignal-server: cannot open the database %s: %s"
                                     % (cfg.db or settings.default_db(environ), e))
-    settings.tune_gc()
+    gctune.tune()
     atexit.register(db.close)
     logger.info("graphsignal-server %s: the Signals API for a WSGI server (database %s, %d key%s)",
                 __version__, path, len(cfg.api_keys), "" if len(cfg.api_keys) == 1 else "s")

@@ -158,9 +158,3 @@ def open_db(cfg, environ):
         os.makedirs(os.path.dirname(path), exist_ok=True)
     return DB(path, cfg.retention_days, cfg.sync), path
 
-
-def tune_gc():
-    """The collector for a server process (graphsignal.gctune says why)."""
-    from graphsignal import gctune
-
-    gctune.tune()

@@ -336,14 +336,8 @@ def _lines(spec):
         _, sname, _, lstr, v = spec
         return b"" if v is None else ("%s%s %s\n" % (sname, lstr, fg(v))).encode("utf-8")
     if kind == "frames":
-        _, sname, _, tpl, frames, extra, pre = spec
-        if pre is not None:  # each frame's line head, kept by the layout
-            return "".join(["%s%s\n" % (p, fg(v)) for p, (_, v) in zip(pre, frames)]).encode("utf-8")
-        out = []
-        for i, (frame, v) in enumerate(frames):
-            vals = (_esc(frame),) + tuple(_esc(x) for x in extra[i]) if extra else (_esc(frame),)
-            out.append("%s%s %s\n" % (sname, tpl.format(*vals), fg(v)))
-        return "".join(out).encode("utf-8")
+        pre, frames = spec[6], spec[4]  # each frame's line head, kept by the layout (_frame_heads)
+        return "".join(["%s%s\n" % (p, fg(v)) for p, (_, v) in zip(pre, frames)]).encode("utf-8")
     if kind == "hist":
         _, fname, _, lstr, tpl, buckets, count, total, pre = spec
         if count is None:

@@ -31,17 +31,25 @@ WORKLOADS = ("tiny", "graph64", "gemm", "copies", "decode", "decode_nvtx")
 
 def timed(step, iters, blocks, warmup=2):
     """Median seconds per iteration over `blocks` blocks of `iters`."""
-    for _ in range(warmup):
-        step(iters)
+    return timed_alternating([step], iters, blocks, warmup)[0]
+
+
+def timed_alternating(steps, iters, blocks, warmup=2):
+    """timed() of several steps whose blocks alternate in this process (one
+    block of each in turn): [(median, per-block seconds)] in their order."""
+    for step in steps:
+        for _ in range(warmup):
+            step(iters)
     torch.cuda.synchronize()
-    per = []
+    pers = [[] for _ in steps]
     for _ in range(blocks):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step(iters)
-        torch.cuda.synchronize()
-        per.append((time.perf_counter() - t0) / iters)
-    return statistics.median(per), per
+        for step, per in zip(steps, pers):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step(iters)
+            torch.cuda.synchronize()
+            per.append((time.perf_counter() - t0) / iters)
+    return [(statistics.median(per), per) for per in pers]
 
 
 def tiny(scale):
@@ -174,17 +182,8 @@ def decode_nvtx(scale):
         for _ in range(n):
             m.step()
     with torch.inference_mode():
-        ranged(16)
-        plain(16)
-        on, off = [], []
-        for _ in range(6 * scale):
-            for step, per in ((ranged, on), (plain, off)):
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                step(16)
-                torch.cuda.synchronize()
-                per.append((time.perf_counter() - t0) / 16)
-    return {"decode_nvtx": (statistics.median(on), on), "decode_nvtx_noranges": (statistics.median(off), off)}
+        on, off = timed_alternating([ranged, plain], 16, 6 * scale, warmup=1)
+    return {"decode_nvtx": on, "decode_nvtx_noranges": off}
 
 
 def main():
