@@ -573,7 +573,7 @@ def parts(s, layout, top):
     if type_ == "gauge" or type_ == "counter":
         v = stats.get("value" if type_ == "gauge" else "total")
         sname = fam.name if type_ == "gauge" else fam.name + "_total"
-        return [((v,), ("value", sname, labels, lstr, None if v is None else _conv(v, conv)))]
+        return [(_value_fp(v), ("value", sname, labels, lstr, None if v is None else _conv(v, conv)))]
     if type_ == "profile":
         fp = tuple((f["name"], f["value"], f["samples"]) for f in stats.get("frames", ())[:top])
         extra = None
@@ -589,7 +589,7 @@ def parts(s, layout, top):
     bins, counts = stats.get("bins"), stats.get("counts")
     bins = () if bins is None else bins
     counts = () if counts is None else counts
-    fp = (count, total, len(bins))
+    fp = (count,) + _value_fp(total) + (len(bins),)
     total = None if total is None else _conv(total, conv)
     if type_ == "summary":
         return [(fp, ("summary", fam.name, labels, lstr, count, total))]
@@ -615,6 +615,13 @@ def parts(s, layout, top):
                 head = fam.name + "_bucket" + tpl
                 pre = cache[(d, lo, len(cum))] = [head.format(le) + " " for le in les]
     return [(fp, ("hist", fam.name, labels, lstr, tpl, buckets, count, total, pre))]
+
+
+def _value_fp(v):
+    """A number's part of a fingerprint: the number, and for a float its
+    sign too, since -0.0 == 0.0 == False compare equal but -0.0 is written
+    "-0.0"."""
+    return (v, math.copysign(1.0, v)) if type(v) is float else (v,)
 
 
 def _frame_heads(cache, sname, tpl, fp, extra):
@@ -773,9 +780,10 @@ class Exposition:
                 except (TypeError, ValueError, OverflowError):
                     return False
                 row = rows[0]
-                if (val,) != row.fingerprint:
+                fp = _value_fp(val)
+                if fp != row.fingerprint:
                     spec = row.spec
-                    row.fingerprint, row.lines = (val,), None
+                    row.fingerprint, row.lines = fp, None
                     row.spec = ("value", spec[1], spec[2], spec[3], None if val is None else _conv(val, layout.conv))
                 continue
             if _same(_content(v), _content(o)):

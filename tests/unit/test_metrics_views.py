@@ -105,10 +105,24 @@ def test_numbers_are_written_as_the_json_says_them():
     assert_same(s, exp)
 
 
+def test_a_zero_that_turns_negative_is_written_again():
+    # -0.0 == 0.0 == False: a cached line must still follow the sign (found by the test above)
+    s = MetricStore()
+    exp = Exposition(s)
+    s.set_counter("bytes", {"i": "1"}, False)
+    s.set_gauge("power_watts", {}, 0.0)
+    assert_same(s, exp)
+    s.set_counter("bytes", {"i": "1"}, np.float32(-0.0))
+    s.set_gauge("power_watts", {}, -0.0)
+    assert_same(s, exp)
+    body = exp.render()[0]
+    assert b'graphsignal_bytes_total{i="1"} -0.0' in body and b"graphsignal_power_watts -0.0" in body
+
+
 def test_a_value_json_cannot_hold_leaves_the_series_out_of_both():
     s = MetricStore()
     s.set_gauge("ok_watts", {}, 1.5)
-    s.set_gauge("odd", {}, np.float16(0.5))  # orjson writes no float16
+    s.set_gauge("odd", {}, np.complex64(0.5 + 1j))  # no orjson writes a complex (3.13 writes float16)
     s.set_gauge("object", {}, object())
     exp = Exposition(s)
     body, _ = exp.render()
