@@ -30,6 +30,7 @@ NUMERIC = {
     "GRAPHSIGNAL_CUPTI_MAX_BUFFERS": (int, 2, 4096, "buffers", "the library's"),
     "GRAPHSIGNAL_CUPTI_CALLBACKS": (int, 0, 1, "0 or 1", "1"),
     "GRAPHSIGNAL_CUPTI_HANDOFF": (int, 0, 1, "0 or 1", "1"),
+    "GRAPHSIGNAL_CUPTI_PINNED": (int, 0, 1, "0 or 1", "0"),
     "GRAPHSIGNAL_CUPTI_SAMPLE_MS": (int, 0, 60000, "milliseconds", "20"),
     "GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
 }

@@ -20,6 +20,15 @@ client and 0.918 at 4, against 0.937 and 0.980 for graphsignal-run and
   --run cupti-graph="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=graph,context"
   --run cupti-callbacks="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=context GS_FLOOR_CALLBACKS=driver"
 
+and two ways around it: CUPTI's buffers in pinned host memory
+(GS_FLOOR_PINNED=1 added to any of the above; graphsignal-run's own is
+GRAPHSIGNAL_CUPTI_PINNED=1), and graph launches timed by CUDA event pairs
+instead of CUPTI's graph tracing (GS_FLOOR_GRAPH_EVENTS=1, with
+GS_FLOOR_REPORT=1 printing the replays timed and their mean at exit):
+
+  --run cupti-graphev="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=context GS_FLOOR_CALLBACKS=driver \\
+                         GS_FLOOR_GRAPH_EVENTS=1"
+
   python scripts/build_floor_inject.py [--major 13]
 """
 import argparse

@@ -45,6 +45,7 @@ CollectorConfig CollectorConfig::from_env() {
   c.max_buffers = env_number("GRAPHSIGNAL_CUPTI_MAX_BUFFERS", c.max_buffers, 2, 4096);
   c.callbacks = env_number("GRAPHSIGNAL_CUPTI_CALLBACKS", 1, 0, 1) != 0;
   c.handoff = env_number("GRAPHSIGNAL_CUPTI_HANDOFF", 1, 0, 1) != 0;
+  c.pinned = env_number("GRAPHSIGNAL_CUPTI_PINNED", 0, 0, 1) != 0;
   const char* coll = getenv("GRAPHSIGNAL_CUPTI_COLLECTION");
   if (coll && *coll) {
     if (!strcasecmp(coll, "activity")) {
@@ -132,6 +133,16 @@ void Collector::initialize() {
 void Collector::start() {
   uuids_.attach_driver();
   driver_.load();
+  if (cfg_.pinned) {
+    // Where CUPTI keeps the kernel timestamps it collects: device memory by
+    // default since CUDA 12.0 (copied back as buffers fill), page-locked host
+    // memory with this. Set before any context exists (cuInit is running).
+    uint8_t one = 1;
+    size_t size = sizeof one;
+    if (GS_CUPTI_CALL(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &size, &one)) ==
+        CUPTI_SUCCESS)
+      log(Level::kDebug, "CUPTI profiling buffers in pinned host memory");
+  }
   if (GS_CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
     log(Level::kWarning, "CUPTI cannot trace this process; it runs unprofiled");
     sink_.close();  // tells the sidecar nothing more will come

@@ -63,6 +63,7 @@ struct CollectorConfig {
   size_t max_buffers = 64;           // GRAPHSIGNAL_CUPTI_MAX_BUFFERS
   bool callbacks = true;             // GRAPHSIGNAL_CUPTI_CALLBACKS=0 leaves CUPTI's callback API to other tools
   bool handoff = true;               // GRAPHSIGNAL_CUPTI_HANDOFF=0 translates on CUPTI's completing thread (A/B)
+  bool pinned = false;               // GRAPHSIGNAL_CUPTI_PINNED=1: CUPTI's profiling buffers in pinned host memory
   static CollectorConfig from_env();
 };
 

@@ -17,18 +17,32 @@
 // injection that only stands in for graphsignal's, so that graphsignal-run
 // (which leaves a CUDA_INJECTION64_PATH the user set alone) runs its
 // sidecar, telemetry and engine scrape with no CUPTI cost (engine_e2e.py's
-// ablation modes). Built by scripts/bench_percall.py and
+// ablation modes). GS_FLOOR_PINNED=1: CUPTI keeps its profiling buffers
+// in pinned host memory (CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED)
+// instead of device memory, its default since CUDA 12.0.
+// GS_FLOOR_DEVBUF_KB=N: CUPTI's device buffer size
+// (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE). GS_FLOOR_GRAPH_EVENTS=1: every
+// driver graph launch (cuGraphLaunch, _ptsz) is timed on the GPU by a CUDA
+// event pair recorded on its stream around the launch (from the launch
+// callbacks), read back by a thread every 50 ms: the floor of exact graph
+// GPU time without CUPTI's graph tracing. With GS_FLOOR_REPORT=1 the
+// injection prints at exit how many replays the events timed and their
+// mean GPU time. Built by scripts/bench_percall.py and
 // scripts/build_floor_inject.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
 //   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
 #include <cupti.h>
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -74,6 +88,120 @@ static const unsigned kDriver[] = {126, 440, 17, 800, 121, 295, 436, 276, 278, 2
                                    224, 432, 251, 413, 220, 430, 254, 416, 226, 433, 294, 39, 371, 301, 379, 38, 302,
                                    245, 495, 496, 539, 540, 720, 721, 497, 498};
 
+// Graph launches timed by event pairs (GS_FLOOR_GRAPH_EVENTS).
+namespace ev {
+typedef int (*CreateFn)(CUevent*, unsigned);
+typedef int (*RecordFn)(CUevent, CUstream);
+typedef int (*QueryFn)(CUevent);
+typedef int (*ElapsedFn)(float*, CUevent, CUevent);
+typedef int (*SetCtxFn)(CUcontext);
+static CreateFn create;
+static RecordFn record, record_ptsz;
+static QueryFn query;
+static ElapsedFn elapsed;
+static SetCtxFn set_ctx;
+struct Pair {
+  CUevent start, end;
+};
+static std::mutex mu;
+static std::vector<Pair> free_pairs;
+static std::deque<Pair> pending;
+static std::atomic<CUcontext> ctx{nullptr};
+static thread_local Pair open_pair{nullptr, nullptr};
+static thread_local bool open_ok = false;
+static uint64_t timed = 0, failed = 0;
+static double total_ms = 0;
+
+static bool load() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return false;
+  create = reinterpret_cast<CreateFn>(dlsym(h, "cuEventCreate"));
+  record = reinterpret_cast<RecordFn>(dlsym(h, "cuEventRecord"));
+  record_ptsz = reinterpret_cast<RecordFn>(dlsym(h, "cuEventRecord_ptsz"));
+  query = reinterpret_cast<QueryFn>(dlsym(h, "cuEventQuery"));
+  elapsed = reinterpret_cast<ElapsedFn>(dlsym(h, "cuEventElapsedTime_v2"));
+  if (!elapsed) elapsed = reinterpret_cast<ElapsedFn>(dlsym(h, "cuEventElapsedTime"));
+  set_ctx = reinterpret_cast<SetCtxFn>(dlsym(h, "cuCtxSetCurrent"));
+  return create && record && query && elapsed && set_ctx;
+}
+
+static void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  const auto* p = static_cast<const cuGraphLaunch_params*>(cb->functionParams);
+  if (!p) return;
+  RecordFn rec = (cbid == 515 && record_ptsz) ? record_ptsz : record;
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    open_ok = false;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (!free_pairs.empty()) {
+        open_pair = free_pairs.back();
+        free_pairs.pop_back();
+      } else {
+        open_pair = Pair{nullptr, nullptr};
+      }
+    }
+    if (!open_pair.start && (create(&open_pair.start, 0) || create(&open_pair.end, 0))) {
+      failed++;
+      return;
+    }
+    ctx.store(cb->context, std::memory_order_relaxed);
+    open_ok = rec(open_pair.start, p->hStream) == 0;
+    return;
+  }
+  if (!open_ok) return;
+  open_ok = false;
+  bool ok = *static_cast<const int*>(cb->functionReturnValue) == 0 && rec(open_pair.end, p->hStream) == 0;
+  std::lock_guard<std::mutex> g(mu);
+  if (ok) pending.push_back(open_pair);
+  else free_pairs.push_back(open_pair);
+}
+
+static void* poll(void*) {
+  bool bound = false;
+  for (;;) {
+    usleep(50000);
+    CUcontext c = ctx.load(std::memory_order_relaxed);
+    if (!c) continue;
+    if (!bound) bound = set_ctx(c) == 0;
+    for (;;) {
+      Pair pr;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (pending.empty()) break;
+        pr = pending.front();
+      }
+      if (query(pr.end) != 0) break;  // not done yet (or an error: tried again next round)
+      float ms = 0;
+      bool ok = elapsed(&ms, pr.start, pr.end) == 0;
+      std::lock_guard<std::mutex> g(mu);
+      pending.pop_front();
+      free_pairs.push_back(pr);
+      if (ok) {
+        timed++;
+        total_ms += ms;
+      } else {
+        failed++;
+      }
+    }
+  }
+  return nullptr;
+}
+
+static void report() {
+  std::lock_guard<std::mutex> g(mu);
+  fprintf(stderr, "floor_inject: graph events timed %llu replays, mean %.3f us, %llu failed, %zu pending\n",
+          (unsigned long long)timed, timed ? total_ms * 1000.0 / timed : 0.0, (unsigned long long)failed,
+          pending.size());
+}
+}  // namespace ev
+
+static bool graph_events = false;
+
+static void CUPTIAPI on_api(void*, CUpti_CallbackDomain d, CUpti_CallbackId cbid, const void* data) {
+  if (graph_events && d == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == 514 || cbid == 515))
+    ev::on_launch(cbid, static_cast<const CUpti_CallbackData*>(data));
+}
+
 static void* graph_off(void* arg) {
   usleep(static_cast<useconds_t>(reinterpret_cast<uintptr_t>(arg)) * 1000);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
@@ -94,6 +222,19 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (noop && atoi(noop) > 0) return 1;
   const char* k = getenv("GS_FLOOR_KINDS");
   if (!k) k = "all";
+  const char* pin = getenv("GS_FLOOR_PINNED");
+  if (pin && atoi(pin) > 0) {
+    uint8_t one = 1;
+    size_t sz = sizeof one;
+    CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
+    if (r != CUPTI_SUCCESS) fprintf(stderr, "floor_inject: pinned buffers refused (%d)\n", (int)r);
+  }
+  const char* dev = getenv("GS_FLOOR_DEVBUF_KB");
+  if (dev && atoi(dev) > 0) {
+    size_t v = static_cast<size_t>(atoi(dev)) * 1024, sz = sizeof v;
+    CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v);
+    if (r != CUPTI_SUCCESS) fprintf(stderr, "floor_inject: device buffer size refused (%d)\n", (int)r);
+  }
   cuptiActivityRegisterCallbacks(req, done);
   struct {
     const char* name;
@@ -104,22 +245,30 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
                {"graph", CUPTI_ACTIVITY_KIND_GRAPH_TRACE}};
   for (auto& kk : kinds)
     if (wants(k, kk.name)) cuptiActivityEnable(kk.kind);
+  const char* ge = getenv("GS_FLOOR_GRAPH_EVENTS");
+  graph_events = ge && atoi(ge) > 0 && ev::load();
   const char* cb = getenv("GS_FLOOR_CALLBACKS");
-  if (cb && *cb) {
+  if ((cb && *cb) || graph_events) {
     CUpti_SubscriberHandle sub;
-    bool rt = strcmp(cb, "driver") != 0, drv = strcmp(cb, "runtime") != 0;
-    if (cuptiSubscribe(&sub, nothing, nullptr) == CUPTI_SUCCESS) {
+    bool rt = cb && *cb && strcmp(cb, "driver") != 0, drv = cb && *cb && strcmp(cb, "runtime") != 0;
+    if (cuptiSubscribe(&sub, graph_events ? on_api : nothing, nullptr) == CUPTI_SUCCESS) {
       if (rt)
         for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
       if (drv)
         for (unsigned id : kDriver) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
       const char* gl = getenv("GS_FLOOR_GRAPH_LAUNCH");
-      if (gl && atoi(gl) > 0)
+      if ((gl && atoi(gl) > 0) || graph_events)
         for (unsigned id : {514u, 515u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
       const char* kl = getenv("GS_FLOOR_KERNEL_LAUNCH");
       if (kl && atoi(kl) > 0)
         for (unsigned id : {307u, 442u, 652u, 653u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
+  }
+  if (graph_events) {
+    pthread_t th;
+    if (pthread_create(&th, nullptr, ev::poll, nullptr) == 0) pthread_detach(th);
+    const char* rep = getenv("GS_FLOOR_REPORT");
+    if (rep && atoi(rep) > 0) atexit(ev::report);
   }
   const char* off = getenv("GS_FLOOR_GRAPH_OFF_MS");
   if (off && atoi(off) > 0) {

@@ -68,7 +68,7 @@ DRIVER = textwrap.dedent(r"""
         "fake_cupti_memset_record": ([U32, U64, U64, U32], I), "fake_cupti_graph_records": ([U32, I, U64, U32], None),
         "fake_cupti_callback_enabled": ([I, I], I), "fake_cupti_enable_count": ([I], I),
         "fake_cupti_refuse_api_callbacks": ([I], None), "fake_cupti_clone": ([P, U32, P], None),
-        "fake_cupti_threads": ([I, I, I, P, P], None),
+        "fake_cupti_threads": ([I, I, I, P, P], None), "fake_cupti_host_pinned": ([], I),
     }
     for name, (args, res) in sigs.items():
         f = getattr(fake, name)
@@ -145,6 +145,15 @@ def frames(store, name, **tags):
 
 def total(store, name, **tags):
     return sum(s.total for s in store.lookup(name, "counter", tags))
+
+
+@pytest.mark.parametrize("value,want", [(None, -1), ("0", -1), ("1", 1)])
+def test_pinned_buffers_are_asked_of_cupti_only_when_set(libs, value, want):
+    env = {} if value is None else {"GRAPHSIGNAL_CUPTI_PINNED": value}
+    out, store, _ = run_child(libs, [["kernels", "k", 0, 3, 10], ["call", "host_pinned"]], **env)
+    assert out["init"] == 1
+    assert out["returns"] == [want]  # -1: the attribute was never set, CUPTI keeps its default
+    assert frames(store, "cuda_kernels_nanoseconds") == {"k": (30, 3)}  # collection unchanged
 
 
 def test_every_record_arrives_through_buffers_and_the_exit_flush(libs):

@@ -30,7 +30,7 @@ def refusals(libs, values):  # noqa: F811
 
 def test_the_variables_checked_are_the_librarys():
     assert CUPTI == ["GRAPHSIGNAL_CUPTI_CALLBACKS", "GRAPHSIGNAL_CUPTI_FLUSH_MS", "GRAPHSIGNAL_CUPTI_HANDOFF",
-                     "GRAPHSIGNAL_CUPTI_MAX_BUFFERS", "GRAPHSIGNAL_CUPTI_SAMPLE_MS",
+                     "GRAPHSIGNAL_CUPTI_MAX_BUFFERS", "GRAPHSIGNAL_CUPTI_PINNED", "GRAPHSIGNAL_CUPTI_SAMPLE_MS",
                      "GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS"]
 
 

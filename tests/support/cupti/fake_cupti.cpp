@@ -47,6 +47,7 @@ size_t refused = 0;
 std::deque<std::string> names;
 std::map<int, int> enables;  // activity kind -> times enabled
 bool refuse_api_callbacks = false;
+int host_pinned = -1;  // CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED as set (-1: never)
 std::atomic<bool> api_enabled[3][1024];  // [domain][cbid], read lock-free on every fake API call
 
 size_t align8(size_t n) { return (n + 7) & ~static_cast<size_t>(7); }
@@ -116,6 +117,16 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
   request_fn = req;
   complete_fn = comp;
   return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
+  std::lock_guard<std::mutex> g(mu);
+  if (!size || !value) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (attr == CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED && *size == sizeof(uint8_t)) {
+    host_pinned = *static_cast<uint8_t*>(value);
+    return CUPTI_SUCCESS;
+  }
+  return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
@@ -197,6 +208,11 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size
 FAKE_API int fake_cupti_enabled(int kind) {
   std::lock_guard<std::mutex> g(mu);
   return enabled.count(kind) ? 1 : 0;
+}
+
+FAKE_API int fake_cupti_host_pinned() {
+  std::lock_guard<std::mutex> g(mu);
+  return host_pinned;
 }
 
 FAKE_API void fake_cupti_create_context(uint32_t context_id, uint32_t device) {
