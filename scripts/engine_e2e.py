@@ -34,7 +34,11 @@ as soon as it is measured; after each repetition of a client count, a
 "ratios" line (every mode's tokens/s over that repetition's bare run); at
 the end one summary line per (mode, clients): ratio_to_bare, the median
 over repetitions of each repetition's ratio, with ratio_min, ratio_max,
-spread_points and every ratio (rep_ratios), and medians of tokens/s and
+spread_points and every ratio (rep_ratios), a 95 % interval
+(ratio_ci95, around ratio_geomean, from the spread of the ratios; with
+reps_for_1_point, the repetitions a 1-point interval would need at that
+spread: on the H200 single ratios spread 8-20 points, so 5 repetitions
+cannot tell 0.99 from 0.95), and medians of tokens/s and
 latency; and the same statistic of the server's own decode speed
 (decode_ratio_to_bare: each request's timings.predicted_n over its
 timings.predicted_ms, for the requests that ended in the window: the
@@ -152,6 +156,7 @@ one call, all six modes at once: --modes bare,bare2,graph,node,baseline,anchor.
 import argparse
 import http.client
 import json
+import math
 import os
 import shlex
 import shutil
@@ -193,6 +198,29 @@ def percentile(values, q):
 def median(values):
     v = [x for x in values if x is not None]
     return statistics.median(v) if v else None
+
+
+# Student's t, two-sided 95 %, by degrees of freedom (1-30); 1.96 beyond.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ratio_interval(ratios):
+    """What repetitions' ratios say about the true ratio: {ratio_geomean,
+    ratio_ci95: [low, high] (a t interval on the ratios' logarithms: a cost
+    is a factor), reps_for_1_point: the repetitions at which the interval's
+    half-width would come to about 1 point at this spread}; {} for fewer
+    than 2 ratios. On a noisy host, the interval says whether a
+    difference of a few points was measured at all."""
+    logs = [math.log(r) for r in ratios if r is not None and r > 0]
+    n = len(logs)
+    if n < 2:
+        return {}
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = (_T975[n - 2] if n - 1 <= len(_T975) else 1.96) * sd / math.sqrt(n)
+    return {"ratio_geomean": round(math.exp(mean), 4),
+            "ratio_ci95": [round(math.exp(mean - half), 4), round(math.exp(mean + half), 4)],
+            "reps_for_1_point": max(2, math.ceil((1.96 * sd / 0.01) ** 2))}
 
 
 def free_port():
@@ -812,6 +840,8 @@ def summarize(lines, ratios, modes, clients_list, decode_ratios=()):
                  "latency_p90_s": median([x.get("latency_p90_s") for x in pts])}
             if rs:
                 s["spread_points"] = round(100.0 * (max(rs) - min(rs)), 2)
+                if not mode.bare or mode.name != ref:
+                    s.update(ratio_interval(rs))
             ds = [r[mode.name] for _, c, r in decode_ratios if c == clients and r.get(mode.name) is not None]
             if ds:
                 s.update(decode_ratio_to_bare=median(ds), decode_rep_ratios=ds,

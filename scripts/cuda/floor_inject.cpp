@@ -27,11 +27,14 @@
 // callbacks), read back by a thread every 50 ms: the floor of exact graph
 // GPU time without CUPTI's graph tracing. With GS_FLOOR_REPORT=1 the
 // injection prints at exit how many replays the events timed and their
-// mean GPU time. Built by scripts/bench_percall.py and
+// mean GPU time. GS_FLOOR_NO_ACTIVITY=1: CUPTI's activity API is never
+// touched (no buffer callbacks registered, no kind enabled): with
+// GS_FLOOR_CALLBACKS, the floor of a collection by API callbacks alone;
+// with GS_FLOOR_CALLBACKS=none, a subscriber with no callback enabled. Built by scripts/bench_percall.py and
 // scripts/build_floor_inject.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
-//   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime
+//   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime | none (subscribed, nothing enabled)
 #include <cupti.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -235,7 +238,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v);
     if (r != CUPTI_SUCCESS) fprintf(stderr, "floor_inject: device buffer size refused (%d)\n", (int)r);
   }
-  cuptiActivityRegisterCallbacks(req, done);
+  const char* na = getenv("GS_FLOOR_NO_ACTIVITY");
+  bool activity = !(na && atoi(na) > 0);
+  if (activity) cuptiActivityRegisterCallbacks(req, done);
   struct {
     const char* name;
     CUpti_ActivityKind kind;
@@ -244,13 +249,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
                {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},    {"context", CUPTI_ACTIVITY_KIND_CONTEXT},
                {"graph", CUPTI_ACTIVITY_KIND_GRAPH_TRACE}};
   for (auto& kk : kinds)
-    if (wants(k, kk.name)) cuptiActivityEnable(kk.kind);
+    if (activity && wants(k, kk.name)) cuptiActivityEnable(kk.kind);
   const char* ge = getenv("GS_FLOOR_GRAPH_EVENTS");
   graph_events = ge && atoi(ge) > 0 && ev::load();
   const char* cb = getenv("GS_FLOOR_CALLBACKS");
   if ((cb && *cb) || graph_events) {
     CUpti_SubscriberHandle sub;
-    bool rt = cb && *cb && strcmp(cb, "driver") != 0, drv = cb && *cb && strcmp(cb, "runtime") != 0;
+    bool any = cb && *cb && strcmp(cb, "none") != 0;
+    bool rt = any && strcmp(cb, "driver") != 0, drv = any && strcmp(cb, "runtime") != 0;
     if (cuptiSubscribe(&sub, graph_events ? on_api : nothing, nullptr) == CUPTI_SUCCESS) {
       if (rt)
         for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);

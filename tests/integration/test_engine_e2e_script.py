@@ -150,7 +150,38 @@ def test_run_commands_bare2_and_the_ratio_statistic(tmp_path):
         assert s["rep_ratios"] == rs and s["ratio_reps"] == 2 and s["ratio_to"] == "bare"
         assert s["ratio_to_bare"] == sum(rs) / 2 and s["ratio_min"] == min(rs) and s["ratio_max"] == max(rs)
         assert s["spread_points"] == round(100 * (max(rs) - min(rs)), 2)
+        if m == "bare":
+            assert "ratio_ci95" not in s  # the reference's ratios are 1 by definition
+        else:
+            lo, hi = s["ratio_ci95"]
+            assert lo <= s["ratio_geomean"] <= hi and s["reps_for_1_point"] >= 2
     assert summaries["ext"]["engine_seen"] == 2
+
+
+def test_the_interval_of_a_ratio_is_a_t_interval_on_its_logarithms():
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    try:
+        import engine_e2e
+    finally:
+        sys.path.pop(0)
+    import math
+    import statistics
+    rs = [0.9, 1.0, 1.1]
+    logs = [math.log(r) for r in rs]
+    m, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = 4.303 * sd / math.sqrt(3)  # t(0.975, 2 degrees of freedom), from a printed table
+    got = engine_e2e.ratio_interval(rs)
+    assert got["ratio_geomean"] == round(math.exp(m), 4)
+    assert got["ratio_ci95"] == [round(math.exp(m - half), 4), round(math.exp(m + half), 4)]
+    assert got["reps_for_1_point"] == math.ceil((1.96 * sd / 0.01) ** 2)  # about 385: 10 points apart is noisy
+    # more repetitions at the same spread: a narrower interval
+    wide, narrow = got["ratio_ci95"], engine_e2e.ratio_interval(rs * 4)["ratio_ci95"]
+    assert narrow[0] > wide[0] and narrow[1] < wide[1]
+    assert engine_e2e.ratio_interval([0.95]) == {} and engine_e2e.ratio_interval([]) == {}
+    # 5 repetitions of the default mode on the H200 (tiny model, 1 client, this session): the interval
+    # holds neither 0.99 nor 0.85, and a 1-point answer needs about a hundred repetitions
+    h200 = engine_e2e.ratio_interval([0.9383, 0.8857, 0.9873, 0.9219, 0.8654])
+    assert 0.85 < h200["ratio_ci95"][0] < h200["ratio_ci95"][1] < 0.99 and 80 < h200["reps_for_1_point"] < 120
 
 
 def test_a_tool_without_the_engine_costs_the_scrape_timeout_and_a_deadline_ends_the_run(tmp_path):

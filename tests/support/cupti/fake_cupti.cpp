@@ -210,6 +210,18 @@ FAKE_API int fake_cupti_enabled(int kind) {
   return enabled.count(kind) ? 1 : 0;
 }
 
+// Whether buffer callbacks were registered (CUPTI's activity API taken
+// up) and whether anyone subscribed to the callback API.
+FAKE_API int fake_cupti_registered() {
+  std::lock_guard<std::mutex> g(mu);
+  return request_fn != nullptr ? 1 : 0;
+}
+
+FAKE_API int fake_cupti_subscribed() {
+  std::lock_guard<std::mutex> g(mu);
+  return subscriber_fn != nullptr ? 1 : 0;
+}
+
 FAKE_API int fake_cupti_host_pinned() {
   std::lock_guard<std::mutex> g(mu);
   return host_pinned;

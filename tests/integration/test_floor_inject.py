@@ -1,0 +1,93 @@
+"""The CUPTI floor injection (scripts/cuda/floor_inject.cpp) that
+scripts/engine_e2e.py's ablation modes run, built against the stand-in
+libcupti: each mode takes up exactly the part of CUPTI it names, since
+every "CUPTI costs X" in the notes and SKILL.md rests on these modes.
+
+Skips where no C++ compiler or CUPTI/CUDA headers are found."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_cupti_collector import ROOT, libs  # noqa: F401  # libs: the fixture (the stand-in libcupti), built once
+
+sys.path.insert(0, os.path.join(ROOT, "csrc"))
+import cupti_build  # noqa: E402
+
+CONCURRENT_KERNEL, CONTEXT, GRAPH_TRACE = 10, 9, 51
+SYNC_CBID, GRAPH_LAUNCH_CBID = 126, 514  # driver API ids (domain 1)
+
+CHILD = textwrap.dedent(r"""
+    import ctypes, json, sys
+    fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+    floor = ctypes.CDLL(sys.argv[2])
+    out = {"init": floor.InitializeInjection()}
+    out["enabled"] = [k for k in range(64) if fake.fake_cupti_enabled(k)]
+    out["registered"] = fake.fake_cupti_registered()
+    out["subscribed"] = fake.fake_cupti_subscribed()
+    out["pinned"] = fake.fake_cupti_host_pinned()
+    out["callbacks"] = [c for c in (126, 514, 515, 307) if fake.fake_cupti_callback_enabled(1, c)]
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def floor(libs):  # noqa: F811
+    fake, _ = libs
+    sets = cupti_build.find_header_sets()
+    hs = cupti_build.pick(sets, 13, need_lib=False) or cupti_build.pick(sets, 12, need_lib=False)
+    out = os.path.join(os.path.dirname(fake), "libfloor_inject.so")
+    subprocess.run(cupti_build.compiler() + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I",
+                                             hs.cuda_include, "-idirafter", cupti_build.COMPAT,
+                                             os.path.join(ROOT, "scripts", "cuda", "floor_inject.cpp"), fake,
+                                             "-pthread", "-o", out], check=True)
+    return fake, out
+
+
+def run(floor, **env):
+    fake, lib = floor
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("GS_FLOOR_", "GRAPHSIGNAL_"))}
+    e.update(env)
+    p = subprocess.run([sys.executable, "-c", CHILD, fake, lib], env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_the_default_collections_kinds_and_callbacks(floor):
+    got = run(floor, GS_FLOOR_KINDS="kernel,graph,context", GS_FLOOR_CALLBACKS="driver")
+    assert got["init"] == 1 and got["registered"] == 1 and got["subscribed"] == 1
+    assert got["enabled"] == [CONTEXT, CONCURRENT_KERNEL, GRAPH_TRACE]
+    assert SYNC_CBID in got["callbacks"] and GRAPH_LAUNCH_CBID not in got["callbacks"]
+    assert got["pinned"] == -1  # CUPTI's own buffer placement unless asked
+
+
+def test_registered_and_nothing_else(floor):
+    # cupti-none: the activity API taken up (buffer callbacks), no kind, no subscriber
+    got = run(floor, GS_FLOOR_KINDS="")
+    assert (got["registered"], got["enabled"], got["subscribed"], got["callbacks"]) == (1, [], 0, [])
+
+
+def test_callbacks_without_the_activity_api(floor):
+    got = run(floor, GS_FLOOR_NO_ACTIVITY="1", GS_FLOOR_KINDS="all", GS_FLOOR_CALLBACKS="driver")
+    assert (got["registered"], got["enabled"], got["subscribed"]) == (0, [], 1)
+    assert SYNC_CBID in got["callbacks"]
+    got = run(floor, GS_FLOOR_NO_ACTIVITY="1", GS_FLOOR_CALLBACKS="none")
+    assert (got["registered"], got["enabled"], got["subscribed"], got["callbacks"]) == (0, [], 1, [])
+
+
+def test_noop_touches_nothing_and_pinned_is_passed_on(floor):
+    got = run(floor, GS_FLOOR_NOOP="1", GS_FLOOR_KINDS="all", GS_FLOOR_CALLBACKS="1")
+    assert (got["init"], got["registered"], got["enabled"], got["subscribed"]) == (1, 0, [], 0)
+    got = run(floor, GS_FLOOR_KINDS="kernel", GS_FLOOR_PINNED="1")
+    assert got["pinned"] == 1 and got["enabled"] == [CONCURRENT_KERNEL]
+
+
+def test_graph_launch_callbacks_and_events_without_a_driver(floor):
+    got = run(floor, GS_FLOOR_KINDS="context", GS_FLOOR_CALLBACKS="driver", GS_FLOOR_GRAPH_LAUNCH="1")
+    assert GRAPH_LAUNCH_CBID in got["callbacks"] and 515 in got["callbacks"]
+    # graph events need libcuda loaded; without it the mode is off and nothing breaks
+    got = run(floor, GS_FLOOR_KINDS="context", GS_FLOOR_GRAPH_EVENTS="1", GS_FLOOR_REPORT="1")
+    assert got["init"] == 1 and got["enabled"] == [CONTEXT] and got["callbacks"] == []
