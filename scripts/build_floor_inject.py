@@ -29,6 +29,23 @@ GS_FLOOR_REPORT=1 printing the replays timed and their mean at exit):
   --run cupti-graphev="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=context GS_FLOOR_CALLBACKS=driver \\
                          GS_FLOOR_GRAPH_EVENTS=1"
 
+Where the cost starts (H200, driver 580, llama-server, tiny model, 1 and
+4 clients, 5 repetitions per mode): every mode that takes up CUPTI's
+activity API, even with no kind enabled, read 0.92 of bare pooled over 70
+repetitions (95 % interval 0.905-0.936); `cupti-kernel` alone 0.68 and
+0.79; modes without CUPTI 1.015 (1.000-1.030):
+
+  --run cupti-none="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS="
+      buffer callbacks registered, no kind enabled, no subscriber
+  --run noop="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_NOOP=1"
+      libcupti loaded, never called
+
+and whether callbacks alone, without the activity API, escape it:
+
+  --run cupti-sub="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_NO_ACTIVITY=1 GS_FLOOR_CALLBACKS=none"
+  --run cupti-subcb="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_NO_ACTIVITY=1 GS_FLOOR_CALLBACKS=driver \\
+                     GS_FLOOR_GRAPH_LAUNCH=1 GS_FLOOR_KERNEL_LAUNCH=1"
+
   python scripts/build_floor_inject.py [--major 13]
 """
 import argparse
