@@ -30,10 +30,14 @@
 // mean GPU time. GS_FLOOR_NO_ACTIVITY=1: CUPTI's activity API is never
 // touched (no buffer callbacks registered, no kind enabled): with
 // GS_FLOOR_CALLBACKS, the floor of a collection by API callbacks alone;
-// with GS_FLOOR_CALLBACKS=none, a subscriber with no callback enabled. Built by scripts/bench_percall.py and
+// with GS_FLOOR_CALLBACKS=none, a subscriber with no callback enabled.
+// GS_FLOOR_REPORT=1 also reads the buffers (not a floor then: a
+// diagnosis) and prints at exit the records CUPTI wrote by kind, and with
+// the kind "overhead" enabled, CUPTI's own overhead records (buffer
+// flushes, instrumentation, resources, ...) summed by overhead kind. Built by scripts/bench_percall.py and
 // scripts/build_floor_inject.py.
 //
-//   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph   (or "all", or "")
+//   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph,overhead   (or "all", or "")
 //   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime | none (subscribed, nothing enabled)
 #include <cupti.h>
 #include <dlfcn.h>
@@ -64,15 +68,50 @@ static void CUPTIAPI req(uint8_t** b, size_t* s, size_t* m) {
   *m = 0;
 }
 
-static void CUPTIAPI done(CUcontext, uint32_t, uint8_t* b, size_t, size_t) {
+static bool reading = false;  // GS_FLOOR_REPORT: buffers are read, records counted
+static uint64_t by_kind[64];
+static std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> overheads;  // kind -> (count, ns)
+
+static void CUPTIAPI done(CUcontext, uint32_t, uint8_t* b, size_t, size_t valid) {
   std::lock_guard<std::mutex> g(mu);
-  free_list.push_back(b);
+  if (reading && b) {
+    CUpti_Activity* r = nullptr;
+    while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) {
+      by_kind[static_cast<unsigned>(r->kind) & 63]++;
+      if (r->kind != CUPTI_ACTIVITY_KIND_OVERHEAD) continue;
+      const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(r);
+      uint32_t k = static_cast<uint32_t>(o->overheadKind);
+      uint64_t ns = o->end > o->start ? o->end - o->start : 0;
+      bool found = false;
+      for (auto& e : overheads)
+        if (e.first == k) {
+          e.second.first++;
+          e.second.second += ns;
+          found = true;
+        }
+      if (!found) overheads.push_back({k, {1, ns}});
+      free(o->overheadData);  // CUPTI hands it over
+    }
+  }
+  if (b) free_list.push_back(b);
+}
+
+static void report_records() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> g(mu);
+  fprintf(stderr, "floor_inject: records by kind:");
+  for (int k = 0; k < 64; k++)
+    if (by_kind[k]) fprintf(stderr, " %d=%llu", k, (unsigned long long)by_kind[k]);
+  fprintf(stderr, "\n");
+  for (auto& e : overheads)
+    fprintf(stderr, "floor_inject: CUPTI overhead kind 0x%x: %llu records, %.3f ms\n", e.first,
+            (unsigned long long)e.second.first, e.second.second / 1e6);
 }
 
 static void CUPTIAPI nothing(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 static bool wants(const char* kinds, const char* kind) {
-  if (!strcmp(kinds, "all")) return true;
+  if (!strcmp(kinds, "all")) return strcmp(kind, "overhead") != 0;  // "all": what a tool collects, not the diagnosis
   size_t n = strlen(kind);
   for (const char* p = kinds; (p = strstr(p, kind)); p += n)
     if ((p == kinds || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
@@ -240,14 +279,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   }
   const char* na = getenv("GS_FLOOR_NO_ACTIVITY");
   bool activity = !(na && atoi(na) > 0);
+  const char* report = getenv("GS_FLOOR_REPORT");
+  reading = activity && report && atoi(report) > 0;
   if (activity) cuptiActivityRegisterCallbacks(req, done);
+  if (reading) atexit(report_records);
   struct {
     const char* name;
     CUpti_ActivityKind kind;
   } kinds[] = {{"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
                {"memcpy2", CUPTI_ACTIVITY_KIND_MEMCPY2},         {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
                {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},    {"context", CUPTI_ACTIVITY_KIND_CONTEXT},
-               {"graph", CUPTI_ACTIVITY_KIND_GRAPH_TRACE}};
+               {"graph", CUPTI_ACTIVITY_KIND_GRAPH_TRACE},
+               {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD}};
   for (auto& kk : kinds)
     if (activity && wants(k, kk.name)) cuptiActivityEnable(kk.kind);
   const char* ge = getenv("GS_FLOOR_GRAPH_EVENTS");

@@ -17,7 +17,7 @@ from test_cupti_collector import ROOT, libs  # noqa: F401  # libs: the fixture (
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
 import cupti_build  # noqa: E402
 
-CONCURRENT_KERNEL, CONTEXT, GRAPH_TRACE = 10, 9, 51
+CONCURRENT_KERNEL, CONTEXT, GRAPH_TRACE, OVERHEAD = 10, 9, 51, 17
 SYNC_CBID, GRAPH_LAUNCH_CBID = 126, 514  # driver API ids (domain 1)
 
 CHILD = textwrap.dedent(r"""
@@ -30,7 +30,10 @@ CHILD = textwrap.dedent(r"""
     out["subscribed"] = fake.fake_cupti_subscribed()
     out["pinned"] = fake.fake_cupti_host_pinned()
     out["callbacks"] = [c for c in (126, 514, 515, 307) if fake.fake_cupti_callback_enabled(1, c)]
-    print(json.dumps(out))
+    if len(sys.argv) > 3:  # kernel records for the buffers: ["name", count]
+        fake.fake_cupti_kernels.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint64]
+        fake.fake_cupti_kernels(sys.argv[3].encode(), 0, int(sys.argv[4]), 100)
+    print(json.dumps(out), flush=True)
 """)
 
 
@@ -47,12 +50,15 @@ def floor(libs):  # noqa: F811
     return fake, out
 
 
-def run(floor, **env):
+def run(floor, kernels=(), stderr=None, **env):
     fake, lib = floor
     e = {k: v for k, v in os.environ.items() if not k.startswith(("GS_FLOOR_", "GRAPHSIGNAL_"))}
     e.update(env)
-    p = subprocess.run([sys.executable, "-c", CHILD, fake, lib], env=e, capture_output=True, text=True, timeout=60)
+    p = subprocess.run([sys.executable, "-c", CHILD, fake, lib] + [str(x) for x in kernels], env=e,
+                       capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+    if stderr is not None:
+        stderr.append(p.stderr)
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -91,3 +97,15 @@ def test_graph_launch_callbacks_and_events_without_a_driver(floor):
     # graph events need libcuda loaded; without it the mode is off and nothing breaks
     got = run(floor, GS_FLOOR_KINDS="context", GS_FLOOR_GRAPH_EVENTS="1", GS_FLOOR_REPORT="1")
     assert got["init"] == 1 and got["enabled"] == [CONTEXT] and got["callbacks"] == []
+
+
+def test_all_is_what_a_tool_collects_and_the_report_counts_records_by_kind(floor):
+    every = run(floor, GS_FLOOR_KINDS="all")["enabled"]
+    assert CONCURRENT_KERNEL in every and GRAPH_TRACE in every and OVERHEAD not in every
+    assert OVERHEAD in run(floor, GS_FLOOR_KINDS="kernel,overhead")["enabled"]
+    err = []
+    run(floor, kernels=("k", 7), stderr=err, GS_FLOOR_KINDS="kernel", GS_FLOOR_REPORT="1")
+    assert "floor_inject: records by kind: %d=7\n" % CONCURRENT_KERNEL in err[0]
+    err = []
+    run(floor, kernels=("k", 7), stderr=err, GS_FLOOR_KINDS="kernel")  # a floor reads nothing
+    assert "records by kind" not in err[0]
