@@ -17,25 +17,29 @@
 // injection that only stands in for graphsignal's, so that graphsignal-run
 // (which leaves a CUDA_INJECTION64_PATH the user set alone) runs its
 // sidecar, telemetry and engine scrape with no CUPTI cost (engine_e2e.py's
-// ablation modes). GS_FLOOR_PINNED=1: CUPTI keeps its profiling buffers
-// in pinned host memory (CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED)
-// instead of device memory, its default since CUDA 12.0.
-// GS_FLOOR_DEVBUF_KB=N: CUPTI's device buffer size
-// (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE). GS_FLOOR_GRAPH_EVENTS=1: every
-// driver graph launch (cuGraphLaunch, _ptsz) is timed on the GPU by a CUDA
-// event pair recorded on its stream around the launch (from the launch
-// callbacks), read back by a thread every 50 ms: the floor of exact graph
-// GPU time without CUPTI's graph tracing. With GS_FLOOR_REPORT=1 the
-// injection prints at exit how many replays the events timed and their
-// mean GPU time. GS_FLOOR_NO_ACTIVITY=1: CUPTI's activity API is never
-// touched (no buffer callbacks registered, no kind enabled): with
-// GS_FLOOR_CALLBACKS, the floor of a collection by API callbacks alone;
-// with GS_FLOOR_CALLBACKS=none, a subscriber with no callback enabled.
-// GS_FLOOR_REPORT=1 also reads the buffers (not a floor then: a
-// diagnosis) and prints at exit the records CUPTI wrote by kind, and with
-// the kind "overhead" enabled, CUPTI's own overhead records (buffer
-// flushes, instrumentation, resources, ...) summed by overhead kind. Built by scripts/bench_percall.py and
-// scripts/build_floor_inject.py.
+// ablation modes).
+//
+// GS_FLOOR_PINNED=1: CUPTI keeps its profiling buffers in pinned host memory
+// (CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED) instead of device
+// memory, its default since CUDA 12.0. GS_FLOOR_DEVBUF_KB=N: CUPTI's device
+// buffer size (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE).
+// GS_FLOOR_GRAPH_EVENTS=1: every driver graph launch (cuGraphLaunch, _ptsz)
+// is timed by a CUDA event pair recorded on its stream from the launch
+// callbacks, read back by a thread every 50 ms: what timing graphs without
+// CUPTI's graph tracing costs. (On the H200 the span was not the replay's
+// GPU time: it includes the stream's wait for the host to submit the
+// graph, 570 us against CUPTI's 347 us per replay of llama.cpp's decode.)
+// GS_FLOOR_NO_ACTIVITY=1: CUPTI's activity API is never touched (no buffer
+// callbacks registered, no kind enabled): with GS_FLOOR_CALLBACKS, the
+// floor of a collection by API callbacks alone; with
+// GS_FLOOR_CALLBACKS=none, a subscriber with no callback enabled.
+// GS_FLOOR_REPORT=1 reads the buffers (a diagnosis then, not a floor) and
+// prints at exit the records CUPTI wrote by kind and, with the kind
+// "overhead" enabled, CUPTI's own overhead records (buffer flushes,
+// instrumentation, resources, ...) summed by overhead kind; with graph
+// events, the replays they timed and their mean span.
+//
+// Built by scripts/bench_percall.py and scripts/build_floor_inject.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph,overhead   (or "all", or "")
 //   GS_FLOOR_CALLBACKS=1 (both API domains) | driver | runtime | none (subscribed, nothing enabled)
@@ -151,7 +155,8 @@ static std::deque<Pair> pending;
 static std::atomic<CUcontext> ctx{nullptr};
 static thread_local Pair open_pair{nullptr, nullptr};
 static thread_local bool open_ok = false;
-static uint64_t timed = 0, failed = 0;
+static uint64_t timed = 0;
+static std::atomic<uint64_t> failed{0};
 static double total_ms = 0;
 
 static bool load() {
@@ -231,8 +236,8 @@ static void* poll(void*) {
 
 static void report() {
   std::lock_guard<std::mutex> g(mu);
-  fprintf(stderr, "floor_inject: graph events timed %llu replays, mean %.3f us, %llu failed, %zu pending\n",
-          (unsigned long long)timed, timed ? total_ms * 1000.0 / timed : 0.0, (unsigned long long)failed,
+  fprintf(stderr, "floor_inject: graph events timed %llu replays, mean span %.3f us, %llu failed, %zu pending\n",
+          (unsigned long long)timed, timed ? total_ms * 1000.0 / timed : 0.0, (unsigned long long)failed.load(),
           pending.size());
 }
 }  // namespace ev
