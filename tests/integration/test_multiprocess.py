@@ -27,20 +27,33 @@ def test_forked_writers_rings_are_found_drained_and_removed():
 
 
 TREE = textwrap.dedent(r"""
-    import subprocess, sys, time, urllib.request
+    import json, subprocess, sys, time, urllib.request
+    def signals():
+        try:
+            return json.loads(urllib.request.urlopen("http://127.0.0.1:%s/signals" % sys.argv[1], timeout=1).read())
+        except (OSError, ValueError):
+            return {}
+    def busy(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass  # keep one core busy: the last CPU reading taken is the one that stays
     # the sidecar starts after the workload: begin once its host source has
     # taken its first reading (the baseline of the CPU figures)
-    while True:
-        try:
-            if b"process_cpu_usage_percent" in urllib.request.urlopen(
-                    "http://127.0.0.1:%s/signals" % sys.argv[1], timeout=1).read():
-                break
-        except OSError:
-            pass
+    while not any(m["name"] == "process_cpu_usage_percent" for m in signals().get("metrics", ())):
         time.sleep(0.05)
-    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(3)"])
-    while child.poll() is None:
-        pass  # keep one core busy to the end: the last reading taken is the one that stays
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; x = bytearray(64 << 20); print(1, flush=True); "
+                              "time.sleep(60)"], stdout=subprocess.PIPE)
+    child.stdout.readline()  # its 64 MB are written
+    # until a reading of the grandchild holds them (one taken during the
+    # allocation reads less), at most 30 s: the test then sees what was shown
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(
+            m["name"] == "process_memory_usage_bytes" and m["tags"].get("process.pid") == str(child.pid)
+            and (m["stats"].get("value") or 0) > 60 << 20 for m in signals().get("metrics", ())):
+        busy(0.1)
+    child.kill()
+    child.wait()
+    busy(1.5)
     print(child.pid)
 """)
 
