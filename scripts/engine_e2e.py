@@ -840,7 +840,7 @@ def summarize(lines, ratios, modes, clients_list, decode_ratios=()):
                  "latency_p90_s": median([x.get("latency_p90_s") for x in pts])}
             if rs:
                 s["spread_points"] = round(100.0 * (max(rs) - min(rs)), 2)
-                if not mode.bare or mode.name != ref:
+                if mode.name != ref:  # the reference's ratios are 1 by definition
                     s.update(ratio_interval(rs))
             ds = [r[mode.name] for _, c, r in decode_ratios if c == clients and r.get(mode.name) is not None]
             if ds:
