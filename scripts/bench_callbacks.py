@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,7 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
-from benchutil import emit  # noqa: E402
+from benchutil import emit, work_dir  # noqa: E402
 
 OPS = {"sync": 0, "copy": 1, "memset": 2, "rt_copy": 3}
 CONFIGS = {"off": {"GRAPHSIGNAL_CUPTI_CALLBACKS": "0"}, "hybrid": {}, "nowrite": {"GRAPHSIGNAL_CUPTI_CB_WRITE": "0"},
@@ -66,9 +65,7 @@ def build():
     cxx = cupti_build.compiler()
     if hs is None or not cxx:
         raise SystemExit("no C++ compiler or CUPTI/CUDA headers here")
-    d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-callbacks-%d-%s" % (
-        os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
-    os.makedirs(d, exist_ok=True)
+    d = work_dir("callbacks-" + hashlib.sha1(ROOT.encode()).hexdigest()[:10])
     fake = os.path.join(d, "libcupti.so.%d" % hs.major)
     subprocess.run(cxx + ["-std=c++17", "-O2", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
                           "-I", cupti_build.SRC, "-idirafter", cupti_build.COMPAT,

@@ -36,7 +36,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
@@ -44,15 +43,14 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
 from bench_percall import compile_bench  # noqa: E402
-from benchutil import emit  # noqa: E402
+from benchutil import emit, work_dir  # noqa: E402
 
 RUNS = {"bare": ["--mode", "bare"], "cupti": ["--mode", "cupti"],
         "cupti-flush": ["--mode", "cupti", "--flush-on-toggle"]}
 
 
 def build(hs):
-    d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-graph-toggle-%d" % os.getuid())
-    os.makedirs(d, exist_ok=True)
+    d = work_dir("graph-toggle")
     libdir = os.path.dirname(hs.libcupti)
     # libcupti by its path (a wheel's has no unversioned name); nvcc hands a .so.N to the linker only so
     extra = ["-I", hs.cupti_include, "-I", os.path.join(ROOT, "csrc", "cupti"), "-Xlinker", hs.libcupti, "-ldl",

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 
-from benchutil import ROOT, compile_c, emit
+from benchutil import ROOT, compile_c, emit, work_dir
 
 RUN = [sys.executable, "-m", "graphsignal.cli.run"]
 CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
@@ -75,9 +75,7 @@ def gs_lines(stderr):
 
 def test_c(name):
     """A program of tests/support/c, compiled with -I include (the version under test)."""
-    out_dir = os.path.join(tempfile.gettempdir(), "graphsignal-bench-%d" % os.getuid())
-    os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, "t_" + os.path.splitext(name)[0])
+    out = os.path.join(work_dir("c"), "t_" + os.path.splitext(name)[0])
     src = os.path.join(ROOT, "tests", "support", "c", name)
     subprocess.run(["gcc", "-O2", "-I", os.path.join(ROOT, "include"), src, "-o", out, "-pthread"], check=True)
     return out
@@ -356,7 +354,7 @@ def case_small_shm(args):
 
 
 def case_ring_capacity(args):
-    src = os.path.join(tempfile.gettempdir(), "gs_bench_ring_capacity.c")
+    src = os.path.join(work_dir("c"), "ring_capacity.c")
     with open(src, "w") as f:
         f.write('#include <graphsignal/probe.h>\nint main(void) {\n'
                 '  graphsignal_probe_entry* e = graphsignal_probe_register("cap_total", GRAPHSIGNAL_COUNTER, NULL,'

@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,7 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
-from benchutil import emit  # noqa: E402
+from benchutil import emit, work_dir  # noqa: E402
 
 CONFIGS = ("bare", "ours", "ours:off")
 KINDS = ("push_pop_ns", "nested2_ns", "start_end_ns", "push_ex_ns", "mark_ns")
@@ -49,8 +48,7 @@ def build():
     inc, _ = cupti_build.find_nvtx_include(hs)
     if not inc:
         raise SystemExit("no NVTX headers (nvtx3/nvToolsExt.h) here")
-    d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-nvtx-%d" % os.getuid())
-    os.makedirs(d, exist_ok=True)
+    d = work_dir("nvtx")
     exe = os.path.join(d, "nvtx_bench")
     cxx = cupti_build.compiler() or ["g++"]
     subprocess.run(cxx + ["-O2", "-std=c++17", "-idirafter", inc, os.path.join(ROOT, "scripts", "c", "nvtx_bench.cpp"),

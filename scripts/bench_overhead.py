@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
-from benchutil import emit  # noqa: E402
+from benchutil import emit, work_dir  # noqa: E402
 from graphsignal.launch import injection as planner  # noqa: E402
 
 BENCH = os.path.join(ROOT, "scripts", "workloads", "bench.py")
@@ -91,8 +91,7 @@ def build_minimal(major):
     hs = cupti_build.pick(cupti_build.find_header_sets(), major)
     if hs is None:
         raise SystemExit("no CUDA %d CUPTI headers with libcupti to build the minimal injection" % major)
-    d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-%d" % os.getuid())
-    os.makedirs(d, exist_ok=True)
+    d = work_dir("overhead")
     src, out = os.path.join(d, "minimal_inject.cpp"), os.path.join(d, "libminimal_inject_cu%d.so" % major)
     with open(src, "w") as f:
         f.write(MINIMAL)

@@ -69,7 +69,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,6 +77,7 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
+import benchutil  # noqa: E402
 from benchutil import emit  # noqa: E402
 
 OPS = ("sync", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "memset", "graph1", "graph128", "kernel",
@@ -109,9 +109,7 @@ OURS_ENV = {
 
 
 def work_dir():
-    d = os.path.join(tempfile.gettempdir(), "graphsignal-bench-percall-%d" % os.getuid())
-    os.makedirs(d, exist_ok=True)
-    return d
+    return benchutil.work_dir("percall")
 
 
 def compile_bench(exe, cuda_include=None, source="percall_bench.cu", extra=("-lcuda", "-ldl")):

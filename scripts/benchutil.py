@@ -3,10 +3,22 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "include")
+
+
+def work_dir(name):
+    """$TMPDIR/graphsignal-<uid>/bench-<name>: the benchmarks' build folder,
+    made and checked as graphsignal's own temp folders are
+    (graphsignal.safefs.private_dir: ours, mode 0700, no symlink), since
+    what is built there is run, and a file another local user planted in a
+    predictable /tmp name would run as us."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from graphsignal import safefs
+
+    return safefs.private_dir("bench-" + name)
 
 
 def emit(**kv):
@@ -15,8 +27,7 @@ def emit(**kv):
 
 
 def compile_c(src, cxx=False, extra=()):
-    out_dir = os.path.join(tempfile.gettempdir(), "graphsignal-bench-%d" % os.getuid())
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = work_dir("c")
     path = os.path.join(ROOT, "scripts", "c", src)
     out = os.path.join(out_dir, os.path.splitext(src)[0])
     subprocess.run(["g++" if cxx else "gcc", "-O2", "-I", INCLUDE, path, "-o", out, "-pthread"] + list(extra),

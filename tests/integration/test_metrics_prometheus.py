@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -27,7 +26,7 @@ from graphsignal.sidecar.store import MetricStore
 from graphsignal.sources import prometheus
 from graphsignal.sources.gpu import GpuTelemetry
 from graphsignal.sources.nvml import Nvml, NvmlBackend
-from support.cbuild import build_cupti_shim
+from support.cbuild import build_cupti_shim, cache_dir
 from support.fakes.fake_nvml import FakeGpu, FakeNvml
 from support.gsrun import GS_RUN, free_port, get_json, quiet_env, wait_for
 
@@ -42,8 +41,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def shim():
-    path = build_cupti_shim(os.path.join(tempfile.gettempdir(), "graphsignal-test-cupti-%d" % os.getuid()),
-                            log=lambda m: sys.stderr.write(m + "\n"))
+    path = build_cupti_shim(cache_dir("cupti-shim"), log=lambda m: sys.stderr.write(m + "\n"))
     if path is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here (the CUPTI test shim cannot be built)")
     return path

@@ -4,7 +4,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(ROOT, "include")
@@ -17,9 +16,15 @@ SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp
 
 def cache_dir(name):
     """A build cache of this checkout: a binary built from another
-    checkout's headers (same machine, same uid) must never pass for current."""
-    return os.path.join(tempfile.gettempdir(), "graphsignal-test-%s-%d-%s" % (
-        name, os.getuid(), hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
+    checkout's headers (same machine, same uid) must never pass for current.
+    Made and checked as graphsignal's own temp folders are
+    (graphsignal.safefs.private_dir: $TMPDIR/graphsignal-<uid>/..., ours,
+    mode 0700, no symlink): what is built there is run, and a binary
+    another local user planted under a predictable /tmp name, newer than
+    its source, would pass for built and run as us."""
+    from graphsignal import safefs
+
+    return safefs.private_dir("test-%s-%s" % (name, hashlib.sha1(ROOT.encode()).hexdigest()[:10]))
 
 
 _BUILD = cache_dir("bin")
