@@ -30,11 +30,17 @@ KIND_CONCURRENT_KERNEL, KIND_SYNCHRONIZATION, KIND_GRAPH_TRACE = 10, 38, 51
 SYNC_STREAM, SYNC_CONTEXT = 3, 4
 
 
+def header_set():
+    """The CUPTI/CUDA headers the stand-in libcupti and the library are
+    built with (the newest major here), or None."""
+    sets = cupti_build.find_header_sets()
+    return cupti_build.pick(sets, 13, need_lib=False) or cupti_build.pick(sets, 12, need_lib=False)
+
+
 @pytest.fixture(scope="module")
 def libs():
     cxx = cupti_build.compiler()
-    sets = cupti_build.find_header_sets()
-    hs = cupti_build.pick(sets, 13, need_lib=False) or cupti_build.pick(sets, 12, need_lib=False)
+    hs = header_set()
     if not cxx or hs is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
     out = cache_dir("fake-cupti")

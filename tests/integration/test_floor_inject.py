@@ -12,10 +12,10 @@ import textwrap
 
 import pytest
 
-from test_cupti_collector import ROOT, libs  # noqa: F401  # libs: the fixture (the stand-in libcupti), built once
+from test_cupti_collector import ROOT, header_set, libs  # noqa: F401  # libs: the fixture (the stand-in libcupti)
 
-sys.path.insert(0, os.path.join(ROOT, "csrc"))
-import cupti_build  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from bench_percall import build_floor  # noqa: E402
 
 CONCURRENT_KERNEL, CONTEXT, GRAPH_TRACE, OVERHEAD = 10, 9, 51, 17
 SYNC_CBID, GRAPH_LAUNCH_CBID = 126, 514  # driver API ids (domain 1)
@@ -40,14 +40,8 @@ CHILD = textwrap.dedent(r"""
 @pytest.fixture(scope="module")
 def floor(libs):  # noqa: F811
     fake, _ = libs
-    sets = cupti_build.find_header_sets()
-    hs = cupti_build.pick(sets, 13, need_lib=False) or cupti_build.pick(sets, 12, need_lib=False)
-    out = os.path.join(os.path.dirname(fake), "libfloor_inject.so")
-    subprocess.run(cupti_build.compiler() + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I",
-                                             hs.cuda_include, "-idirafter", cupti_build.COMPAT,
-                                             os.path.join(ROOT, "scripts", "cuda", "floor_inject.cpp"), fake,
-                                             "-pthread", "-o", out], check=True)
-    return fake, out
+    # the benchmarks' own build of it (scripts/bench_percall.py), linked to the stand-in
+    return fake, build_floor(header_set()._replace(libcupti=fake), os.path.dirname(fake))
 
 
 def run(floor, kernels=(), stderr=None, **env):
