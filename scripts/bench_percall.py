@@ -26,6 +26,11 @@ run under
                     floor of counting eager kernels by callback
   floor:graph-off   floor:callbacks-driver with GRAPH_TRACE switched off
                     50 ms after start: the same state reached by switching
+  floor:none        CUPTI's activity API taken up (buffer callbacks
+                    registered), no kind enabled: what CUPTI costs by
+                    being attached at all
+  floor:sub         a callback subscriber with nothing enabled, the
+                    activity API never touched
   baseline          graphsignal's library built from --baseline (an older
                     checkout: "ours before")
   ours:activity     GRAPHSIGNAL_CUPTI_COLLECTION=activity
@@ -84,12 +89,13 @@ OPS = ("sync", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "mems
        "nvtx_pushpop", "nvtx_startend", "nvtx_kernel", "nvtx_kernel_outside")
 FLOOR_KIND = {"sync": "sync", "h2d_pinned": "memcpy", "h2d_pageable": "memcpy", "d2h_pinned": "memcpy",
               "d2h_pageable": "memcpy", "memset": "memset", "graph1": "graph", "graph128": "graph", "kernel": "kernel",
+              "graph128_sync": "graph", "kernel_sync": "kernel",
               "nvtx_pushpop": "kernel", "nvtx_startend": "kernel", "nvtx_kernel": "kernel",
               "nvtx_kernel_outside": "kernel"}
 ALL_KINDS = "kernel,memcpy,memcpy2,memset,sync,context,graph"
 CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync", "floor:graph", "floor:all",
            "floor:callbacks", "floor:callbacks-driver", "floor:toggled", "floor:graph-sampled", "floor:graph-off",
-           "floor:kernel-counted",
+           "floor:kernel-counted", "floor:none", "floor:sub",
            "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
            "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:node", "ours:node-activity",
            "ours:nvtx-off", "ours:nvtx-gpu")
@@ -191,6 +197,10 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
                 env["GS_FLOOR_GRAPH_LAUNCH"] = "1"
             if kind == "graph-off":
                 env["GS_FLOOR_GRAPH_OFF_MS"] = "50"
+        elif kind == "none":
+            env["GS_FLOOR_KINDS"] = ""  # the activity API taken up (buffer callbacks), no kind enabled
+        elif kind == "sub":
+            env.update(GS_FLOOR_NO_ACTIVITY="1", GS_FLOOR_CALLBACKS="none")  # a subscriber, nothing else
         else:
             env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
     elif config == "baseline" or config.startswith("ours:"):

@@ -39,6 +39,18 @@
 // instrumentation, resources, ...) summed by overhead kind; with graph
 // events, the replays they timed and their mean span.
 //
+// GS_FLOOR_DETACH_MS=N: CUPTI detaches itself from the process
+// (cuptiFinalize, called at the exit of a driver API call as CUPTI's header
+// recommends) N ms after the first driver graph launch, or after init when
+// the process launches no graph within 10 s: whether CUPTI's cost goes with
+// it. GS_FLOOR_CYCLE_MS=ON,OFF: attached for ON ms, detached for OFF ms,
+// over and over, each attach doing the whole setup again (kinds, buffer
+// callbacks, subscriber): what duty-cycled collection would cost; with
+// GS_FLOOR_REPORT, the graph and kernel records of every window, which
+// says whether a re-attached CUPTI still sees graphs instantiated before.
+// Both subscribe the driver callbacks of GS_FLOOR_CALLBACKS=driver and the
+// graph launch entry points (the detach needs an API exit to run in).
+//
 // Built by scripts/bench_percall.py and scripts/build_floor_inject.py.
 //
 //   GS_FLOOR_KINDS=kernel,memcpy,memcpy2,memset,sync,context,graph,overhead   (or "all", or "")
@@ -50,6 +62,7 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -244,9 +257,45 @@ static void report() {
 
 static bool graph_events = false;
 
+// Detach (GS_FLOOR_DETACH_MS, GS_FLOOR_CYCLE_MS): the thread that decides
+// asks, the next API exit on any thread carries it out.
+namespace det {
+static std::atomic<bool> requested{false}, attached{false};
+static std::atomic<int64_t> first_launch_ns{0};
+static std::mutex mu;
+static std::vector<std::pair<uint64_t, uint64_t>> windows;  // (graph, kernel) records per window
+static uint64_t graphs_before = 0, kernels_before = 0;
+static int on_ms = 0, off_ms = -1;  // off_ms < 0: detach once
+static int64_t detach_ns = 0, detach_max_ns = 0, attach_ns = 0, attach_max_ns = 0;  // time spent in each
+
+static int64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+static void at_exit_site(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  if (d != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_EXIT) return;
+  if ((cbid == 514 || cbid == 515) && first_launch_ns.load(std::memory_order_relaxed) == 0)
+    first_launch_ns.store(now_ns(), std::memory_order_relaxed);
+  if (!requested.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> g(mu, std::try_to_lock);  // never wait inside a callback: another thread detaches
+  if (!g.owns_lock() || !requested.load()) return;
+  int64_t t0 = now_ns();
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  cuptiFinalize();
+  int64_t t = now_ns() - t0;  // the workload's thread waited this long
+  detach_ns += t;
+  if (t > detach_max_ns) detach_max_ns = t;
+  requested.store(false);
+  attached.store(false);
+}
+}  // namespace det
+
 static void CUPTIAPI on_api(void*, CUpti_CallbackDomain d, CUpti_CallbackId cbid, const void* data) {
-  if (graph_events && d == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == 514 || cbid == 515))
-    ev::on_launch(cbid, static_cast<const CUpti_CallbackData*>(data));
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (graph_events && d == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == 514 || cbid == 515)) ev::on_launch(cbid, cb);
+  det::at_exit_site(d, cbid, cb);
 }
 
 static void* graph_off(void* arg) {
@@ -264,30 +313,27 @@ static void* toggle(void* arg) {
   return nullptr;
 }
 
-extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
-  const char* noop = getenv("GS_FLOOR_NOOP");
-  if (noop && atoi(noop) > 0) return 1;
-  const char* k = getenv("GS_FLOOR_KINDS");
-  if (!k) k = "all";
-  const char* pin = getenv("GS_FLOOR_PINNED");
-  if (pin && atoi(pin) > 0) {
+// The setup, done once at init and again at every re-attach (GS_FLOOR_CYCLE_MS).
+namespace cfg {
+static const char* kinds = "all";
+static bool pinned = false, activity = true, rt = false, drv = false, graph_launch = false, kernel_launch = false,
+            subscribe = false;
+static size_t devbuf = 0;
+}  // namespace cfg
+
+static void attach() {
+  if (cfg::pinned) {
     uint8_t one = 1;
     size_t sz = sizeof one;
     CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
     if (r != CUPTI_SUCCESS) fprintf(stderr, "floor_inject: pinned buffers refused (%d)\n", (int)r);
   }
-  const char* dev = getenv("GS_FLOOR_DEVBUF_KB");
-  if (dev && atoi(dev) > 0) {
-    size_t v = static_cast<size_t>(atoi(dev)) * 1024, sz = sizeof v;
+  if (cfg::devbuf) {
+    size_t v = cfg::devbuf, sz = sizeof v;
     CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v);
     if (r != CUPTI_SUCCESS) fprintf(stderr, "floor_inject: device buffer size refused (%d)\n", (int)r);
   }
-  const char* na = getenv("GS_FLOOR_NO_ACTIVITY");
-  bool activity = !(na && atoi(na) > 0);
-  const char* report = getenv("GS_FLOOR_REPORT");
-  reading = activity && report && atoi(report) > 0;
-  if (activity) cuptiActivityRegisterCallbacks(req, done);
-  if (reading) atexit(report_records);
+  if (cfg::activity) cuptiActivityRegisterCallbacks(req, done);
   struct {
     const char* name;
     CUpti_ActivityKind kind;
@@ -297,32 +343,104 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
                {"graph", CUPTI_ACTIVITY_KIND_GRAPH_TRACE},
                {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD}};
   for (auto& kk : kinds)
-    if (activity && wants(k, kk.name)) cuptiActivityEnable(kk.kind);
-  const char* ge = getenv("GS_FLOOR_GRAPH_EVENTS");
-  graph_events = ge && atoi(ge) > 0 && ev::load();
-  const char* cb = getenv("GS_FLOOR_CALLBACKS");
-  if ((cb && *cb) || graph_events) {
+    if (cfg::activity && wants(cfg::kinds, kk.name)) cuptiActivityEnable(kk.kind);
+  if (cfg::subscribe) {
     CUpti_SubscriberHandle sub;
-    bool any = cb && *cb && strcmp(cb, "none") != 0;
-    bool rt = any && strcmp(cb, "driver") != 0, drv = any && strcmp(cb, "runtime") != 0;
-    if (cuptiSubscribe(&sub, graph_events ? on_api : nothing, nullptr) == CUPTI_SUCCESS) {
-      if (rt)
+    if (cuptiSubscribe(&sub, graph_events || det::on_ms > 0 ? on_api : nothing, nullptr) == CUPTI_SUCCESS) {
+      if (cfg::rt)
         for (unsigned id : kRuntime) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
-      if (drv)
+      if (cfg::drv)
         for (unsigned id : kDriver) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
-      const char* gl = getenv("GS_FLOOR_GRAPH_LAUNCH");
-      if ((gl && atoi(gl) > 0) || graph_events)
+      if (cfg::graph_launch)
         for (unsigned id : {514u, 515u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
-      const char* kl = getenv("GS_FLOOR_KERNEL_LAUNCH");
-      if (kl && atoi(kl) > 0)
+      if (cfg::kernel_launch)
         for (unsigned id : {307u, 442u, 652u, 653u}) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
+  }
+  det::attached.store(true);
+}
+
+// GS_FLOOR_DETACH_MS / GS_FLOOR_CYCLE_MS: waits for the first graph launch
+// (10 s at most), then detaches and, cycling, attaches again.
+static void* cycler(void*) {
+  for (int i = 0; i < 1000 && det::first_launch_ns.load(std::memory_order_relaxed) == 0; i++) usleep(10000);
+  for (;;) {
+    usleep(static_cast<useconds_t>(det::on_ms) * 1000);
+    det::requested.store(true);
+    while (det::attached.load()) usleep(1000);  // an API exit on some thread carries it out
+    {
+      std::lock_guard<std::mutex> g(mu);
+      det::windows.push_back({by_kind[CUPTI_ACTIVITY_KIND_GRAPH_TRACE & 63] - det::graphs_before,
+                              by_kind[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL & 63] - det::kernels_before});
+      det::graphs_before = by_kind[CUPTI_ACTIVITY_KIND_GRAPH_TRACE & 63];
+      det::kernels_before = by_kind[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL & 63];
+    }
+    if (det::off_ms < 0) return nullptr;
+    usleep(static_cast<useconds_t>(det::off_ms) * 1000);
+    std::lock_guard<std::mutex> g(det::mu);
+    int64_t t0 = det::now_ns();
+    attach();
+    int64_t t = det::now_ns() - t0;
+    det::attach_ns += t;
+    if (t > det::attach_max_ns) det::attach_max_ns = t;
+  }
+}
+
+static void report_windows() {
+  std::lock_guard<std::mutex> g(mu);
+  fprintf(stderr, "floor_inject: %zu windows closed; graph,kernel records per window:", det::windows.size());
+  for (size_t i = 0; i < det::windows.size(); i++)
+    if (i < 12 || i + 4 >= det::windows.size())
+      fprintf(stderr, " %llu,%llu", (unsigned long long)det::windows[i].first,
+              (unsigned long long)det::windows[i].second);
+  size_t n = det::windows.size();
+  fprintf(stderr, "\nfloor_inject: detach (flush + cuptiFinalize, in the workload's thread) mean %.3f ms, max %.3f ms;"
+          " attach mean %.3f ms, max %.3f ms\n", n ? det::detach_ns / 1e6 / n : 0.0, det::detach_max_ns / 1e6,
+          n > 1 ? det::attach_ns / 1e6 / (n - 1) : 0.0, det::attach_max_ns / 1e6);
+}
+
+static bool on(const char* name) {
+  const char* v = getenv(name);
+  return v && atoi(v) > 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  if (on("GS_FLOOR_NOOP")) return 1;
+  const char* k = getenv("GS_FLOOR_KINDS");
+  if (k) cfg::kinds = k;
+  cfg::pinned = on("GS_FLOOR_PINNED");
+  const char* dev = getenv("GS_FLOOR_DEVBUF_KB");
+  if (dev && atoi(dev) > 0) cfg::devbuf = static_cast<size_t>(atoi(dev)) * 1024;
+  cfg::activity = !on("GS_FLOOR_NO_ACTIVITY");
+  bool report = on("GS_FLOOR_REPORT");
+  reading = cfg::activity && report;
+  const char* dm = getenv("GS_FLOOR_DETACH_MS");
+  const char* cy = getenv("GS_FLOOR_CYCLE_MS");
+  if (cy && strchr(cy, ',') && atoi(cy) > 0 && atoi(strchr(cy, ',') + 1) > 0) {
+    det::on_ms = atoi(cy);
+    det::off_ms = atoi(strchr(cy, ',') + 1);
+  } else if (dm && atoi(dm) > 0) {
+    det::on_ms = atoi(dm);
+  }
+  graph_events = on("GS_FLOOR_GRAPH_EVENTS") && ev::load();
+  const char* cb = getenv("GS_FLOOR_CALLBACKS");
+  bool any = cb && *cb && strcmp(cb, "none") != 0;
+  cfg::rt = any && strcmp(cb, "driver") != 0;
+  cfg::drv = (any && strcmp(cb, "runtime") != 0) || det::on_ms > 0;
+  cfg::graph_launch = on("GS_FLOOR_GRAPH_LAUNCH") || graph_events || det::on_ms > 0;
+  cfg::kernel_launch = on("GS_FLOOR_KERNEL_LAUNCH");
+  cfg::subscribe = (cb && *cb) || graph_events || det::on_ms > 0;
+  attach();
+  if (reading) atexit(report_records);
+  if (det::on_ms > 0) {
+    pthread_t th;
+    if (pthread_create(&th, nullptr, cycler, nullptr) == 0) pthread_detach(th);
+    if (report) atexit(report_windows);
   }
   if (graph_events) {
     pthread_t th;
     if (pthread_create(&th, nullptr, ev::poll, nullptr) == 0) pthread_detach(th);
-    const char* rep = getenv("GS_FLOOR_REPORT");
-    if (rep && atoi(rep) > 0) atexit(ev::report);
+    if (report) atexit(ev::report);
   }
   const char* off = getenv("GS_FLOOR_GRAPH_OFF_MS");
   if (off && atoi(off) > 0) {

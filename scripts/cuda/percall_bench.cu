@@ -21,6 +21,9 @@
 //                 GPU time per range, GRAPHSIGNAL_NVTX=gpu, adds per launch)
 //   nvtx_kernel_outside  the eager kernel outside any range, after one
 //                 (GRAPHSIGNAL_NVTX=gpu hooks launches from the first range on)
+//   graph128_sync, kernel_sync   graph128 / kernel, each followed by
+//                 cudaStreamSynchronize: the latency of one launch to its
+//                 end, as a decode step waits for it (GPU-side costs show)
 // us: wall time of the loop per call (the periodic syncs included);
 // api_us: mean time spent inside the call itself. --settle-ms: before a
 // graph op is timed, it runs for that long (a profiler that decides how to
@@ -115,6 +118,12 @@ static cudaGraphExec_t make_graph(cudaStream_t s, int kernels) {
 
 // One call of `op`; false for an unknown op.
 static inline bool call(const std::string& op, Ctx& c) {
+  static const std::string kSync = "_sync";
+  if (op.size() > kSync.size() && op.compare(op.size() - kSync.size(), kSync.size(), kSync) == 0) {
+    if (!call(op.substr(0, op.size() - kSync.size()), c)) return false;
+    CK(cudaStreamSynchronize(c.s));
+    return true;
+  }
   if (op == "sync") CK(cudaStreamSynchronize(c.s));
   else if (op == "h2d_pinned") CK(cudaMemcpyAsync(c.dev, c.pinned, 64, cudaMemcpyHostToDevice, c.s));
   else if (op == "h2d_pageable") CK(cudaMemcpyAsync(c.dev, c.pageable, 64, cudaMemcpyHostToDevice, c.s));
@@ -135,7 +144,8 @@ static inline bool call(const std::string& op, Ctx& c) {
 static void timed(const std::string& op, int calls, Ctx& c, int settle_ms) {
   bool launches = op == "kernel" || op == "nvtx_kernel" || op == "nvtx_kernel_outside";
   int every = launches ? 1024 : 64;
-  if (op == "sync" || op == "nvtx_pushpop" || op == "nvtx_startend") every = 1 << 30;
+  if (op == "sync" || op == "nvtx_pushpop" || op == "nvtx_startend" || op.find("_sync") != std::string::npos)
+    every = 1 << 30;
   if (op == "nvtx_kernel") nvtxRangePushA("percall-launches");  // open around every timed launch
   if (op == "nvtx_kernel_outside") {
     nvtxRangePushA("percall-first");  // a range has been: launches are hooked from now on (GRAPHSIGNAL_NVTX=gpu)
@@ -349,7 +359,8 @@ int main(int argc, char** argv) {
     std::string op = ops.substr(at, end == std::string::npos ? std::string::npos : end - at);
     int n = 10000;
     if (op == "h2d_pageable" || op == "d2h_pageable" || op == "graph1") n = 5000;
-    if (op == "graph128") n = 500;
+    if (op == "graph128" || op == "graph128_sync") n = 500;
+    if (op == "kernel_sync") n = 5000;
     if (op == "kernel" || op == "nvtx_kernel" || op == "nvtx_kernel_outside") n = 30000;
     if (op == "nvtx_pushpop" || op == "nvtx_startend") n = 200000;
     if (!op.empty()) {

@@ -21,10 +21,16 @@ CONCURRENT_KERNEL, CONTEXT, GRAPH_TRACE, OVERHEAD = 10, 9, 51, 17
 SYNC_CBID, GRAPH_LAUNCH_CBID = 126, 514  # driver API ids (domain 1)
 
 CHILD = textwrap.dedent(r"""
-    import ctypes, json, sys
+    import ctypes, json, os, sys, time
     fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
     floor = ctypes.CDLL(sys.argv[2])
     out = {"init": floor.InitializeInjection()}
+    launches, gap = json.loads(os.environ.get("FLOOR_TEST_LAUNCHES", "[0, 0]"))
+    for i in range(launches):  # driver graph launches (cuGraphLaunch), as a decode loop makes them
+        fake.fake_cupti_launch(0, 514, i + 1, 0, 0)
+        time.sleep(gap)
+    out["finalized"] = fake.fake_cupti_finalized()
+    out["graph_enables"] = fake.fake_cupti_enable_count(51)
     out["enabled"] = [k for k in range(64) if fake.fake_cupti_enabled(k)]
     out["registered"] = fake.fake_cupti_registered()
     out["subscribed"] = fake.fake_cupti_subscribed()
@@ -103,3 +109,26 @@ def test_all_is_what_a_tool_collects_and_the_report_counts_records_by_kind(floor
     err = []
     run(floor, kernels=("k", 7), stderr=err, GS_FLOOR_KINDS="kernel")  # a floor reads nothing
     assert "records by kind" not in err[0]
+
+
+def test_detach_once_leaves_nothing_of_cupti(floor):
+    # cupti-detach: the default collection's setup, then cuptiFinalize at a launch's exit 50 ms after the first
+    got = run(floor, FLOOR_TEST_LAUNCHES="[60, 0.005]", GS_FLOOR_KINDS="kernel,graph,context",
+              GS_FLOOR_DETACH_MS="50")
+    assert got["finalized"] == 1 and got["graph_enables"] == 1
+    assert (got["registered"], got["enabled"], got["subscribed"], got["callbacks"]) == (0, [], 0, [])
+    # no graph launch, no API exit: it stays attached (and the process is unharmed)
+    got = run(floor, GS_FLOOR_KINDS="graph", GS_FLOOR_DETACH_MS="50")
+    assert got["finalized"] == 0 and got["enabled"] == [GRAPH_TRACE] and GRAPH_LAUNCH_CBID in got["callbacks"]
+
+
+def test_cycling_attaches_again_with_the_whole_setup(floor):
+    err = []
+    got = run(floor, FLOOR_TEST_LAUNCHES="[150, 0.005]", stderr=err, GS_FLOOR_KINDS="graph,context",
+              GS_FLOOR_CYCLE_MS="40,40", GS_FLOOR_REPORT="1")
+    # about 750 ms of launches, 80 ms a cycle: several detaches, each followed by the same setup again
+    assert got["finalized"] >= 3 and got["graph_enables"] >= got["finalized"]
+    windows = [line for line in err[0].splitlines() if "windows closed" in line]
+    # the last detach may land as the process exits, before the cycler has counted its window
+    assert len(windows) == 1 and int(windows[0].split("floor_inject: ")[1].split()[0]) in (
+        got["finalized"] - 1, got["finalized"])

@@ -210,6 +210,33 @@ FAKE_API int fake_cupti_enabled(int kind) {
   return enabled.count(kind) ? 1 : 0;
 }
 
+// CUPTI detached (cuptiFinalize): what was delivered stays delivered; the
+// buffer being filled goes back, and every registration, kind, subscriber
+// and callback is gone, as CUPTI's own teardown leaves the process.
+namespace {
+int finalizes = 0;
+}  // namespace
+
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+  std::lock_guard<std::mutex> g(mu);
+  deliver_locked();
+  request_fn = nullptr;
+  complete_fn = nullptr;
+  subscriber_fn = nullptr;
+  subscriber_data = nullptr;
+  enabled.clear();
+  callbacks.clear();
+  for (auto& d : api_enabled)
+    for (auto& c : d) c.store(false);
+  finalizes++;
+  return CUPTI_SUCCESS;
+}
+
+FAKE_API int fake_cupti_finalized() {
+  std::lock_guard<std::mutex> g(mu);
+  return finalizes;
+}
+
 // Whether buffer callbacks were registered (CUPTI's activity API taken
 // up) and whether anyone subscribed to the callback API.
 FAKE_API int fake_cupti_registered() {
