@@ -33,6 +33,7 @@ RING_CAPACITY_ENV = header.string("GRAPHSIGNAL_RING_CAPACITY_ENV")
 
 # -- graphsignal-run (the supervisor) -------------------------------------------------
 GRAPH_TRACE_ENV = "GRAPHSIGNAL_CUDA_GRAPH_TRACE"  # --cuda-graph-trace
+CUDA_TRACE_ENV = "GRAPHSIGNAL_CUDA_TRACE"  # --cuda-trace: off keeps CUPTI out of the workload
 ROCM_TRACE_ENV = "GRAPHSIGNAL_ROCM_KERNEL_TRACE"  # --rocm-kernel-trace
 NVTX_ENV = "GRAPHSIGNAL_NVTX"  # --nvtx: NVTX ranges as profiles (off, on, gpu); the CUPTI library reads it
 SIGNALS_FILE_ENV = "GRAPHSIGNAL_SIGNALS_FILE"  # --output: the final /signals payload at exit
@@ -58,6 +59,7 @@ SIDECAR_PRIORITY_ENV = "GRAPHSIGNAL_SIDECAR_PRIORITY"  # the sidecar's threads b
 SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 
 GRAPH_TRACE_CHOICES = ("graph", "node")
+CUDA_TRACE_CHOICES = ("on", "off")  # GRAPHSIGNAL_CUDA_TRACE also takes 1 and 0
 ROCM_TRACE_CHOICES = ("none", "all")
 NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
 SIDECAR_PRIORITY_CHOICES = ("normal", "low", "idle")  # as the workload; nice 19; SCHED_IDLE (else nice 19)
@@ -69,6 +71,7 @@ DEFAULT_LISTEN_PORT = 18259
 DEFAULT_SERVER_PORT = 18260  # graphsignal-server
 DEFAULT_API_BASE = "https://api.graphsignal.com"
 DEFAULT_GRAPH_TRACE = "graph"
+DEFAULT_CUDA_TRACE = "on"
 DEFAULT_ROCM_TRACE = "none"
 DEFAULT_NVTX = "on"  # costs nothing until the workload's first NVTX call (SKILL.md has the measured cost)
 DEFAULT_SIDECAR_PRIORITY = "idle"
@@ -268,6 +271,7 @@ class Flags:
     output: Optional[str] = None  # the final payload's file
     allow_hosts: Tuple[str, ...] = ()  # --allow-host NAME, each checked by allowed_host()
     nvtx: Optional[str] = None
+    cuda_trace: Optional[str] = None
 
 
 # Where each setting can come from: (flag, environment variable); None: not that way.
@@ -278,6 +282,7 @@ SOURCES: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "listen_port": ("--listen-port", None),
     "allow_hosts": ("--allow-host", ALLOW_HOSTS_ENV),
     "cuda_graph_trace": ("--cuda-graph-trace", GRAPH_TRACE_ENV),
+    "cuda_trace": ("--cuda-trace", CUDA_TRACE_ENV),
     "rocm_kernel_trace": ("--rocm-kernel-trace", ROCM_TRACE_ENV),
     "nvtx": ("--nvtx", NVTX_ENV),
     "signals_file": ("--output", SIGNALS_FILE_ENV),
@@ -314,7 +319,9 @@ class Settings:
 
     command: the workload's argv as given; metrics_port: the engine's
     metrics port (None: derived from the engine's own flags);
-    cuda_graph_trace: "graph" | "node"; rocm_kernel_trace: "none" | "all";
+    cuda_graph_trace: "graph" | "node"; cuda_trace: "on" | "off" (off: no
+    CUPTI in the workload, so no CUDA activity data; the payload's context
+    says "cuda.trace": "off"); rocm_kernel_trace: "none" | "all";
     signals_file: where the final payload goes (None: nowhere); linger:
     seconds /signals stays up after the exit (0: none); signals_token: the
     bearer token /signals and /metrics ask for (None: none); api_key: the
@@ -343,6 +350,7 @@ class Settings:
     listen_host: str = DEFAULT_LISTEN_HOST
     listen_port: int = DEFAULT_LISTEN_PORT
     cuda_graph_trace: str = DEFAULT_GRAPH_TRACE
+    cuda_trace: str = DEFAULT_CUDA_TRACE
     rocm_kernel_trace: str = DEFAULT_ROCM_TRACE
     signals_file: Optional[str] = None
     linger: float = 0.0
@@ -461,7 +469,7 @@ class Settings:
 
 _KINDS: Dict[str, Tuple[type, ...]] = {
     "command": (list,), "metrics_port": (int, type(None)), "listen_host": (str,), "listen_port": (int,),
-    "cuda_graph_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
+    "cuda_graph_trace": (str,), "cuda_trace": (str,), "rocm_kernel_trace": (str,), "signals_file": (str, type(None)),
     "linger": (float, int), "signals_token": (str, type(None)), "api_key": (str, type(None)),
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
     "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "nvtx": (str,),
@@ -499,6 +507,8 @@ def _typed(name: str, given: Any) -> Any:
         return dict(v)
     if name in ("linger", "otlp_interval"):
         return float(v)
+    if name == "cuda_trace" and v not in CUDA_TRACE_CHOICES:
+        raise ValueError("settings: cuda_trace is not one of %s" % "|".join(CUDA_TRACE_CHOICES))
     if name == "sidecar_priority" and v not in SIDECAR_PRIORITY_CHOICES:
         raise ValueError("settings: sidecar_priority is not one of %s" % "|".join(SIDECAR_PRIORITY_CHOICES))
     return v
@@ -531,6 +541,9 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         listen_port=flag("listen_port", cfg.listen_port, DEFAULT_LISTEN_PORT),
         cuda_graph_trace=take("cuda_graph_trace", _choice(cfg.cuda_graph_trace, environ, GRAPH_TRACE_ENV,
                                                           GRAPH_TRACE_CHOICES, DEFAULT_GRAPH_TRACE)),
+        cuda_trace=take("cuda_trace", _choice(cfg.cuda_trace,
+                                              {CUDA_TRACE_ENV: _on_off_word(environ.get(CUDA_TRACE_ENV))},
+                                              CUDA_TRACE_ENV, CUDA_TRACE_CHOICES, DEFAULT_CUDA_TRACE)),
         rocm_kernel_trace=take("rocm_kernel_trace", _choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV,
                                                             ROCM_TRACE_CHOICES, DEFAULT_ROCM_TRACE)),
         signals_file=take("signals_file", (cfg.output, FLAG) if cfg.output else _text(environ, SIGNALS_FILE_ENV,
@@ -549,7 +562,7 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         tags=take("tags", (tags, ENVIRONMENT if tags else DEFAULT)),
         **_otlp(environ, take),
         allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
-        nvtx=take("nvtx", _choice(cfg.nvtx, {NVTX_ENV: _nvtx_word(environ.get(NVTX_ENV))}, NVTX_ENV,
+        nvtx=take("nvtx", _choice(cfg.nvtx, {NVTX_ENV: _on_off_word(environ.get(NVTX_ENV))}, NVTX_ENV,
                                   NVTX_CHOICES, DEFAULT_NVTX)),
         sidecar_priority=take("sidecar_priority", _choice(None, environ, SIDECAR_PRIORITY_ENV,
                                                           SIDECAR_PRIORITY_CHOICES, DEFAULT_SIDECAR_PRIORITY)),
@@ -600,8 +613,11 @@ def identity_labels(settings: Settings) -> Dict[str, str]:
 def identity_context(settings: Settings) -> Dict[str, Any]:
     """What the identity adds to the payload's `context` (and so to every
     upload): "service.name" (when set) and "tags" (an object, when any):
-    beside "instance.id" and "host.name", never in their place."""
+    beside "instance.id" and "host.name", never in their place; and
+    "cuda.trace": "off" when CUDA tracing is off (--cuda-trace off)."""
     out: Dict[str, Any] = {}
+    if settings.cuda_trace == "off":
+        out["cuda.trace"] = "off"  # no cuda_* series because none were collected, not because no work ran
     if settings.service:
         out["service.name"] = settings.service
     if settings.tags:
@@ -609,8 +625,8 @@ def identity_context(settings: Settings) -> Dict[str, Any]:
     return out
 
 
-def _nvtx_word(raw: Optional[str]) -> str:
-    """GRAPHSIGNAL_NVTX's 0 and 1 as off and on (other values as given)."""
+def _on_off_word(raw: Optional[str]) -> str:
+    """0 and 1 as off and on (GRAPHSIGNAL_NVTX, GRAPHSIGNAL_CUDA_TRACE; other values as given)."""
     word = (raw or "").strip().lower()
     return {"0": "off", "1": "on"}.get(word, raw or "")
 

@@ -75,6 +75,9 @@ VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "de
 TRACE_DEPENDENT = frozenset(("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                              "cuda_memset_nanoseconds"))
 TRACE_MODES = {0: "graph", 1: "node"}
+# what only CUDA tracing collects (none of it under --cuda-trace off)
+CUDA_TRACED_PREFIX = "cuda_"
+CUDA_TRACED = frozenset(("nvtx_range_gpu_nanoseconds",))
 MAX_FRAMES = 250  # a profile lists its largest 250 frames
 KINDS = ("profile", "counter", "histogram", "engine")
 ENGINE_RATES = ("generation_tokens", "prompt_tokens")
@@ -118,7 +121,9 @@ class Side:
         else:
             metrics = payload["metrics"]
             self.seconds = self.cumulative_seconds
-        self.trace_mode = _trace_mode(payload["metrics"])
+        context = payload.get("context") if isinstance(payload.get("context"), dict) else {}
+        self.cuda_trace_off = context.get("cuda.trace") == "off"
+        self.trace_mode = "off" if self.cuda_trace_off else _trace_mode(payload["metrics"])
         self.profiles = {}  # (metric, tkey) -> {frame: [value, samples]}
         self.truncated = set()  # profile keys whose series listed MAX_FRAMES frames (a cut)
         self.names = {}  # frame -> (display_name, category) the sidecar sent
@@ -357,6 +362,7 @@ def compare(before, after, before_label="BEFORE", after_label="AFTER", use_windo
         if norm.name == "second" and s.seconds <= 0:
             warnings.append("%s covers no time (a payload from the first second of a run?): its rates are null"
                             % s.label)
+    _leave_out_untraced(B, A, warnings)
     changes = []
     changes += _profiles(B, A, norm, warnings)
     changes += _counters(B, A, norm)
@@ -392,6 +398,26 @@ def _describe(sides):
              source=sides[0].source if len({s.source for s in sides}) == 1 else "mixed",
              cuda_graph_trace_mode=_one_mode(sides))
     return d
+
+
+def _leave_out_untraced(B, A, warnings):
+    """A run with CUDA tracing off (--cuda-trace off) has no CUDA activity
+    series because none were collected: against a traced run, those series
+    would read as work that vanished (or appeared), so they are left out of
+    the comparison, with a warning that says why."""
+    off = [s.label for s in B + A if s.cuda_trace_off]
+    if not off or len(off) == len(B + A):
+        return
+    names = set()
+    for s in B + A:
+        for table in (s.profiles, s.counters):
+            for key in [k for k in table if k[0].startswith(CUDA_TRACED_PREFIX) or k[0] in CUDA_TRACED]:
+                names.add(key[0])
+                del table[key]
+    if names:
+        warnings.append("%s ran with CUDA tracing off (--cuda-trace off): no CUDA activity was collected there, "
+                        "so %s are left out (compare CUDA activity between runs that both traced it)"
+                        % (", ".join(off), ", ".join(sorted(names))))
 
 
 def _one_mode(sides):
@@ -450,7 +476,7 @@ def _check_estimates(B, A, warnings):
 def _profiles(B, A, norm, warnings):
     left_out = set()
     mb, ma = _one_mode(B), _one_mode(A)
-    if mb and ma and (mb != ma or "mixed" in (mb, ma)):
+    if mb and ma and "off" not in (mb, ma) and (mb != ma or "mixed" in (mb, ma)):
         left_out = {k for s in B + A for k in s.profiles if k[0] in TRACE_DEPENDENT}
         if left_out:
             warnings.append(

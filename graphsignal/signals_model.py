@@ -136,12 +136,14 @@ _ContextKeys = TypedDict("_ContextKeys", {
     "host.name": str,
     "service.name": str,  # GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME; absent when neither is set
     "tags": Dict[str, str],  # GRAPHSIGNAL_TAGS; absent when none
+    "cuda.trace": Literal["off"],  # --cuda-trace off (GRAPHSIGNAL_CUDA_TRACE=0); absent when CUDA is traced
 }, total=False)
 
 
 class Context(_ContextKeys, total=False):
     """Who is reporting: instance.id (the run) and host.name always; service.name and tags when the
-    run was given them (GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME, GRAPHSIGNAL_TAGS)."""
+    run was given them (GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME, GRAPHSIGNAL_TAGS); cuda.trace "off"
+    when the run kept CUPTI out of the workload (--cuda-trace off): no cuda_* series were collected."""
 
 
 class _SignalsBase(TypedDict):

@@ -63,6 +63,11 @@ def parser():
                         "win); * turns the Host check off" % config.ALLOW_HOSTS_ENV)
     p.add_argument("--cuda-graph-trace", metavar="{graph,node}", type=args.choice(config.GRAPH_TRACE_CHOICES),
                    help="CUDA graph granularity (default: graph; env %s; the flag wins)" % config.GRAPH_TRACE_ENV)
+    p.add_argument("--cuda-trace", metavar="{on,off}", type=args.choice(config.CUDA_TRACE_CHOICES),
+                   help="CUDA activity collection through CUPTI in the workload (kernels, graphs, copies, syncs); "
+                        "off keeps CUPTI out of the workload and its cost with it: GPU telemetry, host, engine, "
+                        "probe and NVTX host-time signals stay (default: on; env %s=1|0; the flag wins)"
+                        % config.CUDA_TRACE_ENV)
     p.add_argument("--rocm-kernel-trace", metavar="{none,all}", type=args.choice(config.ROCM_TRACE_CHOICES),
                    help="per-kernel tracing on ROCm (default: none; env %s; the flag wins)"
                         % config.ROCM_TRACE_ENV)
@@ -86,7 +91,7 @@ def parse_args(argv):
     if not command and not (ns.show_help or ns.show_version or ns.check or ns.print_config):
         raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
     return RunConfig(command=tuple(command), metrics_port=ns.metrics_port, listen_host=ns.listen_host,
-                     listen_port=ns.listen_port, cuda_graph_trace=ns.cuda_graph_trace,
+                     listen_port=ns.listen_port, cuda_graph_trace=ns.cuda_graph_trace, cuda_trace=ns.cuda_trace,
                      rocm_kernel_trace=ns.rocm_kernel_trace, output=ns.output, nvtx=ns.nvtx,
                      allow_hosts=tuple(dict.fromkeys(ns.allow_hosts or ())), show_help=ns.show_help,
                      show_version=ns.show_version, check=ns.check, print_config=ns.print_config)

@@ -357,12 +357,16 @@ def _say(report, msg, level=logging.WARNING):
     Reporter(on_error=report).say(msg, entry=report is not None, log_level=level)
 
 
-def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_PROBE):
+def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_PROBE, activity=True):
     """Sets up the workload's environment env: this graphsignal package
     importable (expose_package), and CUDA loading the injection library in
     the workload's CUDA processes. Returns the library path, or None when
     the workload runs without GPU activity profiles (said once, through
-    report and the log). driver_major: see plan_injection."""
+    report and the log). driver_major: see plan_injection. activity False
+    (--cuda-trace off): all of it but CUDA_INJECTION64_PATH, so CUPTI never
+    attaches to the workload; the library, with its libcupti loadable, is
+    still returned for NVTX's own injection (prepare_nvtx), which needs no
+    CUPTI."""
     expose_package(env, command, report=report)
     user = env.get(ENV_INJECTION)
     if user:
@@ -370,6 +374,9 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
         return None
     plan = plan_injection(env, command, lib_dir, driver_major)
     if plan.problem:
+        if not activity:  # nothing asked of CUPTI: what is lost is NVTX ranges, said in the log
+            logger.info("graphsignal: %s: NVTX ranges are not collected", plan.problem)
+            return None
         _say(report, "%s: CUDA activity is not profiled%s" % (plan.problem, "; " + plan.fix if plan.fix else ""),
              plan.level)
         return None
@@ -381,6 +388,10 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
     paths = ld_library_path(env)
     if d not in paths:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(paths + [d])
+    if not activity:
+        logger.info("graphsignal: CUDA tracing is off: CUPTI stays out of the workload (%s is left unset)",
+                    ENV_INJECTION)
+        return plan.lib
     env[ENV_INJECTION] = plan.lib
     logger.info("graphsignal: CUDA %d workload (from %s): injecting %s with %s", plan.major, plan.source, plan.lib,
                 plan.libcupti)

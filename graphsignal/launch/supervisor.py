@@ -35,6 +35,7 @@ Process layout.
 import dataclasses
 import errno
 import fcntl
+import functools
 import logging
 import os
 import resource
@@ -132,9 +133,17 @@ class Supervisor:
             self.reporter.say("--rocm-kernel-trace %s does nothing in this build: it has no ROCm kernel-tracing "
                               "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
                               % s.rocm_kernel_trace)
-        lib = self._guard("CUDA injection setup", injection.prepare_injection, env, command, self._note)
-        env[config.NVTX_ENV] = s.nvtx  # the library's mode: off, on, gpu
-        self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, s.nvtx)
+        activity = s.cuda_trace != "off"
+        lib = self._guard("CUDA injection setup", functools.partial(injection.prepare_injection, activity=activity),
+                          env, command, self._note)
+        nvtx = s.nvtx
+        if nvtx == "gpu" and not activity:
+            # GPU time per range is CUPTI's kernel records: host time per range is what is left
+            self.reporter.say("--nvtx gpu needs CUDA tracing, which is off (--cuda-trace off): NVTX ranges get "
+                              "their host time only")
+            nvtx = "on"
+        env[config.NVTX_ENV] = nvtx  # the library's mode: off, on, gpu
+        self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
         return env
 
     def _checked_output(self, s):

@@ -396,7 +396,9 @@ def _tabs(model, ui):
         segs.append(("last %.1f s" % w["covered_seconds"], "dim"))
     else:
         segs.append(("totals since start (no window from the endpoint)", "dim"))
-    if model.trace_mode:
+    if model.trace_mode == "off":
+        segs.append(("   cuda trace: off", "dim"))
+    elif model.trace_mode:
         segs.append(("   cuda graph trace: %s" % model.trace_mode, "dim"))
     return segs
 
@@ -473,7 +475,10 @@ def _table_lines(model, ui, width, max_rows, g):
     if ui.table == GRAPHS and model.trace_mode == "node":
         header.append(_line(("   node mode: kernels inside graphs are timed one by one in the kernel table", "dim")))
     if not t.rows:
-        header.append(_line(("   " + (_NONE_YET if t.measured else _EMPTY)[ui.table], "dim")))
+        empty = (_NONE_YET if t.measured else _EMPTY)[ui.table]
+        if model.trace_mode == "off":
+            empty = "CUDA tracing is off (--cuda-trace off): CUPTI is kept out of the workload, nothing is collected"
+        header.append(_line(("   " + empty, "dim")))
         return header, []
     if t.measured and not t.window_value and model.window:
         header.append(_line(("   nothing in the last %s s; sorted by totals since start"

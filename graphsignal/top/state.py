@@ -282,6 +282,9 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     if tm:
         val = _stat(tm[0], "value")
         m.trace_mode = {0: "graph", 1: "node"}.get(val)
+    ctx = payload.get("context")
+    if isinstance(ctx, dict) and ctx.get("cuda.trace") == "off":
+        m.trace_mode = "off"  # --cuda-trace off: the CUDA tables are empty because nothing was collected
     for kind in TABLES:
         m.tables[kind] = _table(kind, by_name, by_key, w_by_key, names)
     return m

@@ -266,6 +266,7 @@ static std::mutex mu;
 static std::vector<std::pair<uint64_t, uint64_t>> windows;  // (graph, kernel) records per window
 static uint64_t graphs_before = 0, kernels_before = 0;
 static int on_ms = 0, off_ms = -1;  // off_ms < 0: detach once
+static bool at_sync = false;
 static int64_t detach_ns = 0, detach_max_ns = 0, attach_ns = 0, attach_max_ns = 0;  // time spent in each
 
 static int64_t now_ns() {
@@ -279,6 +280,8 @@ static void at_exit_site(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const CU
   if ((cbid == 514 || cbid == 515) && first_launch_ns.load(std::memory_order_relaxed) == 0)
     first_launch_ns.store(now_ns(), std::memory_order_relaxed);
   if (!requested.load(std::memory_order_relaxed)) return;
+  // GS_FLOOR_DETACH_AT_SYNC: only at the exit of a synchronization (stream, event, context)
+  if (at_sync && cbid != 126 && cbid != 440 && cbid != 121 && cbid != 17 && cbid != 800) return;
   std::unique_lock<std::mutex> g(mu, std::try_to_lock);  // never wait inside a callback: another thread detaches
   if (!g.owns_lock() || !requested.load()) return;
   int64_t t0 = now_ns();
@@ -422,6 +425,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   } else if (dm && atoi(dm) > 0) {
     det::on_ms = atoi(dm);
   }
+  det::at_sync = on("GS_FLOOR_DETACH_AT_SYNC");
   graph_events = on("GS_FLOOR_GRAPH_EVENTS") && ev::load();
   const char* cb = getenv("GS_FLOOR_CALLBACKS");
   bool any = cb && *cb && strcmp(cb, "none") != 0;

@@ -70,6 +70,19 @@ def test_torch_nested_ranges_are_counted_exactly(torch_run):
     assert not dropped, dropped
 
 
+def test_torch_without_cuda_tracing_keeps_nvtx_and_telemetry_and_collects_no_cuda_activity():
+    # --cuda-trace off: CUPTI never attaches; NVTX reaches the library through its own injection
+    pytest.importorskip("torch")
+    lines, signals, err = run("nvtx_torch_cuda_trace_off", "nvtx_ranges.py", *TORCH, options=["--cuda-trace", "off"])
+    did = lines[-1]
+    host = nvtx(signals, "nvtx_ranges_nanoseconds", pid=did["pid"])
+    steps = did["steps"]
+    assert {k: v[1] for k, v in host.items()} == {"step": steps, "step/compute": steps, "step/wait": steps}
+    names = {m["name"] for m in signals["metrics"]}
+    assert not {n for n in names if n.startswith("cuda_")}, sorted(names)
+    assert "gpu_utilization_percent" in names and signals["context"]["cuda.trace"] == "off"
+
+
 def test_torch_host_time_is_consistent_with_the_wall_clock(torch_run):
     _, did, signals = torch_run
     host = nvtx(signals, "nvtx_ranges_nanoseconds", pid=did["pid"])

@@ -260,3 +260,18 @@ def test_graph_trace_env_and_flag_reach_the_child():
     proc, _ = run_wrapped(show, env=quiet_env(GRAPHSIGNAL_CUDA_GRAPH_TRACE="nodes", GRAPHSIGNAL_LOG_LEVEL="warning"))
     assert proc.stdout == b"graph 12\n"
     assert b"GRAPHSIGNAL_CUDA_GRAPH_TRACE='nodes'" in proc.stderr
+
+
+def test_cuda_trace_off_reaches_the_payload_and_turns_nvtx_gpu_into_host_time():
+    show = [PY, "-c", "import os; print(os.environ.get('CUDA_INJECTION64_PATH'), os.environ['GRAPHSIGNAL_NVTX'])"]
+    proc, signals = run_wrapped(show, options=["--cuda-trace", "off", "--nvtx", "gpu"],
+                                env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"))
+    assert proc.returncode == 0 and proc.stdout == b"None on\n"
+    assert proc.stderr.count(b"--nvtx gpu needs CUDA tracing") == 1
+    assert signals["context"]["cuda.trace"] == "off"
+    assert_valid(signals)
+    # the environment variable says the same; a traced run's context does not mention it
+    proc, signals = run_wrapped(show, env=quiet_env(GRAPHSIGNAL_CUDA_TRACE="0"))
+    assert proc.stdout == b"None on\n" and signals["context"]["cuda.trace"] == "off"
+    proc, signals = run_wrapped(show, options=["--nvtx", "gpu"])
+    assert proc.stdout.endswith(b" gpu\n") and "cuda.trace" not in signals["context"]

@@ -124,6 +124,23 @@ def test_different_trace_modes_leave_the_time_profiles_out_with_a_warning():
     assert doc["after"]["cuda_graph_trace_mode"] == "node"
 
 
+def test_a_run_without_cuda_tracing_leaves_the_cuda_series_out_with_a_warning():
+    # --cuda-trace off: no cuda_* series because none were collected, not because the work went away
+    before, after = reference(), reference()
+    after["metrics"] = [m for m in after["metrics"] if not m["name"].startswith("cuda_")]
+    after["context"]["cuda.trace"] = "off"
+    doc = diff.compare(before, after)
+    assert not [c for c in doc["changes"] if c["metric"].startswith("cuda_")]
+    assert "counter" in {c["kind"] for c in doc["changes"]}  # the rest is still compared
+    (w,) = [w for w in doc["warnings"] if "--cuda-trace off" in w]
+    assert "AFTER ran with CUDA tracing off" in w and "cuda_kernels_nanoseconds" in w and "cuda_memcpy_bytes" in w
+    assert doc["after"]["cuda_graph_trace_mode"] == "off" and doc["before"]["cuda_graph_trace_mode"] == "graph"
+    assert not [w for w in doc["warnings"] if "same mode" in w]  # not the graph/node warning
+    # both untraced: nothing to leave out, nothing to warn about
+    doc = diff.compare(after, copy.deepcopy(after))
+    assert not [w for w in doc["warnings"] if "--cuda-trace off" in w]
+
+
 def test_a_cut_profile_is_warned_about():
     before, after = reference(), reference()
     k = metric(before, "cuda_kernels_nanoseconds")

@@ -145,3 +145,27 @@ def test_env_shebang_is_followed(tree):
     env = dict(tree["env"])
     env["PATH"] = os.path.dirname(script) + ":" + env["PATH"]
     assert injection.workload_pythons(["tool"], env)[0] == str(tree["venv"] / "bin" / "python3")
+
+
+def test_cuda_trace_off_keeps_cupti_out_and_the_library_loadable_for_nvtx(tree, monkeypatch):
+    # --cuda-trace off: everything but CUDA_INJECTION64_PATH, so CUPTI never attaches to the workload
+    monkeypatch.setattr(cuda_discovery, "SYSTEM_LIB_DIRS", ())
+    env = dict(tree["env"])
+    lib = injection.prepare_injection(env, ["serve"], lib_dir=tree["libs"], driver_major=13, activity=False)
+    assert lib == os.path.join(tree["libs"], "libgraphsignal_cupti_cu13.so")
+    assert "CUDA_INJECTION64_PATH" not in env
+    assert os.listdir(env["LD_LIBRARY_PATH"].split(":")[-1]) == ["libcupti.so.13"]  # the library links it
+    on = dict(tree["env"])
+    assert injection.prepare_injection(on, ["serve"], lib_dir=tree["libs"], driver_major=13) == lib
+    assert on["CUDA_INJECTION64_PATH"] == lib
+
+
+def test_cuda_trace_off_with_nothing_to_inject_says_nothing_to_the_user(tree, caplog):
+    said = []
+    env = dict(tree["env"])
+    with caplog.at_level(logging.INFO, logger="graphsignal"):
+        assert injection.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=None,
+                                           activity=False) is None
+    # CUDA activity was not asked for: no warning, no error entry; the log says what it means (no NVTX)
+    assert said == [] and "CUDA_INJECTION64_PATH" not in env
+    assert [r.levelno for r in caplog.records if "NVTX ranges are not collected" in r.getMessage()] == [logging.INFO]

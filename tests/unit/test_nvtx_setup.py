@@ -72,3 +72,23 @@ def test_another_tools_nvtx_injection_is_left_alone_with_one_line(tmp_path, capl
     env = {"NVTX_INJECTION64_PATH": lib}
     caplog.clear()
     assert injection.prepare_nvtx(env, lib, "on") and not caplog.records
+
+
+def test_cuda_trace_takes_words_and_numbers_and_the_flag_wins(caplog):
+    assert config.from_environ({}).cuda_trace == "on"
+    assert config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "0"}).cuda_trace == "off"
+    assert config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": " OFF "}).cuda_trace == "off"
+    assert config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "1"}).cuda_trace == "on"
+    with caplog.at_level(logging.WARNING, logger="graphsignal"):
+        s = config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "never"})
+    assert s.cuda_trace == "on" and sum("GRAPHSIGNAL_CUDA_TRACE" in r.getMessage() for r in caplog.records) == 1
+    s = config.resolve(cli_run.parse_args(["--cuda-trace", "off", "x"]), {"GRAPHSIGNAL_CUDA_TRACE": "1"})
+    assert s.cuda_trace == "off" and s.origin("cuda_trace") == "flag --cuda-trace"
+    assert config.Settings.from_dict(json.loads(json.dumps(s.to_dict()))).cuda_trace == "off"
+    with pytest.raises(ValueError, match="cuda_trace"):
+        config.Settings.from_dict(dict(s.to_dict(), cuda_trace="sometimes"))
+    with pytest.raises(cli_run.UsageError, match=r"--cuda-trace must be one of on\|off"):
+        cli_run.parse_args(["--cuda-trace", "no", "x"])
+    # what the payload's context says (and only when off: payloads of traced runs are unchanged)
+    assert config.identity_context(s) == {"cuda.trace": "off"}
+    assert "cuda.trace" not in config.identity_context(config.from_environ({}))

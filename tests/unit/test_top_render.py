@@ -319,6 +319,14 @@ def test_graph_table_in_node_mode_says_where_kernels_went(state):
     assert "cuda graph trace: node" in text and "node mode" in text and "no CUDA graph replays yet" in text
 
 
+def test_cuda_tables_of_a_run_without_cuda_tracing_say_why_they_are_empty(state):
+    p = base_payload()
+    p["context"]["cuda.trace"] = "off"
+    text = "\n".join(frame(state, p, UI("kernels")))
+    assert "cuda trace: off" in text and "CUDA tracing is off (--cuda-trace off)" in text
+    assert "no CUPTI data" not in text
+
+
 def test_probes_and_errors(state):
     p = base_payload()
     tags = {"process.pid": "9"}
