@@ -64,6 +64,7 @@ ROCM_TRACE_CHOICES = ("none", "all")
 NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
 SIDECAR_PRIORITY_CHOICES = ("normal", "low", "idle")  # as the workload; nice 19; SCHED_IDLE (else nice 19)
 TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
+FALSE_WORDS = ("0", "false", "no", "off")
 
 # -- defaults, each defined once ------------------------------------------------------
 DEFAULT_LISTEN_HOST = "127.0.0.1"  # /signals is local unless --listen-host says otherwise
@@ -121,9 +122,9 @@ FLAG, ENVIRONMENT, DEFAULT = "flag", "environment", "default"
 
 
 def _choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
-            default: str) -> Tuple[str, str]:
+            default: str, shown: Optional[str] = None) -> Tuple[str, str]:
     """(value, origin): the flag wins; an env value outside `choices` warns
-    and falls back to the default."""
+    (naming `shown`, else the choices) and falls back to the default."""
     if flag_value is not None:
         return flag_value, FLAG
     raw = environ.get(env_name)
@@ -131,7 +132,8 @@ def _choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str
         return default, DEFAULT
     val = raw.strip().lower()
     if val not in choices:
-        logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, "|".join(choices), default)
+        logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, shown or "|".join(choices),
+                       default)
         return default, DEFAULT
     return val, ENVIRONMENT
 
@@ -543,7 +545,8 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
                                                           GRAPH_TRACE_CHOICES, DEFAULT_GRAPH_TRACE)),
         cuda_trace=take("cuda_trace", _choice(cfg.cuda_trace,
                                               {CUDA_TRACE_ENV: _on_off_word(environ.get(CUDA_TRACE_ENV))},
-                                              CUDA_TRACE_ENV, CUDA_TRACE_CHOICES, DEFAULT_CUDA_TRACE)),
+                                              CUDA_TRACE_ENV, CUDA_TRACE_CHOICES, DEFAULT_CUDA_TRACE,
+                                              "on|off|1|0|true|false|yes|no")),
         rocm_kernel_trace=take("rocm_kernel_trace", _choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV,
                                                             ROCM_TRACE_CHOICES, DEFAULT_ROCM_TRACE)),
         signals_file=take("signals_file", (cfg.output, FLAG) if cfg.output else _text(environ, SIGNALS_FILE_ENV,
@@ -626,9 +629,13 @@ def identity_context(settings: Settings) -> Dict[str, Any]:
 
 
 def _on_off_word(raw: Optional[str]) -> str:
-    """0 and 1 as off and on (GRAPHSIGNAL_NVTX, GRAPHSIGNAL_CUDA_TRACE; other values as given)."""
+    """The yes/no words (1, true, yes; 0, false, no) as on and off
+    (GRAPHSIGNAL_NVTX, GRAPHSIGNAL_CUDA_TRACE, as the native library reads
+    them; other values as given)."""
     word = (raw or "").strip().lower()
-    return {"0": "off", "1": "on"}.get(word, raw or "")
+    if word in TRUE_WORDS:
+        return "on"
+    return "off" if word in FALSE_WORDS else raw or ""
 
 
 def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:

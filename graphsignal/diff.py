@@ -67,6 +67,7 @@ import math
 import statistics
 
 from graphsignal import naming
+from graphsignal.naming import metrics as metric_names
 
 NS = 1_000_000_000
 VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id", "duration", "count"))
@@ -75,9 +76,11 @@ VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "de
 TRACE_DEPENDENT = frozenset(("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                              "cuda_memset_nanoseconds"))
 TRACE_MODES = {0: "graph", 1: "node"}
-# what only CUDA tracing collects (none of it under --cuda-trace off)
-CUDA_TRACED_PREFIX = "cuda_"
-CUDA_TRACED = frozenset(("nvtx_range_gpu_nanoseconds",))
+# what only CUDA tracing collects (none of it under --cuda-trace off): the
+# CUPTI library's own series by name, never a probe that happens to be
+# called cuda_something
+CUDA_TRACED = frozenset([m.name for m in metric_names.table()
+                         if m.name.startswith("cuda_") and m.type != "gauge"] + ["nvtx_range_gpu_nanoseconds"])
 MAX_FRAMES = 250  # a profile lists its largest 250 frames
 KINDS = ("profile", "counter", "histogram", "engine")
 ENGINE_RATES = ("generation_tokens", "prompt_tokens")
@@ -123,7 +126,7 @@ class Side:
             self.seconds = self.cumulative_seconds
         context = payload.get("context") if isinstance(payload.get("context"), dict) else {}
         self.cuda_trace_off = context.get("cuda.trace") == "off"
-        self.trace_mode = "off" if self.cuda_trace_off else _trace_mode(payload["metrics"])
+        self.trace_mode = None if self.cuda_trace_off else _trace_mode(payload["metrics"])
         self.profiles = {}  # (metric, tkey) -> {frame: [value, samples]}
         self.truncated = set()  # profile keys whose series listed MAX_FRAMES frames (a cut)
         self.names = {}  # frame -> (display_name, category) the sidecar sent
@@ -209,7 +212,8 @@ class Side:
 
     def describe(self):
         return {"label": self.label, "source": self.source, "covered_seconds": round(self.seconds, 6),
-                "cuda_graph_trace_mode": self.trace_mode, "ended": self.ended}
+                "cuda_graph_trace_mode": self.trace_mode, "cuda_trace": "off" if self.cuda_trace_off else "on",
+                "ended": self.ended}
 
 
 def _trace_mode(metrics):
@@ -396,7 +400,8 @@ def _describe(sides):
              covered_seconds=round(_median([s.seconds for s in sides]), 6),
              ended=all(s.ended for s in sides),
              source=sides[0].source if len({s.source for s in sides}) == 1 else "mixed",
-             cuda_graph_trace_mode=_one_mode(sides))
+             cuda_graph_trace_mode=_one_mode(sides),
+             cuda_trace=_one({"off" if s.cuda_trace_off else "on" for s in sides}))
     return d
 
 
@@ -411,7 +416,7 @@ def _leave_out_untraced(B, A, warnings):
     names = set()
     for s in B + A:
         for table in (s.profiles, s.counters):
-            for key in [k for k in table if k[0].startswith(CUDA_TRACED_PREFIX) or k[0] in CUDA_TRACED]:
+            for key in [k for k in table if k[0] in CUDA_TRACED]:
                 names.add(key[0])
                 del table[key]
     if names:
@@ -421,8 +426,11 @@ def _leave_out_untraced(B, A, warnings):
 
 
 def _one_mode(sides):
-    modes = {s.trace_mode for s in sides}
-    return modes.pop() if len(modes) == 1 else "mixed"
+    return _one({s.trace_mode for s in sides if not s.cuda_trace_off} or {None})
+
+
+def _one(values):
+    return values.pop() if len(values) == 1 else "mixed"
 
 
 def _check_same_work(B, A, warnings):
@@ -476,7 +484,7 @@ def _check_estimates(B, A, warnings):
 def _profiles(B, A, norm, warnings):
     left_out = set()
     mb, ma = _one_mode(B), _one_mode(A)
-    if mb and ma and "off" not in (mb, ma) and (mb != ma or "mixed" in (mb, ma)):
+    if mb and ma and (mb != ma or "mixed" in (mb, ma)):
         left_out = {k for s in B + A for k in s.profiles if k[0] in TRACE_DEPENDENT}
         if left_out:
             warnings.append(
@@ -781,9 +789,11 @@ def to_text(doc, width=160):
     norm = doc.get("normalized_by") or {"name": "second", "why": "per second of covered time"}
     for side in ("before", "after"):
         d = doc[side]
-        lines.append("  %-6s %s: %s, %.2f s covered%s, cuda graph trace %s%s" % (
-            side, d["label"], d["source"], d["covered_seconds"], " (median)" if d.get("runs") else "",
-            d["cuda_graph_trace_mode"] or "-", ", ended" if d.get("ended") else ""))
+        trace = "cuda trace off" if d.get("cuda_trace") == "off" else "cuda graph trace %s" % (
+            d["cuda_graph_trace_mode"] or "-")
+        lines.append("  %-6s %s: %s, %.2f s covered%s, %s%s" % (
+            side, d["label"], d["source"], d["covered_seconds"], " (median)" if d.get("runs") else "", trace,
+            ", ended" if d.get("ended") else ""))
     lines.append("  compared: " + norm["why"])
     multi = any("significant" in c for c in doc["changes"])
     if multi:

@@ -46,6 +46,18 @@ and whether callbacks alone, without the activity API, escape it:
   --run cupti-subcb="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_NO_ACTIVITY=1 GS_FLOOR_CALLBACKS=driver \\
                      GS_FLOOR_GRAPH_LAUNCH=1 GS_FLOOR_KERNEL_LAUNCH=1"
 
+CUPTI detached at run time (cuptiFinalize), once or over and over, to
+see whether its cost leaves with it:
+
+  --run cupti-detach="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=kernel,graph,context GS_FLOOR_DETACH_MS=300"
+  --run cupti-cycle="env CUDA_INJECTION64_PATH=FLOOR GS_FLOOR_KINDS=kernel,graph,context GS_FLOOR_CYCLE_MS=100,900"
+
+On the H200 (driver 580, CUDA 13.0) both killed llama-server and a
+PyTorch graph loop (scripts/workloads/graph_latency.py) with "an illegal
+memory access was encountered" on the graph replays after the detach:
+at any API exit, at a synchronization's exit (GS_FLOOR_DETACH_AT_SYNC=1)
+and with pinned buffers alike. So CUPTI, once attached, stays attached.
+
   python scripts/build_floor_inject.py [--major 13]
 """
 import argparse

@@ -57,6 +57,7 @@ run):
   bare2   bare (a second one: the noise between two bare runs)
   graph   (graphsignal-run as it is)
   node    --cuda-graph-trace node
+  off     --cuda-trace off (no CUPTI: telemetry, engine, host signals only)
 
   e.g. --mode activity='GRAPHSIGNAL_CUPTI_COLLECTION=activity' --modes bare,graph,node,activity
 
@@ -173,7 +174,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-BUILTIN_MODES = {"bare": "bare", "bare2": "bare", "graph": "", "node": "--cuda-graph-trace node"}
+BUILTIN_MODES = {"bare": "bare", "bare2": "bare", "graph": "", "node": "--cuda-graph-trace node",
+                 "off": "--cuda-trace off"}
 PORT_FIELD = "{port}"  # in a --run command: the port its /signals should listen on
 CMAKE_FLAGS = ["-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",

@@ -107,6 +107,8 @@ def _as_a_run_sees_it(s):
     from graphsignal.sources.host import redact_command_line
 
     refused = {}
+    if s.nvtx == "gpu" and s.cuda_trace == "off":
+        refused["nvtx"] = "GPU time per range needs CUDA tracing, which is off: the run collects host time (on)"
     if s.signals_file:
         try:
             safefs.output_target(s.signals_file)

@@ -365,8 +365,9 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
     report and the log). driver_major: see plan_injection. activity False
     (--cuda-trace off): all of it but CUDA_INJECTION64_PATH, so CUPTI never
     attaches to the workload; the library, with its libcupti loadable, is
-    still returned for NVTX's own injection (prepare_nvtx), which needs no
-    CUPTI."""
+    still returned for NVTX's own injection (prepare_nvtx): NVTX ranges
+    need no CUPTI, though the library's first NVTX call loads libcupti
+    (linked, never initialized: nothing subscribes to it)."""
     expose_package(env, command, report=report)
     user = env.get(ENV_INJECTION)
     if user:
@@ -374,11 +375,8 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
         return None
     plan = plan_injection(env, command, lib_dir, driver_major)
     if plan.problem:
-        if not activity:  # nothing asked of CUPTI: what is lost is NVTX ranges, said in the log
-            logger.info("graphsignal: %s: NVTX ranges are not collected", plan.problem)
-            return None
-        _say(report, "%s: CUDA activity is not profiled%s" % (plan.problem, "; " + plan.fix if plan.fix else ""),
-             plan.level)
+        lost = "CUDA activity is not profiled" if activity else "NVTX ranges are not collected"
+        _say(report, "%s: %s%s" % (plan.problem, lost, "; " + plan.fix if plan.fix else ""), plan.level)
         return None
     try:
         d = loadable_dir(plan.libcupti, plan.major)

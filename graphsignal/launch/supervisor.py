@@ -134,17 +134,32 @@ class Supervisor:
                               "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
                               % s.rocm_kernel_trace)
         activity = s.cuda_trace != "off"
+        if not activity:
+            self._cuda_trace_off_notes(env)
         lib = self._guard("CUDA injection setup", functools.partial(injection.prepare_injection, activity=activity),
                           env, command, self._note)
         nvtx = s.nvtx
         if nvtx == "gpu" and not activity:
             # GPU time per range is CUPTI's kernel records: host time per range is what is left
-            self.reporter.say("--nvtx gpu needs CUDA tracing, which is off (--cuda-trace off): NVTX ranges get "
-                              "their host time only")
+            self.reporter.say("NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing, which is off "
+                              "(--cuda-trace off, GRAPHSIGNAL_CUDA_TRACE=0): NVTX ranges get their host time only")
             nvtx = "on"
         env[config.NVTX_ENV] = nvtx  # the library's mode: off, on, gpu
         self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
         return env
+
+    def _cuda_trace_off_notes(self, env):
+        """One line each for what --cuda-trace off cannot do: an injection
+        set in the environment still loads in the workload (it is left
+        alone, as always), and node mode has nothing to trace."""
+        user = env.get(injection.ENV_INJECTION)
+        if user:
+            self.reporter.say("%s=%s is set in the environment and stays: with --cuda-trace off graphsignal adds no "
+                              "CUPTI, but that library still loads in the workload (and CUPTI with it, if it uses "
+                              "it)" % (injection.ENV_INJECTION, user))
+        if self.settings.cuda_graph_trace == "node":
+            self.reporter.say("--cuda-graph-trace node does nothing with --cuda-trace off: no CUDA activity is "
+                              "collected")
 
     def _checked_output(self, s):
         """Settings without a signals file that could never be written

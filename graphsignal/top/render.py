@@ -477,7 +477,7 @@ def _table_lines(model, ui, width, max_rows, g):
     if not t.rows:
         empty = (_NONE_YET if t.measured else _EMPTY)[ui.table]
         if model.trace_mode == "off":
-            empty = "CUDA tracing is off (--cuda-trace off): CUPTI is kept out of the workload, nothing is collected"
+            empty = "CUDA tracing is off (--cuda-trace off): no CUDA activity is collected"
         header.append(_line(("   " + empty, "dim")))
         return header, []
     if t.measured and not t.window_value and model.window:

@@ -49,7 +49,11 @@
 // GS_FLOOR_REPORT, the graph and kernel records of every window, which
 // says whether a re-attached CUPTI still sees graphs instantiated before.
 // Both subscribe the driver callbacks of GS_FLOOR_CALLBACKS=driver and the
-// graph launch entry points (the detach needs an API exit to run in).
+// graph launch entry points (the detach needs an API exit to run in);
+// GS_FLOOR_DETACH_AT_SYNC=1 detaches only at a synchronization's exit.
+// On an H200 (driver 580, CUDA 13.0) every variant made the graph replays
+// after the detach fail with an illegal memory access: a finding, not a
+// tool to use.
 //
 // Built by scripts/bench_percall.py and scripts/build_floor_inject.py.
 //

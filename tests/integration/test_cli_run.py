@@ -267,9 +267,15 @@ def test_cuda_trace_off_reaches_the_payload_and_turns_nvtx_gpu_into_host_time():
     proc, signals = run_wrapped(show, options=["--cuda-trace", "off", "--nvtx", "gpu"],
                                 env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"))
     assert proc.returncode == 0 and proc.stdout == b"None on\n"
-    assert proc.stderr.count(b"--nvtx gpu needs CUDA tracing") == 1
+    assert proc.stderr.count(b"NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing") == 1
     assert signals["context"]["cuda.trace"] == "off"
     assert_valid(signals)
+    # an injection set in the environment stays (as always) and is said; node mode has nothing to do
+    proc, signals = run_wrapped(show, options=["--cuda-trace", "off", "--cuda-graph-trace", "node"],
+                                env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning", CUDA_INJECTION64_PATH="/opt/x.so"))
+    assert proc.stdout == b"/opt/x.so on\n"
+    assert proc.stderr.count(b"CUDA_INJECTION64_PATH=/opt/x.so is set in the environment and stays") == 1
+    assert proc.stderr.count(b"--cuda-graph-trace node does nothing with --cuda-trace off") == 1
     # the environment variable says the same; a traced run's context does not mention it
     proc, signals = run_wrapped(show, env=quiet_env(GRAPHSIGNAL_CUDA_TRACE="0"))
     assert proc.stdout == b"None on\n" and signals["context"]["cuda.trace"] == "off"

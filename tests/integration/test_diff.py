@@ -65,7 +65,7 @@ def test_a_payload_against_itself_changes_nothing():
     ref = reference()
     covered = (ref["payload_ns"] - ref["start_ns"]) / S
     assert doc["before"] == {"label": "BEFORE", "source": "cumulative", "covered_seconds": round(covered, 6),
-                             "cuda_graph_trace_mode": "graph", "ended": False}
+                             "cuda_graph_trace_mode": "graph", "cuda_trace": "on", "ended": False}
     assert doc["normalized_by"]["name"] == "second"  # a payload of a live run (no ended_ns): per second
     fill = one(doc, frame=FILL)
     assert fill["display_name"] == "vectorized_elementwise_kernel<FillFunctor>" and fill["category"] == "memory"
@@ -129,13 +129,23 @@ def test_a_run_without_cuda_tracing_leaves_the_cuda_series_out_with_a_warning():
     before, after = reference(), reference()
     after["metrics"] = [m for m in after["metrics"] if not m["name"].startswith("cuda_")]
     after["context"]["cuda.trace"] = "off"
+    # a probe of the user's that happens to be called cuda_...: collected either way, so compared
+    probe = {"name": "cuda_myprep_nanoseconds", "type": "profile", "tags": {"process.pid": "7"}, "updated_ns": 1,
+             "stats": {"value": 400, "samples": 4, "frames": [{"name": "prep", "value": 400, "samples": 4}]}}
+    before["metrics"].append(probe)
+    after["metrics"].append(dict(probe, stats=dict(probe["stats"], frames=[{"name": "prep", "value": 100,
+                                                                           "samples": 4}])))
     doc = diff.compare(before, after)
-    assert not [c for c in doc["changes"] if c["metric"].startswith("cuda_")]
+    assert {c["metric"] for c in doc["changes"] if c["metric"].startswith("cuda_")} == {"cuda_myprep_nanoseconds"}
+    assert one(doc, metric="cuda_myprep_nanoseconds")["ratio"] == pytest.approx(0.25, rel=0.05)
     assert "counter" in {c["kind"] for c in doc["changes"]}  # the rest is still compared
     (w,) = [w for w in doc["warnings"] if "--cuda-trace off" in w]
     assert "AFTER ran with CUDA tracing off" in w and "cuda_kernels_nanoseconds" in w and "cuda_memcpy_bytes" in w
-    assert doc["after"]["cuda_graph_trace_mode"] == "off" and doc["before"]["cuda_graph_trace_mode"] == "graph"
+    assert "cuda_myprep" not in w
+    assert (doc["after"]["cuda_trace"], doc["before"]["cuda_trace"]) == ("off", "on")
+    assert (doc["after"]["cuda_graph_trace_mode"], doc["before"]["cuda_graph_trace_mode"]) == (None, "graph")
     assert not [w for w in doc["warnings"] if "same mode" in w]  # not the graph/node warning
+    assert "cuda trace off" in diff.to_text(doc) and "cuda graph trace graph" in diff.to_text(doc)
     # both untraced: nothing to leave out, nothing to warn about
     doc = diff.compare(after, copy.deepcopy(after))
     assert not [w for w in doc["warnings"] if "--cuda-trace off" in w]

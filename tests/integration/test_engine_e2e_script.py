@@ -293,3 +293,18 @@ def test_payload_facts_count_graph_captures_and_replays():
         {"name": "graphsignal_dropped_records", "stats": {"total": 0}}]}
     facts = engine_e2e.payload_facts(doc)
     assert facts["graph_captures"] == 5 and facts["graph_replays"] == 7 and facts["graph_frames"] == 1
+
+
+def test_the_built_in_modes_are_graphsignal_runs_with_their_options():
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    try:
+        import engine_e2e
+    finally:
+        sys.path.pop(0)
+    modes = {m.name: m for m in engine_e2e.parse_modes(["bare", "bare2", "graph", "node", "off"], ())}
+    assert modes["bare"].bare and modes["bare2"].bare and not modes["off"].bare
+    assert (modes["graph"].options, modes["node"].options, modes["off"].options) == (
+        [], ["--cuda-graph-trace", "node"], ["--cuda-trace", "off"])
+    # and graphsignal-run takes them
+    from graphsignal.cli import run as cli_run
+    assert cli_run.parse_args(modes["off"].options + ["x"]).cuda_trace == "off"

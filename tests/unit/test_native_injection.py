@@ -160,12 +160,12 @@ def test_cuda_trace_off_keeps_cupti_out_and_the_library_loadable_for_nvtx(tree, 
     assert on["CUDA_INJECTION64_PATH"] == lib
 
 
-def test_cuda_trace_off_with_nothing_to_inject_says_nothing_to_the_user(tree, caplog):
+def test_cuda_trace_off_with_nothing_to_inject_says_what_is_lost(tree, caplog):
     said = []
     env = dict(tree["env"])
     with caplog.at_level(logging.INFO, logger="graphsignal"):
         assert injection.prepare_injection(env, ["serve"], said.append, lib_dir=tree["libs"], driver_major=None,
                                            activity=False) is None
-    # CUDA activity was not asked for: no warning, no error entry; the log says what it means (no NVTX)
-    assert said == [] and "CUDA_INJECTION64_PATH" not in env
-    assert [r.levelno for r in caplog.records if "NVTX ranges are not collected" in r.getMessage()] == [logging.INFO]
+    # said once, as the traced run says its own loss, but of what off still collects: NVTX ranges
+    assert len(said) == 1 and "no NVIDIA driver" in said[0] and "NVTX ranges are not collected" in said[0]
+    assert "CUDA activity" not in said[0] and "CUDA_INJECTION64_PATH" not in env

@@ -79,9 +79,13 @@ def test_cuda_trace_takes_words_and_numbers_and_the_flag_wins(caplog):
     assert config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "0"}).cuda_trace == "off"
     assert config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": " OFF "}).cuda_trace == "off"
     assert config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "1"}).cuda_trace == "on"
+    # the yes/no words of the other switches: false must not leave the costly mode on
+    assert [config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": w}).cuda_trace for w in ("false", "No", "true", "yes")] \
+        == ["off", "off", "on", "on"]
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
         s = config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "never"})
-    assert s.cuda_trace == "on" and sum("GRAPHSIGNAL_CUDA_TRACE" in r.getMessage() for r in caplog.records) == 1
+    (line,) = [r.getMessage() for r in caplog.records if "GRAPHSIGNAL_CUDA_TRACE" in r.getMessage()]
+    assert s.cuda_trace == "on" and "on|off|1|0" in line
     s = config.resolve(cli_run.parse_args(["--cuda-trace", "off", "x"]), {"GRAPHSIGNAL_CUDA_TRACE": "1"})
     assert s.cuda_trace == "off" and s.origin("cuda_trace") == "flag --cuda-trace"
     assert config.Settings.from_dict(json.loads(json.dumps(s.to_dict()))).cuda_trace == "off"

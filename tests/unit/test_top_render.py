@@ -323,7 +323,7 @@ def test_cuda_tables_of_a_run_without_cuda_tracing_say_why_they_are_empty(state)
     p = base_payload()
     p["context"]["cuda.trace"] = "off"
     text = "\n".join(frame(state, p, UI("kernels")))
-    assert "cuda trace: off" in text and "CUDA tracing is off (--cuda-trace off)" in text
+    assert "cuda trace: off" in text and "CUDA tracing is off (--cuda-trace off): no CUDA activity" in text
     assert "no CUPTI data" not in text
 
 
