@@ -138,6 +138,18 @@ def _choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str
     return val, ENVIRONMENT
 
 
+def _switch(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
+            default: str) -> Tuple[str, str]:
+    """_choice for a setting whose variable also takes the yes/no words
+    (1, true, yes; 0, false, no) as on and off, as the native library reads
+    them (GRAPHSIGNAL_NVTX, GRAPHSIGNAL_CUDA_TRACE)."""
+    raw = environ.get(env_name)
+    word = (raw or "").strip().lower()
+    value = "on" if word in TRUE_WORDS else "off" if word in FALSE_WORDS else raw
+    env = {env_name: value} if value is not None else {}
+    return _choice(flag_value, env, env_name, choices, default, "|".join(choices) + "|1|0|true|false|yes|no")
+
+
 def _yes(environ: Mapping[str, str], name: str) -> Tuple[bool, str]:
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
@@ -543,10 +555,8 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         listen_port=flag("listen_port", cfg.listen_port, DEFAULT_LISTEN_PORT),
         cuda_graph_trace=take("cuda_graph_trace", _choice(cfg.cuda_graph_trace, environ, GRAPH_TRACE_ENV,
                                                           GRAPH_TRACE_CHOICES, DEFAULT_GRAPH_TRACE)),
-        cuda_trace=take("cuda_trace", _choice(cfg.cuda_trace,
-                                              {CUDA_TRACE_ENV: _on_off_word(environ.get(CUDA_TRACE_ENV))},
-                                              CUDA_TRACE_ENV, CUDA_TRACE_CHOICES, DEFAULT_CUDA_TRACE,
-                                              "on|off|1|0|true|false|yes|no")),
+        cuda_trace=take("cuda_trace", _switch(cfg.cuda_trace, environ, CUDA_TRACE_ENV, CUDA_TRACE_CHOICES,
+                                              DEFAULT_CUDA_TRACE)),
         rocm_kernel_trace=take("rocm_kernel_trace", _choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV,
                                                             ROCM_TRACE_CHOICES, DEFAULT_ROCM_TRACE)),
         signals_file=take("signals_file", (cfg.output, FLAG) if cfg.output else _text(environ, SIGNALS_FILE_ENV,
@@ -565,8 +575,7 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         tags=take("tags", (tags, ENVIRONMENT if tags else DEFAULT)),
         **_otlp(environ, take),
         allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
-        nvtx=take("nvtx", _choice(cfg.nvtx, {NVTX_ENV: _on_off_word(environ.get(NVTX_ENV))}, NVTX_ENV,
-                                  NVTX_CHOICES, DEFAULT_NVTX)),
+        nvtx=take("nvtx", _switch(cfg.nvtx, environ, NVTX_ENV, NVTX_CHOICES, DEFAULT_NVTX)),
         sidecar_priority=take("sidecar_priority", _choice(None, environ, SIDECAR_PRIORITY_ENV,
                                                           SIDECAR_PRIORITY_CHOICES, DEFAULT_SIDECAR_PRIORITY)),
         origins=tuple(origins),
@@ -626,16 +635,6 @@ def identity_context(settings: Settings) -> Dict[str, Any]:
     if settings.tags:
         out["tags"] = dict(settings.tags)
     return out
-
-
-def _on_off_word(raw: Optional[str]) -> str:
-    """The yes/no words (1, true, yes; 0, false, no) as on and off
-    (GRAPHSIGNAL_NVTX, GRAPHSIGNAL_CUDA_TRACE, as the native library reads
-    them; other values as given)."""
-    word = (raw or "").strip().lower()
-    if word in TRUE_WORDS:
-        return "on"
-    return "off" if word in FALSE_WORDS else raw or ""
 
 
 def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Settings:

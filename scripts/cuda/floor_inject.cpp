@@ -264,25 +264,33 @@ static bool graph_events = false;
 // Detach (GS_FLOOR_DETACH_MS, GS_FLOOR_CYCLE_MS): the thread that decides
 // asks, the next API exit on any thread carries it out.
 namespace det {
-static std::atomic<bool> requested{false}, attached{false};
-static std::atomic<int64_t> first_launch_ns{0};
-static std::mutex mu;
-static std::vector<std::pair<uint64_t, uint64_t>> windows;  // (graph, kernel) records per window
-static uint64_t graphs_before = 0, kernels_before = 0;
-static int on_ms = 0, off_ms = -1;  // off_ms < 0: detach once
-static bool at_sync = false;
-static int64_t detach_ns = 0, detach_max_ns = 0, attach_ns = 0, attach_max_ns = 0;  // time spent in each
-
 static int64_t now_ns() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+static std::atomic<bool> requested{false}, attached{false};
+static std::atomic<bool> launched{false};  // a driver graph launch has returned
+static std::mutex mu;
+static std::vector<std::pair<uint64_t, uint64_t>> windows;  // (graph, kernel) records per window
+static uint64_t graphs_before = 0, kernels_before = 0;
+static int on_ms = 0, off_ms = -1;  // off_ms < 0: detach once
+static bool at_sync = false;
+struct Spent {  // time spent in a step, over its runs
+  int64_t total_ns = 0, max_ns = 0;
+  void add(int64_t t0) {
+    int64_t t = now_ns() - t0;
+    total_ns += t;
+    if (t > max_ns) max_ns = t;
+  }
+};
+static Spent detaching, attaching;
+
 static void at_exit_site(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   if (d != CUPTI_CB_DOMAIN_DRIVER_API || cb->callbackSite != CUPTI_API_EXIT) return;
-  if ((cbid == 514 || cbid == 515) && first_launch_ns.load(std::memory_order_relaxed) == 0)
-    first_launch_ns.store(now_ns(), std::memory_order_relaxed);
+  if ((cbid == 514 || cbid == 515) && !launched.load(std::memory_order_relaxed))
+    launched.store(true, std::memory_order_relaxed);
   if (!requested.load(std::memory_order_relaxed)) return;
   // GS_FLOOR_DETACH_AT_SYNC: only at the exit of a synchronization (stream, event, context)
   if (at_sync && cbid != 126 && cbid != 440 && cbid != 121 && cbid != 17 && cbid != 800) return;
@@ -291,9 +299,7 @@ static void at_exit_site(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const CU
   int64_t t0 = now_ns();
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   cuptiFinalize();
-  int64_t t = now_ns() - t0;  // the workload's thread waited this long
-  detach_ns += t;
-  if (t > detach_max_ns) detach_max_ns = t;
+  detaching.add(t0);  // the workload's thread waited this long
   requested.store(false);
   attached.store(false);
 }
@@ -370,7 +376,7 @@ static void attach() {
 // GS_FLOOR_DETACH_MS / GS_FLOOR_CYCLE_MS: waits for the first graph launch
 // (10 s at most), then detaches and, cycling, attaches again.
 static void* cycler(void*) {
-  for (int i = 0; i < 1000 && det::first_launch_ns.load(std::memory_order_relaxed) == 0; i++) usleep(10000);
+  for (int i = 0; i < 1000 && !det::launched.load(std::memory_order_relaxed); i++) usleep(10000);
   for (;;) {
     usleep(static_cast<useconds_t>(det::on_ms) * 1000);
     det::requested.store(true);
@@ -387,9 +393,7 @@ static void* cycler(void*) {
     std::lock_guard<std::mutex> g(det::mu);
     int64_t t0 = det::now_ns();
     attach();
-    int64_t t = det::now_ns() - t0;
-    det::attach_ns += t;
-    if (t > det::attach_max_ns) det::attach_max_ns = t;
+    det::attaching.add(t0);
   }
 }
 
@@ -402,8 +406,9 @@ static void report_windows() {
               (unsigned long long)det::windows[i].second);
   size_t n = det::windows.size();
   fprintf(stderr, "\nfloor_inject: detach (flush + cuptiFinalize, in the workload's thread) mean %.3f ms, max %.3f ms;"
-          " attach mean %.3f ms, max %.3f ms\n", n ? det::detach_ns / 1e6 / n : 0.0, det::detach_max_ns / 1e6,
-          n > 1 ? det::attach_ns / 1e6 / (n - 1) : 0.0, det::attach_max_ns / 1e6);
+          " attach mean %.3f ms, max %.3f ms\n", n ? det::detaching.total_ns / 1e6 / n : 0.0,
+          det::detaching.max_ns / 1e6, n > 1 ? det::attaching.total_ns / 1e6 / (n - 1) : 0.0,
+          det::attaching.max_ns / 1e6);
 }
 
 static bool on(const char* name) {
