@@ -398,8 +398,9 @@ class Settings:
     @property
     def wants_final(self) -> bool:
         """The sidecar has work after the workload exits: the final payload
-        to write, to keep serving, or to upload."""
-        return bool(self.signals_file or self.linger or self.uploads)
+        to write, to keep serving, to upload, or to export over OTLP (a run
+        shorter than the export interval has only that export)."""
+        return bool(self.signals_file or self.linger or self.uploads or (self.otlp and self.otlp_endpoint))
 
     def origin(self, name: str) -> str:
         """Where a setting's value came from: "flag --x", "environment

@@ -453,8 +453,9 @@ class Supervisor:
 
     def _wants_final(self):
         """The sidecar has work after the workload exits: the final payload
-        to write (GRAPHSIGNAL_SIGNALS_FILE), to keep serving (LINGER) or to
-        upload (GRAPHSIGNAL_API_KEY: the last upload has its own 2 s)."""
+        to write (GRAPHSIGNAL_SIGNALS_FILE), to keep serving (LINGER), to
+        upload (GRAPHSIGNAL_API_KEY) or to export (GRAPHSIGNAL_OTLP); the
+        last upload and the last export have their own 2 s each."""
         return self.settings.wants_final
 
     def _wait_final(self, sc, linger):

@@ -53,7 +53,9 @@ failure follows graphsignal.sidecar.retry's policy, shared with the
 uploader (full jitter up to 30 s but never past the export interval, a
 Retry-After honoured, a 401/403 one line and a try every 4 to 5 minutes).
 Metrics are cumulative, so a failed export loses nothing the next one does
-not carry. The store counts it: graphsignal_otlp_exports_total (tag
+not carry. The export at exit is the one exception: graphsignal-run waits
+for it as it waits for the last upload (FINAL_DEADLINE, 2 s), and when it
+fails one line says so and what did not arrive. The store counts it: graphsignal_otlp_exports_total (tag
 result: accepted / failed) and graphsignal_otlp_export_bytes_total.
 """
 import gzip
@@ -357,11 +359,11 @@ class Exporter:
         self.next_export = clock() + self.interval  # the first after one interval, as OpenTelemetry's readers do
         self.exported = 0
 
-    def step(self, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT), force: bool = False) -> bool:
-        """Exports when due (force: now, the final export). Returns True
-        when the endpoint accepted it."""
+    def step(self, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT), force: bool = False, final: bool = False) -> bool:
+        """Exports when due (force: now; final: now, and the last one, at
+        exit). Returns True when the endpoint accepted it."""
         now = self.clock()
-        if not force and now < self.next_export:
+        if not (force or final) and now < self.next_export:
             return False
         body = self.builder.request(self.store.snapshot()).SerializeToString()
         headers = dict(self.settings.otlp_headers)
@@ -392,11 +394,26 @@ class Exporter:
             self.next_export = now + self.interval
             return True
         self.store.add_counter(EXPORTS_METRIC, {"result": "failed"}, 1)
+        if final:
+            # No next try will carry what this one held, and a run shorter
+            # than the interval has no other export: say so, whatever the
+            # retry policy has said before (its lines promise a retry).
+            self._final_failed(status, reason)
+            return False
         wait = self.retry.failed(status, reason, now, after)
         # a transient failure is tried again sooner, never later than the normal pace;
         # refused credentials and a Retry-After wait as the policy says
         self.next_export = now + (wait if (status in retry.AUTH_STATUSES or after) else min(wait, self.interval))
         return False
+
+    def _final_failed(self, status: Optional[int], reason: str) -> None:
+        if status in retry.AUTH_STATUSES:
+            reason = "%s: %s" % (reason, self.retry.auth_hint)
+        lost = ("nothing of this run reached it" if not self.exported else
+                "what changed since its last accepted export did not reach it")
+        msg = "the final OTLP export to %s, at exit, failed: %s; %s" % (self.shown_url, reason, lost)
+        logger.warning("graphsignal: %s", msg)
+        self.store.add_error("warning", msg, tags={"source": "otlp"})
 
 
 def _reason_of(status: int, resp: Any) -> str:
@@ -465,7 +482,7 @@ class ExporterThread(threading.Thread):
             self._step()
         remaining = (self._deadline or 0) - time.monotonic()
         if remaining > 0.05:
-            self._step(timeout=(min(CONNECT_TIMEOUT, remaining), remaining), force=True)
+            self._step(timeout=(min(CONNECT_TIMEOUT, remaining), remaining), final=True)
 
     def _step(self, **kw: Any) -> None:
         try:

@@ -396,3 +396,59 @@ def test_a_hung_otlp_endpoint_never_holds_the_workload_or_its_exit():
         assert rec.requests  # it did try
     assert took < 40, took  # the endpoint would have held each export for 60 s
     assert signals is not None and signals["exit_status"] == 3
+
+
+# -- the export at exit, without --output or GRAPHSIGNAL_LINGER ------------------------------------------------
+SHORT_CHILD = """
+import sys
+from graphsignal import probes
+c = probes.counter("myapp_requests_total", {"route": "/v1"})
+for i in range(300):
+    c.add(1)
+print("done")
+sys.exit(3)
+"""
+
+
+def _bare_env(**extra):
+    """graphsignal-run's environment with nothing that keeps the sidecar
+    after the exit but OTLP (the default 60 s interval: the export at exit
+    is the run's only one)."""
+    env = quiet_env(GRAPHSIGNAL_OTLP="1", GRAPHSIGNAL_DISABLE_VERSION_CHECK="1", GRAPHSIGNAL_LOG_LEVEL="warning",
+                    **extra)
+    for name in ("GRAPHSIGNAL_SIGNALS_FILE", "GRAPHSIGNAL_LINGER", "GRAPHSIGNAL_API_KEY",
+                 "OTEL_METRIC_EXPORT_INTERVAL"):
+        env.pop(name, None)
+    return env
+
+
+def _run_bare(env):
+    import subprocess
+
+    from support.gsrun import GS_RUN
+
+    return subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", SHORT_CHILD], env=env,
+                          capture_output=True, timeout=120)
+
+
+def test_a_run_shorter_than_the_interval_exports_at_exit_without_output_or_linger():
+    # before: the supervisor killed the sidecar at the exit (no --output, no linger, no key):
+    # the only export of a short run never left, and nothing said so
+    with Recorder() as rec:
+        proc = _run_bare(_bare_env(OTEL_EXPORTER_OTLP_ENDPOINT=rec.base))
+        reqs = rec.matching("/v1/metrics")
+    assert (proc.returncode, proc.stdout) == (3, b"done\n"), proc.stderr  # the workload's exit and output pass through
+    assert len(reqs) == 1, (len(reqs), proc.stderr)  # the export at exit, and only it
+    (p,) = by_name(decode(reqs[0]))["graphsignal.myapp_requests"].sum.data_points
+    assert p.as_int == 300 and attrs(p.attributes)["route"] == "/v1"  # in full
+    assert b"OTLP" not in proc.stderr, proc.stderr
+
+
+def test_a_collector_down_at_exit_is_one_line():
+    # before: 0 of 4 such runs said anything; the export was lost in silence
+    proc = _run_bare(_bare_env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:%d" % free_port()))
+    assert (proc.returncode, proc.stdout) == (3, b"done\n"), proc.stderr
+    lines = [x for x in proc.stderr.decode().splitlines() if "OTLP" in x]
+    assert len(lines) == 1, proc.stderr
+    assert "the final OTLP export to http://127.0.0.1:" in lines[0] and "nothing of this run reached it" in lines[0]
+    assert "connection refused" in lines[0], lines
