@@ -40,11 +40,15 @@ from graphsignal.fleet.windows import MIN_SECONDS, window
 logger = logging.getLogger("graphsignal.fleet")
 
 JSON = "application/json"
+NOSNIFF = (("X-Content-Type-Options", "nosniff"),)
 MAX_WINDOW = 7 * 86400
 
 
 def _json(obj, status=200):
-    return Response(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), status=status, mimetype=JSON)
+    # nosniff as on the page: a browser must never read an answer (which echoes
+    # what uploads sent) as anything but JSON
+    return Response(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), status=status, mimetype=JSON,
+                    headers=NOSNIFF)
 
 
 def _error(message, status):

@@ -19,6 +19,14 @@ connecting, idle, or sending slowly:
                connection is closed (a body shorter than its
                Content-Length holds nothing past that). A response must be
                written within write_timeout.
+  answers      an error the loop answers itself (413, 503, 408, framing)
+               is sent, then the client's input is read and dropped (the
+               rest of its Content-Length, at most drain_bytes; until it
+               pauses linger or request_timeout has passed) before the
+               connection is closed: closing a socket with unread input
+               sends a reset, which makes the client's send fail with a
+               broken pipe and can throw away the answer it has not read
+               yet. A body larger than drain_bytes still gets the reset.
   framing      strict, before anything reaches the app (which sees the
                exact bytes): Content-Length at most once and all digits, no
                Transfer-Encoding with it (400), no Transfer-Encoding (chunked)
@@ -71,7 +79,8 @@ class Limits:
     read_timeout: float = 10.0  # longest pause while a body arrives
     request_timeout: float = 60.0  # connect to the end of the body
     write_timeout: float = 30.0  # to write a response
-    linger: float = 2.0  # after an error answered by the loop: input read and dropped this long, then closed
+    linger: float = 2.0  # after an error answered by the loop: its input is read and dropped until a pause this long
+    drain_bytes: int = 64 << 20  # ... or until this much (or the rest of its Content-Length) is dropped
     max_head: int = 64 << 10
     max_body: int = 8 << 20
     buffer_bytes: int = 512 << 20  # bodies held at once, all tenants
@@ -159,7 +168,8 @@ def simple_response(status, message, extra=()):
     """A complete JSON error response that closes the connection."""
     body = orjson.dumps({"error": message})
     lines = ["HTTP/1.1 %d %s" % (status, REASONS.get(status, "Error")), "Content-Type: application/json",
-             "Content-Length: %d" % len(body), "Connection: close"] + ["%s: %s" % kv for kv in extra]
+             "X-Content-Type-Options: nosniff", "Content-Length: %d" % len(body), "Connection: close"] + \
+        ["%s: %s" % kv for kv in extra]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
@@ -168,7 +178,7 @@ HEAD, BODY, LINGER = "head", "body", "linger"
 
 class _Conn:
     __slots__ = ("sock", "fd", "addr", "state", "buf", "t0", "last", "deadline", "head", "need", "keep",
-                 "tenant", "reserved", "admitted", "dropped")
+                 "tenant", "reserved", "admitted", "dropped", "linger_end")
 
     def __init__(self, sock, addr, now, limits):
         self.sock, self.fd, self.addr = sock, sock.fileno(), addr
@@ -183,6 +193,7 @@ class _Conn:
         self.reserved = 0  # body bytes counted against the budgets
         self.admitted = False
         self.dropped = 0  # bytes read and thrown away (dropped bodies, lingering)
+        self.linger_end = 0.0  # lingering: closed by then whatever the client does
 
 
 class Job:
@@ -303,7 +314,8 @@ class _Handler(QuietHandler):
                     close()
         except Exception as e:  # the app answers its own errors; this is the last resort
             logger.debug("graphsignal-server: %s %s failed: %s: %s", self.command, self.path, type(e).__name__, e)
-            started[:] = ["500 INTERNAL SERVER ERROR", [("Content-Type", "application/json")]]
+            started[:] = ["500 INTERNAL SERVER ERROR", [("Content-Type", "application/json"),
+                                                        ("X-Content-Type-Options", "nosniff")]]
             chunks[:] = [orjson.dumps({"error": "internal error: %s" % type(e).__name__})]
         status, headers = started
         code, _, reason = status.partition(" ")
@@ -459,9 +471,7 @@ class FleetServer:
         now = time.monotonic()
         c.last = now
         if c.state == LINGER:
-            c.dropped += len(data)
-            if c.dropped > self.limits.max_body:
-                self._close(c)
+            self._drop(c, len(data), now)
             return
         if c.state == HEAD:
             start = max(0, len(c.buf) - 3)
@@ -477,6 +487,8 @@ class FleetServer:
             rest = bytes(c.buf[end + 4:])
             del c.buf[end + 4:]
             self._head_done(c, now)
+            if c.state == LINGER and rest:  # answered at its head: what came with it counts as drained
+                self._drop(c, len(rest), now)
             if c.state != BODY:
                 return
             data = rest
@@ -496,7 +508,8 @@ class FleetServer:
             self._answer(c, e.status, str(e))
             return
         if head.length > self.limits.max_body:
-            self._answer(c, 413, "body of %d bytes is over the %d MiB cap" % (head.length, self.limits.max_body >> 20))
+            self._answer(c, 413, "body of %d bytes is over the %d MiB cap" % (head.length, self.limits.max_body >> 20),
+                         expect=head.length)
             return
         tenant = self.tenant_of(head)
         c.head, c.need = head, head.length
@@ -519,7 +532,7 @@ class FleetServer:
                 c.admitted, c.reserved = True, size
         if why is not None:
             self.stats["busy"] += 1
-            self._answer(c, 503, why + ": try again later", [("Retry-After", "1")])
+            self._answer(c, 503, why + ": try again later", [("Retry-After", "1")], expect=head.length)
             return
         c.state = BODY
         c.deadline = min(c.t0 + lim.request_timeout, now + lim.read_timeout)
@@ -549,7 +562,7 @@ class FleetServer:
                 self.stats["timed_out"] += 1
                 got = c.head.length - c.need
                 self._answer(c, 408, "the body did not arrive: %d of %d bytes in %.0f s" % (
-                    got, c.head.length, now - c.t0))
+                    got, c.head.length, now - c.t0), expect=c.need)
             elif c.state == HEAD:
                 self.stats["timed_out"] += 1
                 if c.buf:
@@ -559,9 +572,11 @@ class FleetServer:
             else:
                 self._close(c)
 
-    def _answer(self, c, status, message, extra=()):
+    def _answer(self, c, status, message, extra=(), expect=None):
         """The loop's own answer (an error): sent, then the connection's
-        input is dropped for a moment so the client can read it."""
+        input is read and dropped so the client can read it (the module
+        docstring's `answers`). expect: the body bytes the client has yet
+        to send, None when unknown."""
         self._unadmit(c)
         self._send_quietly(c.sock, simple_response(status, message, extra))
         try:
@@ -569,7 +584,23 @@ class FleetServer:
         except OSError:
             self._close(c)
             return
-        c.state, c.buf, c.deadline = LINGER, bytearray(), time.monotonic() + self.limits.linger
+        lim = self.limits
+        now = time.monotonic()
+        c.state, c.buf = LINGER, bytearray()
+        c.need = lim.drain_bytes if expect is None else min(expect, lim.drain_bytes)
+        c.linger_end = now + lim.request_timeout
+        c.deadline = min(c.linger_end, now + lim.linger)
+        if c.need <= 0:  # nothing more is coming: the close sends no reset
+            self._close(c)
+
+    def _drop(self, c, n, now):
+        """n bytes of a lingering connection's input were read and dropped."""
+        c.dropped += n
+        c.need -= n
+        if c.need <= 0:
+            self._close(c)  # all it declared, or the bound: past that a reset is the client's own doing
+        else:
+            c.deadline = min(c.linger_end, now + self.limits.linger)  # a pause, not the whole body, is bounded
 
     @staticmethod
     def _send_quietly(sock, data):

@@ -5,6 +5,7 @@ flooding while another uploads. Most run the server in this process on a
 real socket with short timeouts (Front); the file-limit and SIGTERM cases
 run a graphsignal-server process."""
 import gzip
+import http.client
 import socket
 import threading
 import time
@@ -117,6 +118,67 @@ def test_a_head_over_64_kib_is_431_and_a_body_over_the_cap_is_413_unread(front):
     finally:
         s.close()
     assert f.instances() == []
+
+
+@pytest.fixture
+def server_proc(tmp_path):
+    srv = ServerProc(tmp_path / "fleet.db").start()
+    yield srv
+    srv.cleanup()
+
+
+def _post_whole(port, body, timeout=30.0):
+    """POSTs body as an HTTP client does (all of it, then the answer):
+    (status, JSON) or the exception's name when the send or read failed."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("POST", "/api/v1/ingest", body=body, headers={"X-API-Key": "key-a", "Content-Encoding": "gzip"})
+        r = c.getresponse()
+        return r.status, orjson.loads(r.read())
+    except OSError as e:
+        return type(e).__name__, None
+    finally:
+        c.close()
+
+
+def test_a_body_over_the_cap_sent_whole_gets_its_413_not_a_broken_pipe(server_proc):
+    # the client sends every byte before it reads: the server must read what
+    # it sends (and drop it) after answering, or the close resets the connection
+    got = [_post_whole(server_proc.port, b"x" * size) for size in (9 << 20, 16 << 20, 48 << 20) for _ in range(8)]
+    assert [s for s, _ in got] == [413] * len(got), got
+    assert all("cap" in doc["error"] for _, doc in got)
+    # the server goes on: a good upload right after is taken
+    assert _post_whole(server_proc.port, _body())[0] == 200
+
+
+def test_every_json_answer_says_nosniff(server_proc):
+    port = server_proc.port
+    cases = [("GET", "/health", None, "key-a", 200), ("GET", "/api/v1/version", None, None, 200),
+             ("POST", "/api/v1/ingest", _body(), "key-a", 200), ("GET", "/api/v1/instances", None, "key-a", 200),
+             ("GET", "/api/v1/signals?instance_id=inst", None, "key-a", 200),
+             ("GET", "/api/v1/history?instance_id=inst", None, "key-a", 200),
+             ("GET", "/api/v1/instances", None, None, 401), ("GET", "/api/v1/instances", None, "nope", 401),
+             ("GET", "/api/v1/signals?instance_id=other", None, "key-a", 404), ("GET", "/nowhere", None, None, 404),
+             ("GET", "/static/nowhere.js", None, None, 404), ("DELETE", "/api/v1/instances", None, "key-a", 405),
+             ("GET", "/api/v1/instances?x=1", None, "key-a", 400),
+             ("POST", "/api/v1/ingest", b"not gzip", "key-a", 400)]
+    for method, path, body, key, status in cases:
+        got, doc, headers = request(port, method, path, body=body, key=key,
+                                    headers={"Content-Encoding": "gzip"} if body else None)
+        assert (got, headers["Content-Type"], headers["X-Content-Type-Options"]) == (
+            status, "application/json", "nosniff"), (method, path, doc)
+    # and the front's own answers (raw, before the app)
+    for head, status in ((_ingest_head([("Content-Length", str(9 << 20))], b""), 413),
+                         (_ingest_head([("Transfer-Encoding", "chunked")], b"0\r\n\r\n"), 411)):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            s.sendall(head)
+            reply = read_all(s)
+        finally:
+            s.close()
+        lines = reply.partition(b"\r\n\r\n")[0].split(b"\r\n")
+        assert lines[0].startswith(b"HTTP/1.1 %d " % status)
+        assert b"X-Content-Type-Options: nosniff" in lines and b"Content-Type: application/json" in lines
 
 
 def test_expect_100_continue_gets_its_100_before_the_body(front):
