@@ -16,6 +16,9 @@ paths, made so that another local user cannot steer them.
     replaced; a symlink is followed only when we own it (as the kernel's
     protected_symlinks does in sticky directories). Nothing is left
     behind on any failure.
+  - output_folder(): whether that directory exists and we may make files
+    in it, asked before the workload starts (NoFolder otherwise): a
+    missing folder would lose the payload only at the end of the run.
 
 Standard library only: the supervisor imports this before the workload
 starts.
@@ -27,6 +30,11 @@ import tempfile
 
 class UnsafePath(OSError):
     """A path we will not use; str() is one line for the user."""
+
+
+class NoFolder(OSError):
+    """The folder a file is to be written in is missing, not a folder, or
+    not writable by us; str() is one line for the user."""
 
 
 def _euid():
@@ -162,6 +170,61 @@ def output_target(path):
             raise UnsafePath("%s is %s; not replacing it (name a regular file)" % (path, _kind(end)))
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     raise UnsafePath("%s: too many levels of symbolic links" % path)
+
+
+def output_folder(path):
+    """The folder write_atomic(path) makes its temporary file in (that of
+    output_target(path)). Raises UnsafePath as output_target does, and
+    NoFolder when the folder does not exist, is not a folder, or this
+    process cannot make files in it (a read-only mount too, even for root)."""
+    try:
+        folder = os.path.dirname(output_target(path))
+    except UnsafePath as e:
+        if isinstance(e.__cause__, NotADirectoryError):  # a file where a folder of the path should be
+            raise NoFolder("%s is not a folder" % _file_in_the_way(os.path.dirname(os.path.abspath(path)))) from e
+        raise
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError as e:
+        raise NoFolder("the folder %s does not exist" % _missing_part(folder)) from e
+    except NotADirectoryError as e:
+        raise NoFolder("%s is not a folder" % folder) from e
+    except OSError as e:
+        raise NoFolder("cannot reach the folder %s (%s)" % (folder, e.strerror or e)) from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise NoFolder("%s is not a folder" % folder)
+    # effective ids: graphsignal-run may be setuid-wrapped; access() alone asks for the real ones
+    kw = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+    if not os.access(folder, os.W_OK | os.X_OK, **kw):
+        raise NoFolder("the folder %s is not writable by this user%s" % (
+            folder, " (a read-only file system)" if _read_only(folder) else ""))
+    return folder
+
+
+def _missing_part(folder):
+    """The first folder of the path that does not exist (/a/b/c with only
+    /a: /a/b), so the line says what to make."""
+    head = folder
+    while True:
+        parent = os.path.dirname(head)
+        if parent == head or os.path.lexists(parent):
+            return head
+        head = parent
+
+
+def _file_in_the_way(folder):
+    """The deepest part of folder that exists (a file, when lstat said ENOTDIR)."""
+    head = folder
+    while not os.path.lexists(head) and os.path.dirname(head) != head:
+        head = os.path.dirname(head)
+    return head
+
+
+def _read_only(folder):
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def write_atomic(path, data):

@@ -77,7 +77,8 @@ def parser():
                         "wins)" % config.NVTX_ENV)
     p.add_argument("--output", metavar="FILE", type=args.non_empty,
                    help="write the final /signals payload to FILE when the workload exits, also after "
-                        "SIGINT/SIGTERM (env %s; the flag wins)" % config.SIGNALS_FILE_ENV)
+                        "SIGINT/SIGTERM; its folder must exist and be writable, or nothing runs (exit 2) "
+                        "(env %s; the flag wins)" % config.SIGNALS_FILE_ENV)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]", help=argparse.SUPPRESS)
     return p
 
@@ -111,8 +112,8 @@ def _as_a_run_sees_it(s):
         refused["nvtx"] = "GPU time per range needs CUDA tracing, which is off: the run collects host time (on)"
     if s.signals_file:
         try:
-            safefs.output_target(s.signals_file)
-        except safefs.UnsafePath as e:
+            safefs.output_folder(s.signals_file)
+        except (safefs.UnsafePath, safefs.NoFolder) as e:
             refused["signals_file"] = str(e)
     if s.uploads or s.version_check:
         try:

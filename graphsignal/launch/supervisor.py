@@ -85,6 +85,10 @@ SIDECAR_FINAL_WAIT = 60.0  # seconds for the final payload (plus GRAPHSIGNAL_LIN
 SIDECAR_FINAL_STALL = 5.0  # seconds without a heartbeat after which that wait ends (channel.HEARTBEAT)
 
 
+class OutputRefused(Exception):
+    """The signals file's folder cannot take the payload; one line."""
+
+
 # -- the supervisor -------------------------------------------------------------------
 class Supervisor:
     def __init__(self, cfg, environ=None, stdout_fd=1, stderr_fd=2):
@@ -165,13 +169,19 @@ class Supervisor:
         """Settings without a signals file that could never be written
         safely (a device, a directory, another user's symlink): said now,
         once, rather than after a long run. A file that can be written is
-        held by its absolute path (the sidecar has another working folder)."""
+        held by its absolute path (the sidecar has another working folder).
+        A folder that is missing or not writable raises OutputRefused: a
+        typo in a path, which the user fixes before a run, not after it."""
         if s.signals_file:
             try:
-                safefs.output_target(s.signals_file)
+                safefs.output_folder(s.signals_file)
             except safefs.UnsafePath as e:
                 self.reporter.say("%s: the final payload will not be written" % e)
                 return dataclasses.replace(s, signals_file=None)
+            except safefs.NoFolder as e:
+                flag = "--output" if s.origin("signals_file").startswith("flag") else config.SIGNALS_FILE_ENV
+                raise OutputRefused("%s %s: %s; the workload was not started (make the folder or name another "
+                                    "file)" % (flag, s.signals_file, e))
             return dataclasses.replace(s, signals_file=os.path.abspath(s.signals_file))
         return s
 
@@ -511,7 +521,11 @@ class Supervisor:
         closed = _reserve_std_fds()  # before we open anything
         self.stdin_closed = 0 in closed
         setup_logging(config.log_level_of(self.environ))
-        self.settings = self._checked_output(config.resolve(self.cfg, self.environ))
+        try:
+            self.settings = self._checked_output(config.resolve(self.cfg, self.environ))
+        except OutputRefused as e:
+            sys.stderr.write("graphsignal-run: error: %s\n" % e)
+            return 2  # a usage error: nothing started yet
         command = self.prepare_command()
         env = self.child_env(command)
         self.lock_fd = self._guard("run lock", stale.hold_run_lock, self.run_id)

@@ -55,3 +55,45 @@ def test_the_flag_wins_over_the_environment(tmp_path):
     env_file = tmp_path / "from_env.json"
     rc, out = _run(tmp_path, env=quiet_env(GRAPHSIGNAL_SIGNALS_FILE=str(env_file)))
     assert rc == 0 and out.exists() and not env_file.exists()
+
+
+def test_a_folder_that_does_not_exist_is_refused_before_the_run(tmp_path):
+    # before: accepted, exit 0, and the payload lost at the end with a line saying the
+    # workload "runs on" after it had ended
+    marker = tmp_path / "started"
+    child = [sys.executable, "-c", "open(%r, 'w').close()" % str(marker)]
+    missing = tmp_path / "no" / "such" / "dir" / "x.json"
+    for args, env in ((["--output", str(missing)], quiet_env()),
+                      ([], quiet_env(GRAPHSIGNAL_SIGNALS_FILE=str(missing)))):
+        p = subprocess.run(GS_RUN + ["--listen-port", str(free_port())] + args + child, env=env,
+                           capture_output=True, timeout=60)
+        assert p.returncode == 2, p.stderr
+        assert not marker.exists()  # the workload never started
+        assert p.stdout == b""
+        lines = p.stderr.decode().splitlines()
+        assert len(lines) == 1, p.stderr
+        assert lines[0].startswith("graphsignal-run: error: ") and str(missing) in lines[0]
+        assert "the folder %s does not exist" % (tmp_path / "no") in lines[0], lines
+        assert ("--output" in lines[0]) == bool(args) and ("GRAPHSIGNAL_SIGNALS_FILE" in lines[0]) != bool(args)
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_folder_that_is_a_file_or_read_only_is_refused_before_the_run(tmp_path):
+    marker = tmp_path / "started"
+    child = [sys.executable, "-c", "open(%r, 'w').close()" % str(marker)]
+    (tmp_path / "afile").write_text("")
+    targets = [(tmp_path / "afile" / "sub" / "x.json", "%s is not a folder" % (tmp_path / "afile"))]
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if not os.access(str(ro), os.W_OK):  # root writes anywhere a mount lets it
+        targets.append((ro / "x.json", "the folder %s is not writable" % ro))
+    try:
+        for out, needle in targets:
+            p = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), "--output", str(out)] + child,
+                               env=quiet_env(), capture_output=True, timeout=60)
+            lines = p.stderr.decode().splitlines()
+            assert p.returncode == 2 and not marker.exists() and len(lines) == 1, p.stderr
+            assert needle in lines[0], lines
+    finally:
+        ro.chmod(0o700)
