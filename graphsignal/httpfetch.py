@@ -1,14 +1,18 @@
 """Bounded reads of /signals payloads for graphsignal-diff and graphsignal-top,
 from an endpoint that may be hostile or broken.
 
-get(url, timeout, deadline) returns the body's bytes or raises FetchError
-with one printable line (no control characters, no bytes the server sent):
+get(url, timeout, deadline, since) returns the body's bytes or raises
+FetchError with one printable line (no control characters, no bytes the
+server sent):
 - at most max_bytes (MAX_BYTES) are read: a larger Content-Length is
   refused before the body, a longer body is cut off there;
 - `timeout` bounds each connect and read, `deadline` the whole request
   (redirects included): a server that sends one byte a second, in its
   status line, its headers or its body, is cut off at the deadline (the
-  socket is shut down from a timer, which wakes the blocked read);
+  socket is shut down from a timer, which wakes the blocked read); with
+  `since` (a time.monotonic() reading) the deadline counts from then, so
+  that several requests of one command share it and the command ends
+  within it however many URLs are slow;
 - an answer that is not HTTP, an HTTP error (its JSON "error" detail,
   read bounded and escaped), a refused or lost connection: one line each.
 
@@ -154,17 +158,21 @@ def _error_detail(e):
     return ": " + _quote(detail) if isinstance(detail, str) and detail else ""
 
 
-def get(url, timeout, deadline, max_bytes=MAX_BYTES, token=_FROM_ENV):
+def get(url, timeout, deadline, max_bytes=MAX_BYTES, token=_FROM_ENV, since=None):
     """The body at `url` (bytes, at most max_bytes), within `timeout`
-    seconds per connect or read and `deadline` seconds in all. token: the
-    bearer token to send (default: GRAPHSIGNAL_SIGNALS_TOKEN when set);
-    never sent on to where a redirect points."""
+    seconds per connect or read and `deadline` seconds in all, counted
+    from `since` (time.monotonic(); default: now). token: the bearer
+    token to send (default: GRAPHSIGNAL_SIGNALS_TOKEN when set); never
+    sent on to where a redirect points."""
     if token is _FROM_ENV:
         token = os.environ.get(config.SIGNALS_TOKEN_ENV) or None
     why = config.token_problem(token)
     if why:
         raise FetchError(why)
-    d = _Deadline(deadline)
+    left = deadline if since is None else deadline - (time.monotonic() - since)
+    if left <= 0:
+        raise FetchError("no complete answer within %g s" % deadline)
+    d = _Deadline(left)
     try:
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
         if token:

@@ -8,12 +8,14 @@ run-to-run spread.
 Exit status: 0 with the comparison, 1 when a side cannot be read (one
 line on stderr says why: missing, too large, not JSON, not a payload,
 unreachable, too slow), 2 for a usage error. Every read is bounded
-(graphsignal.httpfetch.MAX_BYTES; a URL also by TIMEOUT per read and
---timeout in all)."""
+(graphsignal.httpfetch.MAX_BYTES; a URL also by TIMEOUT per read, and all
+URLs together by --timeout, so that the command ends within it however
+many endpoints trickle)."""
 import argparse
 import os
 import stat
 import sys
+import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -25,7 +27,9 @@ from graphsignal.cli import args
 from graphsignal.textsafe import clean
 
 TIMEOUT = 10.0  # seconds for a live endpoint to connect or send the next bytes
-DEADLINE = 30.0  # seconds for a live endpoint's whole answer
+# seconds for the whole answers of every live endpoint of a run together; with
+# the start-up, the command ends within 30 s against endpoints that trickle
+DEADLINE = 25.0
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ def parser():
     w.add_argument("--cumulative", dest="window", action="store_const", const=False,
                    help="compare the totals since start even when both payloads have a window")
     p.add_argument("--timeout", type=_seconds, default=DEADLINE, metavar="SECONDS",
-                   help="seconds a URL has to send its whole payload (default: %(default)g)")
+                   help="seconds the URLs have, all together, to send their whole payloads (default: "
+                        "%(default)g)")
     return p
 
 
@@ -127,9 +132,11 @@ def _read_bounded(f, limit):
     return data
 
 
-def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES):
+def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES, since=None):
     """The payload at `src` (a path, '-', or an http(s):// URL) as a dict;
-    raises LoadError with the one line to show (no control characters)."""
+    raises LoadError with the one line to show (no control characters).
+    A URL has `timeout` seconds counted from `since` (time.monotonic();
+    default: now)."""
     where = clean(src)
     try:
         if src.startswith(("http://", "https://")):
@@ -137,7 +144,7 @@ def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES):
             if u.path in ("", "/"):
                 src = urllib.parse.urlunsplit((u.scheme, u.netloc, "/signals", u.query, ""))
                 where = clean(src)
-            data = httpfetch.get(src, min(TIMEOUT, timeout), timeout, max_bytes)
+            data = httpfetch.get(src, min(TIMEOUT, timeout), timeout, max_bytes, since=since)
         elif src == "-":
             data = _read_bounded(stdin or sys.stdin.buffer, max_bytes)
         else:
@@ -162,9 +169,10 @@ def main(argv=None):
         return args.usage_error(PROG, e)
     if args.help_or_version(cfg, parser().format_help(), "graphsignal-diff " + __version__):
         return 0
+    since = time.monotonic()  # one deadline for every URL: N slow endpoints must not take N times it
     try:
-        before = [load(src, timeout=cfg.timeout) for src in cfg.before]
-        after = [load(src, timeout=cfg.timeout) for src in cfg.after]
+        before = [load(src, timeout=cfg.timeout, since=since) for src in cfg.before]
+        after = [load(src, timeout=cfg.timeout, since=since) for src in cfg.after]
     except LoadError as e:
         sys.stderr.write("graphsignal-diff: %s\n" % e)
         return 1

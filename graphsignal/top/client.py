@@ -6,7 +6,8 @@ wrong host, timeout, a sidecar without windows) nor for a hostile or broken
 endpoint (garbage, a body without end, one byte a second): it returns
 (payload, error, note) so the screen can say what is wrong in one line and
 try again. Reads are bounded by graphsignal.httpfetch: TIMEOUT per connect
-or read, DEADLINE per request, httpfetch.MAX_BYTES per body.
+or read, DEADLINE per fetch (both its requests, when a sidecar without
+windows is asked again), httpfetch.MAX_BYTES per body.
 """
 import threading
 import time
@@ -29,14 +30,16 @@ def signals_url(host, port, window=None):
 def fetch(host, port, window=None, timeout=TIMEOUT, deadline=None):
     """(payload dict or None, error text or None, note or None). A sidecar
     that refuses ?window (older versions) is asked again without it.
-    `deadline` (default: DEADLINE, read at each call) bounds each request."""
+    `deadline` (default: DEADLINE, read at each call) bounds the whole
+    fetch, that second request included."""
     deadline = DEADLINE if deadline is None else deadline
+    since = time.monotonic()
     try:
-        data = httpfetch.get(signals_url(host, port, window), timeout, deadline)
+        data = httpfetch.get(signals_url(host, port, window), timeout, deadline, since=since)
     except httpfetch.FetchError as e:
         if e.status == 400 and window:
             try:
-                data = httpfetch.get(signals_url(host, port), timeout, deadline)
+                data = httpfetch.get(signals_url(host, port), timeout, deadline, since=since)
             except httpfetch.FetchError as e2:
                 return None, str(e2), None
             payload, err = _parse(data)

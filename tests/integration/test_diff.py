@@ -681,3 +681,14 @@ def test_node_kernels_with_estimated_counts_match_exact_ones_with_a_warning():
     # several runs a side: the same warnings, once each
     doc = diff.compare([before, before], [after, after])
     assert len([w for w in doc["warnings"] if w.startswith("cuda_kernels_nanoseconds")]) == 2
+
+
+def test_the_timeout_bounds_every_url_of_a_run_together():
+    # before: each URL had the whole --timeout, so two endpoints that each answer just
+    # inside it took twice as long (and the default, 30 s per URL, never ended within 30 s)
+    with open(REFERENCE, "rb") as f:
+        body = f.read()
+    with HostileServer("late", body=body, late=2.5) as srv:
+        r = subprocess.run(GS_DIFF + [srv.url, srv.url, "--timeout", "4"], capture_output=True, timeout=120)
+    err = one_line_exit_1(r, "graphsignal-diff: " + srv.url)  # 2.5 s each: the second is past 4 s in all
+    assert "no complete answer within 4 s" in err, err

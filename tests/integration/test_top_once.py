@@ -135,3 +135,18 @@ def test_the_timeout_must_be_a_positive_number():
     for bad in ("0", "-1", "soon", "601"):
         r = subprocess.run(TOP + ["--once", "--timeout", bad], capture_output=True, timeout=30)
         assert r.returncode == 2 and b"--timeout" in r.stderr, r.stderr
+
+
+def test_once_bounds_the_retry_without_a_window_by_the_same_timeout():
+    # before: a sidecar that refuses ?window is asked again, and each request had the
+    # whole --timeout: two slow answers took twice as long
+    with open(REFERENCE, "rb") as f:
+        body = f.read()
+    # 1.5 s: inside the 2 s a single read may wait, so only the whole-fetch deadline can end it
+    with HostileServer("late_nowindow", body=body, late=1.5) as srv:
+        r = subprocess.run(GS_TOP + ["--once", "--port", str(srv.port), "--timeout", "2.5"], capture_output=True,
+                           timeout=120)
+    assert r.returncode == 1, r.stderr
+    err = assert_clean(r.stderr)
+    assert err.count("\n") == 1 and err.startswith("graphsignal-top: 127.0.0.1:%d: " % srv.port), err
+    assert "no complete answer within 2.5 s" in err, err

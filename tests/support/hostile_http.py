@@ -14,7 +14,9 @@ client leaves), "endless" (200, no length, bytes until the client leaves),
 "trickle" (200, one body byte a second), "trickle_head" (one byte of the
 status line a second), "error" (500 whose JSON error has terminal escapes),
 "error_huge" (500 whose body never ends), "payload" (200, the bytes given
-as `body`: a real payload with hostile strings inside).
+as `body`: a real payload with hostile strings inside), "late" (200, `body`
+whole, after `late` seconds of silence), "late_nowindow" (as "late", but a
+request with ?window gets a 400 after that silence, as an old sidecar's).
 """
 import json
 import os
@@ -59,9 +61,10 @@ def assert_clean(data):
 
 
 class HostileServer:
-    def __init__(self, mode, body=b""):
+    def __init__(self, mode, body=b"", late=0.0):
         self.mode = mode
         self.body = body
+        self.late = late
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -104,7 +107,10 @@ class HostileServer:
                     return
                 head += got
             self.requests += 1
-            getattr(self, "_" + self.mode)(conn)
+            if self.mode.startswith("late"):
+                self._late(conn, head)
+            else:
+                getattr(self, "_" + self.mode)(conn)
         except OSError:  # the client went away: what the endless modes wait for
             pass
         finally:
@@ -113,6 +119,16 @@ class HostileServer:
     def _ok(self, conn, body, ctype="application/json"):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
                      % (ctype.encode(), len(body)) + body)
+
+    def _late(self, conn, head):
+        if self.stop.wait(self.late):
+            return
+        if self.mode == "late_nowindow" and b"window=" in head.split(b"\r\n", 1)[0]:
+            body = b'{"error": "unknown query parameter(s): window"}'
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                         b"Connection: close\r\n\r\n" % len(body) + body)
+            return
+        self._ok(conn, self.body)
 
     def _payload(self, conn):
         self._ok(conn, self.body)
