@@ -36,6 +36,7 @@ as [count, sum, bin upper bounds, counts], a profile as [[frame, value,
 samples]]); opening such a file rewrites them as windowmath's.
 """
 import hashlib
+import logging
 import sqlite3
 import threading
 import time
@@ -43,7 +44,9 @@ import zlib
 
 import orjson
 
-from graphsignal import windowmath
+from graphsignal import jsonsafe, windowmath
+
+logger = logging.getLogger("graphsignal.fleet")
 
 NS = 1_000_000_000
 MINUTE_NS = 60 * NS
@@ -53,6 +56,8 @@ MAX_ERRORS = 100  # kept per instance
 MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
 MAX_INSTANCES = 10_000  # per key
 SCHEMA_VERSION = 4
+MAX_ROW = 64 << 20  # bytes of a history row's JSON: what one upload may gunzip to (ingest.MAX_JSON)
+MAX_ROW_DEPTH = 8  # nesting of a history row: {key: [count, sum, {"idx": [...]}]} is 4
 OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (module docstring)
 U64_MAX = (1 << 64) - 1
 _ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors")), ("series", ("updated_ns",)),
@@ -61,6 +66,42 @@ _ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors
 
 class Full(Exception):
     """A key or an instance is at its cap; the message says which."""
+
+
+class BadRow(ValueError):
+    """A stored history row that cannot be read; the message says why."""
+
+
+_TYPES = (windowmath.GAUGE, windowmath.COUNTER, windowmath.HISTOGRAM, windowmath.PROFILE)
+# what reading arbitrary stored bytes as history can raise (a row of another
+# shape than expected fails in the conversion's unpacking and indexing)
+_ROW_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def load_row(blob, max_bytes=MAX_ROW):
+    """{series key: state} of a stored history row (zlib'd JSON). Raises
+    BadRow for one that is not zlib, expands past max_bytes (read no
+    further: memory stays bounded by a bomb), is truncated, or is not a
+    JSON object nesting at most MAX_ROW_DEPTH levels."""
+    if not isinstance(blob, bytes):
+        raise BadRow("not a blob (%s)" % type(blob).__name__)
+    d = zlib.decompressobj()
+    try:
+        data = d.decompress(blob, max_bytes + 1)
+        if len(data) > max_bytes or d.unconsumed_tail:
+            raise BadRow("expands past %d MiB" % (max_bytes >> 20))
+        data += d.flush()
+    except zlib.error as e:
+        raise BadRow("not zlib data: %s" % e)
+    if not d.eof or len(data) > max_bytes:
+        raise BadRow("truncated zlib data" if not d.eof else "expands past %d MiB" % (max_bytes >> 20))
+    try:
+        states = jsonsafe.loads(data, MAX_ROW_DEPTH)
+    except ValueError as e:  # orjson's JSONDecodeError and TooDeep are ValueErrors
+        raise BadRow("not JSON: %s" % str(e)[:200])
+    if not isinstance(states, dict):
+        raise BadRow("not a JSON object")
+    return states
 
 
 def enc(v):
@@ -209,8 +250,14 @@ class DB:
 
     def _upgrade_from_3(self):
         """Version 4 keeps history states in graphsignal.windowmath's form
-        (see the module doc): every row is rewritten."""
+        (see the module doc): every row is rewritten. A row that cannot be
+        read (load_row) or converted is deleted, not kept in a form this
+        server cannot read: the upgrade goes on, and says how many in one
+        line."""
+        bad = []  # (instance id, ts, why) of each dropped row
+
         def step(c):
+            bad.clear()  # a retried step counts afresh
             if c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
                 return
             types = {}  # series key -> type
@@ -223,16 +270,30 @@ class DB:
                 if not rows:
                     return
                 for owner, iid, ts, blob in rows:
-                    states = orjson.loads(zlib.decompress(blob))
-                    for k, v in states.items():
-                        t = types.get(k)
-                        if t is None:
-                            t = types[k] = orjson.loads(k)[1]
-                        states[k] = _state_of_3(t, v)
+                    try:
+                        states = load_row(blob)
+                        for k, v in states.items():
+                            t = types.get(k)
+                            if t is None:
+                                t = orjson.loads(k)[1]
+                                if t not in _TYPES:
+                                    raise BadRow("a series key of unknown type %r" % str(t)[:40])
+                                types[k] = t
+                            states[k] = _state_of_3(t, v)
+                        new = zlib.compress(orjson.dumps(states), 6)
+                    except _ROW_ERRORS as e:  # BadRow is one
+                        bad.append((iid, dec(ts) if isinstance(ts, int) else ts, str(e)[:200]))
+                        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns=?", (owner, iid, ts))
+                        continue
                     c.execute("UPDATE history SET snapshot=? WHERE owner=? AND instance_id=? AND ts_ns=?",
-                              (zlib.compress(orjson.dumps(states), 6), owner, iid, ts))
+                              (new, owner, iid, ts))
                 after = rows[-1][:3]
         self._migrate(step, 4)
+        if bad:
+            iid, ts, why = bad[0]
+            logger.warning("graphsignal-server: the schema upgrade of %s dropped %d history row%s it could not "
+                           "read (the first: instance %r at ts_ns %s: %s)", self.path, len(bad),
+                           "" if len(bad) == 1 else "s", str(iid)[:80], ts, why)
 
     def close(self):
         with self.lock:

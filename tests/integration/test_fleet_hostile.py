@@ -6,13 +6,14 @@ API keys kept off the command line."""
 import gzip
 import os
 import socket
+import sqlite3
 import subprocess
 import time
 
 import orjson
 import pytest
 
-from support.fleet import NS, SERVER, T0, ServerProc, raw_exchange, raw_head, read_all, upload_doc
+from support.fleet import NS, SERVER, T0, ServerProc, raw_exchange, raw_head, read_all, upload_doc, zlib_bomb
 from support.gsrun import quiet_env
 
 from graphsignal.fleet import db as fdb
@@ -196,6 +197,43 @@ def test_a_version_2_database_gets_the_workloads_end_and_reads_the_same(tmp_path
     snap = db.snapshot(owner, "old")
     assert (snap["ended_ns"], snap["exit_status"]) == (T0 + NS // 2, -9)
     db.close()
+
+
+def _peak_rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int([line for line in f if line.startswith("VmHWM:")][0].split()[1]) >> 10
+
+
+def test_a_bomb_and_a_broken_history_row_cost_the_upgrade_two_rows_not_the_server(tmp_path):
+    """An old database (schema 3) with a row that is not zlib and one that
+    expands to 1 GiB: graphsignal-server starts, says it dropped them in
+    one line, stays within its memory bound and serves the rest."""
+    import shutil
+
+    path = tmp_path / "old.db"
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "..", "data", "fleet", "schema3.db"), path)
+    bomb = zlib_bomb(1024)
+    with sqlite3.connect(path) as c:
+        for ts, blob in ((T0 + 1, bomb), (T0 + 2, b"\x00 not zlib")):
+            c.execute("INSERT INTO history (owner, instance_id, ts_ns, snapshot) VALUES (?,?,?,?)",
+                      (fdb.owner_of("key-a"), "inst-1", fdb.enc(ts), blob))
+    srv = ServerProc(path, keys=("key-a",)).start()
+    try:
+        peak = _peak_rss_mib(srv.proc.pid)
+        status, doc = srv.get("/api/v1/instances")
+        assert status == 200 and sorted(i["instance_id"] for i in doc["instances"]) == ["inst-1", "inst-2"]
+        assert srv.get("/api/v1/signals?instance_id=inst-1&window=600")[0] == 200
+    finally:
+        srv.stop()
+    err = srv.stderr()
+    srv.cleanup()
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if "schema upgrade" in line]
+    assert len(lines) == 1 and "dropped 2 history rows it could not read" in lines[0], err
+    # the bomb is read no further than a row may be (64 MiB), never to its 1 GiB
+    assert peak < 400, "peak RSS %d MiB" % peak
+    with sqlite3.connect(path) as c:
+        assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION
 
 
 # -- API keys off the command line ---------------------------------------------------------------------------------

@@ -293,3 +293,20 @@ def replay_payload(db_path, payload, minutes, key="key-a", end_ns=None):
     finally:
         db.close()
     return payload["context"]["instance.id"]
+
+
+def zlib_bomb(mib):
+    """zlib data that expands to `mib` MiB of spaces, made in well under a
+    second: one MiB deflated after a full flush (which resets the
+    compressor, so every MiB deflates to the same bytes) repeated, then the
+    end block and the checksum of the whole."""
+    import struct
+    import zlib
+
+    block = b" " * (1 << 20)
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    chunk = z.compress(block) + z.flush(zlib.Z_FULL_FLUSH)
+    adler = 1
+    for _ in range(mib):
+        adler = zlib.adler32(block, adler)
+    return b"\x78\xda" + chunk * mib + z.flush() + struct.pack(">I", adler)

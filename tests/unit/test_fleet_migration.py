@@ -10,6 +10,8 @@ import zlib
 import orjson
 from werkzeug.test import Client
 
+from support.fleet import zlib_bomb
+
 from graphsignal import windowmath
 from graphsignal.fleet import db as fdb
 from graphsignal.fleet.app import make_app
@@ -31,7 +33,12 @@ def _rows(path):
 
 
 def test_a_schema_3_database_gives_the_answers_it_gave(tmp_path):
-    path = _copy(tmp_path)
+    _answers_as_given(_copy(tmp_path))
+
+
+def _answers_as_given(path):
+    """Opens the schema 3 database at path and checks every answer the
+    server of that version gave from it."""
     with open(os.path.join(DATA, "schema3_answers.json"), "rb") as f:
         answers = orjson.loads(f.read())
     assert sum("window=" in u for u in answers) == 14
@@ -82,3 +89,47 @@ def test_the_history_is_rewritten_once_as_windowmath_states(tmp_path):
     # opening it again changes nothing
     fdb.DB(path).close()
     assert _rows(path) == after
+
+
+def _bad_rows():
+    """(what, stored blob) of history rows the upgrade cannot read or convert."""
+    hist = orjson.dumps(["myapp_latency_nanoseconds", "histogram", {}]).decode()
+    prof = orjson.dumps(["kernel_time", "profile", {}]).decode()
+    gauge = orjson.dumps(["g", "gauge", {}]).decode()
+    return [
+        ("not zlib", b"not zlib at all"),
+        ("truncated zlib", zlib.compress(orjson.dumps({gauge: 1}))[:-6]),
+        ("not JSON", zlib.compress(b"{not json")),
+        ("not an object", zlib.compress(b"[1, 2, 3]")),
+        ("too deep", zlib.compress(b"[" * 100_000 + b"]" * 100_000)),
+        ("a histogram of 2 fields", zlib.compress(orjson.dumps({hist: [1, 2]}))),
+        ("a profile of objects", zlib.compress(orjson.dumps({prof: [{"a": 1}]}))),
+        ("a key of no type", zlib.compress(orjson.dumps({'["g"]': 1}))),
+        ("a key that is no JSON", zlib.compress(orjson.dumps({"g,gauge": 1}))),
+        ("a text, not a blob", "text"),
+        ("a bomb", zlib_bomb(65)),  # past the 64 MiB a row may expand to
+    ]
+
+
+def test_rows_the_upgrade_cannot_read_are_dropped_with_one_line_and_the_rest_answers_as_before(tmp_path, caplog):
+    path = _copy(tmp_path)
+    owner = fdb.owner_of("key-a")
+    good = len(_rows(path))
+    with sqlite3.connect(path) as c:
+        ts = sorted(fdb.dec(t) for (t,) in c.execute("SELECT ts_ns FROM history WHERE instance_id='inst-1'"))
+        bad = _bad_rows()
+        # between the instance's real rows: kept, they would change its windows
+        for i, (_, blob) in enumerate(bad):
+            c.execute("INSERT INTO history (owner, instance_id, ts_ns, snapshot) VALUES (?,?,?,?)",
+                      (owner, "inst-1", fdb.enc(ts[3] + 1 + i), blob))
+    with caplog.at_level("WARNING", logger="graphsignal.fleet"):
+        _answers_as_given(path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "graphsignal.fleet"]
+    assert len(lines) == 1, lines
+    assert "dropped %d history rows it could not read" % len(bad) in lines[0]
+    assert "instance 'inst-1'" in lines[0] and "not zlib" in lines[0]
+    assert len(_rows(path)) == good
+    with sqlite3.connect(path) as c:
+        assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION
+    fdb.DB(path).close()  # nothing left to say the second time
+    assert len([r for r in caplog.records if r.name == "graphsignal.fleet"]) == 1
