@@ -50,6 +50,7 @@ class Meta(NamedTuple):
 NS = 1e-9
 _GPU_TAGS = "device.uuid, device.bus_id, device.index"
 _CUPTI_TAGS = "process.pid, device.uuid, device.cuda_index"
+_GPM_TAGS = _GPU_TAGS + ", device.gpu_instance_id (MIG)"
 
 
 def _m(name: str, type_: str, prom: Optional[str], unit: str, ucum: str, scale: float, help_: str,
@@ -104,6 +105,32 @@ _TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
        "Time a kernel was running on the GPU, integrated from the driver's utilization samples", tags=_GPU_TAGS),
     _m("gpu_memory_busy_percent", "gauge", "gpu_memory_busy_ratio", "ratio", "%", 0.01,
        "Share of the last sample period in which device memory was read or written (0-1)", tags=_GPU_TAGS),
+    # the GPU's own activity counters (NVML GPM, Hopper and newer; graphsignal.sources.gpm): each the
+    # DCGM profiling field it corresponds to; on a GPU in MIG mode also per GPU instance
+    _m("gpu_gr_engine_active_percent", "gauge", "gpu_gr_engine_active_ratio", "ratio", "%", 0.01,
+       "Share of the time since the last poll in which the graphics/compute engine was busy (0-1; "
+       "DCGM_FI_PROF_GR_ENGINE_ACTIVE)", tags=_GPM_TAGS),
+    _m("gpu_sm_active_percent", "gauge", "gpu_sm_active_ratio", "ratio", "%", 0.01,
+       "Share of the time since the last poll in which an SM had at least one warp resident, averaged over "
+       "the SMs (0-1; DCGM_FI_PROF_SM_ACTIVE)", tags=_GPM_TAGS),
+    _m("gpu_sm_occupancy_percent", "gauge", "gpu_sm_occupancy_ratio", "ratio", "%", 0.01,
+       "Warps resident on the SMs as a share of the most they hold, since the last poll (0-1; "
+       "DCGM_FI_PROF_SM_OCCUPANCY)", tags=_GPM_TAGS),
+    _m("gpu_tensor_active_percent", "gauge", "gpu_tensor_active_ratio", "ratio", "%", 0.01,
+       "Share of the time since the last poll in which the tensor pipes were busy, any precision (0-1; "
+       "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)", tags=_GPM_TAGS),
+    _m("gpu_dram_active_percent", "gauge", "gpu_dram_active_ratio", "ratio", "%", 0.01,
+       "Device memory bandwidth used as a share of its peak, since the last poll (0-1; "
+       "DCGM_FI_PROF_DRAM_ACTIVE)", tags=_GPM_TAGS),
+    _m("gpu_fp64_active_percent", "gauge", "gpu_fp64_active_ratio", "ratio", "%", 0.01,
+       "Share of the time since the last poll in which the FP64 pipes were busy, tensor math aside (0-1; "
+       "DCGM_FI_PROF_PIPE_FP64_ACTIVE)", tags=_GPM_TAGS),
+    _m("gpu_fp32_active_percent", "gauge", "gpu_fp32_active_ratio", "ratio", "%", 0.01,
+       "Share of the time since the last poll in which the FP32 pipes were busy, tensor math aside (0-1; "
+       "DCGM_FI_PROF_PIPE_FP32_ACTIVE)", tags=_GPM_TAGS),
+    _m("gpu_fp16_active_percent", "gauge", "gpu_fp16_active_ratio", "ratio", "%", 0.01,
+       "Share of the time since the last poll in which the FP16 pipes were busy, tensor math aside (0-1; "
+       "DCGM_FI_PROF_PIPE_FP16_ACTIVE)", tags=_GPM_TAGS),
     _m("gpu_memory_used_bytes", "gauge", "gpu_memory_used_bytes", "bytes", "By", 1,
        "Device memory in use", tags=_GPU_TAGS),
     _m("gpu_memory_free_bytes", "gauge", "gpu_memory_free_bytes", "bytes", "By", 1,
@@ -234,9 +261,10 @@ EXTRA = [
 ]
 
 # /signals tag -> Prometheus label (others: characters outside
-# [a-zA-Z0-9_] as `_`). gpu/UUID/pci_bus_id are DCGM exporter's labels.
+# [a-zA-Z0-9_] as `_`). gpu/UUID/pci_bus_id/GPU_I_ID are DCGM exporter's labels.
 TAG_LABELS = {"process.pid": "pid", "process.root_pid": "root_pid", "device.uuid": "UUID",
-              "device.index": "gpu", "device.bus_id": "pci_bus_id", "device.cuda_index": "cuda_index"}
+              "device.index": "gpu", "device.bus_id": "pci_bus_id", "device.cuda_index": "cuda_index",
+              "device.gpu_instance_id": "GPU_I_ID"}
 
 # Unit suffixes of names not in the table (probes): (suffix, new suffix,
 # scale, Prometheus unit, UCUM).

@@ -40,6 +40,12 @@ unless marked):
   gpu_nvlink_errors                  counter, tag `kind`
   gpu_ecc_errors                     counter, tag `kind`: corrected, uncorrected
   gpu_xid_errors                     counter; each XID is also an `errors` entry
+  gpu_sm_active_percent, gpu_sm_occupancy_percent, gpu_tensor_active_percent,
+  gpu_dram_active_percent, gpu_fp16/fp32/fp64_active_percent,
+  gpu_gr_engine_active_percent       NVIDIA Hopper and newer: the GPU's own
+                                     activity counters over the last poll, also
+                                     per MIG GPU instance (gpm.py; absent where
+                                     not supported)
 
 Counters are cumulative since the profiler started (the driver's own
 totals since boot are differenced), like every other counter here.

@@ -5,13 +5,15 @@ NVML lazily, shuts it down at exit, turns "not supported" into None (null
 in /signals, never 0) and stops asking for it, logs each failing function
 once per device, turns a lost GPU into DeviceLost, and a missing library or
 driver into one clear line. `NvmlBackend` reads a device through that door
-into the shared metric names of gpu.py.
+into the shared metric names of gpu.py, and the GPU's own activity
+counters (GPM) through gpm.py, by the same door.
 """
 import ctypes
 import importlib
 import logging
 import time
 
+from graphsignal.sources.gpm import Gpm
 from graphsignal.sources.gpu import MAX_EVENTS_PER_POLL, Backend, BackendUnavailable, Device, DeviceLost
 from graphsignal.sources.twins import BusyTime
 from graphsignal.sources.vendor import VendorLibrary
@@ -217,6 +219,7 @@ class NvmlBackend(Backend):
         self.clock = clock  # monotonic seconds: busy time where the GPU has no samples
         self._event_sets = []
         self._sampler = None  # one_call_samples(nv) once NVML is up
+        self.gpm = Gpm(nvml, clock)  # SM, tensor, DRAM activity (Hopper and newer)
 
     @property
     def _sampler(self):
@@ -304,6 +307,7 @@ class NvmlBackend(Backend):
         # attributes are strings, as in the reference payload
         d.attributes.update({a: str(v) for a, v in attrs.items() if v is not None})
         self._prepare_events(d)
+        self.gpm.prepare(d)  # last: its one line names the model
 
     def _prepare_fields(self, d):
         """One nvmlDeviceGetFieldValues request per poll carries memory
@@ -362,6 +366,9 @@ class NvmlBackend(Backend):
         throughput stays in NVML's KB/s; NVLink KiB become bytes."""
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
         st = d.state
+        # First, so that the time between two GPM samples is the time
+        # between two polls, whatever the slow tier's reads below cost.
+        self.gpm.read(d, r)
         # Fields that change slowly or cost the most CPU in the driver (energy,
         # PCIe throughput, link state, limits, ECC) are read every
         # SLOW_EVERY-th poll; between reads their series keep the last value.
@@ -583,6 +590,7 @@ class NvmlBackend(Backend):
             except DeviceLost:
                 pass  # the GPU went away with its events; NVML frees the set at shutdown
         self._event_sets = []
+        self.gpm.close()  # its sample buffers, while NVML is still up
         self.nvml.shutdown()
 
 

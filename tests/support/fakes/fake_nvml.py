@@ -8,8 +8,22 @@ contract test checks every name and struct member against real pynvml.
     nv.fail("nvmlDeviceGetFanSpeed", nv.NVML_ERROR_NOT_SUPPORTED)      # every GPU
     nv.fail("nvmlDeviceGetTemperature", nv.NVML_ERROR_UNKNOWN, gpu=1)  # one GPU
     nv.gpus[0].lost = True                                             # GPU_IS_LOST from now on
+
+GPM (Hopper's activity counters): each GPU, and each GPU instance of one
+in MIG mode, runs at scripted percentages that hold until changed; a
+sample records the busy time integrated so far on the fake's clock, and
+nvmlGpmMetricsGet divides the difference of two samples by the time
+between them, as the driver does. The GPM structs are ctypes structures
+laid out as in nvml.h (a contract test holds them to pynvml's).
+
+    nv = FakeNvml([FakeGpu(0)], clock=clock)
+    nv.gpus[0].gpm.set(clock(), sm=80, tensor=60)         # from now on
+    nv.gpus[0].gpm_supported = False                      # an Ampere
+    mig = nv.gpus[0].add_gpu_instance(gi=1)               # MIG mode, one GPU instance
 """
+import ctypes
 import functools
+import time
 from types import SimpleNamespace
 
 
@@ -34,6 +48,81 @@ def _value(value_type, v):
     u = SimpleNamespace(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
     setattr(u, {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}[value_type], v)
     return u
+
+
+# -- nvml.h's GPM structs ------------------------------------------------------------------
+NVML_GPM_METRIC_MAX = 477  # nvml.h (CUDA 13); sizes nvmlGpmMetricsGet_t.metrics
+
+
+class struct_c_nvmlGpmSample_t(ctypes.Structure):
+    pass  # opaque: struct nvmlGpmSample_st
+
+
+c_nvmlGpmSample_t = ctypes.POINTER(struct_c_nvmlGpmSample_t)  # nvmlGpmSample_t
+
+
+class c_metricInfo_t(ctypes.Structure):
+    _fields_ = [("shortName", ctypes.c_char_p), ("longName", ctypes.c_char_p), ("unit", ctypes.c_char_p)]
+
+
+class c_nvmlGpmMetric_t(ctypes.Structure):
+    """nvmlGpmMetric_t: metricId IN; nvmlReturn, value, metricInfo OUT."""
+    _fields_ = [("metricId", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint), ("value", ctypes.c_double),
+                ("metricInfo", c_metricInfo_t)]
+
+
+class c_nvmlGpmMetricsGet_t(ctypes.Structure):
+    """nvmlGpmMetricsGet_t (version NVML_GPM_METRICS_GET_VERSION)."""
+    _fields_ = [("version", ctypes.c_uint), ("numMetrics", ctypes.c_uint), ("sample1", c_nvmlGpmSample_t),
+                ("sample2", c_nvmlGpmSample_t), ("metrics", c_nvmlGpmMetric_t * NVML_GPM_METRIC_MAX)]
+
+
+class c_nvmlGpmSupport_t(ctypes.Structure):
+    """nvmlGpmSupport_t (version NVML_GPM_SUPPORT_VERSION)."""
+    _fields_ = [("version", ctypes.c_uint), ("isSupportedDevice", ctypes.c_uint)]
+
+
+# GPM metric ids (nvml.h's NVML_GPM_METRIC_*) by the short names tests script
+GPM_IDS = {"graphics": 1, "sm": 2, "occupancy": 3, "integer": 4, "tensor": 5, "dram": 10, "fp64": 11, "fp32": 12,
+           "fp16": 13}
+
+
+class FakeGpm:
+    """The activity counters of a GPU or GPU instance: percent per metric
+    id, held until set again, integrated over the fake's clock."""
+
+    def __init__(self):
+        self.levels = {}  # metric id -> percent now
+        self.busy = {}  # metric id -> percent-seconds so far
+        self.t = None  # clock of the last integration
+        self.unanswered = set()  # metric ids answered with NVML_ERROR_NOT_SUPPORTED
+
+    def advance(self, now):
+        if self.t is not None and now > self.t:
+            for mid, pct in self.levels.items():
+                self.busy[mid] = self.busy.get(mid, 0.0) + pct * (now - self.t)
+        self.t = now if self.t is None else max(self.t, now)
+
+    def set(self, now, **percents):
+        """From `now` on, the named metrics (GPM_IDS) run at these percents;
+        the others at 0."""
+        self.advance(now)
+        self.levels = {GPM_IDS[n]: float(v) for n, v in percents.items()}
+
+    def snapshot(self, now):
+        self.advance(now)
+        return now, dict(self.busy)
+
+
+class FakeGpuInstance:
+    """A MIG device (a compute instance) of one GPU instance: also its own
+    NVML handle (nvmlDeviceGetMigDeviceHandleByIndex)."""
+
+    def __init__(self, parent, gi, uuid):
+        self.mig_of = parent
+        self.gi = gi
+        self.uuid = uuid
+        self.gpm = FakeGpm()
 
 
 class FakeGpu:
@@ -73,6 +162,26 @@ class FakeGpu:
             for fid in (38, 45, 52, 59, 160):  # the error totals
                 self.fields[(fid, 0)] = 0
         self.pending = []  # XID codes waiting for nvmlEventSetWait
+        self.gpm = FakeGpm()
+        self.gpm_supported = True  # Hopper
+        self.mig_mode = None  # None: not MIG-capable (NOT_SUPPORTED); 0 off; 1 on
+        self.mig_devices = []  # FakeGpuInstance, by MIG device index
+        self.mig_slots = 7  # nvmlDeviceGetMaxMigDeviceCount
+
+    def add_gpu_instance(self, gi, compute_instances=1):
+        """Turns MIG mode on and adds GPU instance `gi` with its compute
+        instances (MIG devices; they share the instance's counters)."""
+        self.mig_mode = 1
+        first = None
+        for ci in range(compute_instances):
+            m = FakeGpuInstance(self, gi, "MIG-%08x-0000-4000-8000-%012x" % (self.index, gi * 16 + ci))
+            if first is None:
+                first = m
+            else:
+                m.gpm = first.gpm
+            self.mig_devices.append(m)
+            self.mig_uuids.append(m.uuid)
+        return first
 
     def add_samples(self, kind, start_us, values, step_us=166000):
         """Appends samples (kind: 1 gpu, 2 memory) every step_us from start_us."""
@@ -98,6 +207,15 @@ def api(func):
         return func(self, *args)
 
     return wrapper
+
+
+class _Sample:
+    """What a sample buffer holds: (target's FakeGpm, (time, busy)) once taken."""
+
+    def __init__(self):
+        self.buf = ctypes.create_string_buffer(64)  # the address the handle points to
+        self.freed = False
+        self.taken = None
 
 
 class FakeEventSet:
@@ -138,8 +256,28 @@ class FakeNvml:
     NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
     nvmlMemory_v2 = 0x02000028
     nvmlEventTypeXidCriticalError = 0x8
+    NVML_DEVICE_MIG_DISABLE = 0
+    NVML_DEVICE_MIG_ENABLE = 1
+
+    NVML_GPM_METRIC_GRAPHICS_UTIL = 1
+    NVML_GPM_METRIC_SM_UTIL = 2
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3
+    NVML_GPM_METRIC_INTEGER_UTIL = 4
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+    NVML_GPM_METRIC_FP64_UTIL = 11
+    NVML_GPM_METRIC_FP32_UTIL = 12
+    NVML_GPM_METRIC_FP16_UTIL = 13
+    NVML_GPM_METRIC_MAX = NVML_GPM_METRIC_MAX
+    NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_GPM_SUPPORT_VERSION = 1
+    c_nvmlGpmSample_t = c_nvmlGpmSample_t
+    c_nvmlGpmMetric_t = c_nvmlGpmMetric_t
+    c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
+    c_nvmlGpmSupport_t = c_nvmlGpmSupport_t
 
     NVML_FI_DEV_MEMORY_TEMP = 82
     NVML_FI_DEV_NVLINK_LINK_COUNT = 91
@@ -152,8 +290,10 @@ class FakeNvml:
     NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL = 59
     NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL = 160
 
-    def __init__(self, gpus, driver="580.65.06", cuda=13000, init_error=None):
+    def __init__(self, gpus, driver="580.65.06", cuda=13000, init_error=None, clock=time.monotonic):
         self.gpus = list(gpus)
+        self.clock = clock  # seconds: when GPM samples are taken
+        self.gpm_samples = {}  # address -> _Sample (allocated, freed or not)
         self.driver = driver
         self.cuda = cuda
         self.init_error = init_error
@@ -175,6 +315,10 @@ class FakeNvml:
     def remove(self, fn):
         """As if this nvidia-ml-py had no such function."""
         setattr(self, fn, None)
+
+    def gpm_live(self):
+        """GPM sample buffers allocated and not freed."""
+        return sum(1 for smp in self.gpm_samples.values() if not smp.freed)
 
     def count(self, fn, gpu=None):
         """How often fn was called (on one GPU when given)."""
@@ -391,11 +535,110 @@ class FakeNvml:
         eventSet.freed = True
 
 
+    # -- MIG ------------------------------------------------------------------------------
+    @api
+    def nvmlDeviceGetMigMode(self, device):
+        if device.mig_mode is None:
+            raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return [device.mig_mode, device.mig_mode]
+
+    @api
+    def nvmlDeviceGetMaxMigDeviceCount(self, device):
+        if device.mig_mode is None:
+            raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return device.mig_slots
+
+    @api
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device, index):
+        if not device.mig_mode:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= len(device.mig_devices):
+            raise NVMLError(self.NVML_ERROR_NOT_FOUND)
+        return device.mig_devices[index]
+
+    @api
+    def nvmlDeviceGetGpuInstanceId(self, device):
+        if not isinstance(device, FakeGpuInstance):
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        return device.gi
+
+    # -- GPM ------------------------------------------------------------------------------
+    def _sample(self, handle):
+        """The _Sample behind a c_nvmlGpmSample_t, or INVALID_ARGUMENT."""
+        addr = ctypes.cast(handle, ctypes.c_void_p).value if handle else None
+        smp = self.gpm_samples.get(addr)
+        if smp is None or smp.freed:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        return smp
+
+    @api
+    def nvmlGpmQueryDeviceSupport(self, device):
+        s = c_nvmlGpmSupport_t()
+        s.version = self.NVML_GPM_SUPPORT_VERSION
+        s.isSupportedDevice = int(bool(device.gpm_supported))
+        return s
+
+    @api
+    def nvmlGpmSampleAlloc(self):
+        smp = _Sample()
+        addr = ctypes.addressof(smp.buf)
+        self.gpm_samples[addr] = smp
+        return ctypes.cast(addr, c_nvmlGpmSample_t)
+
+    @api
+    def nvmlGpmSampleFree(self, gpmSample):
+        self._sample(gpmSample).freed = True
+
+    @api
+    def nvmlGpmSampleGet(self, device, gpmSample):
+        smp = self._sample(gpmSample)
+        if not device.gpm_supported:
+            raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        smp.taken = (device.gpm, device.gpm.snapshot(self.clock()))
+        return gpmSample
+
+    @api
+    def nvmlGpmMigSampleGet(self, device, gpuInstanceId, gpmSample):
+        smp = self._sample(gpmSample)
+        if not device.gpm_supported or not device.mig_mode:
+            raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        mig = next((m for m in device.mig_devices if m.gi == gpuInstanceId), None)
+        if mig is None:
+            raise NVMLError(self.NVML_ERROR_NOT_FOUND)
+        smp.taken = (mig.gpm, mig.gpm.snapshot(self.clock()))
+        return gpmSample
+
+    @api
+    def nvmlGpmMetricsGet(self, metricsGet):
+        q = metricsGet
+        if q.version != self.NVML_GPM_METRICS_GET_VERSION:
+            raise NVMLError(self.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        if not 0 < q.numMetrics <= NVML_GPM_METRIC_MAX:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        s1, s2 = self._sample(q.sample1), self._sample(q.sample2)
+        if s1 is s2 or s1.taken is None or s2.taken is None or s1.taken[0] is not s2.taken[0]:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)  # one buffer twice, empty, or two targets
+        gpm, (t1, busy1), (t2, busy2) = s1.taken[0], s1.taken[1], s2.taken[1]
+        if t2 <= t1:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)  # the fake's rule: samples in order, time apart
+        for i in range(q.numMetrics):
+            m = q.metrics[i]
+            if m.metricId in gpm.unanswered or m.metricId not in GPM_IDS.values():
+                m.nvmlReturn, m.value = self.NVML_ERROR_NOT_SUPPORTED, 0.0
+            else:
+                m.nvmlReturn = self.NVML_SUCCESS
+                m.value = (busy2.get(m.metricId, 0.0) - busy1.get(m.metricId, 0.0)) / (t2 - t1)
+        return q
+
+
 # Names a contract test checks against the real pynvml.
 FUNCTIONS = sorted(n for n, v in vars(FakeNvml).items() if n.startswith("nvml") and callable(v))
 CONSTANTS = sorted(n for n, v in vars(FakeNvml).items()
                    if (n.startswith("NVML_") or n.startswith("nvmlMemory") or n.startswith("nvmlEventType"))
                    and isinstance(v, int))
+# ctypes structures the fake lays out itself (nvml.h's): a contract test
+# compares every member's name, offset and size with pynvml's
+LAYOUTS = ("c_nvmlGpmMetric_t", "c_nvmlGpmMetricsGet_t", "c_nvmlGpmSupport_t")
 # pynvml struct -> members the fake returns (and graphsignal reads)
 STRUCTS = {
     "c_nvmlMemory_v2_t": ("total", "reserved", "free", "used"),
