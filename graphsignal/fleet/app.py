@@ -24,16 +24,21 @@ Every /api/v1 call but version needs a known key in X-API-Key (or
 Authorization: Bearer KEY); each key sees only the instances it uploaded.
 Errors are JSON {"error": "..."}: 401 for a missing or unknown key, 400
 for a bad body or query, 404 for an instance this key does not have,
-405, 411 without Content-Length, 413 for a body over the caps.
+405, 411 without Content-Length, 413 for a body over the caps, 503 with
+Retry-After for an upload while the disk under the database is full
+(nothing of it is stored; one line a minute says so while it lasts, one
+when uploads are stored again).
 """
 import logging
+import threading
+import time
 
 import orjson
 from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__, gctune
 from graphsignal.fleet import ingest, pages
-from graphsignal.fleet.db import Full, owner_of
+from graphsignal.fleet.db import Full, NoSpace, owner_of
 from graphsignal.fleet.history import DEFAULT_SECONDS, history
 from graphsignal.fleet.windows import MIN_SECONDS, window
 
@@ -42,6 +47,8 @@ logger = logging.getLogger("graphsignal.fleet")
 JSON = "application/json"
 NOSNIFF = (("X-Content-Type-Options", "nosniff"),)
 MAX_WINDOW = 7 * 86400
+FULL_RETRY_AFTER = 60  # seconds an uploader waits while the disk is full (it keeps what it would send)
+FULL_LINE_EVERY = 60.0  # seconds between lines while the disk stays full
 
 
 def _json(obj, status=200):
@@ -53,6 +60,44 @@ def _json(obj, status=200):
 
 def _error(message, status):
     return _json({"error": message}, status)
+
+
+class DiskFull:
+    """The lines about a full disk: the first refused upload says it, then
+    one line a minute at most (how many were refused since), and the
+    first upload stored again says that. clock: monotonic seconds."""
+
+    def __init__(self, path, clock=time.monotonic):
+        self.path, self.clock = path, clock
+        self.lock = threading.Lock()  # uploads of different keys fail at once
+        self.refused = 0  # since the last line
+        self.next_line = None  # clock seconds; None: not full
+
+    def failed(self, why):
+        with self.lock:
+            self.refused += 1
+            now = self.clock()
+            if self.next_line is not None and now < self.next_line:
+                return
+            first = self.next_line is None
+            self.next_line = now + FULL_LINE_EVERY
+            n, self.refused = self.refused, 0
+        if first:
+            logger.warning("graphsignal-server: the disk under %s is full (%s): uploads are answered 503 with "
+                           "Retry-After until there is room", self.path, why)
+        else:
+            logger.warning("graphsignal-server: the disk under %s is still full: %d upload%s answered 503 since "
+                           "the last line", self.path, n, "" if n == 1 else "s")
+
+    def stored(self):
+        if self.next_line is None:  # the common case, without the lock
+            return
+        with self.lock:
+            if self.next_line is None:
+                return
+            self.next_line, n, self.refused = None, self.refused, 0
+        logger.warning("graphsignal-server: uploads are stored again in %s (%d more answered 503 before)",
+                       self.path, n)
 
 
 def request_key(get):
@@ -93,6 +138,7 @@ def make_app(db, keys):
         "/api/v1/history": ("GET", lambda req, owner: _history(req, owner)),
     }
     files = pages.load()
+    full = DiskFull(getattr(db, "path", "the database"))
 
     def app(environ, start_response):
         req = Request(environ)
@@ -141,9 +187,16 @@ def make_app(db, keys):
         except ingest.BadBody as e:
             return _error(str(e), e.status)
         try:
-            return _json(db.ingest(owner, doc))
+            out = db.ingest(owner, doc)
         except Full as e:
             return _error(str(e), 429)
+        except NoSpace as e:  # not the server's fault nor the upload's: it may come again
+            full.failed(e)
+            resp = _error("the server's disk is full: nothing was stored, send it again later", 503)
+            resp.headers["Retry-After"] = str(FULL_RETRY_AFTER)
+            return resp
+        full.stored()
+        return _json(out)
 
     def _instances(req, owner):
         unknown = sorted(set(req.args) - {"service"})

@@ -68,6 +68,23 @@ class Full(Exception):
     """A key or an instance is at its cap; the message says which."""
 
 
+class NoSpace(Exception):
+    """The disk under the database is full (SQLITE_FULL): the write was
+    rolled back whole; it may be sent again once there is room."""
+
+
+SQLITE_FULL = 13
+
+
+def _is_full(e):
+    """Whether a sqlite3 error is SQLITE_FULL (a full disk, or the file at
+    its max_page_count); by its code where Python says it (3.11+)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == SQLITE_FULL
+    return "full" in str(e)
+
+
 class BadRow(ValueError):
     """A stored history row that cannot be read; the message says why."""
 
@@ -225,8 +242,18 @@ class DB:
             c.execute("PRAGMA user_version=%d" % to_version)
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            self._rollback()
             raise
+
+    def _rollback(self):
+        """Rolls back the open transaction, if SQLite has not already (it
+        has after SQLITE_FULL and some I/O errors): a failing ROLLBACK must
+        not hide the error that made it necessary."""
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.OperationalError as e:
+                logger.debug("graphsignal-server: ROLLBACK failed: %s", e)
 
     def _upgrade_from_1(self):
         """Version 1 stored the upload's integers as they were (all below
@@ -311,12 +338,14 @@ class DB:
                 for m in doc.get("metrics") or []]
         with self.lock:
             c = self.conn
-            c.execute("BEGIN IMMEDIATE")
             try:
+                c.execute("BEGIN IMMEDIATE")
                 out = self._ingest(c, owner, iid, doc, now, rows)
                 c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
+            except BaseException as e:
+                self._rollback()
+                if isinstance(e, sqlite3.OperationalError) and _is_full(e):
+                    raise NoSpace(str(e)) from None
                 raise
             if now >= self._next_expiry:
                 self._next_expiry = now + HOUR_NS

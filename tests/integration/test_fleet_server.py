@@ -4,6 +4,7 @@ checks, restarts, bounded history (in-process with werkzeug.test.Client,
 the sidecar's real Uploader posting into it); and the real processes:
 graphsignal-run uploading to a graphsignal-server, and a kill -9 of the
 server in the middle of uploads."""
+import errno
 import gzip
 import io
 import os
@@ -445,6 +446,59 @@ def test_a_kill_9_mid_upload_loses_nothing_acknowledged_and_the_uploader_recover
         except subprocess.TimeoutExpired:
             run.kill()
         srv.cleanup()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MiB tmpfs of its own (root only: else the test skips)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs for a full disk (needs root): %s" % r.stderr.decode().strip()[:120])
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(path):
+    """Writes path until the file system under it is full."""
+    block = b"\0" * 4096
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(block)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                return
+
+
+def test_a_full_disk_answers_503_with_retry_after_and_says_so_once(small_fs):
+    from support.fleet import request, series_doc, upload_doc
+
+    srv = ServerProc(small_fs / "fleet.db", keys=("key-a",)).start()
+    try:
+        assert srv.post(upload_doc("before"))[0] == 200
+        _fill(small_fs / "filler")
+        for i in range(20):  # 500 series: more pages than the disk has left
+            body = gzip.compress(orjson.dumps(series_doc(500, "during-%d" % i)))
+            status, doc, headers = request(srv.port, "POST", "/api/v1/ingest", body=body, key="key-a",
+                                           headers={"Content-Encoding": "gzip"})
+            assert (status, headers.get("Retry-After")) == (503, "60"), doc
+            assert "disk is full" in doc["error"]
+        # reads go on
+        status, doc = srv.get("/api/v1/instances")
+        assert status == 200 and [i["instance_id"] for i in doc["instances"]] == ["before"]
+        os.unlink(small_fs / "filler")
+        assert srv.post(series_doc(500, "after"))[0] == 200
+        assert sorted(i["instance_id"] for i in srv.get("/api/v1/instances")[1]["instances"]) == ["after", "before"]
+    finally:
+        srv.stop()
+    err = srv.stderr()
+    srv.cleanup()
+    assert "Traceback" not in err, err
+    full = [line for line in err.splitlines() if "is full" in line]
+    assert len(full) == 1 and "503" in full[0], err  # 20 refused uploads within a minute: one line
+    assert len([line for line in err.splitlines() if "stored again" in line]) == 1, err
 
 
 def test_the_command_line_is_parsed_once_and_refuses_what_it_cannot_use():
