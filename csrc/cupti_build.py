@@ -6,6 +6,9 @@ by hand: python csrc/cupti_build.py OUT_DIR):
   (csrc/probe_lib.c; needs only a C compiler);
 - libgraphsignal_cupti_cu<major>.so: the CUPTI injection library, once per
   CUDA major (12 and 13) whose headers can be found;
+- libgraphsignal_interpose.so: the CUDA driver interposer of
+  --cuda-trace light (csrc/interpose; needs only a C compiler and libc, no
+  CUDA headers: it declares the few driver types it reads; x86-64 only);
 - build-report.json: what became of each, which graphsignal-run --check
   and its hints read.
 
@@ -254,6 +257,32 @@ def build_probe_lib(out_dir, log=print):
     return None
 
 
+INTERPOSE_LIB = "libgraphsignal_interpose.so"
+INTERPOSE_DIR = os.path.join(HERE, "interpose")
+
+
+def build_interpose_lib(out_dir, log=print):
+    """libgraphsignal_interpose.so into out_dir; returns its path, or None
+    (said through log). GRAPHSIGNAL_DEFINES_DLSYM keeps glibc_compat.h from
+    binding the library's own dlsym to a glibc version."""
+    cc = c_compiler()
+    if not cc:
+        log("CUDA interposer (--cuda-trace light): skipped (no C compiler; set CC or install gcc)")
+        return None
+    if os.uname().machine not in ("x86_64", "amd64"):
+        log("CUDA interposer (--cuda-trace light): skipped (its dlsym trampoline is x86-64 only)")
+        return None
+    out = os.path.join(out_dir, INTERPOSE_LIB)
+    sources = sorted(glob.glob(os.path.join(INTERPOSE_DIR, "*.c")))
+    flags = ["-std=gnu11", "-D_GNU_SOURCE", "-DGRAPHSIGNAL_DEFINES_DLSYM"] + [
+        f for f in CFLAGS if f != "-std=gnu99"] + _werror()
+    rest = flags + ["-I", INTERPOSE_DIR] + sources + _compat_link(cc) + ["-pthread"]
+    if _build_first([cc + ["-include", GLIBC_COMPAT] + rest, cc + rest], out, log, timeout=120):
+        return out
+    log("CUDA interposer (--cuda-trace light): build failed (see above)")
+    return None
+
+
 def _sources_mtime(sources):
     paths = [os.path.join(SRC, s) for s in sources] + glob.glob(os.path.join(SRC, "*.h"))
     paths += [os.path.join(INCLUDE, "graphsignal", "probe.h"), os.path.join(SRC, "exports.map"), __file__]
@@ -349,10 +378,12 @@ def build_all(out_dir, log=print):
     Returns the paths built."""
     os.makedirs(out_dir, exist_ok=True)
     probe_lib = build_probe_lib(out_dir, log)
+    interpose_lib = build_interpose_lib(out_dir, log)
     status = {}
-    built = ([probe_lib] if probe_lib else []) + build_cupti_variants(out_dir, log, status)
+    built = [p for p in (probe_lib, interpose_lib) if p] + build_cupti_variants(out_dir, log, status)
     with open(os.path.join(out_dir, REPORT), "w") as f:
-        json.dump({"probes": "built" if probe_lib else "skipped", "cupti": {str(k): v for k, v in status.items()}},
+        json.dump({"probes": "built" if probe_lib else "skipped",
+                   "interpose": "built" if interpose_lib else "skipped", "cupti": {str(k): v for k, v in status.items()}},
                   f, indent=1, sort_keys=True)
     return built
 

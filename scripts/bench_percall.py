@@ -44,6 +44,8 @@ run under
   ours:nvtx-off     NVTX collection off (GRAPHSIGNAL_NVTX=off; every ours:*
                     config but this one has NVTX_INJECTION64_PATH set, NVTX on)
   ours:nvtx-gpu     NVTX ranges and GPU time per range (GRAPHSIGNAL_NVTX=gpu)
+  light             the CUDA driver interposer alone (libgraphsignal_interpose.so
+                    preloaded, no CUPTI): --cuda-trace light's counting
 
 NVTX ops (nvtx_pushpop, nvtx_startend: one range; nvtx_kernel: a launch
 inside a range; nvtx_kernel_outside: a launch outside any, after one): bare
@@ -98,7 +100,7 @@ CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync",
            "floor:kernel-counted", "floor:none", "floor:sub",
            "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
            "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:node", "ours:node-activity",
-           "ours:nvtx-off", "ours:nvtx-gpu")
+           "ours:nvtx-off", "ours:nvtx-gpu", "light")
 OURS_ENV = {
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
     "ours:hybrid": {},
@@ -174,12 +176,15 @@ def build(hs, baseline):
         bhs = mod.HeaderSet(*hs)
         os.makedirs(os.path.join(d, "baseline"), exist_ok=True)
         old = mod.build_variant(bhs, os.path.join(d, "baseline"), log=lambda m: sys.stderr.write(m + "\n"), force=True)
-    return exe, floor, lib, old
+    interpose = cupti_build.build_interpose_lib(d, log=lambda m: sys.stderr.write(m + "\n"))
+    return exe, floor, (lib, interpose), old
 
 
 def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None, settle_ms=400):
+    lib, interpose = lib if isinstance(lib, tuple) else (lib, None)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "NVTX_INJECTION", "GS_FLOOR"))}
+           if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "NVTX_INJECTION", "GS_FLOOR", "GS_INTERPOSE"))
+           and k != "LD_PRELOAD"}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH")) if p)
     run_id = None
     if config.startswith("floor:"):
@@ -203,6 +208,12 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
             env.update(GS_FLOOR_NO_ACTIVITY="1", GS_FLOOR_CALLBACKS="none")  # a subscriber, nothing else
         else:
             env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
+    elif config == "light":
+        if not interpose:
+            raise RuntimeError("the interposer did not build")
+        env["LD_PRELOAD"] = interpose
+        if diag:
+            env["GS_INTERPOSE_REPORT"] = os.path.join(work_dir(), "light-report")
     elif config == "baseline" or config.startswith("ours:"):
         env["CUDA_INJECTION64_PATH"] = old if config == "baseline" else lib
         if config != "baseline":
@@ -266,12 +277,25 @@ def main():
                 d["api_us"].append(r["api_us"])
                 emit(bench="percall", event="run", rep=rep, config=config, op=r["op"], calls=r["calls"], us=r["us"],
                      api_us=r["api_us"])
-    if "ours:hybrid" in configs:
+    if "ours:hybrid" in configs or "light" in configs:
         # what the callbacks saw: calls by domain, which driver calls the runtime's make, captures
-        for config in ("ours:hybrid", "ours:hybrid-both", "ours:node"):
+        for config in ("ours:hybrid", "ours:hybrid-both", "ours:node", "light"):
             if config not in configs:
                 continue
+            for f in glob.glob(os.path.join(work_dir(), "light-report.*.json")):
+                os.unlink(f)
             _, err = run_one(config, exe, floor, lib, old, libdir, ops, diag=True, cpus=cpus, settle_ms=a.settle_ms)
+            if config == "light":
+                # what the interposer saw of the bench's calls: rows bound and called, how each answer was bound
+                for f in glob.glob(os.path.join(work_dir(), "light-report.*.json")):
+                    with open(f) as fh:
+                        r = json.load(fh)
+                    emit(bench="percall", event="diagnostics", config=config,
+                         rows={x["name"]: x["calls"] for x in r["rows"] if x["calls"]},
+                         kernels=r["kernels"][:5], graphs=r["graphs"][:5], syncs=r["syncs"], copies=r["copies"],
+                         memsets=r["memsets"], bound_by_export=r["bound_by_export"],
+                         bound_by_rule=r["bound_by_rule"], unbound=r["unbound"])
+                continue
             emit(bench="percall", event="diagnostics", config=config,
                  lines=[x.split(": ", 1)[-1] for x in err.splitlines()
                         if "exit:" in x or "collecting" in x or "CUDA graph" in x])

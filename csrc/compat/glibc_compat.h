@@ -24,7 +24,12 @@
 #if defined(__x86_64__) && defined(__GLIBC__) && !defined(GRAPHSIGNAL_NO_GLIBC_COMPAT)
 #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
 __asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
+/* the CUDA interposer (csrc/interpose) defines dlsym itself: binding its
+ * definition to a version would hide it from the workload's references */
+#ifndef GRAPHSIGNAL_DEFINES_DLSYM
 __asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+#endif
+__asm__(".symver dlvsym,dlvsym@GLIBC_2.2.5");
 __asm__(".symver dlclose,dlclose@GLIBC_2.2.5");
 __asm__(".symver dlerror,dlerror@GLIBC_2.2.5");
 __asm__(".symver dladdr,dladdr@GLIBC_2.2.5");

@@ -1,0 +1,111 @@
+/* What the interposer counts, and the only code that runs on a workload's
+ * CUDA calls besides the forwarding itself.
+ *
+ * Hot path (every launch, copy, sync): one lookup in a fixed open-addressed
+ * table keyed by the handle (no lock, no allocation once a handle has been
+ * seen) and relaxed atomic adds. A handle's first sight does the rare work:
+ * its name (one driver call), its slot (one compare-and-swap). A graph's
+ * name is computed from its node list once, at instantiation or update,
+ * never per launch.
+ *
+ * Work put on a capturing stream is not run, so it is not counted as a
+ * launch or a copy (the graph's replays count it); whether a stream
+ * captures is asked of the driver only while some capture is in progress
+ * (cuStreamBeginCapture* and cuStreamEndCapture are hooked for that). */
+#ifndef GRAPHSIGNAL_INTERPOSE_COUNTERS_H
+#define GRAPHSIGNAL_INTERPOSE_COUNTERS_H
+
+#include <stdint.h>
+
+#include "cuda_abi.h"
+
+#define GS_TABLE_BITS 14 /* 16,384 kernels or graph executables; later ones count in `overflow` */
+#define GS_TABLE_SIZE (1u << GS_TABLE_BITS)
+#define GS_NAME_MAX 64 /* a graph's name: graph_<16 hex>_n<nodes> */
+
+typedef struct {
+  uintptr_t key;         /* the handle; 0 = free (atomic) */
+  uint64_t count;        /* launches (atomic, relaxed) */
+  const char* name;      /* kernels: our copy of the driver's name; set once (atomic) */
+  uint64_t flushed;      /* what the flusher has sent of count */
+  uint32_t name_id;      /* the ring's name id, flusher only */
+  char graph_name[GS_NAME_MAX]; /* graphs: written before `name` points at it */
+} gs_slot;
+
+typedef struct {
+  gs_slot slots[GS_TABLE_SIZE];
+  uint64_t overflow;       /* launches of handles that found no free slot */
+  uint64_t used;           /* slots taken */
+} gs_table;
+
+/* Synchronizations: CUPTI's CUpti_ActivitySynchronizationType numbering
+ * where one exists (the payload's frame names come from it), then the
+ * synchronous copies' implicit wait. */
+enum { GS_SYNC_EVENT = 1, GS_SYNC_STREAM = 3, GS_SYNC_CONTEXT = 4, GS_SYNC_COPY = 5, GS_SYNC_KINDS = 6 };
+
+/* Copies: CUpti_ActivityMemcpyKind numbering (HTOD 1, DTOH 2, DTOD 8,
+ * HTOH 9, PTOP 10), 0 for a unified-address copy whose direction the call
+ * does not say. */
+enum { GS_COPY_DEFAULT = 0, GS_COPY_HTOD = 1, GS_COPY_DTOH = 2, GS_COPY_DTOD = 8, GS_COPY_HTOH = 9,
+       GS_COPY_PTOP = 10, GS_COPY_KINDS = 11 };
+
+typedef struct {
+  uint64_t calls, bytes;
+} gs_bytes_counter;
+
+typedef struct {
+  uint64_t calls, ns;
+} gs_time_counter;
+
+typedef struct {
+  gs_table kernels;
+  gs_table graphs;
+  gs_time_counter syncs[GS_SYNC_KINDS];
+  gs_bytes_counter copies[GS_COPY_KINDS];
+  gs_bytes_counter memsets;
+  uint64_t captured;        /* launches, copies and memsets on capturing streams (not run; not counted above) */
+  uint64_t graph_captures;  /* instantiations and updates named */
+  uint64_t graphs_unnamed;  /* instantiations whose graph could not be walked */
+  int captures_active;      /* cuStreamBeginCapture* minus cuStreamEndCapture (atomic) */
+} gs_counters;
+
+extern gs_counters gs_state;
+
+/* The driver functions the interposer calls itself, resolved from the
+ * process's libcuda once (driver.c). Any may be null. */
+typedef struct {
+  gs_CUresult (*func_get_name)(const char**, gs_CUfunction);
+  gs_CUresult (*kernel_get_name)(const char**, gs_CUkernel);
+  gs_CUresult (*graph_get_nodes)(gs_CUgraph, gs_CUgraphNode*, size_t*);
+  gs_CUresult (*node_get_type)(gs_CUgraphNode, int*);
+  gs_CUresult (*kernel_node_get_params)(gs_CUgraphNode, gs_KernelNodeParams*);
+  gs_CUresult (*child_graph)(gs_CUgraphNode, gs_CUgraph*);
+  gs_CUresult (*stream_is_capturing)(gs_CUstream, int*);
+} gs_driver_fns;
+
+extern gs_driver_fns gs_driver;
+void gs_driver_resolve(void* libcuda_handle);
+
+/* The hot path. */
+void gs_count_kernel(gs_CUfunction f, gs_CUstream s);
+void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s);
+void gs_count_sync(int kind, uint64_t ns);
+void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async);
+void gs_count_memset(uint64_t bytes, gs_CUstream s, int async);
+
+/* Rare calls. */
+void gs_graph_instantiated(gs_CUgraphExec exec, gs_CUgraph graph);
+void gs_graph_updated(gs_CUgraphExec exec, gs_CUgraph graph);
+void gs_capture_begun(void);
+void gs_capture_ended(void);
+
+/* graph_<16 hex>_n<nodes>: a 64-bit FNV-1a hash of the node types in the
+ * driver's order and each kernel node's symbol, child graphs walked in
+ * place between '(' and ')' (the CUPTI library's GraphRegistry names graphs
+ * the same way, so a graph has one name in every collection). 0 when the
+ * graph cannot be walked. */
+int gs_describe_graph(gs_CUgraph graph, char* out, size_t n);
+
+uint64_t gs_now_ns(void);
+
+#endif

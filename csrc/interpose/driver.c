@@ -1,0 +1,31 @@
+/* The driver functions the interposer calls itself (counters.h), from the
+ * libcuda the process loaded. Called once, when the process first reaches
+ * the driver; lookups go to the next dlsym, never through our own. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+
+#include "counters.h"
+
+typedef void* (*dlsym_fn)(void*, const char*);
+extern void* gs_real_dlsym;
+
+static void* find(void* h, const char* name) {
+  dlsym_fn f = (dlsym_fn)__atomic_load_n(&gs_real_dlsym, __ATOMIC_ACQUIRE);
+  void* p = f && h ? f(h, name) : NULL;
+  dlerror(); /* no error of ours for the workload's next dlerror() */
+  return p;
+}
+
+void gs_driver_resolve(void* h) {
+  if (!h) h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return;
+  *(void**)&gs_driver.func_get_name = find(h, "cuFuncGetName");
+  *(void**)&gs_driver.kernel_get_name = find(h, "cuKernelGetName");
+  *(void**)&gs_driver.graph_get_nodes = find(h, "cuGraphGetNodes");
+  *(void**)&gs_driver.node_get_type = find(h, "cuGraphNodeGetType");
+  *(void**)&gs_driver.kernel_node_get_params = find(h, "cuGraphKernelNodeGetParams_v2");
+  *(void**)&gs_driver.child_graph = find(h, "cuGraphChildGraphNodeGetGraph");
+  *(void**)&gs_driver.stream_is_capturing = find(h, "cuStreamIsCapturing");
+}

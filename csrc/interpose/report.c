@@ -1,0 +1,132 @@
+/* GS_INTERPOSE_REPORT=PREFIX: at exit the interposer writes what it
+ * counted to PREFIX.<pid>.json: the calls per hooked entry point, which
+ * cuGetProcAddress answers it bound and how, and the counts per kernel,
+ * graph, synchronization, copy kind and memset. A diagnosis and the
+ * tests' view of the counters; nothing is written without the variable,
+ * and the workload's own output is never touched. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "counters.h"
+#include "interpose.h"
+
+#define MAX_LOOKUPS 1024
+
+typedef struct {
+  char symbol[64];
+  char row[48];
+  int version, how;
+  uint64_t flags;
+} lookup;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static lookup g_lookups[MAX_LOOKUPS];
+static int g_n_lookups, g_lookups_dropped;
+static char g_prefix[512];
+
+void gs_interpose_note_lookup(const char* symbol, int version, uint64_t flags, const char* row, int how) {
+  pthread_mutex_lock(&g_mu);
+  if (g_n_lookups < MAX_LOOKUPS) {
+    lookup* l = &g_lookups[g_n_lookups++];
+    snprintf(l->symbol, sizeof l->symbol, "%s", symbol);
+    snprintf(l->row, sizeof l->row, "%s", row ? row : "");
+    l->version = version, l->flags = flags, l->how = how;
+  } else {
+    g_lookups_dropped++;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void put_string(FILE* f, const char* s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void put_table(FILE* f, const char* key, gs_table* t) {
+  uint32_t i;
+  int first = 1;
+  fprintf(f, ",\"%s\":[", key);
+  for (i = 0; i < GS_TABLE_SIZE; i++) {
+    gs_slot* s = &t->slots[i];
+    uint64_t n = __atomic_load_n(&s->count, __ATOMIC_RELAXED);
+    const char* name = __atomic_load_n(&s->name, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) || !n) continue;
+    fprintf(f, "%s{\"name\":", first ? "" : ",");
+    put_string(f, name ? name : "(unnamed)");
+    fprintf(f, ",\"count\":%llu}", (unsigned long long)n);
+    first = 0;
+  }
+  fprintf(f, "],\"%s_overflow\":%llu", key, (unsigned long long)__atomic_load_n(&t->overflow, __ATOMIC_RELAXED));
+}
+
+static void write_report(void) {
+  char path[600], tmp[620];
+  FILE* f;
+  int i, first;
+  static const char* sync_names[GS_SYNC_KINDS] = {"", "event", "", "stream", "context", "copy"};
+  if (!g_prefix[0]) return;
+  snprintf(path, sizeof path, "%s.%ld.json", g_prefix, (long)getpid());
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "{\"pid\":%ld,\"rows\":[", (long)getpid());
+  for (i = 0; i < gs_interpose_rows(); i++)
+    fprintf(f, "%s{\"name\":\"%s\",\"calls\":%llu,\"bound\":%d}", i ? "," : "", gs_interpose_row_name(i),
+            (unsigned long long)gs_interpose_row_calls(i), gs_interpose_row_bound(i));
+  fprintf(f, "],\"lookups\":[");
+  pthread_mutex_lock(&g_mu);
+  for (i = 0; i < g_n_lookups; i++) {
+    fprintf(f, "%s{\"symbol\":", i ? "," : "");
+    put_string(f, g_lookups[i].symbol);
+    fprintf(f, ",\"version\":%d,\"flags\":%llu,\"row\":", g_lookups[i].version,
+            (unsigned long long)g_lookups[i].flags);
+    put_string(f, g_lookups[i].row);
+    fprintf(f, ",\"how\":%d}", g_lookups[i].how);
+  }
+  fprintf(f, "],\"lookups_dropped\":%d", g_lookups_dropped);
+  pthread_mutex_unlock(&g_mu);
+  put_table(f, "kernels", &gs_state.kernels);
+  put_table(f, "graphs", &gs_state.graphs);
+  fprintf(f, ",\"syncs\":{");
+  for (i = 1, first = 1; i < GS_SYNC_KINDS; i++) {
+    if (!sync_names[i][0]) continue;
+    fprintf(f, "%s\"%s\":[%llu,%llu]", first ? "" : ",", sync_names[i],
+            (unsigned long long)gs_state.syncs[i].calls, (unsigned long long)gs_state.syncs[i].ns);
+    first = 0;
+  }
+  fprintf(f, "},\"copies\":{");
+  for (i = 0, first = 1; i < GS_COPY_KINDS; i++) {
+    if (!gs_state.copies[i].calls) continue;
+    fprintf(f, "%s\"%d\":[%llu,%llu]", first ? "" : ",", i, (unsigned long long)gs_state.copies[i].calls,
+            (unsigned long long)gs_state.copies[i].bytes);
+    first = 0;
+  }
+  fprintf(f, "},\"memsets\":[%llu,%llu],\"captured\":%llu,\"graph_captures\":%llu,\"graphs_unnamed\":%llu",
+          (unsigned long long)gs_state.memsets.calls, (unsigned long long)gs_state.memsets.bytes,
+          (unsigned long long)gs_state.captured, (unsigned long long)gs_state.graph_captures,
+          (unsigned long long)gs_state.graphs_unnamed);
+  fprintf(f, ",\"bound_by_export\":%llu,\"bound_by_rule\":%llu,\"unbound\":%llu,\"slots_full\":%llu}\n",
+          (unsigned long long)gs_stats.bound_by_export, (unsigned long long)gs_stats.bound_by_rule,
+          (unsigned long long)gs_stats.unbound, (unsigned long long)gs_stats.slots_full);
+  fclose(f);
+  rename(tmp, path);
+}
+
+void gs_interpose_started(const char* report) {
+  if (report && *report && strlen(report) < sizeof g_prefix) {
+    snprintf(g_prefix, sizeof g_prefix, "%s", report);
+    atexit(write_report);
+  }
+}

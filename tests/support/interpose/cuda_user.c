@@ -1,0 +1,185 @@
+/* A CUDA "application" for the interposer's tests, run against the
+ * stand-in libcuda (fake_libcuda.c). It reaches the driver as the CUDA
+ * runtime does (dlopen + dlsym of cuGetProcAddress_v2, then every entry
+ * point through it) or, built with -DLINKED, through its PLT as a program
+ * linked to libcuda does; calls from THREADS threads; and prints one JSON
+ * line with what it did, which the test compares with the interposer's
+ * report and the stand-in's own counts.
+ *
+ *   cuda_user [threads] [launches per thread] [flags for cuGetProcAddress] */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef CUresult (*gpa_t)(const char*, void**, int, unsigned long long, int*);
+typedef CUresult (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                             void**, void**);
+typedef CUresult (*graph_launch_t)(void*, void*);
+typedef CUresult (*sync_t)(void*);
+typedef CUresult (*ctx_sync_t)(void);
+typedef CUresult (*begin_t)(void*, int);
+typedef CUresult (*end_t)(void*, void**);
+typedef CUresult (*inst_t)(void**, void*, unsigned long long);
+typedef CUresult (*htod_t)(unsigned long long, const void*, size_t);
+typedef CUresult (*dtoh_async_t)(void*, unsigned long long, size_t, void*);
+typedef CUresult (*set_async_t)(unsigned long long, unsigned, size_t, void*);
+
+#ifdef LINKED
+CUresult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
+                        void**);
+CUresult cuGraphLaunch(void*, void*);
+CUresult cuStreamSynchronize(void*);
+CUresult cuCtxSynchronize(void);
+CUresult cuStreamBeginCapture_v2(void*, int);
+CUresult cuStreamEndCapture(void*, void**);
+CUresult cuGraphInstantiateWithFlags(void**, void*, unsigned long long);
+CUresult cuMemcpyHtoD_v2(unsigned long long, const void*, size_t);
+CUresult cuMemcpyDtoHAsync_v2(void*, unsigned long long, size_t, void*);
+CUresult cuMemsetD32Async(unsigned long long, unsigned, size_t, void*);
+#endif
+
+static launch_t p_launch;
+static graph_launch_t p_graph_launch;
+static sync_t p_stream_sync;
+static ctx_sync_t p_ctx_sync;
+static begin_t p_begin;
+static end_t p_end;
+static inst_t p_inst;
+static htod_t p_htod;
+static dtoh_async_t p_dtoh_async;
+static set_async_t p_set_async;
+
+static void* (*fake_function)(const char*);
+static void* (*fake_stream_new)(void);
+static void* g_fns[3];
+static void* g_exec;
+static int g_launches = 1000;
+
+static void* worker(void* arg) {
+  void* s = fake_stream_new();
+  int i;
+  char host[64];
+  (void)arg;
+  for (i = 0; i < g_launches; i++) {
+    p_launch(g_fns[i % 3], 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+    if (i % 10 == 0) p_graph_launch(g_exec, s);
+    if (i % 100 == 0) {
+      p_stream_sync(s);
+      p_htod(0x1000, host, sizeof host);
+      p_dtoh_async(host, 0x1000, 32, s);
+      p_set_async(0x1000, 0, 256, s); /* 1 KiB */
+    }
+  }
+  return NULL;
+}
+
+static void* find(void* h, gpa_t gpa, const char* name, unsigned long long flags) {
+  void* p = NULL;
+  int status = 0;
+  (void)h;
+  if (gpa(name, &p, 13000, flags, &status) != 0 || !p) {
+    fprintf(stderr, "cuda_user: no %s\n", name);
+    exit(3);
+  }
+  return p;
+}
+
+int main(int argc, char** argv) {
+  int threads = argc > 1 ? atoi(argv[1]) : 8;
+  unsigned long long flags = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
+  pthread_t t[64];
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void *graph = NULL, *cs, *unknown, *direct_unknown;
+  int i;
+  CUresult bad;
+  if (argc > 2) g_launches = atoi(argv[2]);
+  if (!h) {
+    fprintf(stderr, "cuda_user: %s\n", dlerror());
+    return 2;
+  }
+  *(void**)&fake_function = dlsym(h, "fake_function");
+  *(void**)&fake_stream_new = dlsym(h, "fake_stream_new");
+#ifdef LINKED
+  p_launch = cuLaunchKernel, p_graph_launch = cuGraphLaunch, p_stream_sync = cuStreamSynchronize;
+  p_ctx_sync = cuCtxSynchronize, p_begin = cuStreamBeginCapture_v2, p_end = cuStreamEndCapture;
+  p_inst = cuGraphInstantiateWithFlags, p_htod = cuMemcpyHtoD_v2, p_dtoh_async = cuMemcpyDtoHAsync_v2;
+  p_set_async = cuMemsetD32Async;
+  unknown = direct_unknown = NULL;
+  {
+    /* RTLD_NEXT is relative to its caller: from here it must find what this
+     * program's own reference to cuLaunchKernel binds to */
+    void* next = dlsym(RTLD_NEXT, "cuLaunchKernel");
+    void* dflt = dlsym(RTLD_DEFAULT, "cuLaunchKernel");
+    if (next != dflt || next != (void*)cuLaunchKernel) {
+      fprintf(stderr, "cuda_user: RTLD_NEXT %p, RTLD_DEFAULT %p, PLT %p\n", next, dflt, (void*)cuLaunchKernel);
+      return 4;
+    }
+  }
+#else
+  {
+    gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
+    if (!gpa) return 2;
+    *(void**)&p_launch = find(h, gpa, "cuLaunchKernel", flags);
+    *(void**)&p_graph_launch = find(h, gpa, "cuGraphLaunch", flags);
+    *(void**)&p_stream_sync = find(h, gpa, "cuStreamSynchronize", flags);
+    *(void**)&p_ctx_sync = find(h, gpa, "cuCtxSynchronize", flags);
+    *(void**)&p_begin = find(h, gpa, "cuStreamBeginCapture", flags);
+    *(void**)&p_end = find(h, gpa, "cuStreamEndCapture", flags);
+    *(void**)&p_inst = find(h, gpa, "cuGraphInstantiate", flags);
+    *(void**)&p_htod = find(h, gpa, "cuMemcpyHtoD", flags);
+    *(void**)&p_dtoh_async = find(h, gpa, "cuMemcpyDtoHAsync", flags);
+    *(void**)&p_set_async = find(h, gpa, "cuMemsetD32Async", flags);
+    /* names nobody counts come back exactly as the driver answers them */
+    unknown = find(h, gpa, "cuMemAlloc", flags);
+    direct_unknown = dlsym(h, "cuMemAlloc_v2");
+    if (unknown != direct_unknown) {
+      fprintf(stderr, "cuda_user: cuMemAlloc %p vs %p\n", unknown, direct_unknown);
+      return 5;
+    }
+    if (dlsym(h, "cuNoSuchFunction") != NULL || !dlerror()) {
+      fprintf(stderr, "cuda_user: a missing symbol must stay missing, with dlerror set\n");
+      return 6;
+    }
+  }
+#endif
+  g_fns[0] = fake_function("_Z6kernelAv");
+  g_fns[1] = fake_function("_Z6kernelBPf");
+  g_fns[2] = fake_function("gemm_kernel");
+  /* a graph of four captured launches; the captured ones never run */
+  cs = fake_stream_new();
+  p_begin(cs, 0);
+  p_launch(g_fns[0], 1, 1, 1, 1, 1, 1, 0, cs, NULL, NULL);
+  p_launch(g_fns[1], 1, 1, 1, 1, 1, 1, 0, cs, NULL, NULL);
+  p_launch(g_fns[2], 1, 1, 1, 1, 1, 1, 0, cs, NULL, NULL);
+  p_launch(g_fns[0], 1, 1, 1, 1, 1, 1, 0, cs, NULL, NULL);
+  p_dtoh_async(NULL, 0x1000, 8, cs);
+  p_end(cs, &graph);
+  p_inst(&g_exec, graph, 0);
+  /* a failed launch is returned as the driver returned it, and counts nothing */
+  bad = p_launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+  if (bad != 1) {
+    fprintf(stderr, "cuda_user: a failed launch returned %d\n", bad);
+    return 7;
+  }
+  for (i = 0; i < threads && i < 64; i++) pthread_create(&t[i], NULL, worker, NULL);
+  for (i = 0; i < threads && i < 64; i++) pthread_join(t[i], NULL);
+  p_ctx_sync();
+  {
+    long per = (long)g_launches;
+    long each = per / 3, rem = per % 3;
+    long graphs = (per + 9) / 10, hundred = (per + 99) / 100;
+    printf("{\"kernels\":{\"_Z6kernelAv\":%ld,\"_Z6kernelBPf\":%ld,\"gemm_kernel\":%ld},"
+           "\"graph_launches\":%ld,\"stream_syncs\":%ld,\"context_syncs\":1,\"htod\":[%ld,%ld],"
+           "\"dtoh\":[%ld,%ld],\"memsets\":[%ld,%ld],\"captured\":5}\n",
+           threads * (each + (rem > 0)), threads * (each + (rem > 1)), threads * each, threads * graphs,
+           threads * hundred, threads * hundred, threads * hundred * 64L, threads * hundred, threads * hundred * 32L,
+           threads * hundred, threads * hundred * 1024L);
+  }
+  return 0;
+}
