@@ -14,6 +14,7 @@ from graphsignal import histo
 from graphsignal.rings import cuda_names
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAME_ID
+from graphsignal.sidecar.store import tags_key
 
 # Calls counted by the CUPTI library's API callbacks, aggregated per thread
 # (probe.h GRAPHSIGNAL_REC_*_SAMPLED, _SYNC_AGG). A record carries its number
@@ -106,6 +107,7 @@ class Batch:
 # -- what a ring's records can be refused for ---------------------------------
 UNNAMED = "(unnamed)"  # the frame of records whose name never arrived (one frame, not one per id)
 MAX_DEVICES = 128  # device ordinals per process (GPUs, MIG instances); a higher one is a bad record
+MAX_RESOLVED = 1 << 17  # instruments per ring whose tags' key is kept (Aggregator._resolved)
 MAX_KIND = 64  # CUPTI copy/memory/sync kinds are small enums
 
 REJECT_REASONS = {
@@ -197,8 +199,24 @@ class Aggregator:
         for reason, (n, example) in bad.items():
             self.reject(st, reason, n, example)
 
+    def _resolved(self, st, nid, want):
+        """_instrument's (name, tags) and the store's key of those tags,
+        kept per ring until the name id is sent again: a workload with
+        thousands of counters pays for sorting their tags once, not on
+        every batch (the drain's time is what keeps the ring from filling)."""
+        r = st.resolved.get(nid)
+        if r is None or r[0] != want:
+            inst = self._instrument(st, nid, want)
+            if inst is None:
+                return None
+            if len(st.resolved) >= MAX_RESOLVED:
+                st.resolved.clear()
+            r = st.resolved[nid] = (want, inst[0], inst[1], tags_key(inst[1]))
+        return r[1:]
+
     def _on_name(self, st, g, ts):
         for nid, sub, text in st.ring.learn_names(g.recs if g.mask is None else g.recs[g.mask]):
+            st.resolved.pop(nid, None)
             if sub == L.NAME_INSTRUMENT:
                 inst = parse_instrument(text)
                 if inst is not None:
@@ -364,12 +382,14 @@ class Aggregator:
     def _on_counter(self, st, g, ts):
         uniq, counts, (sums,) = group_sums(g["name_id"].astype(np.int64), g["value"])
         bad = {}
+        adds = []
         for nid, s, c in zip(uniq.tolist(), sums.tolist(), counts.tolist()):
-            inst = self._instrument(st, nid, "counter")
+            inst = self._resolved(st, nid, "counter")
             if inst is None:
                 self._unknown_instrument(bad, "counter", nid, c)
                 continue
-            self.store.add_counter(inst[0], inst[1], int(s), ts)
+            adds.append((inst, int(s)))
+        self.store.add_counters(adds, ts)
         self._flush_bad(st, bad)
 
     def _on_histogram(self, st, g, ts):

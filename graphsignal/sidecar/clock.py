@@ -6,9 +6,10 @@ every `history_interval` seconds it appends the per-second history snapshot
 that windows are differences of (store.take_history). It belongs to the sidecar, not to any writer: if the
 poller never starts, or a source hangs, windows still advance.
 
-While the poller drains records it prerenders after each cycle (it is
-awake anyway); the clock then sees prerenders it did not make and sleeps to
-the next snapshot instead of waking every `interval` for the same work.
+The poller never prerenders: its time is what keeps the rings from filling,
+so serialization stays here and on the readers' threads. Anything else that
+prerenders (a test, a tool) makes the clock sleep to the next snapshot
+instead of waking every `interval` for the same work.
 """
 import logging
 import threading

@@ -60,7 +60,9 @@ class History:
 
     def __init__(self, maxlen: int) -> None:
         self.maxlen = maxlen
-        self._times: Deque[Tuple[int, int]] = collections.deque(maxlen=maxlen)  # (seq, ts)
+        # (seq, ts, mono): epoch ns to show, monotonic ns to measure spans with (a wall
+        # clock that steps must not move a window's start)
+        self._times: Deque[Tuple[int, int, int]] = collections.deque(maxlen=maxlen)
         self._tracks: Dict[Key, _Track] = {}
         self._by_name: Dict[str, FrozenSet[Key]] = {}
         self._shared = False  # a view holds _tracks and _by_name: copy them before changing them
@@ -97,8 +99,10 @@ class History:
         if t is not None:
             self.record(key, self._seq + 1, _GONE, t.kind)
 
-    def commit(self, seq: int, ts: int) -> None:
-        self._times.append((seq, ts))
+    def commit(self, seq: int, ts: int, mono: Optional[int] = None) -> None:
+        """ts: epoch ns of the snapshot; mono: monotonic ns, what windows
+        are measured by (default ts: callers without a monotonic clock)."""
+        self._times.append((seq, ts, ts if mono is None else mono))
         if self._times[0][0] - self._trimmed_to >= 16:
             self._trim(self._times[0][0])
 
@@ -166,15 +170,16 @@ class HistoryView(Sequence[Tuple[int, "HistorySnapshot"]]):
     """The history as of one store snapshot: a sequence of (ts_ns,
     HistorySnapshot), oldest first. Immutable."""
 
-    __slots__ = ("_times", "_tracks", "_by_name", "max_snapshots", "times")
+    __slots__ = ("_times", "_tracks", "_by_name", "max_snapshots", "times", "mono")
 
-    def __init__(self, times: Tuple[Tuple[int, int], ...], tracks: Dict[Key, _Track],
+    def __init__(self, times: Tuple[Tuple[int, int, int], ...], tracks: Dict[Key, _Track],
                  by_name: Dict[str, FrozenSet[Key]], max_snapshots: int) -> None:
-        self._times = times  # ((seq, ts), ...)
+        self._times = times  # ((seq, ts, mono), ...)
         self._tracks = tracks
         self._by_name = by_name
         self.max_snapshots = max_snapshots
-        self.times = tuple(ts for _, ts in times)
+        self.times = tuple(t[1] for t in times)  # epoch ns
+        self.mono = tuple(t[2] for t in times)  # monotonic ns: spans and their seconds
 
     @property
     def max_seconds(self) -> int:
@@ -194,18 +199,24 @@ class HistoryView(Sequence[Tuple[int, "HistorySnapshot"]]):
                                                           List[Tuple[int, "HistorySnapshot"]]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self._times)))]
-        seq, ts = self._times[i]
+        seq, ts, _ = self._times[i]
         return ts, HistorySnapshot(self, seq)
 
     def __iter__(self) -> Iterator[Tuple[int, "HistorySnapshot"]]:
-        return iter([(ts, HistorySnapshot(self, seq)) for seq, ts in self._times])
+        return iter([(ts, HistorySnapshot(self, seq)) for seq, ts, _ in self._times])
 
     def __reversed__(self) -> Iterator[Tuple[int, "HistorySnapshot"]]:
-        return iter([(ts, HistorySnapshot(self, seq)) for seq, ts in reversed(self._times)])
+        return iter([(ts, HistorySnapshot(self, seq)) for seq, ts, _ in reversed(self._times)])
 
     def span(self, seconds: float) -> Optional[Tuple[int, int]]:
-        """(start, end) indices of the last `seconds` (see pick), or None."""
-        return pick(self.times, seconds)
+        """(start, end) indices of the last `seconds` (see pick) by the
+        monotonic clock, or None. The wall clock may step (NTP, a user):
+        a day back must not keep a window's start from before the step."""
+        return pick(self.mono, seconds)
+
+    def seconds_between(self, start: int, end: int) -> float:
+        """Seconds from snapshot `start` to `end` (indices), by the monotonic clock."""
+        return (self.mono[end] - self.mono[start]) / NS
 
     def kind(self, key: Key) -> Any:
         """The series type of key's states (graphsignal.sidecar.series), or None."""

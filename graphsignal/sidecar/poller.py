@@ -96,8 +96,10 @@ class RingState:
         self.requested_capacity = requested_capacity(environ or os.environ)
         self.devices = {}  # ordinal -> uuid string
         self.instruments = {}  # name_id -> (type, name, tags)
+        self.resolved = {}  # name_id -> (type, name, tags with the ring's, their store key) (Aggregator._resolved)
         self.meta = {}
         self.gone_since = None
+        self.dropped_seen = 0  # ring.dropped already added to Poller.dropped
         self.rejected = {}  # reason -> records (see REJECT_REASONS)
         self.said = set()  # reasons logged for this ring (once each)
         # records per second (for the adaptive interval); a new ring is taken
@@ -140,6 +142,8 @@ class Poller:
         self._refused_writers = 0  # writers whose refusal was said
         self.without_ring = 0  # writers reported without a ring (NO_RING_METRIC)
         self.records_total = 0
+        self.dropped = 0  # records the rings could not hold, all rings of the run (retired ones too)
+        self._loss_said = None  # (monotonic s, dropped) when the loss was last said
         self.cycles = 0
         self._halt = threading.Event()
         self._wake = None  # (r, w) pipe: stop() ends the thread's inotify wait at once
@@ -152,6 +156,9 @@ class Poller:
         self.next_sleep = interval
 
     # -- discovery -------------------------------------------------------------
+    LOSS_SAY_EVERY = 60.0  # seconds: a loss that keeps growing is said again at most this often
+    LOSS_ENTRY = ("records were dropped: a writer outran the drain and its ring was full, so the numbers are "
+                  "incomplete (counted per writer in graphsignal_dropped_records)")
     MAX_TAKEN = 4096  # (pid, kind) pairs with taken names followed; beyond, each name is only refused
     MAX_REFUSED_SAID = 8  # writers whose refused names get a line each; the rest share one
     MAX_NO_RING_SAID = 16  # writers without a ring that get an error entry each; the rest share one line
@@ -296,10 +303,27 @@ class Poller:
                 # poll again well before the ring can be half full at this rate
                 sleep = min(sleep, 0.25 * st.ring.capacity / st.rate)
         self.next_sleep = max(self.MIN_INTERVAL, sleep)
+        self._say_loss(now, final)
         self.cycles += 1
         if self._last_retire is None or now - self._last_retire >= self.retire_interval:
             self._last_retire = now
             self._retire_exited()
+
+    def _say_loss(self, now, final=False):
+        """Says records lost to full rings where people look: a line (with
+        the count) the first time, then at most once every LOSS_SAY_EVERY
+        seconds while the count grows, and at the final drain if it grew
+        since; each time the same `errors` entry counts once more. A count
+        in a metric alone went unseen (issue 36)."""
+        said = self._loss_said
+        if self.dropped == (said[1] if said else 0):
+            return
+        if said is not None and not final and now - said[0] < self.LOSS_SAY_EVERY:
+            return
+        self._loss_said = (now, self.dropped)
+        self.reporter.say("%d records dropped so far: a writer outran the drain (its ring was full); the numbers "
+                          "are incomplete (graphsignal_dropped_records)" % self.dropped,
+                          entry_message=self.LOSS_ENTRY)
 
     def _retire_exited(self):
         """Tells the store which processes with series (from any source)
@@ -343,7 +367,11 @@ class Poller:
 
     def _publish_ring_counters(self, st):
         tags = dict(st.base_tags, writer=st.kind_name)
-        self.store.set_counter("graphsignal_dropped_records", tags, st.ring.dropped)
+        dropped = st.ring.dropped
+        if dropped > st.dropped_seen:
+            self.dropped += dropped - st.dropped_seen
+            st.dropped_seen = dropped
+        self.store.set_counter("graphsignal_dropped_records", tags, dropped)
         if st.ring.strings_dropped or st.ring.skipped:
             self.store.set_counter("graphsignal_dropped_names", tags, st.ring.strings_dropped)
             self.store.set_counter("graphsignal_skipped_slots", tags, st.ring.skipped)
@@ -394,13 +422,11 @@ class Poller:
         try:
             while not self._halt.is_set():
                 t0 = time.monotonic()
+                # No serialization here, not even for readers waiting on /signals: the
+                # drain's time is the workload's margin against a full ring, so the
+                # JSON is the clock's (sidecar.clock) and the readers' own work
                 try:
-                    drained = self.records_total
                     self.poll_once()
-                    if self.records_total != drained:
-                        # what changed, serialized now while awake (when someone reads
-                        # /signals): the clock then need not wake for it (sidecar.clock)
-                        self.store.prerender()
                 except Exception as e:  # keep polling: one bad cycle must not end collection
                     self._warn_once(("cycle", type(e).__name__, str(e)),
                                     "poller cycle failed: %s: %s" % (type(e).__name__, e))

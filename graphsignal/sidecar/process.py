@@ -592,12 +592,20 @@ def _thread_died(args):
                    name, args.exc_type.__name__, args.exc_value, where)
 
 
+SWITCH_INTERVAL = 0.0005  # seconds a thread may hold the interpreter lock while another waits for it
+
+
 def main(argv=None):
     # The supervisor's signal mask is inherited through exec.
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     # the supervisor's environment (thread caps aside) until the settings come
     setup_logging(config.log_level_of(os.environ))
     threading.excepthook = _thread_died
+    # Readers' renders are long runs of Python; the poller's cycle lets go of
+    # the interpreter lock at every numpy call and then waits for a render to
+    # be made to hand it back, by default 5 ms each time (a convoy). A short
+    # switch interval bounds what each hand-back costs the drain (issue 36).
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         cfg = channel.read_config(args["config_fd"])

@@ -136,7 +136,13 @@ class SeriesView:
             else:
                 j = b"".join((self._head, kind.stats_json(self.state, self.name, self._render), b',"updated_ns":',
                               _orjson_dumps(self.updated_ns), b"}"))
-            self._json = j
+            # readers serialize without the store's lock, so two may race here: the
+            # first one kept wins, keeping "the same bytes object on every call"
+            kept = self._json
+            if kept is None:
+                self._json = j
+            else:
+                j = kept
         return j
 
 

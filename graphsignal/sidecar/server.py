@@ -148,7 +148,50 @@ def _interface_addresses():
         return set()
 
 
-def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
+class ReadGate:
+    """Renders at most `renders` reads at once, and hands a read the answer
+    of an identical one that began after it arrived instead of rendering
+    it again.
+
+    Why: the sidecar is one Python process, and every thread that runs
+    Python takes turns at one interpreter lock. Fifty readers rendering at
+    once would give the poller one turn in fifty-one, and its rings fill
+    (issue 36: 20-29 % of the records dropped). Waiting here costs no turn
+    (the semaphore blocks outside the interpreter), so however many read,
+    the drain competes with `renders` renders, and the readers that wait
+    share what the next render makes: an answer rendered after a request
+    arrived is as fresh as one rendered for it. Memory: at most `keep`
+    answers are kept."""
+
+    def __init__(self, renders=1, keep=4, monotonic=time.monotonic):
+        self._renders = threading.Semaphore(renders)
+        self._lock = threading.Lock()
+        self._done = {}  # key -> (monotonic start of its render, answer)
+        self.keep = keep
+        self.monotonic = monotonic
+        self.rendered = 0  # renders made (the rest were shared)
+
+    def read(self, key, render):
+        """render()'s answer for key: made now, or one whose render started
+        after this call did."""
+        arrived = self.monotonic()
+        with self._renders:
+            with self._lock:
+                hit = self._done.get(key)
+            if hit is not None and hit[0] >= arrived:
+                return hit[1]
+            started = self.monotonic()
+            answer = render()
+            with self._lock:
+                self.rendered += 1
+                self._done.pop(key, None)
+                self._done[key] = (started, answer)
+                while len(self._done) > self.keep:
+                    del self._done[next(iter(self._done))]  # the oldest
+            return answer
+
+
+def make_app(store, windows=None, host_guard=None, exposition=None, token=None, gate=None):
     """windows: optional callable(store, seconds) -> dict added to the
     payload for ?window=N (see graphsignal.sidecar.windows). host_guard: a
     HostGuard; requests it does not allow get 403. exposition: what
@@ -156,8 +199,12 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
     one for this store without engine metrics). token: when set
     (GRAPHSIGNAL_SIGNALS_TOKEN), /signals and /metrics answer only
     requests with "Authorization: Bearer <token>" (401 otherwise);
-    /health stays open (it tells only that a profiler runs)."""
+    /health stays open (it tells only that a profiler runs). gate: the
+    ReadGate that /signals and /metrics render through (default: one
+    render at a time), so readers never crowd out the drain."""
     expected = ("Bearer " + token).encode() if token else None
+    if gate is None:
+        gate = ReadGate()
     if exposition is None:
         from graphsignal.sidecar.exposition import Exposition
 
@@ -191,7 +238,9 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
         engine = req.args.get("engine")
         if engine not in (None, "0", "1"):
             return _json({"error": "engine must be 0 or 1, got %r" % engine}, 400)
-        body, content_type = exposition.render(req.headers.get("Accept"), None if engine is None else engine == "1")
+        accept = req.headers.get("Accept")
+        body, content_type = gate.read(("metrics", engine, accept), lambda: exposition.render(
+            accept, None if engine is None else engine == "1"))
         return Response(body, content_type=content_type)
 
     def _signals(req):
@@ -199,6 +248,14 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None):
         if unknown:
             return _json({"error": "unknown query parameter(s): %s (known: window, history)" % ", ".join(unknown)},
                          400)
+        # the answer's parts, not the Response: one Response is not served twice
+        status, body, mimetype = gate.read(("signals", req.query_string), lambda: _frozen(_render_signals(req)))
+        return Response(body, status=status, mimetype=mimetype)
+
+    def _frozen(resp):
+        return resp.status_code, resp.get_data(), resp.mimetype
+
+    def _render_signals(req):
         extra = None
         if "window" in req.args:
             if windows is None:

@@ -26,14 +26,20 @@ Bounds: at most max_series series. Series of processes that have exited
 exited, or at once when the cap is reached: counters, histograms and
 profiles are added into the same series with process.pid "exited", gauges
 are dropped. A series refused at the cap is counted in
-graphsignal_dropped_series and the first one is an error entry.
+graphsignal_dropped_series once, however many records it is refused
+(RefusedSeries: exact for the first MAX_REFUSED_KEPT distinct series, an
+estimate past them, in bounded memory); the first one is an error entry
+and a log line, and while the count grows one more line at most once a
+minute says it.
 """
+import math
 import collections
 import logging
 import threading
 import time
 import types
-from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, OrderedDict, Set, Tuple, Type, Union
+from typing import (Any, Callable, Deque, Dict, Hashable, Iterable, List, Mapping, Optional, OrderedDict, Set, Tuple,
+                    Type, Union)
 
 import numpy as np
 
@@ -61,6 +67,9 @@ PER_PROCESS_TAGS = ("process.pid", "rank", "local_rank", "world_size")
 DROPPED_SERIES_METRIC = "graphsignal_dropped_series"
 FOLDED_METRIC = "graphsignal_folded_processes"
 _INTERNAL = (DROPPED_SERIES_METRIC, FOLDED_METRIC)  # exempt from the cap: they report it
+MAX_REFUSED_KEPT = 65536  # refused series remembered exactly (their keys' hashes: about 4 MB at most)
+REFUSED_BITS = 1 << 20  # past them, a bitmap of this many bits (128 KiB) estimates the distinct rest
+SAY_EVERY_NS = 60 * 10**9  # a loss that keeps growing is said again at most this often
 
 Tags = Optional[Mapping[str, Any]]  # a series' tags as a writer gives them (values become str in its key)
 
@@ -74,6 +83,59 @@ def tags_key(tags: Tags) -> Tuple[Tuple[str, str], ...]:
 
 def _payload_order(key: SeriesKey) -> Tuple[str, Tuple[Tuple[str, str], ...], str]:
     return (key[0], key[2], key[1])
+
+
+class RefusedSeries:
+    """How many distinct series were refused, in bounded memory.
+
+    The first MAX_REFUSED_KEPT distinct keys are remembered (by hash) and
+    counted exactly: the same series refused on every record batch counts
+    once. Past them, each new key sets one bit of a REFUSED_BITS bitmap and
+    the count adds the linear-counting estimate of how many distinct keys
+    set the bits (m * ln(m / zeros): within a fraction of a percent up to
+    about a million more, and it only grows). Why not a plain set: another
+    process can make up series names without end, and the sidecar's memory
+    must not follow them."""
+
+    __slots__ = ("_kept", "_bits", "_ones")
+
+    def __init__(self) -> None:
+        self._kept: Set[int] = set()
+        self._bits: Optional[bytearray] = None  # made when the kept set is full
+        self._ones = 0
+
+    def add(self, key: Hashable) -> bool:
+        """Counts key if it was not counted yet; returns whether it was new."""
+        h = hash(key)
+        kept = self._kept
+        if h in kept:
+            return False
+        if len(kept) < MAX_REFUSED_KEPT:
+            kept.add(h)
+            return True
+        if self._bits is None:
+            self._bits = bytearray(REFUSED_BITS // 8)
+        bit = (h ^ (h >> 29)) % REFUSED_BITS  # the hash's high bits too
+        byte, mask = bit >> 3, 1 << (bit & 7)
+        if self._bits[byte] & mask:
+            return False
+        self._bits[byte] |= mask
+        self._ones += 1
+        return True
+
+    def __contains__(self, key: Hashable) -> bool:
+        h = hash(key)
+        if h in self._kept:
+            return True
+        bit = (h ^ (h >> 29)) % REFUSED_BITS
+        return self._bits is not None and bool(self._bits[bit >> 3] & (1 << (bit & 7)))
+
+    def __len__(self) -> int:
+        n = len(self._kept)
+        if self._ones:
+            zeros = REFUSED_BITS - self._ones
+            n += round(REFUSED_BITS * math.log(REFUSED_BITS / zeros)) if zeros else REFUSED_BITS * 14
+        return n
 
 
 class _Meta:
@@ -98,9 +160,13 @@ def _copy_resource(r: Resource) -> Resource:
 class MetricStore:
     def __init__(self, max_series: int = MAX_SERIES, max_frames: int = MAX_FRAMES,
                  clock: Callable[[], int] = time.time_ns, history_seconds: int = 600,
-                 annotate: Callable[..., Any] = naming.annotate) -> None:
+                 annotate: Callable[..., Any] = naming.annotate,
+                 monotonic: Callable[[], int] = time.monotonic_ns) -> None:
+        """clock: epoch ns (what payloads show); monotonic: ns that never
+        step (what the history's windows are measured by)."""
         self._lock = threading.RLock()
         self.clock = clock
+        self.monotonic = monotonic
         self.max_series = max_series
         self.max_frames = max_frames
         self.annotate = annotate  # names a profile's frames as it is encoded (graphsignal.naming)
@@ -109,7 +175,8 @@ class MetricStore:
         self.ended_ns: Optional[int] = None  # the workload's end (set_ended)
         self.exit_status: Optional[int] = None
         self._series: Dict[SeriesKey, Series] = {}
-        self._series_dropped = 0
+        self._refused = RefusedSeries()  # distinct series refused at the cap
+        self._refused_said: Optional[Tuple[int, int]] = None  # (when, count) the cap's loss was last said
         self._errors: Deque[ErrorEntry] = collections.deque(maxlen=MAX_ERRORS)
         self._errors_total = 0
         self._resources: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Resource] = {}  # (kind, tags_key) ->
@@ -119,12 +186,8 @@ class MetricStore:
         self._reporter = Reporter(self, {"source": "store"})
         self._created = 0  # series made so far (a view's `created`)
         self._order: Optional[List[Series]] = None  # series in payload order, rebuilt when series come or go
-        self._views: List[SeriesView] = []  # their views, parallel to _order
-        # their JSON (None: not serialized yet, False: left out), parallel to _order
-        self._encoded: List[Union[bytes, None, bool]] = []
-        self._left = 0  # False entries in _encoded
+        self._views: List[SeriesView] = []  # their views (each keeps its own JSON), parallel to _order
         self._pos: Dict[int, int] = {}  # id(series) -> index in _order
-        self._todo: List[int] = []  # indices whose JSON is None
         self._stale: Set[Series] = set()  # series changed since their view was taken (Series.touch adds)
         self.last_read_ns: Optional[int] = None  # when /signals was last served (see prerender)
         self.prerenders = 0  # prerender() calls that had work to look at (the clock sees who else calls)
@@ -147,7 +210,8 @@ class MetricStore:
 
     @property
     def series_dropped(self) -> int:
-        return self._series_dropped
+        """Distinct series refused at the cap (graphsignal_dropped_series)."""
+        return len(self._refused)
 
     @property
     def resources(self) -> Mapping[Tuple[str, Tuple[Tuple[str, str], ...]], Resource]:
@@ -182,7 +246,7 @@ class MetricStore:
                 if self._exited:
                     self._fold(list(self._exited))
                 if len(self._series) >= self.max_series:
-                    self._refuse(name, tags)
+                    self._refuse(key, name, tags)
                     return None
             cls: Any = kind or TYPES[type_]
             args = (name, tags or {}, self.max_frames, self.annotate) if cls is Profile else (name, tags or {})
@@ -196,14 +260,28 @@ class MetricStore:
                 self._by_pid.setdefault(pid, set()).add(key)
         return s
 
-    def _refuse(self, name: str, tags: Tags) -> None:
-        self._series_dropped += 1
+    def _refuse(self, key: SeriesKey, name: str, tags: Tags) -> None:
+        """A series refused at the cap: counted once per series (its records
+        keep coming, batch after batch, and cost only this look-up then),
+        said the first time and, while the count grows, at most once a
+        minute."""
+        if not self._refused.add(key):
+            return
+        n = len(self._refused)
+        now = self.clock()
         s = self._own_counter(DROPPED_SERIES_METRIC)
-        s.total = self._series_dropped
-        s.touch(self.clock())
-        if not self._reporter.said("cap"):
+        s.total = n
+        s.touch(now)
+        said = self._refused_said
+        if said is None:
+            self._refused_said = (now, n)
             self._reporter.once("cap", "series cap of %d reached; new series are dropped and counted in %s (first: "
                                 "%s %s)" % (self.max_series, DROPPED_SERIES_METRIC, name, dict(tags or {})))
+        elif not 0 <= now - said[0] < SAY_EVERY_NS:  # a wall clock that stepped back says it too
+            self._refused_said = (now, n)
+            # the log line only: the error entry above already says what and where
+            self._reporter.say("series cap of %d: %d distinct series refused so far (%s)" % (
+                self.max_series, n, DROPPED_SERIES_METRIC), entry=False)
 
     def _own_counter(self, name: str) -> Any:
         """One of the store's own counters (_INTERNAL: exempt from the cap,
@@ -271,6 +349,26 @@ class MetricStore:
             if s is not None:
                 s.total = total
                 s.touch(ts or self.clock())
+
+    def add_counters(self, adds: Iterable[Tuple[Tuple[str, Mapping[str, str], Tuple[Tuple[str, str], ...]], Value]],
+                     ts: Optional[int] = None) -> None:
+        """add_counter for many: [((name, tags, tags_key(tags)), delta)],
+        under one hold of the lock (a ring's batch lands whole); the key is
+        the caller's, computed once per instrument, not once per batch."""
+        ts = ts or self.clock()
+        with self._lock:
+            series, get, refused = self._series, self.get, self._refused
+            for (name, tags, tkey), delta in adds:
+                key = (name, COUNTER, tkey)
+                s: Any = series.get(key)
+                if s is None:
+                    if key in refused and len(series) >= self.max_series and not self._exited:
+                        continue  # refused and counted before; still no room
+                    s = get(name, COUNTER, tags)
+                    if s is None:
+                        continue
+                s.total = (s.total or 0) + delta
+                s.touch(ts)
 
     def add_counter(self, name: str, tags: Tags, delta: Value, ts: Optional[int] = None) -> None:
         with self._lock:
@@ -426,10 +524,14 @@ class MetricStore:
             self.exit_status = exit_status
 
     # -- the clock's work (graphsignal.sidecar.clock) ----------------------------
-    def take_history(self, ts: Optional[int] = None) -> None:
+    def take_history(self, ts: Optional[int] = None, mono: Optional[int] = None) -> None:
         """Appends a snapshot of every series' cumulative state (once a
         second, by the sidecar's clock); windows are differences of two.
-        Only series that changed since the previous snapshot are copied."""
+        Only series that changed since the previous snapshot are copied.
+        ts: epoch ns (default: now); mono: monotonic ns (default: now, or ts
+        when ts is given: a caller that sets the time sets both)."""
+        if mono is None:
+            mono = ts if ts else self.monotonic()
         ts = ts or self.clock()
         with self._lock:
             h = self._history
@@ -437,18 +539,20 @@ class MetricStore:
             for key, s in self._series.items():
                 if s.take_changed():
                     h.record(key, seq, s.history_state(), type(s))
-            h.commit(seq, ts)
+            h.commit(seq, ts, mono)
 
     def prerender(self, active_window_ns: int = 60_000_000_000) -> int:
         """Serializes the series that changed, off the request path (the
         sidecar's clock calls this every cycle), but only while someone has
         read /signals recently: an unread sidecar spends nothing on JSON.
+        The views are taken under the lock, the JSON written without it.
         Returns how many were serialized."""
         if not self.being_read(active_window_ns):
             return 0
         with self._lock:
             self.prerenders += 1
-            return self._refresh(True)
+            fresh = self._refresh()
+        return len(self._encode(fresh))
 
     def being_read(self, active_window_ns: int = 60_000_000_000) -> bool:
         """Whether /signals was served within active_window_ns: prerender
@@ -457,88 +561,73 @@ class MetricStore:
         return last is not None and self.clock() - last <= active_window_ns
 
     # -- reading -----------------------------------------------------------------
-    def _refresh(self, encode: bool) -> int:
-        """Brings the views (and, with encode, their JSON) up to date with
-        the series; returns how many series were serialized."""
+    # The lock is the poller's: every record it applies takes it. Readers hold
+    # it only to bring the views up to date (one view() per series changed
+    # since the last reader, bounded by max_series) and to copy the tuple of
+    # views; all serialization (orjson, the payload's framing, windows,
+    # /metrics) runs on immutable SeriesViews after the lock is let go, so a
+    # render never makes the drain wait.
+    def _refresh(self) -> List[SeriesView]:
+        """Brings the views up to date with the series (under the lock);
+        returns the views made new since the last call, the JSON still to
+        write."""
         if self._order is None:
             keys = sorted(self._series, key=_payload_order)
             self._order = [self._series[k] for k in keys]
             self._pos = {id(s): i for i, s in enumerate(self._order)}
             self._views = [s.view() for s in self._order]
-            self._encoded = [None] * len(self._order)
-            self._left = 0
-            self._todo = list(range(len(self._order)))
             self._stale.clear()
+            fresh = list(self._views)
         elif self._stale:
-            order, views, enc, stale = self._order, self._views, self._encoded, self._stale
+            order, views, stale = self._order, self._views, self._stale
             if 4 * len(stale) >= len(order):
                 # most changed (telemetry re-sets everything each second): one pass in
-                # payload order walks memory in order, and the JSON below follows it
+                # payload order walks memory in order
                 changed = [i for i, s in enumerate(order) if s in stale]
             else:
                 pos = self._pos
                 changed = sorted(pos[id(s)] for s in stale if id(s) in pos)
             stale.clear()
-            todo = self._todo
-            if encode and not todo:
-                # a read of /signals, nothing left to serialize from before: views and JSON
-                # in one pass (all of it when telemetry re-set every series)
-                return self._encode(changed, True)
+            fresh = []
             for i in changed:
-                views[i] = order[i].view()
-                e = enc[i]
-                if e is not None:  # None: not serialized yet, already to do
-                    if e is False:
-                        self._left -= 1
-                    enc[i] = None
-                    todo.append(i)
-        if not encode or not self._todo:
-            return 0
-        todo, self._todo = self._todo, []
-        return self._encode(todo, False)
-
-    def _encode(self, indices: Iterable[int], changed: bool) -> int:
-        """Serializes the series at these indices of _order; changed: they
-        changed since their view was taken (take a new one first, and one
-        that was left out gets another chance). Returns how many."""
-        order, views, enc = self._order, self._views, self._encoded
-        assert order is not None
-        n = 0
-        for i in indices:
-            n += 1
-            if changed:
                 v = views[i] = order[i].view()
-                if enc[i] is False:
-                    self._left -= 1
-            else:
-                v = views[i]
+                fresh.append(v)
+        else:
+            return []
+        return fresh
+
+    def _encode(self, views: Iterable[SeriesView]) -> List[bytes]:
+        """The JSON of these views (each view keeps its own, so a view
+        already serialized costs nothing), without the lock. A series that
+        cannot be serialized is left out (one error entry) and tried again
+        once it changes."""
+        out = []
+        for v in views:
             try:
-                enc[i] = v.encoded()
+                out.append(v.encoded())
             except Exception as ex:
-                enc[i] = False  # left out (until it changes)
-                self._left += 1
                 self._left_out(v, ex)
-        return n
+        return out
 
     def snapshot(self, encode: bool = False) -> StoreSnapshot:
         """The store as it is now (a StoreSnapshot). encode: also the
         series' JSON (a series that cannot be serialized is left out, with
-        one error entry); this counts as a read of /signals (see
-        prerender)."""
+        one error entry), written after the lock is let go; this counts as
+        a read of /signals (see prerender)."""
         with self._lock:
-            self._refresh(encode)
+            self._refresh()
             if encode:
                 self.last_read_ns = self.clock()
             meta = self._meta
             if meta is None:
                 meta = self._meta = _Meta(self._errors, self._resources)
-            return StoreSnapshot(
+            views = tuple(self._views)
+            fields = dict(
                 taken_ns=self.clock(), start_ns=self.start_ns, ended_ns=self.ended_ns, exit_status=self.exit_status,
-                context=types.MappingProxyType(dict(self._context)),
-                errors=meta.errors,
-                errors_total=self._errors_total, resources=meta.resources, series=tuple(self._views),
-                encoded=(tuple(self._encoded) if not self._left else tuple(e for e in self._encoded if e))
-                if encode else None, history=self._history.view(), max_frames=self.max_frames)
+                context=types.MappingProxyType(dict(self._context)), errors=meta.errors,
+                errors_total=self._errors_total, resources=meta.resources, series=views,
+                history=self._history.view(), max_frames=self.max_frames)
+        return StoreSnapshot(encoded=tuple(self._encode(views)) if encode else None, **fields)
 
     def metrics_json(self) -> List[bytes]:
         """Serialized series in payload order (name, tags, type)."""

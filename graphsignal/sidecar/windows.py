@@ -5,8 +5,11 @@ store's history about once a second; a window is the difference between
 the newest snapshot and the one nearest to N seconds before it (the one
 rule, graphsignal.windowmath.pick). Everything is read from one
 store.snapshot(); the window maths are graphsignal.windowmath's, the same
-graphsignal-server's windows use. Rates
-divide by the seconds the two snapshots actually span (`covered_seconds`),
+graphsignal-server's windows use. Which
+snapshots and the seconds between them are the monotonic clock's (a wall
+clock that steps moves neither); start_ns and end_ns are epoch ns to
+show. Rates divide by the seconds the two snapshots actually span
+(`covered_seconds`),
 never by the N that was asked for, so a window that is shorter than asked
 (the run is younger than N, or snapshots jittered) still gives true rates.
 
@@ -14,7 +17,7 @@ The document:
 
     {"seconds": N,                      # asked for
      "start_ns": ..., "end_ns": ...,    # the two snapshots (epoch ns)
-     "covered_seconds": 5.002,          # end_ns - start_ns, in seconds
+     "covered_seconds": 5.002,          # between the two, by the monotonic clock
      "partial": false,                  # true: less history than N exists
      "snapshots": 6,                    # snapshots inside [start, end]
      "metrics": [{"name", "type", "tags", "new_in_window", "stats": {...}}],
@@ -43,7 +46,7 @@ a total imported from elsewhere (an engine's or driver's counter first
 read inside the window) then includes what happened before it was read.
 """
 from graphsignal import naming, windowmath
-from graphsignal.windowmath import GAUGE, NS, PROFILE
+from graphsignal.windowmath import GAUGE, PROFILE
 
 __all__ = ["window_stats", "window_of", "pick"]
 
@@ -70,7 +73,9 @@ def window_of(snap, seconds):
     si, ei = span
     start_ns, start = history[si]
     end_ns, end = history[ei]
-    covered = (end_ns - start_ns) / NS
+    # by the monotonic clock: a wall clock that stepped between the two
+    # snapshots must not stretch or shrink the window
+    covered = history.seconds_between(si, ei)
     # partial: no snapshot reaches N seconds back (the run is younger, or
     # the clock started late); what exists is used and says its span
     partial = si == 0 and covered < seconds

@@ -317,3 +317,39 @@ def test_files_of_other_runs_do_not_wake_an_idle_poller():
             os.unlink(path)
         poller.stop()
     assert woken == 0, woken
+
+
+def test_records_lost_to_a_full_ring_are_said_with_their_count(run, caplog):
+    """A writer that outruns the drain loses records: one line with the
+    count the first time, no more while it grows within the minute, again
+    at the final drain, and one `errors` entry counted each time; not only
+    a counter nobody reads (issue 36)."""
+    run_id, store, _ = run
+    # as the sidecar wires it (process._Poller): entries go to the store through the sidecar's reporter
+    poller = Poller(store, run_id, gone_grace=0.0, on_error=lambda msg: store.add_error("warning", msg))
+    w = writer(run_id, capacity=1 << 10)
+    try:
+        with caplog.at_level(logging.WARNING, logger="graphsignal"):
+            for _ in range(3000):
+                w.write(L.REC_TEST)
+            poller.poll_once()
+            for _ in range(2000):
+                w.write(L.REC_TEST)
+            poller.poll_once()  # more lost within the minute: counted, not said again
+            lines = [r.getMessage() for r in caplog.records if "records dropped" in r.getMessage()]
+            assert lines == ["graphsignal: %d records dropped so far: a writer outran the drain (its ring was full); "
+                             "the numbers are incomplete (graphsignal_dropped_records)" % (3000 - 1024)]
+            for _ in range(2000):
+                w.write(L.REC_TEST)
+            poller.poll_once(final=True)
+        lines = [r.getMessage() for r in caplog.records if "records dropped" in r.getMessage()]
+        assert len(lines) == 2 and lines[1].startswith("graphsignal: %d records dropped so far" % (
+            3000 - 1024 + 2000 - 1024 + 2000 - 1024))
+        doc = payload(store)
+        (entry,) = [e for e in doc["errors"] if "records were dropped" in e["message"]]
+        assert entry["count"] == 2
+        (m,) = [m for m in doc["metrics"] if m["name"] == "graphsignal_dropped_records"]
+        assert m["stats"]["total"] == 3000 - 1024 + 2000 - 1024 + 2000 - 1024
+    finally:
+        poller.cleanup_all()
+        w.unmap()

@@ -294,3 +294,28 @@ def test_window_quantiles_stay_within_the_exact_min_and_max(rig):
     # 5 ms lies in a bin whose midpoint is above 5 ms: the exact max caps it
     assert h["p95"] == 5_000_000 and h["p99"] == 5_000_000
     assert 4_000_000 <= h["p50"] <= 5_000_000
+
+
+def test_a_wall_clock_stepping_back_a_day_does_not_stretch_the_window():
+    """Windows come from the monotonic clock (issue 36): after the wall
+    clock steps back a day, ?window=1 still spans about a second of
+    snapshots taken after the step, not everything since before it."""
+    import time
+
+    day = 86400 * 10**9
+    wall = {"step": 0}
+    store = MetricStore(clock=lambda: time.time_ns() - wall["step"])
+    for i in range(37):
+        if i == 30:  # a run's history before the step, then a second and more after it
+            wall["step"] = day
+            stepped_at = store.clock()
+        store.add_counter("steps_total", {}, 1)
+        store.take_history()
+        time.sleep(0.01 if i < 30 else 0.2)
+    w = window_stats(store, 1)
+    assert stepped_at <= w["start_ns"] <= w["end_ns"]  # a snapshot from after the step, never one from before it
+    assert 0.5 <= w["covered_seconds"] <= 2.5  # about the second asked for (sleeps may run long)
+    assert not w["partial"]
+    (m,) = [m for m in w["metrics"] if m["name"] == "steps_total"]
+    assert 2 <= m["stats"]["delta"] <= 7  # the snapshots of about a second, not all 37
+    assert m["stats"]["rate"] == pytest.approx(m["stats"]["delta"] / w["covered_seconds"])
