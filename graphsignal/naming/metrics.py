@@ -237,7 +237,7 @@ _TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
     _m("graphsignal_dropped_console_bytes", "counter", "dropped_console_bytes", "bytes", "By", 1,
        "Console output passed through but not scanned for errors (should be 0)", tags="stream"),
     _m("graphsignal_dropped_series", "counter", "dropped_series", "", "{series}", 1,
-       "Series refused because the series cap was reached"),
+       "Distinct series refused because the series cap was reached"),
     _m("graphsignal_folded_processes", "counter", "folded_processes", "", "{process}", 1,
        "Exited processes folded into process.pid=\"exited\""),
     _m("graphsignal_uploads_total", "counter", "uploads", "", "{upload}", 1,
