@@ -32,7 +32,7 @@ typedef unsigned long long gs_CUdeviceptr;
 
 /* CUgraphNodeType */
 #define GS_CU_GRAPH_NODE_TYPE_KERNEL 0
-#define GS_CU_GRAPH_NODE_TYPE_GRAPH 5
+#define GS_CU_GRAPH_NODE_TYPE_GRAPH 4
 
 /* CUmemorytype */
 #define GS_CU_MEMORYTYPE_HOST 1

@@ -79,6 +79,7 @@ static void* worker(void* arg) {
   return NULL;
 }
 
+#ifndef LINKED
 static void* find(void* h, gpa_t gpa, const char* name, unsigned long long flags) {
   void* p = NULL;
   int status = 0;
@@ -89,6 +90,7 @@ static void* find(void* h, gpa_t gpa, const char* name, unsigned long long flags
   }
   return p;
 }
+#endif
 
 int main(int argc, char** argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 8;
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
   p_inst = cuGraphInstantiateWithFlags, p_htod = cuMemcpyHtoD_v2, p_dtoh_async = cuMemcpyDtoHAsync_v2;
   p_set_async = cuMemsetD32Async;
   unknown = direct_unknown = NULL;
+  (void)flags, (void)unknown, (void)direct_unknown;
   {
     /* RTLD_NEXT is relative to its caller: from here it must find what this
      * program's own reference to cuLaunchKernel binds to */

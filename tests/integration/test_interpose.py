@@ -1,0 +1,194 @@
+"""The CUDA driver interposer (csrc/interpose, --cuda-trace light's
+counting) against a stand-in libcuda (tests/support/interpose/fake_libcuda.c):
+real preloading, real dlsym and cuGetProcAddress lookups, a threaded C
+program reaching the driver as the CUDA runtime does and as a program
+linked to libcuda does, and the interposer's own report of what it
+counted."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import cbuild
+
+ROOT = cbuild.ROOT
+SUPPORT = os.path.join(ROOT, "tests", "support", "interpose")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine != "x86_64",
+                                reason="the interposer's dlsym trampoline is x86-64 Linux only")
+
+
+@pytest.fixture(scope="module")
+def built():
+    """(interposer, folder holding the stand-in libcuda.so.1, programs)."""
+    d = cbuild.cache_dir("interpose")
+    os.makedirs(d, exist_ok=True)
+    lib = cbuild.cupti_build().build_interpose_lib(d, log=lambda m: None)
+    assert lib, "the interposer did not build"
+    fake_dir = os.path.join(d, "fake")
+    os.makedirs(fake_dir, exist_ok=True)
+    warn = ["-O2", "-Wall", "-Wextra", "-Werror"]
+    # -Bsymbolic: the stand-in's own references bind inside it, as the real driver's do
+    subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-Wl,-Bsymbolic", "-o", os.path.join(fake_dir, "libcuda.so.1"),
+                                                         os.path.join(SUPPORT, "fake_libcuda.c")], check=True)
+    link = os.path.join(fake_dir, "libcuda.so")
+    if not os.path.exists(link):
+        os.symlink("libcuda.so.1", link)
+    progs = {
+        "runtime": [os.path.join(SUPPORT, "cuda_user.c"), "-ldl", "-lpthread"],
+        "linked": ["-DLINKED", os.path.join(SUPPORT, "cuda_user.c"), "-L" + fake_dir, "-lcuda", "-ldl", "-lpthread"],
+    }
+    out = {}
+    for name, args in progs.items():
+        out[name] = os.path.join(d, "cuda_user_" + name)
+        subprocess.run(["gcc"] + warn + ["-o", out[name]] + args, check=True)
+    out["next"] = os.path.join(d, "libnext_getpid.so")
+    subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-o", out["next"], os.path.join(SUPPORT, "next_getpid.c"),
+                                                         "-ldl"], check=True)
+    return lib, fake_dir, out
+
+
+def run(built, tmp_path, prog="runtime", args=("8", "1000", "0"), env=None, preload=None):
+    lib, fake_dir, progs = built
+    prefix = str(tmp_path / "report")
+    e = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "GS_INTERPOSE_REPORT")}
+    e.update(LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=preload or lib, GS_INTERPOSE_REPORT=prefix)
+    e.update(env or {})
+    p = subprocess.run([progs[prog]] + list(args), env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    did = json.loads(p.stdout.strip().splitlines()[-1])
+    reports = glob.glob(prefix + ".*.json")
+    assert len(reports) == 1, reports
+    with open(reports[0]) as f:
+        return did, json.load(f), p
+
+
+def fnv_graph_name(nodes):
+    """graph_<FNV-1a of each node's type byte and kernel name + NUL>_n<nodes>:
+    the CUPTI library's GraphRegistry naming, written again here."""
+    h = 0xcbf29ce484222325
+    for node_type, name in nodes:
+        for b in bytes([node_type]) + name.encode() + b"\0":
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "graph_%016x_n%d" % (h, len(nodes))
+
+
+def assert_counts(did, rep):
+    kernels = {k["name"]: k["count"] for k in rep["kernels"]}
+    assert kernels == did["kernels"]
+    expected_graph = fnv_graph_name([(0, "_Z6kernelAv"), (0, "_Z6kernelBPf"), (0, "gemm_kernel"), (0, "_Z6kernelAv")])
+    assert rep["graphs"] == [{"name": expected_graph, "count": did["graph_launches"]}]
+    assert rep["syncs"]["stream"][0] == did["stream_syncs"]
+    assert rep["syncs"]["context"][0] == did["context_syncs"]
+    assert rep["syncs"]["copy"][0] == did["htod"][0]  # the synchronous copies' implicit waits
+    assert rep["copies"] == {"1": did["htod"], "2": did["dtoh"]}
+    assert rep["memsets"] == did["memsets"]
+    assert rep["captured"] == did["captured"]
+    assert rep["graph_captures"] == 1 and rep["graphs_unnamed"] == 0
+    assert rep["kernels_overflow"] == 0 and rep["graphs_overflow"] == 0
+
+
+@pytest.mark.parametrize("flags", ["0", "2"], ids=["legacy-stream", "per-thread-stream"])
+def test_counts_exact_through_cuGetProcAddress_under_8_threads(built, tmp_path, flags):
+    did, rep, _ = run(built, tmp_path, args=("8", "3001", flags))
+    assert_counts(did, rep)
+    rows = {r["name"]: r["calls"] for r in rep["rows"]}
+    launch_row = "cuLaunchKernel_ptsz" if flags == "2" else "cuLaunchKernel"
+    # every launch reached the wrapper of the flavour asked for: 4 captured, 1 failed, the rest counted
+    assert rows[launch_row] == sum(did["kernels"].values()) + 4 + 1
+    assert rep["bound_by_export"] > 0 and rep["bound_by_rule"] == 0 and rep["unbound"] == 0
+
+
+def test_internal_entry_points_bound_by_name_and_flavour(built, tmp_path):
+    """A driver may answer cuGetProcAddress with functions that are not its
+    exports: they are counted all the same."""
+    did, rep, _ = run(built, tmp_path, env={"FAKE_CUDA_INTERNAL": "1"})
+    assert_counts(did, rep)
+    assert rep["bound_by_rule"] == 2  # cuLaunchKernel, cuStreamSynchronize
+
+
+def test_program_linked_to_libcuda_counted_through_its_plt(built, tmp_path):
+    # the program also checks that dlsym(RTLD_NEXT, ...) stays relative to its caller (exit 4 otherwise)
+    did, rep, _ = run(built, tmp_path, prog="linked")
+    assert_counts(did, rep)
+    assert rep["bound_by_export"] == 0  # no cuGetProcAddress involved
+
+
+def test_another_interposer_using_rtld_next_still_reaches_libc(built, tmp_path):
+    """Preloaded after ours, a library wrapping getpid through
+    dlsym(RTLD_NEXT, "getpid") must get libc's: a lookup made relative to
+    our library would hand it its own getpid, and it would recurse."""
+    lib, _, progs = built
+    did, rep, _ = run(built, tmp_path, preload="%s %s" % (lib, progs["next"]))
+    assert_counts(did, rep)
+
+
+def test_unknown_symbols_and_failed_calls_untouched(built, tmp_path):
+    # cuda_user exits 5 when cuMemAlloc through cuGetProcAddress differs from
+    # the driver's export, 6 when a missing symbol is found or leaves no
+    # dlerror, 7 when a failed launch returns anything but the driver's error
+    did, rep, _ = run(built, tmp_path, args=("1", "10", "0"))
+    assert_counts(did, rep)
+
+
+@pytest.mark.parametrize("argv", [["/bin/echo", "hello", "world"], [sys.executable, "-c", "print('hello world')"]])
+def test_process_without_cuda_runs_as_if_alone(built, tmp_path, argv):
+    """Preloaded into every process a workload starts: one that never
+    reaches the driver prints nothing more, writes no report, exits the same."""
+    lib = built[0]
+    env = dict(os.environ, GS_INTERPOSE_REPORT=str(tmp_path / "report"))
+    bare = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    pre = subprocess.run(argv, env=dict(env, LD_PRELOAD=lib), capture_output=True, timeout=60)
+    assert (pre.returncode, pre.stdout, pre.stderr) == (bare.returncode, bare.stdout, bare.stderr)
+    assert not glob.glob(str(tmp_path / "report*"))
+
+
+def test_library_needs_only_libc(built):
+    lib = built[0]
+    out = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
+    needed = sorted(line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line)
+    assert set(needed) <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"}, needed
+    syms = subprocess.run(["objdump", "-T", lib], capture_output=True, text=True, check=True).stdout
+    versions = {w.strip("()") for line in syms.splitlines() for w in line.split() if w.startswith("(GLIBC_")}
+    assert versions <= {"GLIBC_2.2.5", "GLIBC_2.17"}, versions
+
+
+def test_abi_declarations_match_cuda_h(tmp_path):
+    """The interposer declares the driver types it reads (it builds without
+    a toolkit); where cuda.h is installed, every offset must agree."""
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    try:
+        import cupti_build
+    finally:
+        sys.path.pop(0)
+    sets = cupti_build.find_header_sets()
+    headers = [hs.cuda_include for hs in sets if os.path.exists(os.path.join(hs.cuda_include, "cuda.h"))]
+    if not headers:
+        pytest.skip("no cuda.h on this machine")
+    src = tmp_path / "abi_check.c"
+    src.write_text("""
+#include <stddef.h>
+#include <cuda.h>
+#include "cuda_abi.h"
+#define SAME(a, b) typedef char check_##b[(a) ? 1 : -1]
+SAME(offsetof(CUlaunchConfig, hStream) == offsetof(gs_CUlaunchConfig, hStream), stream);
+SAME(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, func) == offsetof(gs_KernelNodeParams, func), func);
+SAME(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kern) == offsetof(gs_KernelNodeParams, kern), kern);
+SAME(sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == sizeof(gs_KernelNodeParams), node_size);
+SAME(offsetof(CUDA_MEMCPY2D, srcMemoryType) == offsetof(gs_Memcpy2D, srcMemoryType), src_type);
+SAME(offsetof(CUDA_MEMCPY2D, dstMemoryType) == offsetof(gs_Memcpy2D, dstMemoryType), dst_type);
+SAME(offsetof(CUDA_MEMCPY2D, WidthInBytes) == offsetof(gs_Memcpy2D, WidthInBytes), width);
+SAME(offsetof(CUDA_MEMCPY2D, Height) == offsetof(gs_Memcpy2D, Height), height);
+SAME(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM == GS_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, pt);
+SAME(CU_GRAPH_NODE_TYPE_KERNEL == GS_CU_GRAPH_NODE_TYPE_KERNEL && CU_GRAPH_NODE_TYPE_GRAPH == GS_CU_GRAPH_NODE_TYPE_GRAPH,
+     node_types);
+SAME(CU_MEMORYTYPE_HOST == GS_CU_MEMORYTYPE_HOST && CU_MEMORYTYPE_DEVICE == GS_CU_MEMORYTYPE_DEVICE &&
+     CU_MEMORYTYPE_ARRAY == GS_CU_MEMORYTYPE_ARRAY && CU_MEMORYTYPE_UNIFIED == GS_CU_MEMORYTYPE_UNIFIED, mem_types);
+int main(void) { return 0; }
+""")
+    for inc in headers:
+        subprocess.run(["gcc", "-Wall", "-Werror", "-I", inc, "-I", os.path.join(ROOT, "csrc", "interpose"),
+                        "-c", str(src), "-o", str(tmp_path / "abi_check.o")], check=True)
