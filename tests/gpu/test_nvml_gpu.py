@@ -3,7 +3,8 @@
 Every field the GPU supports is present and plausible; utilization and
 power rise under a torch GEMM loop in a subprocess and fall after it;
 several GPUs are told apart; the workload's CUDA_VISIBLE_DEVICES scopes
-them; graphsignal-run serves it all.
+them; graphsignal-run serves it all, with the GPU's own activity counters
+(GPM, Hopper and newer) under a bf16 GEMM loop and on an idle GPU.
 """
 import importlib.util
 import json
@@ -11,11 +12,14 @@ import os
 import queue
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -329,3 +333,178 @@ def test_graphsignal_run_serves_gpu_telemetry():
     assert len(devices) == 1 and devices[0]["tags"] == tags
     assert not [e for e in signals["errors"] if e["tags"].get("source") in ("gpu", "nvml") or
                 "NVML" in e["message"]], signals["errors"]
+
+
+# -- GPM: the GPU's own activity counters under graphsignal-run ---------------------------------
+GPM_WORKLOAD = r"""
+import sys, time, torch
+idle, busy = float(sys.argv[1]), float(sys.argv[2])
+torch.zeros(1, device="cuda")  # the context, before the idle phase: its setup is not what is measured
+torch.cuda.synchronize()
+print("idle", flush=True)
+time.sleep(idle)
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+for _ in range(5):
+    c = a @ b
+torch.cuda.synchronize()
+print("busy", flush=True)
+end = time.monotonic() + busy
+while time.monotonic() < end:
+    for _ in range(20):  # ~40 ms of GEMMs per sync on an H100: the gaps are noise
+        c = a @ b
+    torch.cuda.synchronize()
+print("done", flush=True)
+"""
+GPM_SERIES = ("gpu_sm_active_percent", "gpu_sm_occupancy_percent", "gpu_tensor_active_percent",
+              "gpu_dram_active_percent", "gpu_fp16_active_percent", "gpu_fp32_active_percent")
+IDLE_S, BUSY_S = 9.0, 10.0
+SETTLE_S = 2.5  # a value covers the poll before it (~1 s): wait past windows that straddle a phase change
+
+
+def _free_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def _gpm_supported_on_gpu0():
+    """(supported, why not) from NVML itself, before anything is started."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        name = pynvml.nvmlDeviceGetName(h)
+        if not hasattr(pynvml, "nvmlGpmQueryDeviceSupport"):
+            return False, "this nvidia-ml-py has no GPM"
+        try:
+            ok = pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice
+        except pynvml.NVMLError as e:
+            return False, "nvmlGpmQueryDeviceSupport on %s: %s" % (name, e)
+        return bool(ok), "%s has no GPM (it needs Hopper or newer)" % name
+    finally:
+        pynvml.nvmlShutdown()
+
+
+class RunUnder:
+    """A workload under graphsignal-run, its stdout lines on a queue (a
+    reader thread: a silent child cannot hang the test) and its /signals."""
+
+    def __init__(self, argv, env):
+        self.port = _free_port()
+        self.err = tempfile.TemporaryFile()
+        cmd = [sys.executable, "-m", "graphsignal.cli.run", "--listen-port", str(self.port)] + argv
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=self.err)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.decode(errors="replace").strip())
+        self.lines.put(None)
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()[-3000:].decode(errors="replace")
+
+    def wait_for(self, want, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if line == want:
+                return
+        raise AssertionError("the workload never printed %r; graphsignal-run's stderr: %s" % (want, self.stderr()))
+
+    def signals(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/signals" % self.port, timeout=5) as r:
+            return json.loads(r.read())
+
+    def gpm(self, seconds, every=0.25):
+        """One reading per new GPM value over `seconds`: a list of {series:
+        value} of the GPU-wide series (not a MIG instance's)."""
+        out, seen = [], set()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                doc = self.signals()
+            except (urllib.error.URLError, OSError, ValueError):
+                time.sleep(every)
+                continue
+            found = [m for m in doc["metrics"] if m["name"] in GPM_SERIES and m["type"] == "gauge"
+                     and "device.gpu_instance_id" not in m["tags"]]
+            stamp = tuple(sorted((m["name"], m.get("updated_ns")) for m in found))
+            if found and stamp not in seen:
+                seen.add(stamp)
+                out.append({m["name"]: m["stats"]["value"] for m in found})
+            time.sleep(every)
+        return out
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.err.close()
+
+
+def _artifact(name, obj):
+    folder = os.environ.get("GRAPHSIGNAL_TEST_ARTIFACTS")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, name), "w") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+
+
+def _median(readings, name):
+    values = [r.get(name) for r in readings]
+    return statistics.median(values) if values and None not in values else None
+
+
+def test_gpm_shows_tensor_and_dram_activity_under_a_bf16_gemm_loop_and_an_idle_gpu_near_zero():
+    """Under graphsignal-run --cuda-trace off (nothing of ours in the
+    workload): an idle GPU (a context, no kernels) below 5 % SM activity,
+    then a bf16 8192^3 GEMM loop at 50 % tensor activity or more, with DRAM
+    traffic, read from /signals while each phase runs."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    supported, why = _gpm_supported_on_gpu0()
+    if not supported:
+        pytest.skip(why)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0", GRAPHSIGNAL_LOG_LEVEL="info")
+    env.pop("GRAPHSIGNAL_ALL_GPUS", None)
+    run = RunUnder(["--cuda-trace", "off", sys.executable, "-c", GPM_WORKLOAD, str(IDLE_S), str(BUSY_S)], env)
+    idle, busy, errors = [], [], []
+    try:
+        run.wait_for("idle", 300)  # torch's import and CUDA's start can take a while on a cold host
+        time.sleep(SETTLE_S)
+        idle = run.gpm(IDLE_S - SETTLE_S - 1.0)
+        run.wait_for("busy", 120)
+        time.sleep(SETTLE_S)
+        busy = run.gpm(BUSY_S - SETTLE_S - 2.0)
+        errors = [e for e in run.signals()["errors"] if "GPM" in e["message"]]
+        run.wait_for("done", 60)
+        assert run.proc.wait(60) == 0, run.stderr()
+        stderr = run.stderr()
+    finally:
+        run.close()
+    _artifact("gpm_gemm.json", {"idle": idle, "busy": busy, "errors": errors})
+    seen = "idle readings %s; GEMM readings %s; graphsignal-run's stderr: %s" % (idle, busy, stderr[-1500:])
+    assert not errors, "GPM errors in /signals: %s; %s" % (errors, seen)
+    assert len(idle) >= 2 and len(busy) >= 3, "too few GPM readings (absent series?): " + seen
+    sm_idle = [r.get("gpu_sm_active_percent") for r in idle]
+    assert None not in sm_idle and max(sm_idle) < 5, "idle GPU: SM activity %s %% (want < 5): %s" % (sm_idle, seen)
+    tensor = _median(busy, "gpu_tensor_active_percent")
+    dram = _median(busy, "gpu_dram_active_percent")
+    sm = _median(busy, "gpu_sm_active_percent")
+    assert tensor is not None and tensor >= 50, "bf16 GEMM loop: median tensor activity %s %% (want >= 50): %s" % (
+        tensor, seen)
+    assert dram is not None and dram > 0, "bf16 GEMM loop: median DRAM activity %s %% (want > 0): %s" % (dram, seen)
+    assert sm is not None and sm > max(sm_idle), "bf16 GEMM loop: median SM activity %s %% not above idle: %s" % (
+        sm, seen)
