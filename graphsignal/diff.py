@@ -68,6 +68,7 @@ import statistics
 
 from graphsignal import naming
 from graphsignal.naming import metrics as metric_names
+from graphsignal.signals_model import OTHER_FRAME
 
 NS = 1_000_000_000
 VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "device.bus_id", "duration", "count"))
@@ -128,7 +129,11 @@ class Side:
         self.cuda_trace_off = context.get("cuda.trace") == "off"
         self.trace_mode = None if self.cuda_trace_off else _trace_mode(payload["metrics"])
         self.profiles = {}  # (metric, tkey) -> {frame: [value, samples]}
-        self.truncated = set()  # profile keys whose series listed MAX_FRAMES frames (a cut)
+        self.truncated = set()  # profile keys whose series were cut (MAX_FRAMES frames listed, or an "(other)")
+        # profile key -> [value, samples] of its "(other)" frame: what a cap folded, a different set of
+        # names on each side, so never compared as a frame (it is no kernel that appeared or went away);
+        # it still counts in the profile's total (shares) and calls (--per)
+        self.folded = {}
         self.names = {}  # frame -> (display_name, category) the sidecar sent
         self.counters = {}  # (metric, tkey) -> total
         self.histograms = {}  # (metric, tkey) -> [series stats]
@@ -157,10 +162,16 @@ class Side:
         if type_ == "profile":
             frames = st.get("frames") if isinstance(st.get("frames"), list) else []
             prof = self.profiles.setdefault(key, {})
-            if len(frames) >= MAX_FRAMES:
+            if len(frames) >= MAX_FRAMES or _num(st.get("frames_folded")):
                 self.truncated.add(key)
             for f in frames:
                 if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+                    continue
+                if f["name"] == OTHER_FRAME:
+                    acc = self.folded.setdefault(key, [0, 0])
+                    acc[0] += _num(f.get("value")) or 0
+                    acc[1] += _num(f.get("samples")) or 0
+                    self.truncated.add(key)  # a frame missing here may be inside it
                     continue
                 if est_time or est_count:
                     e = self.estimated.setdefault((key, f["name"]), set())
@@ -189,9 +200,9 @@ class Side:
         for (metric, _), series in self.histograms.items():
             if metric == name:
                 found, n = True, n + sum(_num(s.get("count")) or 0 for s in series)
-        for (metric, _), frames in self.profiles.items():
-            if metric == name:
-                found, n = True, n + sum(s for _, s in frames.values())
+        for key, frames in self.profiles.items():
+            if key[0] == name:
+                found, n = True, n + sum(s for _, s in frames.values()) + self.folded.get(key, (0, 0))[1]
         return n if found else None
 
     def tokens(self):
@@ -501,7 +512,8 @@ def _profiles(B, A, norm, warnings):
         unit = norm.unit(_unit(metric))
         tags = _first(s.tags.get(key) for s in B + A) or {}
         frames = sorted(set().union(*(s.profiles.get(key, {}) for s in B + A)))
-        tot = {id(s): sum(v for v, _ in s.profiles[key].values()) for s in B + A if key in s.profiles}
+        tot = {id(s): sum(v for v, _ in s.profiles[key].values()) + s.folded.get(key, (0, 0))[0]
+               for s in B + A if key in s.profiles}
         for frame in frames:
             cols = {}
             for side, runs in (("before", B), ("after", A)):

@@ -70,8 +70,22 @@ class HistogramStats(TypedDict):
     counts: List[int]
 
 
-class ProfileStats(TypedDict):
+# the frame that holds what a cap folded: names past a writer's or the store's
+# table, and in /signals the frames past the payload's cut (frames_folded)
+OTHER_FRAME = "(other)"
+
+
+class _ProfileStatsBase(TypedDict):
     frames: List[Frame]  # largest value first
+
+
+class ProfileStats(_ProfileStatsBase, total=False):
+    """frames_folded: present when the profile had more frames than the
+    payload lists (graphsignal.windowmath.MAX_FRAMES): how many distinct
+    names were summed into the one frame "(other)", whose value and samples
+    are the rest of the profile's (frames still sum to the whole)."""
+
+    frames_folded: int
 
 
 class GaugeMetric(TypedDict):

@@ -36,7 +36,10 @@ Mapping, from a /signals series (values are never rescaled: OTLP and
             frames by value (N = GRAPHSIGNAL_METRICS_TOP_FRAMES, default
             50): the value (`<name>`, in the profile's unit) and the
             samples (`<name>.samples`), with attribute `frame` (and
-            `kernel`, `category` where /signals names a kernel)
+            `kernel`, `category` where /signals names a kernel). The
+            `(other)` of a profile cut in /signals (frames_folded) is
+            left out: it gathers whichever frames fall below the cut at
+            each export, so it is no sum that only grows
   tags      point attributes, as given; a tag named like an attribute the
             exporter sets itself gets a `tag.` prefix
 
@@ -74,6 +77,7 @@ from graphsignal.naming.metrics import METRICS
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api, retry
 from graphsignal.sidecar.series import BucketHistogram
+from graphsignal.signals_model import OTHER_FRAME
 
 logger = logging.getLogger("graphsignal")
 
@@ -260,7 +264,10 @@ class Builder:
         elif v.type == "histogram":
             self._histogram(v, st, sm, metrics, kinds, name, unit, tags, start, now)
         elif v.type == "profile":
-            frames = (st.get("frames") or [])[:self.settings.metrics_top_frames]
+            frames = st.get("frames") or []
+            if st.get("frames_folded"):
+                frames = [f for f in frames if f["name"] != OTHER_FRAME]
+            frames = frames[:self.settings.metrics_top_frames]
             m = self._metric(sm, metrics, kinds, name, unit, "sum", v.name)
             ms = self._metric(sm, metrics, kinds, name + ".samples", "1", "sum", v.name + " (samples)")
             for f in frames:

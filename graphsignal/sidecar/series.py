@@ -35,6 +35,7 @@ import numpy.typing as npt
 import orjson
 
 from graphsignal import histo
+from graphsignal.signals_model import OTHER_FRAME
 from graphsignal.textsafe import utf8
 from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, QUANTILES, Bins, DeltaBins,
                                     SparseBins, bins_diff)
@@ -485,7 +486,7 @@ class Profile(Series):
         f = frames.get(frame)
         if f is None:
             if len(frames) >= MAX_FRAMES_KEPT:
-                frame = "(other)"
+                frame = OTHER_FRAME
                 f = frames.get(frame)
             if f is None:
                 f = (0, 0)
@@ -506,18 +507,41 @@ class Profile(Series):
 
     @staticmethod
     def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
+        """The largest frames first. Past max_frames, the largest
+        max_frames - 1 named frames and one OTHER_FRAME holding all the
+        rest (and what was already folded there), so the frames still sum
+        to the profile's whole value and samples; frames_folded says how
+        many distinct names that frame took in at this cut."""
         max_frames, annotate = render
         items = list(state.items())
         value = [v for v, _ in state.values()].__getitem__  # a key without a Python call per frame
-        if len(items) > max_frames:
-            # the same frames, in the same order (ties too) as sorting them all would give
-            at = heapq.nlargest(max_frames, range(len(items)), key=value)
-        else:
+        if len(items) <= max_frames:
             at = sorted(range(len(items)), key=value, reverse=True)
+            frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in map(items.__getitem__, at)]
+            if annotate is not None:
+                annotate(name, frames)
+            return {"frames": frames}
+        folded_at = -1
+        if OTHER_FRAME in state:
+            folded_at = next(i for i, (k, _) in enumerate(items) if k == OTHER_FRAME)
+        named = range(len(items)) if folded_at < 0 else (i for i in range(len(items)) if i != folded_at)
+        # the same frames, in the same order (ties too) as sorting them all would give
+        at = heapq.nlargest(max(max_frames - 1, 0), named, key=value)
         frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in map(items.__getitem__, at)]
+        listed = len(at) + (folded_at >= 0)
+        kept = set(at)
+        rest_v = rest_n = 0
+        for i, (_, (v, n)) in enumerate(items):
+            if i not in kept:
+                rest_v += v
+                rest_n += n
+        other = {"name": OTHER_FRAME, "value": rest_v, "samples": rest_n}
+        # in its place by value (after equal ones), so the list stays largest first
+        pos = next((j for j, f in enumerate(frames) if f["value"] < rest_v), len(frames))
+        frames.insert(pos, other)
         if annotate is not None:
             annotate(name, frames)
-        return {"frames": frames}
+        return {"frames": frames, "frames_folded": len(items) - listed}
 
 
 # the class a write of each kind makes (the store's get())

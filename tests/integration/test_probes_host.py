@@ -43,11 +43,14 @@ def test_exact_values_from_c_and_cxx(cxx):
         exact = srt[int(q * len(srt)) - 1]
         assert abs(st[key] - exact) <= exact / 64 + 1, (key, st[key], exact)
     assert _one(signals, "exact_items_total", **{"process.pid": pid})["stats"] == {"total": 10_000_000}
-    frames = _one(signals, "exact_ops_nanoseconds", **{"process.pid": pid})["stats"]["frames"]
-    assert len(frames) == 250
-    assert frames[0] == {"name": "op_300", "value": 600_000, "samples": 2}
-    assert frames[-1] == {"name": "op_051", "value": 102_000, "samples": 2}
-    assert [f["name"] for f in frames] == ["op_%03d" % k for k in range(300, 50, -1)]
+    ops = _one(signals, "exact_ops_nanoseconds", **{"process.pid": pid})["stats"]
+    frames = ops["frames"]
+    assert len(frames) == 250 and ops["frames_folded"] == 51
+    # the 249 largest, and op_001..op_051 in one "(other)" (the largest of all: it leads)
+    assert frames[0] == {"name": "(other)", "value": 2000 * sum(range(1, 52)), "samples": 102}
+    assert frames[1] == {"name": "op_300", "value": 600_000, "samples": 2}
+    assert frames[-1] == {"name": "op_052", "value": 104_000, "samples": 2}
+    assert [f["name"] for f in frames[1:]] == ["op_%03d" % k for k in range(300, 51, -1)]
     assert _one(signals, "exact_queue_depth", **{"process.pid": pid})["stats"] == {"value": 2.25}
     child = out.split("child ")[1].split()[0]
     assert _one(signals, "exact_child_nanoseconds", **{"process.pid": child})["stats"]["sum"] == 7

@@ -74,12 +74,15 @@ def test_series_cap_drops_new_series_and_logs_once(caplog):
     assert s.lookup("g", tags={"i": "0"})[0].value == -1
 
 
-def test_profile_renders_the_250_largest_frames_sorted():
+def test_profile_renders_the_249_largest_frames_and_the_rest_in_other_sorted():
     s = MetricStore()
     s.add_profile("p", {}, [("f%03d" % i, i, 1) for i in range(300)])
-    frames = doc(s)["metrics"][0]["stats"]["frames"]
-    assert len(frames) == 250
-    assert [f["value"] for f in frames] == list(range(299, 49, -1))
+    st = doc(s)["metrics"][0]["stats"]
+    frames = st["frames"]
+    assert len(frames) == 250 and st["frames_folded"] == 51
+    # "(other)" holds f000..f050 (1275 in all, the largest value), in its place by value
+    assert [(f["name"], f["value"], f["samples"]) for f in frames[:1]] == [("(other)", 1275, 51)]
+    assert [f["value"] for f in frames[1:]] == list(range(299, 50, -1))
 
 
 def test_prometheus_buckets_give_interpolated_quantiles():
