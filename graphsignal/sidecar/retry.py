@@ -129,10 +129,11 @@ def request_failure(e: Exception, timeout: Union[float, Tuple[float, float]]) ->
     one number."""
     import requests
 
+    # %.3g: the final send's timeout is what its deadline has left (1.99996 s), said as 2 s
     if isinstance(e, requests.ConnectTimeout):
-        return "no connection within %g s" % (timeout[0] if isinstance(timeout, tuple) else timeout)
+        return "no connection within %.3g s" % (timeout[0] if isinstance(timeout, tuple) else timeout)
     if isinstance(e, requests.ReadTimeout):
-        return "no answer within %g s" % (timeout[1] if isinstance(timeout, tuple) else timeout)
+        return "no answer within %.3g s" % (timeout[1] if isinstance(timeout, tuple) else timeout)
     text = str(e)
     m = re.search(r"Failed to resolve '([^']+)'", text) or re.search(r"Name or service not known", text)
     if m:
