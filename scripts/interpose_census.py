@@ -54,14 +54,14 @@ def free_port():
     return p
 
 
-def frames(payload, name):
-    """name -> samples summed over the series of that metric (every device, process and tag set)."""
+def frames(payload, name, field="samples"):
+    """name -> samples (or value) summed over the series of that metric (every device, process and tag set)."""
     out = {}
     for m in payload.get("metrics", []):
         if m.get("name") != name or m.get("type") != "profile":
             continue
         for f in (m.get("stats") or {}).get("frames") or []:
-            out[f["name"]] = out.get(f["name"], 0) + (f.get("samples") or 0)
+            out[f["name"]] = out.get(f["name"], 0) + (f.get(field) or 0)
     return out
 
 
@@ -79,7 +79,8 @@ def merged_reports(prefix):
     """The interposer's reports of every process of the run, summed."""
     tot = {"kernels": {}, "graphs": {}, "syncs": {}, "copies": {}, "memsets": [0, 0], "captured": 0,
            "graph_captures": 0, "graphs_unnamed": 0, "bound_by_export": 0, "bound_by_rule": 0, "unbound": 0,
-           "slots_full": 0, "pids": 0, "rows": {}, "lookups_not_by_export": []}
+           "slots_full": 0, "pids": 0, "rows": {}, "lookups_not_by_export": [], "sampled": {},
+           "samples": {"taken": 0, "skipped": 0, "failed": 0}}
     for path in glob.glob(prefix + ".*.json"):
         with open(path) as f:
             r = json.load(f)
@@ -87,6 +88,12 @@ def merged_reports(prefix):
         for fam in ("kernels", "graphs"):
             for e in r[fam]:
                 tot[fam][e["name"]] = tot[fam].get(e["name"], 0) + e["count"]
+        for e in r["graphs"]:
+            a = tot["sampled"].setdefault(e["name"], [0, 0])
+            a[0] += e.get("sampled_n", 0)
+            a[1] += e.get("sampled_ns", 0)
+        for k in tot["samples"]:
+            tot["samples"][k] += r.get("samples", {}).get(k, 0)
         for k, (n, ns) in r["syncs"].items():
             a = tot["syncs"].setdefault(k, [0, 0])
             a[0] += n
@@ -123,7 +130,8 @@ def run_workload(name, cmd, out, lib, mode, timeout, server=None):
     os.makedirs(d)
     payload = os.path.join(d, "payload.json")
     prefix = os.path.join(d, "interpose")
-    env = dict(os.environ, LD_PRELOAD=lib, GS_INTERPOSE_REPORT=prefix, GRAPHSIGNAL_LOG_LEVEL="warning")
+    env = dict(os.environ, LD_PRELOAD=lib, GS_INTERPOSE_REPORT=prefix, GRAPHSIGNAL_LOG_LEVEL="warning",
+               GS_INTERPOSE_SAMPLE=str(SAMPLE))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "graphsignal.cli.run", "--listen-port", str(free_port()), "--output", payload]
     if mode == "light":
@@ -166,8 +174,24 @@ def run_workload(name, cmd, out, lib, mode, timeout, server=None):
         captured=r["captured"], graph_captures=r["graph_captures"], graphs_unnamed=r["graphs_unnamed"],
         bound_by_export=r["bound_by_export"], bound_by_rule=r["bound_by_rule"], unbound=r["unbound"],
         slots_full=r["slots_full"], pids=r["pids"], rows=r["rows"],
-        lookups_not_by_export=r["lookups_not_by_export"][:30])
+        lookups_not_by_export=r["lookups_not_by_export"][:30], samples=r["samples"],
+        graph_time=graph_time(frames(pl, "cuda_graphs_nanoseconds"), frames(pl, "cuda_graphs_nanoseconds", "value"),
+                              r["sampled"]))
     emit(**line)
+
+
+def graph_time(replays, ns, sampled):
+    """Per graph: CUPTI's mean replay time (its GRAPH_TRACE records) beside
+    the event pairs' mean, and their ratio: the event pairs' bias."""
+    out = []
+    for name, (n, total) in sorted(sampled.items(), key=lambda x: -x[1][0]):
+        row = {"name": name, "sampled": n, "ours_mean_ns": round(total / n) if n else None}
+        if replays.get(name):
+            row["cupti_mean_ns"] = round(ns[name] / replays[name])
+            if n:
+                row["ratio"] = round((total / n) / (ns[name] / replays[name]), 4) if ns[name] else None
+        out.append(row)
+    return out[:8]
 
 
 def llama_driver(port, clients, requests, n_predict):
@@ -207,8 +231,13 @@ def llama_driver(port, clients, requests, n_predict):
     return go
 
 
+SAMPLE = 8
+
+
 def main():
+    global SAMPLE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sample", type=int, default=SAMPLE, help="GS_INTERPOSE_SAMPLE: time one graph launch in N")
     ap.add_argument("--out", default="census")
     ap.add_argument("--lib", default=LIB)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -218,6 +247,7 @@ def main():
     ap.add_argument("--model")
     ap.add_argument("--clients", type=int, default=4)
     a = ap.parse_args()
+    SAMPLE = a.sample
     if not os.path.exists(a.lib):
         raise SystemExit("no interposer at %s (python3 csrc/cupti_build.py graphsignal/lib)" % a.lib)
     os.makedirs(a.out, exist_ok=True)

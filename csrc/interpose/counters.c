@@ -53,7 +53,7 @@ static gs_slot* slot_for(gs_table* t, uintptr_t key, int* fresh) {
 
 /* Whether work put on `s` now is captured rather than run. Asked of the
  * driver only while a capture is in progress somewhere in the process. */
-static inline int capturing(gs_CUstream s) {
+int gs_stream_capturing(gs_CUstream s) {
   int status = GS_CU_STREAM_CAPTURE_STATUS_NONE;
   if (__builtin_expect(__atomic_load_n(&gs_state.captures_active, RELAXED) <= 0, 1)) return 0;
   if (!gs_driver.stream_is_capturing) return 0;
@@ -77,7 +77,7 @@ static const char* kernel_name(gs_CUfunction f) {
 void gs_count_kernel(gs_CUfunction f, gs_CUstream s) {
   int fresh;
   gs_slot* slot;
-  if (capturing(s)) {
+  if (gs_stream_capturing(s)) {
     __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
     return;
   }
@@ -90,19 +90,25 @@ void gs_count_kernel(gs_CUfunction f, gs_CUstream s) {
   __atomic_fetch_add(&slot->count, 1, RELAXED);
 }
 
-void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s) {
+gs_slot* gs_graph_slot(gs_CUgraphExec exec) {
   int fresh;
-  gs_slot* slot;
-  if (capturing(s)) { /* a graph launched into a capture becomes a child of the captured graph */
-    __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
-    return;
-  }
-  slot = slot_for(&gs_state.graphs, (uintptr_t)exec, &fresh);
+  return slot_for(&gs_state.graphs, (uintptr_t)exec, &fresh);
+}
+
+void gs_count_graph_slot(gs_slot* slot) {
   if (!slot) {
     __atomic_fetch_add(&gs_state.graphs.overflow, 1, RELAXED);
     return;
   }
   __atomic_fetch_add(&slot->count, 1, RELAXED);
+}
+
+void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s) {
+  if (gs_stream_capturing(s)) { /* a graph launched into a capture becomes a child of the captured graph */
+    __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
+    return;
+  }
+  gs_count_graph_slot(gs_graph_slot(exec));
 }
 
 void gs_count_sync(int kind, uint64_t ns) {
@@ -111,7 +117,7 @@ void gs_count_sync(int kind, uint64_t ns) {
 }
 
 void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async) {
-  if (async && capturing(s)) {
+  if (async && gs_stream_capturing(s)) {
     __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
     return;
   }
@@ -120,7 +126,7 @@ void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async) {
 }
 
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async) {
-  if (async && capturing(s)) {
+  if (async && gs_stream_capturing(s)) {
     __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
     return;
   }

@@ -29,6 +29,9 @@ typedef struct {
   const char* name;      /* kernels: our copy of the driver's name; set once (atomic) */
   uint64_t flushed;      /* what the flusher has sent of count */
   uint32_t name_id;      /* the ring's name id, flusher only */
+  uint64_t sample_tick;  /* graphs: launches seen by the sampler (atomic) */
+  uint64_t sampled_n;    /* graphs: replays timed by an event pair (atomic) */
+  uint64_t sampled_ns;   /* graphs: their summed GPU time (atomic) */
   char graph_name[GS_NAME_MAX]; /* graphs: written before `name` points at it */
 } gs_slot;
 
@@ -92,6 +95,22 @@ void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s);
 void gs_count_sync(int kind, uint64_t ns);
 void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async);
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async);
+
+/* The graph executable's slot, taken on first sight (NULL: table full). */
+gs_slot* gs_graph_slot(gs_CUgraphExec exec);
+void gs_count_graph_slot(gs_slot* slot);
+/* Whether work put on `s` now is captured rather than run. */
+int gs_stream_capturing(gs_CUstream s);
+
+/* sample.c: GPU time per graph from event pairs on one launch in
+ * GS_INTERPOSE_SAMPLE (0 or unset: never). */
+typedef struct {
+  uint64_t taken, skipped, failed;
+} gs_sample_stats;
+extern gs_sample_stats gs_sampling;
+void gs_sample_setup(void* libcuda_handle, const char* period);
+int gs_sample_begin(gs_slot* slot, gs_CUstream s, int per_thread, void** ticket);
+void gs_sample_end(void* ticket, gs_CUstream s, int per_thread, int launched);
 
 /* Rare calls. */
 void gs_graph_instantiated(gs_CUgraphExec exec, gs_CUgraph graph);

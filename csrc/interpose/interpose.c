@@ -107,9 +107,23 @@ static inline gs_CUresult b_launch_ex(int row, void* real, const gs_CUlaunchConf
 
 typedef gs_CUresult(*fn_graph_launch) GS_P_GRAPH_LAUNCH;
 static inline gs_CUresult b_graph_launch(int row, void* real, gs_CUgraphExec exec, gs_CUstream s) {
-  gs_CUresult r = ((fn_graph_launch)real)(exec, s);
+  int per_thread = row == GS_H_cuGraphLaunch_ptsz;
+  void* ticket = NULL;
+  gs_slot* slot;
+  int sampled;
+  gs_CUresult r;
+  if (gs_stream_capturing(s)) { /* a graph launched into a capture becomes a child of the captured graph */
+    r = ((fn_graph_launch)real)(exec, s);
+    CALLS(row);
+    if (r == GS_CUDA_SUCCESS) __atomic_fetch_add(&gs_state.captured, 1, __ATOMIC_RELAXED);
+    return r;
+  }
+  slot = gs_graph_slot(exec);
+  sampled = gs_sample_begin(slot, s, per_thread, &ticket);
+  r = ((fn_graph_launch)real)(exec, s);
   CALLS(row);
-  if (r == GS_CUDA_SUCCESS) gs_count_graph(exec, s);
+  if (sampled) gs_sample_end(ticket, s, per_thread, r == GS_CUDA_SUCCESS);
+  if (r == GS_CUDA_SUCCESS) gs_count_graph_slot(slot);
   return r;
 }
 
@@ -395,6 +409,7 @@ static void setup(void) {
   const char* report = getenv("GS_INTERPOSE_REPORT");
   g_census = report && *report;
   gs_driver_resolve(g_libcuda);
+  gs_sample_setup(g_libcuda, getenv("GS_INTERPOSE_SAMPLE"));
   gs_interpose_started(report);
 }
 

@@ -54,7 +54,7 @@ static void put_string(FILE* f, const char* s) {
   fputc('"', f);
 }
 
-static void put_table(FILE* f, const char* key, gs_table* t) {
+static void put_table(FILE* f, const char* key, gs_table* t, int sampled) {
   uint32_t i;
   int first = 1;
   fprintf(f, ",\"%s\":[", key);
@@ -65,7 +65,12 @@ static void put_table(FILE* f, const char* key, gs_table* t) {
     if (!__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) || !n) continue;
     fprintf(f, "%s{\"name\":", first ? "" : ",");
     put_string(f, name ? name : "(unnamed)");
-    fprintf(f, ",\"count\":%llu}", (unsigned long long)n);
+    fprintf(f, ",\"count\":%llu", (unsigned long long)n);
+    if (sampled)
+      fprintf(f, ",\"sampled_n\":%llu,\"sampled_ns\":%llu",
+              (unsigned long long)__atomic_load_n(&s->sampled_n, __ATOMIC_RELAXED),
+              (unsigned long long)__atomic_load_n(&s->sampled_ns, __ATOMIC_RELAXED));
+    fputc('}', f);
     first = 0;
   }
   fprintf(f, "],\"%s_overflow\":%llu", key, (unsigned long long)__atomic_load_n(&t->overflow, __ATOMIC_RELAXED));
@@ -97,8 +102,8 @@ static void write_report(void) {
   }
   fprintf(f, "],\"lookups_dropped\":%d", g_lookups_dropped);
   pthread_mutex_unlock(&g_mu);
-  put_table(f, "kernels", &gs_state.kernels);
-  put_table(f, "graphs", &gs_state.graphs);
+  put_table(f, "kernels", &gs_state.kernels, 0);
+  put_table(f, "graphs", &gs_state.graphs, 1);
   fprintf(f, ",\"syncs\":{");
   for (i = 1, first = 1; i < GS_SYNC_KINDS; i++) {
     if (!sync_names[i][0]) continue;
@@ -117,6 +122,9 @@ static void write_report(void) {
           (unsigned long long)gs_state.memsets.calls, (unsigned long long)gs_state.memsets.bytes,
           (unsigned long long)gs_state.captured, (unsigned long long)gs_state.graph_captures,
           (unsigned long long)gs_state.graphs_unnamed);
+  fprintf(f, ",\"samples\":{\"taken\":%llu,\"skipped\":%llu,\"failed\":%llu}",
+          (unsigned long long)gs_sampling.taken, (unsigned long long)gs_sampling.skipped,
+          (unsigned long long)gs_sampling.failed);
   fprintf(f, ",\"bound_by_export\":%llu,\"bound_by_rule\":%llu,\"unbound\":%llu,\"slots_full\":%llu}\n",
           (unsigned long long)gs_stats.bound_by_export, (unsigned long long)gs_stats.bound_by_rule,
           (unsigned long long)gs_stats.unbound, (unsigned long long)gs_stats.slots_full);

@@ -6,7 +6,7 @@
  * line with what it did, which the test compares with the interposer's
  * report and the stand-in's own counts.
  *
- *   cuda_user [threads] [launches per thread] [flags for cuGetProcAddress] */
+ *   cuda_user [threads] [launches per thread] [flags for cuGetProcAddress] [us of sleep after each graph launch] */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -60,6 +60,7 @@ static void* (*fake_stream_new)(void);
 static void* g_fns[3];
 static void* g_exec;
 static int g_launches = 1000;
+static int g_graph_pause_us;
 
 static void* worker(void* arg) {
   void* s = fake_stream_new();
@@ -68,7 +69,10 @@ static void* worker(void* arg) {
   (void)arg;
   for (i = 0; i < g_launches; i++) {
     p_launch(g_fns[i % 3], 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
-    if (i % 10 == 0) p_graph_launch(g_exec, s);
+    if (i % 10 == 0) {
+      p_graph_launch(g_exec, s);
+      if (g_graph_pause_us) usleep((useconds_t)g_graph_pause_us);
+    }
     if (i % 100 == 0) {
       p_stream_sync(s);
       p_htod(0x1000, host, sizeof host);
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
   int i;
   CUresult bad;
   if (argc > 2) g_launches = atoi(argv[2]);
+  if (argc > 4) g_graph_pause_us = atoi(argv[4]);
   if (!h) {
     fprintf(stderr, "cuda_user: %s\n", dlerror());
     return 2;

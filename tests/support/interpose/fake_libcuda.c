@@ -179,6 +179,34 @@ EXPORT CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
   return 0;
 }
 
+/* events: a record takes the host's clock; every event is complete at once */
+#include <time.h>
+static int g_ctx_token;
+typedef struct { double ms; } fake_event;
+EXPORT CUresult cuCtxGetCurrent(void** ctx) {
+  *ctx = &g_ctx_token;
+  return 0;
+}
+EXPORT CUresult cuCtxSetCurrent(void* ctx) { return ctx == &g_ctx_token ? 0 : 1; }
+EXPORT CUresult cuEventCreate(void** e, unsigned flags) {
+  (void)flags;
+  *e = calloc(1, sizeof(fake_event));
+  return 0;
+}
+EXPORT CUresult cuEventRecord(void* e, void* s) {
+  struct timespec ts;
+  if (s && ((fake_stream*)s)->capturing) return 900; /* recording into a capture is the caller's bug here */
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ((fake_event*)e)->ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  return 0;
+}
+EXPORT CUresult cuEventRecord_ptsz(void* e, void* s) { return cuEventRecord(e, s); }
+EXPORT CUresult cuEventQuery(void* e) { return e ? 0 : 1; }
+EXPORT CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
+  *ms = (float)(((fake_event*)b)->ms - ((fake_event*)a)->ms);
+  return 0;
+}
+
 /* cuGetProcAddress: the driver's own table (base name -> functions) */
 typedef struct { const char* base; void* plain; void* per_thread; void* internal; } entry;
 static const entry g_table[] = {
