@@ -46,6 +46,8 @@ run under
   ours:nvtx-gpu     NVTX ranges and GPU time per range (GRAPHSIGNAL_NVTX=gpu)
   light             the CUDA driver interposer alone (libgraphsignal_interpose.so
                     preloaded, no CUPTI): --cuda-trace light's counting
+  light-sampled     the same with every graph launch timed by an event pair
+                    (GS_INTERPOSE_SAMPLE=1): the cost of one sampled launch
 
 NVTX ops (nvtx_pushpop, nvtx_startend: one range; nvtx_kernel: a launch
 inside a range; nvtx_kernel_outside: a launch outside any, after one): bare
@@ -100,7 +102,7 @@ CONFIGS = ("bare", "floor:kernel", "floor:memcpy", "floor:memset", "floor:sync",
            "floor:kernel-counted", "floor:none", "floor:sub",
            "baseline", "ours:activity", "ours:hybrid", "ours:hybrid-both", "ours:hybrid-runtime",
            "ours:hybrid-nowrite", "ours:hybrid-nosample", "ours:hybrid-sample-all", "ours:node", "ours:node-activity",
-           "ours:nvtx-off", "ours:nvtx-gpu", "light")
+           "ours:nvtx-off", "ours:nvtx-gpu", "light", "light-sampled")
 OURS_ENV = {
     "ours:activity": {"GRAPHSIGNAL_CUPTI_COLLECTION": "activity"},
     "ours:hybrid": {},
@@ -208,10 +210,12 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
             env.update(GS_FLOOR_NO_ACTIVITY="1", GS_FLOOR_CALLBACKS="none")  # a subscriber, nothing else
         else:
             env["GS_FLOOR_KINDS"] = ALL_KINDS if kind == "all" else kind
-    elif config == "light":
+    elif config in ("light", "light-sampled"):
         if not interpose:
             raise RuntimeError("the interposer did not build")
         env["LD_PRELOAD"] = interpose
+        if config == "light-sampled":
+            env["GS_INTERPOSE_SAMPLE"] = "1"
         if diag:
             env["GS_INTERPOSE_REPORT"] = os.path.join(work_dir(), "light-report")
     elif config == "baseline" or config.startswith("ours:"):

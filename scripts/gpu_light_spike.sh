@@ -43,7 +43,7 @@ for step in $steps; do
       timeout 300 python3 scripts/interpose_census.py --out /tmp/census --workloads torch_compile \
         >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
     percall)
-      timeout 200 python3 scripts/bench_percall.py --reps 3 --configs bare,floor:all,ours:hybrid,light \
+      timeout 200 python3 scripts/bench_percall.py --reps 3 --configs bare,floor:all,ours:hybrid,light,light-sampled \
         --ops sync,h2d_pinned,d2h_pageable,memset,graph1,graph128,kernel >"$OUT/percall.jsonl" 2>"$OUT/percall.err";;
     llama)
       for i in $(seq 1 60); do [ -f /tmp/eng/ready ] && break; sleep 5; done
