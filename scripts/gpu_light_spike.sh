@@ -6,6 +6,8 @@
 #
 #   GS_ENG=/path/with/llama.cpp-src.tgz+make_tiny_gguf.py bash scripts/gpu_light_spike.sh [step ...]
 #   steps: build census percall llama compile e2e (default: build census percall)
+#   e2e: llama-server decode speed, bare / bare2 / --cuda-trace off / off with the interposer preloaded
+#        (light: no CUPTI) / the default collection, interleaved (GS_E2E_REPS, default 4)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
@@ -51,6 +53,13 @@ for step in $steps; do
       timeout 300 python3 scripts/interpose_census.py --out /tmp/census --workloads "" \
         --llama-server /tmp/eng/build/bin/llama-server --model /tmp/eng/tiny.gguf >>"$OUT/census.jsonl" \
         2>>"$OUT/census.err";;
+    e2e)
+      for i in $(seq 1 60); do [ -f /tmp/eng/ready ] && break; sleep 5; done
+      timeout 420 python3 scripts/engine_e2e.py --llama-server /tmp/eng/build/bin/llama-server \
+        --model /tmp/eng/tiny.gguf --modes bare,bare2,off,light,graph \
+        --mode "light=--cuda-trace off LD_PRELOAD=$PWD/graphsignal/lib/libgraphsignal_interpose.so" \
+        --clients "${GS_E2E_CLIENTS:-1,4}" --reps "${GS_E2E_REPS:-4}" --duration 4 --warmup 1 --deadline 400 \
+        --out /tmp/e2e >"$OUT/e2e.jsonl" 2>"$OUT/e2e.err";;
   esac
 done
 tail -c 1500 /tmp/eng-build.log 2>/dev/null | tail -3
