@@ -15,8 +15,30 @@ key) and instance (one graphsignal-run):
              hour beyond that, none beyond the retention (7 days by
              default); zlib-compressed JSON {series key: state}
 
-Instances not seen for the retention period are deleted with their
-history. A commit happens before an upload is acknowledged, and
+Retention never trusts one reading of a wall clock: a step of the
+server's clock (or of a sidecar's) must not delete a fleet. What is
+deleted for age is judged on the server's own up time (UpClock: the
+nanoseconds it has been running, over every run, from a clock that never
+steps; a wall clock's jump forward is no elapsed time, and the time it was
+down does not count either, since nobody could upload then):
+
+  instances  seen_up_ns, the up time of its latest upload: an instance
+             silent for the retention period of up time is deleted with
+             its history, at most EXPIRE_BATCH instances a pass (a pass an
+             hour of up time, a minute while more are due)
+  history    kept_up_ns, the up time a row was written: rows older than
+             the retention are deleted as the instance's new rows are
+             written, at most HISTORY_BATCH a time. Thinning the rows past
+             24 h to one an hour goes by the instance's own clock (the
+             rows' ts_ns): a step of that clock costs resolution, not rows.
+
+The up time goes on from the newest seen_up_ns when the server starts.
+Version 5 added both columns; a database upgraded to it counts every
+instance as seen at the upgrade (it cannot tell a true last_seen_ns from
+a stepped one) and each history row as old as it was on its instance's
+clock (as earlier servers judged it).
+
+A commit happens before an upload is acknowledged, and
 synchronous=NORMAL in WAL mode keeps every commit across a kill of the
 server (a power loss may lose the last commits; --sync full keeps those
 too, at a few ms per upload).
@@ -55,7 +77,10 @@ MINUTE_ROWS_NS = 24 * HOUR_NS  # per-minute history this far back, hourly beyond
 MAX_ERRORS = 100  # kept per instance
 MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
 MAX_INSTANCES = 10_000  # per key
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+EXPIRE_BATCH = 100  # instances deleted for silence in one pass: a wrong clock can cost a pass, not a fleet
+HISTORY_BATCH = 16  # history rows deleted for age as one row is written (one crosses the retention an hour)
+MAX_AGE_NS = 3650 * 86400 * NS  # the longest retention: an upgraded row's age is clamped to it
 MAX_ROW = 64 << 20  # bytes of a history row's JSON: what one upload may gunzip to (ingest.MAX_JSON)
 MAX_ROW_DEPTH = 8  # nesting of a history row: {key: [count, sum, {"idx": [...]}]} is 4
 OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (module docstring)
@@ -189,10 +214,11 @@ CREATE TABLE IF NOT EXISTS instances (
   first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
   last_seq INTEGER, uploads INTEGER NOT NULL DEFAULT 0, dropped_errors INTEGER,
   resources BLOB, engine BLOB, errors BLOB,
-  history_minute INTEGER, ended_ns INTEGER, exit_status INTEGER,
+  history_minute INTEGER, ended_ns INTEGER, exit_status INTEGER, seen_up_ns INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (owner, instance_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (last_seen_ns);
+CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
 CREATE TABLE IF NOT EXISTS series (
   owner TEXT NOT NULL, instance_id TEXT NOT NULL, skey BLOB NOT NULL,
   doc BLOB NOT NULL, updated_ns INTEGER,
@@ -200,19 +226,44 @@ CREATE TABLE IF NOT EXISTS series (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history (
   owner TEXT NOT NULL, instance_id TEXT NOT NULL, ts_ns INTEGER NOT NULL, snapshot BLOB NOT NULL,
+  kept_up_ns INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (owner, instance_id, ts_ns)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
 """
+
+
+class UpClock:
+    """The server's up time in nanoseconds, over every run: starts at
+    start_ns and advances as `source` (a clock that never steps, in ns)
+    does, never backwards. Callers hold the DB's lock."""
+
+    def __init__(self, start_ns, source):
+        self.value = start_ns
+        self.source = source
+        self.last = source()
+
+    def __call__(self):
+        t = self.source()
+        if t > self.last:  # a source that went back (a simulated one) adds nothing
+            self.value += t - self.last
+        self.last = t
+        return self.value
 
 
 class DB:
     """All access goes through one connection under one lock: SQLite has
     one writer at a time anyway, and reads are rare next to uploads."""
 
-    def __init__(self, path, retention_days=7.0, sync="normal", clock=time.time_ns):
+    def __init__(self, path, retention_days=7.0, sync="normal", clock=None, elapsed=None):
+        """clock: the wall clock (epoch ns) of first/last_seen_ns;
+        elapsed: a clock that never steps (ns) for the up time (module
+        docstring): the monotonic clock, or `clock` when only that is
+        given (tests that simulate time move both at once)."""
         self.path = path
         self.retention_ns = int(retention_days * 86400 * NS)
-        self.clock = clock
+        self.clock = clock or time.time_ns
+        elapsed = elapsed or clock or time.monotonic_ns
         self.lock = threading.Lock()
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -228,9 +279,13 @@ class DB:
             self._upgrade_from_2()
         if version in (1, 2, 3):
             self._upgrade_from_3()
+        if version in (1, 2, 3, 4):
+            self._upgrade_from_4()
         self.conn.executescript(_SCHEMA)
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
-        self._next_expiry = 0
+        start = self.conn.execute("SELECT MAX(seen_up_ns) FROM instances").fetchone()[0]
+        self.up = UpClock(max(start or 0, 0), elapsed)
+        self._next_expiry = 0  # up time of the next retention pass
 
     def _migrate(self, step, to_version):
         """step(cursor) and the new user_version in one transaction: a file
@@ -244,6 +299,24 @@ class DB:
         except BaseException:
             self._rollback()
             raise
+
+    def _upgrade_from_4(self):
+        """Version 5 judges age by the server's up time (module docstring):
+        every instance counts as seen at the upgrade (up time 0), every
+        history row as written its age on its instance's clock before it."""
+        def step(c):
+            have = {r[1] for r in c.execute("PRAGMA table_info(instances)")}
+            if have and "seen_up_ns" not in have:
+                c.execute("ALTER TABLE instances ADD COLUMN seen_up_ns INTEGER NOT NULL DEFAULT 0")
+            have = {r[1] for r in c.execute("PRAGMA table_info(history)")}
+            if have and "kept_up_ns" not in have:
+                c.execute("ALTER TABLE history ADD COLUMN kept_up_ns INTEGER NOT NULL DEFAULT 0")
+                if "seen_up_ns" in {r[1] for r in c.execute("PRAGMA table_info(instances)")}:
+                    # ts_ns and payload_ns are stored with the same offset: their difference is exact
+                    c.execute("UPDATE history SET kept_up_ns = COALESCE(MAX(-?, MIN(0, ts_ns - (SELECT i.payload_ns "
+                              "FROM instances i WHERE i.owner = history.owner AND "
+                              "i.instance_id = history.instance_id))), 0)", (MAX_AGE_NS,))
+        self._migrate(step, 5)
 
     def _rollback(self):
         """Rolls back the open transaction, if SQLite has not already (it
@@ -330,29 +403,28 @@ class DB:
     def ingest(self, owner, doc):
         """Stores a validated upload (graphsignal.fleet.ingest.validate)
         in one transaction; returns what the acknowledgement says."""
-        now = self.clock()
         iid = doc["instance_id"]
         # the rows are made before the lock: a 50,000-series upload holds it
         # only to write them, not to encode them, so others' small uploads wait less
         rows = [(owner, iid, series_key(m), orjson.dumps(m), enc(m.get("updated_ns")))
                 for m in doc.get("metrics") or []]
         with self.lock:
+            now, up = self.clock(), self.up()
             c = self.conn
             try:
                 c.execute("BEGIN IMMEDIATE")
-                out = self._ingest(c, owner, iid, doc, now, rows)
+                out = self._ingest(c, owner, iid, doc, now, up, rows)
                 c.execute("COMMIT")
             except BaseException as e:
                 self._rollback()
                 if isinstance(e, sqlite3.OperationalError) and _is_full(e):
                     raise NoSpace(str(e)) from None
                 raise
-            if now >= self._next_expiry:
-                self._next_expiry = now + HOUR_NS
-                self._expire(now)
+            if up >= self._next_expiry:
+                self._next_expiry = up + (MINUTE_NS if self._expire(up) else HOUR_NS)
         return out
 
-    def _ingest(self, c, owner, iid, doc, now, rows):
+    def _ingest(self, c, owner, iid, doc, now, up, rows):
         row = c.execute("SELECT payload_ns, history_minute, errors FROM instances "
                         "WHERE owner=? AND instance_id=?", (owner, iid)).fetchone()
         payload_ns = doc["payload_ns"]
@@ -362,23 +434,24 @@ class DB:
             if n >= MAX_INSTANCES:
                 raise Full("this key already has %d instances (the most one key keeps)" % MAX_INSTANCES)
             c.execute("INSERT INTO instances (owner, instance_id, context, profiler, start_ns, payload_ns, "
-                      "first_seen_ns, last_seen_ns, history_minute) VALUES (?,?,?,?,?,?,?,?,?)",
+                      "first_seen_ns, last_seen_ns, history_minute, seen_up_ns) VALUES (?,?,?,?,?,?,?,?,?,?)",
                       (owner, iid, orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")),
-                       enc(doc.get("start_ns")), enc(payload_ns), now, now, minute))
+                       enc(doc.get("start_ns")), enc(payload_ns), now, now, minute, up))
             prev_payload, prev_minute, errors_blob = payload_ns, minute, None
         else:
             prev_payload, prev_minute, errors_blob = dec(row[0]), row[1], row[2]
         if prev_minute is not None and minute > prev_minute:
             # the first upload of a new minute: what the series held at the
             # end of the last one is that minute's history row
-            self._roll(c, owner, iid, prev_payload)
+            self._roll(c, owner, iid, prev_payload, up)
         written = self._series(c, owner, iid, rows)
         errors = self._errors(errors_blob, doc.get("errors") or [])
         sets = ["context=?", "profiler=?", "start_ns=?", "payload_ns=MAX(payload_ns, ?)", "last_seen_ns=?",
-                "last_seq=MAX(COALESCE(last_seq, ?), ?)", "uploads=uploads+1", "dropped_errors=?", "errors=?",
-                "history_minute=MAX(COALESCE(history_minute, 0), ?)"]
+                "seen_up_ns=?", "last_seq=MAX(COALESCE(last_seq, ?), ?)", "uploads=uploads+1", "dropped_errors=?",
+                "errors=?", "history_minute=MAX(COALESCE(history_minute, 0), ?)"]
         args = [orjson.dumps(doc["context"]), orjson.dumps(doc.get("profiler")), enc(doc.get("start_ns")),
-                enc(payload_ns), now, enc(0), enc(doc.get("seq") or 0), enc(doc.get("dropped_errors")), errors, minute]
+                enc(payload_ns), now, up, enc(0), enc(doc.get("seq") or 0), enc(doc.get("dropped_errors")), errors,
+                minute]
         if "resources" in doc and doc["resources"] is not None:
             sets.append("resources=?")
             args.append(orjson.dumps(doc["resources"]))
@@ -435,16 +508,18 @@ class DB:
         errors.sort(key=lambda e: e.get("timestamp_ns") or 0)
         return orjson.dumps(errors[-MAX_ERRORS:])
 
-    def _roll(self, c, owner, iid, ts):
+    def _roll(self, c, owner, iid, ts, up):
         states = {}
         for skey, doc in c.execute("SELECT skey, doc FROM series WHERE owner=? AND instance_id=?", (owner, iid)):
             m = orjson.loads(doc)
             states[skey.decode()] = windowmath.stored_state(m["type"], m["stats"])
-        c.execute("INSERT OR REPLACE INTO history (owner, instance_id, ts_ns, snapshot) VALUES (?,?,?,?)",
-                  (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6)))
-        # beyond 24 h, keep the first row of each hour; beyond the retention, none
-        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns < ?",
-                  (owner, iid, enc_bound(ts - self.retention_ns)))
+        c.execute("INSERT OR REPLACE INTO history (owner, instance_id, ts_ns, snapshot, kept_up_ns) "
+                  "VALUES (?,?,?,?,?)", (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6), up))
+        # beyond the retention of up time, none (a few at a time: one row crosses it an hour)
+        c.execute("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns IN (SELECT ts_ns FROM history "
+                  "WHERE owner=? AND instance_id=? AND kept_up_ns < ? ORDER BY kept_up_ns LIMIT ?)",
+                  (owner, iid, owner, iid, up - self.retention_ns, HISTORY_BATCH))
+        # beyond 24 h of the instance's clock, keep the first row of each hour
         # the rows that just crossed 24 h (and the hour before: a late roll) are thinned to
         # one per hour of the instance's clock, in Python: the stored values are offset
         cutoff = ts - MINUTE_ROWS_NS
@@ -458,17 +533,27 @@ class DB:
         if drop:
             c.executemany("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns=?", drop)
 
-    def _expire(self, now):
-        old = now - self.retention_ns
-        with_ids = self.conn.execute("SELECT owner, instance_id FROM instances WHERE last_seen_ns < ?",
-                                     (old,)).fetchall()
-        if not with_ids:
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        for owner, iid in with_ids:
-            for table in ("series", "history", "instances"):
-                self.conn.execute("DELETE FROM %s WHERE owner=? AND instance_id=?" % table, (owner, iid))
-        self.conn.execute("COMMIT")
+    def _expire(self, up):
+        """Deletes at most EXPIRE_BATCH instances silent for the retention
+        of up time, with their series and history; True when more may be
+        due. A failure (a full disk) is one line: the next pass tries again."""
+        c = self.conn
+        due = c.execute("SELECT owner, instance_id FROM instances WHERE seen_up_ns < ? ORDER BY seen_up_ns LIMIT ?",
+                        (up - self.retention_ns, EXPIRE_BATCH)).fetchall()
+        if not due:
+            return False
+        try:
+            c.execute("BEGIN IMMEDIATE")
+            for owner, iid in due:
+                for table in ("series", "history", "instances"):
+                    c.execute("DELETE FROM %s WHERE owner=? AND instance_id=?" % table, (owner, iid))
+            c.execute("COMMIT")
+        except sqlite3.Error as e:
+            self._rollback()
+            logger.warning("graphsignal-server: deleting %d instances silent for the retention failed (%s); the "
+                           "next pass tries again", len(due), e)
+            return False
+        return len(due) == EXPIRE_BATCH
 
     # -- reads ------------------------------------------------------------------------
     def instances(self, owner, service=None):

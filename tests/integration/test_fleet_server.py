@@ -19,7 +19,7 @@ import orjson
 import pytest
 from werkzeug.test import Client, EnvironBuilder, run_wsgi_app
 
-from support.fleet import SERVER, ServerProc
+from support.fleet import SERVER, ServerProc, upload_doc
 from support.gsrun import GS_RUN, free_port, get_json, quiet_env, wait_for
 
 from graphsignal.fleet import db as fdb
@@ -365,6 +365,107 @@ def test_instances_silent_for_the_retention_are_deleted(tmp_path):
     assert [i["instance_id"] for i in f.instances()] == ["inst-2"]
 
 
+def test_a_wall_clock_jump_is_no_elapsed_time_and_silence_of_up_time_still_expires(tmp_path):
+    wall, mono = SimClock(1_800_000_000 * NS), SimClock(0)
+    f = Fleet(tmp_path / "s.db", clock=wall, elapsed=mono, retention_days=7)
+    owner = fdb.owner_of("key-a")
+    for iid in ("a", "b"):
+        f.db.ingest(owner, upload_doc(iid, wall.t))
+    wall.t += 8 * 86400 * NS  # the server's clock steps past the retention
+    mono.t += NS
+    f.db.ingest(owner, upload_doc("c", wall.t))
+    assert sorted(i["instance_id"] for i in f.instances()) == ["a", "b", "c"]
+    # a restart: the time it was down is no elapsed time either, the up time goes on from the newest upload
+    f.db.close()
+    mono.t = 0
+    f = Fleet(tmp_path / "s.db", clock=wall, elapsed=mono, retention_days=7)
+    f.db.ingest(owner, upload_doc("c", wall.t + NS))
+    assert sorted(i["instance_id"] for i in f.instances()) == ["a", "b", "c"]
+    # 7 days and a minute of up time in which only c uploads: a and b are gone, with their history
+    for _ in range(7 * 24 + 1):
+        mono.t += 3600 * NS
+        wall.t += 3600 * NS
+        f.db.ingest(owner, upload_doc("c", wall.t))
+    assert [i["instance_id"] for i in f.instances()] == ["c"]
+    assert f.db.conn.execute("SELECT COUNT(*) FROM history WHERE instance_id != 'c'").fetchone()[0] == 0
+    f.db.close()
+
+
+def test_deletions_for_silence_are_bounded_per_pass(tmp_path):
+    clock = SimClock(1_800_000_000 * NS)
+    f = Fleet(tmp_path / "s.db", clock=clock, retention_days=1)
+    owner = fdb.owner_of("key-a")
+    for i in range(250):
+        f.db.ingest(owner, upload_doc("old-%d" % i, clock.t))
+    clock.t += 2 * 86400 * NS
+    left = []
+    for _ in range(4):  # one upload a minute
+        f.db.ingest(owner, upload_doc("live", clock.t))
+        left.append(len(f.instances()) - 1)
+        clock.t += 60 * NS
+    assert left == [150, 50, 0, 0]
+    f.db.close()
+
+
+def test_a_sidecar_clock_jump_keeps_its_history(tmp_path):
+    clock = SimClock(1_800_000_000 * NS)
+    f = Fleet(tmp_path / "s.db", clock=clock, retention_days=7)
+    owner = fdb.owner_of("key-a")
+    ts = clock.t
+    for _ in range(30):  # half an hour, a minute apart: 29 history rows
+        clock.t += 60 * NS
+        ts += 60 * NS
+        f.db.ingest(owner, upload_doc("inst", ts, seq=1))
+    before = len(f.db.history(owner, "inst", 0))
+    ts += 8 * 86400 * NS  # the sidecar's clock steps past the retention; the server's does not
+    for _ in range(5):
+        clock.t += 60 * NS
+        ts += 60 * NS
+        f.db.ingest(owner, upload_doc("inst", ts, seq=1))
+    assert before == 29 and len(f.db.history(owner, "inst", 0)) == before + 5
+    f.db.close()
+
+
+# a graphsignal-server whose wall clock (time.time_ns, the database's clock) steps 8 days ahead on SIGUSR1
+STEPPING_SERVER = r"""
+import signal, sys, time
+real, step = time.time_ns, [0]
+time.time_ns = lambda: real() + step[0]
+def jump(signum, frame):
+    step[0] += 8 * 86400 * 10**9
+signal.signal(signal.SIGUSR1, jump)
+from graphsignal.cli.server import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_an_upload_while_the_servers_clock_is_8_days_ahead_deletes_no_instance(tmp_path):
+    srv = ServerProc(tmp_path / "fleet.db", command=[sys.executable, "-c", STEPPING_SERVER]).start()
+    try:
+        t = time.time_ns()
+        for key, iids in (("key-a", ("a-1", "a-2", "a-3")), ("key-b", ("b-1",))):
+            for iid in iids:
+                for k in range(3):
+                    assert srv.post(upload_doc(iid, t + k * 61 * NS, seq=k + 1), key=key)[0] == 200
+        srv.proc.send_signal(signal.SIGUSR1)
+
+        def stepped():  # the upload after the step is seen 8 days ahead
+            assert srv.post(upload_doc("a-4", time.time_ns()))[0] == 200
+            seen = {i["instance_id"]: i["last_seen_ns"] for i in srv.get("/api/v1/instances")[1]["instances"]}
+            return seen["a-4"] > time.time_ns() + 7 * 86400 * NS
+
+        assert wait_for(stepped, 10)
+        for _ in range(3):
+            assert srv.post(upload_doc("a-4", time.time_ns()))[0] == 200
+        status, doc = srv.get("/api/v1/instances")
+        assert sorted(i["instance_id"] for i in doc["instances"]) == ["a-1", "a-2", "a-3", "a-4"]
+        assert [i["instance_id"] for i in srv.get("/api/v1/instances", key="key-b")[1]["instances"]] == ["b-1"]
+        status, doc = srv.get("/api/v1/signals?instance_id=a-2&window=120")
+        assert status == 200 and doc["window"]["snapshots"] >= 2
+    finally:
+        srv.cleanup()
+
+
 # -- the real processes ---------------------------------------------------------------------------------------------
 CHILD = """
 import os, sys, time
@@ -473,7 +574,7 @@ def _fill(path):
 
 
 def test_a_full_disk_answers_503_with_retry_after_and_says_so_once(small_fs):
-    from support.fleet import request, series_doc, upload_doc
+    from support.fleet import request, series_doc
 
     srv = ServerProc(small_fs / "fleet.db", keys=("key-a",)).start()
     try:

@@ -21,11 +21,12 @@ T0 = 1_800_000_000 * NS
 class ServerProc:
     """graphsignal-server on a free port. keys: given with --api-key (one
     flag each); env_keys: GRAPHSIGNAL_SERVER_API_KEYS; args: more options;
-    nofile: RLIMIT_NOFILE (soft and hard) of the server process. Its
-    stderr goes to a file (stderr())."""
+    nofile: RLIMIT_NOFILE (soft and hard) of the server process; command:
+    what starts it (default SERVER). Its stderr goes to a file (stderr())."""
 
-    def __init__(self, db, keys=("key-a", "key-b"), env_keys=None, port=None, args=(), nofile=None):
+    def __init__(self, db, keys=("key-a", "key-b"), env_keys=None, port=None, args=(), nofile=None, command=None):
         self.db, self.keys, self.env_keys = str(db), keys, env_keys
+        self.command = list(command or SERVER)
         self.port = port or free_port()
         self.args, self.nofile = list(args), nofile
         self.proc = None
@@ -37,7 +38,7 @@ class ServerProc:
         env.pop("GRAPHSIGNAL_SERVER_API_KEYS", None)
         if self.env_keys:
             env["GRAPHSIGNAL_SERVER_API_KEYS"] = self.env_keys
-        args = SERVER + ["--port", str(self.port), "--db", self.db] + self.args
+        args = self.command + ["--port", str(self.port), "--db", self.db] + self.args
         for k in self.keys:
             args += ["--api-key", k]
         nofile = self.nofile

@@ -64,7 +64,7 @@ def test_the_history_is_rewritten_once_as_windowmath_states(tmp_path):
     assert any(isinstance(v, list) and len(v) == 4 for _, states in before for v in states.values())
     fdb.DB(path).close()
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION == 4
+        assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION == 5
     after = _rows(path)
     assert [ts for ts, _ in after] == [ts for ts, _ in before]
     kinds = set()
@@ -133,3 +133,13 @@ def test_rows_the_upgrade_cannot_read_are_dropped_with_one_line_and_the_rest_ans
         assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION
     fdb.DB(path).close()  # nothing left to say the second time
     assert len([r for r in caplog.records if r.name == "graphsignal.fleet"]) == 1
+
+
+def test_the_upgrade_counts_instances_as_seen_at_it_and_history_rows_as_old_as_on_their_clock(tmp_path):
+    path = _copy(tmp_path)
+    fdb.DB(path).close()
+    with sqlite3.connect(path) as c:
+        assert {s for (s,) in c.execute("SELECT seen_up_ns FROM instances")} == {0}
+        newest = dict(c.execute("SELECT instance_id, payload_ns FROM instances"))
+        rows = c.execute("SELECT instance_id, ts_ns, kept_up_ns FROM history").fetchall()
+    assert rows and all(kept == ts - newest[iid] <= 0 for iid, ts, kept in rows)
