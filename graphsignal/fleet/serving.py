@@ -487,8 +487,8 @@ class FleetServer:
             rest = bytes(c.buf[end + 4:])
             del c.buf[end + 4:]
             self._head_done(c, now)
-            if c.state == LINGER and rest:  # answered at its head: what came with it counts as drained
-                self._drop(c, len(rest), now)
+            if c.state == LINGER and rest and self.conns.get(c.fd) is c:  # answered at its head, still open:
+                self._drop(c, len(rest), now)  # what came with the head counts as drained
             if c.state != BODY:
                 return
             data = rest

@@ -456,3 +456,17 @@ def test_a_tenant_past_its_admission_cap_gets_503_and_others_do_not(front):
         for s in held:
             s.close()
     assert wait_for(lambda: f.post(upload_doc("third"), key="key-a")[0] == 200, 10)
+
+
+def test_a_refused_request_without_a_body_is_closed_once_with_bytes_after_its_head(front):
+    # nothing more is expected of it, so it is closed at once: what came after its head must not close it again
+    f = front(tenant_queue=1, read_timeout=30.0)
+    held = socket.create_connection(("127.0.0.1", f.port), timeout=30)
+    try:
+        held.sendall(raw_head("POST", "/api/v1/ingest", [("X-API-Key", "key-a"), ("Content-Length", "100")], b"x"))
+        assert wait_for(lambda: sum(f.srv.tenant_admitted.values()) == 1, 10)
+        status, _, _ = raw_exchange(f.port, raw_head("GET", "/api/v1/instances", [("X-API-Key", "key-a")]) + b"extra")
+        assert status == 503
+        assert wait_for(lambda: f.srv.open == 1, 10), f.srv.open
+    finally:
+        held.close()
