@@ -383,7 +383,8 @@ def build_all(out_dir, log=print):
     built = [p for p in (probe_lib, interpose_lib) if p] + build_cupti_variants(out_dir, log, status)
     with open(os.path.join(out_dir, REPORT), "w") as f:
         json.dump({"probes": "built" if probe_lib else "skipped",
-                   "interpose": "built" if interpose_lib else "skipped", "cupti": {str(k): v for k, v in status.items()}},
+                   "interpose": "built" if interpose_lib else "skipped",
+                   "cupti": {str(k): v for k, v in status.items()}},
                   f, indent=1, sort_keys=True)
     return built
 
