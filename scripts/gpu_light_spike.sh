@@ -5,7 +5,7 @@
 # llama-server built in the background meanwhile. Results go to $OUT.
 #
 #   GS_ENG=/path/with/llama.cpp-src.tgz+make_tiny_gguf.py bash scripts/gpu_light_spike.sh [step ...]
-#   steps: build census percall llama compile e2e (default: build census percall)
+#   steps: build census gpm percall llama compile e2e (default: build census percall)
 #   e2e: llama-server decode speed, bare / bare2 / --cuda-trace off / off with the interposer preloaded
 #        (light: no CUPTI) / the default collection, interleaved (GS_E2E_REPS, default 4)
 set -u
@@ -41,6 +41,8 @@ for step in $steps; do
     census)
       timeout 270 python3 scripts/interpose_census.py --out /tmp/census --workloads exact,exact_graph,torch_mix \
         >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
+    gpm)
+      timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_nvml_gpu.py -k gpm >"$OUT/gpm.log" 2>&1;;
     compile)
       timeout 300 python3 scripts/interpose_census.py --out /tmp/census --workloads torch_compile \
         >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
