@@ -84,7 +84,7 @@ from graphsignal.naming.metrics import Family, label_of, prometheus_name
 from graphsignal import histo
 from graphsignal.sidecar.series import LogHistogram, dumps
 from graphsignal.sidecar.store import MetricStore
-from graphsignal.signals_model import SeriesKey, SeriesViewLike
+from graphsignal.signals_model import OTHER_FRAME, SeriesKey, SeriesViewLike
 
 logger = logging.getLogger("graphsignal")
 
@@ -433,8 +433,15 @@ def shown(v: SeriesViewLike, top: int, max_frames: int) -> Optional[Dict[str, An
     type_ = v.type
     try:
         if type_ == "profile":
-            # the payload's order (value, largest first; ties as made), without sorting every frame
-            items = heapq.nlargest(min(top, max_frames), (v.state or {}).items(), key=lambda kv: kv[1][0])
+            # the payload's order (value, largest first; ties as made), without sorting every frame. A
+            # profile cut at the payload's max_frames lists max_frames - 1 named frames and the cut's
+            # (other), which /metrics leaves out: what it holds changes with the cut, no counter
+            state = v.state or {}
+            if len(state) <= max_frames:
+                items = heapq.nlargest(min(top, max_frames), state.items(), key=lambda kv: kv[1][0])
+            else:
+                items = heapq.nlargest(min(top, max_frames - 1), ((k, x) for k, x in state.items() if k != OTHER_FRAME),
+                                       key=lambda kv: kv[1][0])
             frames = [{"name": k, "value": _plain(fv), "samples": _plain(fs)} for k, (fv, fs) in items]
             stats: Dict[str, Any] = {"frames": frames}
         else:
@@ -575,7 +582,10 @@ def parts(s, layout, top):
         sname = fam.name if type_ == "gauge" else fam.name + "_total"
         return [(_value_fp(v), ("value", sname, labels, lstr, None if v is None else _conv(v, conv)))]
     if type_ == "profile":
-        fp = tuple((f["name"], f["value"], f["samples"]) for f in stats.get("frames", ())[:top])
+        frames = stats.get("frames", ())
+        if "frames_folded" in stats:  # the cut's (other): not a series on /metrics (shown() leaves it out too)
+            frames = [f for f in frames if f["name"] != OTHER_FRAME]
+        fp = tuple((f["name"], f["value"], f["samples"]) for f in frames[:top])
         extra = None
         if layout.kernels and fp:
             extra = [(n.display_name, n.category) for n in NAMES.describe_all([f[0] for f in fp])]

@@ -109,7 +109,11 @@ def test_ranges_of_a_program_that_only_calls_nvtx_are_exact(built):
     named = [f for f in list(d) + list(m) if not f.endswith("/...")]
     flood = profile(signals, "nvtx_ranges_nanoseconds", "flood")
     other = did["flood"] - (4096 - (len(named) + 4))
-    assert flood["(other)"][1] == other == dropped["names_over_cap"]
+    assert dropped["names_over_cap"] == other
+    # the payload lists 249 of the rest and one "(other)" with the library's fold and the cut's: every range is
+    # in some frame
+    listed = sum(n for k, (_, n) in flood.items() if k != "(other)")
+    assert len(flood) == 250 and flood["(other)"][1] == did["flood"] - listed >= other
     # said once each, on the console
     for reason in dropped:
         assert stderr.count("reason=%s}" % reason) == 1, stderr[-3000:]
