@@ -94,14 +94,15 @@ class Reporter:
             self.store.add_error(level, message, exception=exception,
                                  tags=dict(self.tags, **tags) if tags else self.tags)
 
-    def guard(self, what: str, fn: Callable[..., T], *args: Any) -> Optional[T]:
+    def guard(self, what: str, fn: Callable[..., T], *args: Any, ended: bool = False) -> Optional[T]:
         """fn(*args), or None when it raises: then one warning line and one
         error entry say that `what` failed and the workload runs on (a
-        part's failure must stop nothing else)."""
+        part's failure must stop nothing else); with ended, at the end of
+        the run, only that it failed (the workload is no longer running)."""
         try:
             return fn(*args)
         except Exception as e:
-            msg = "%s failed: %s: %s (the workload runs on)" % (what, type(e).__name__, e)
+            msg = "%s failed: %s: %s%s" % (what, type(e).__name__, e, "" if ended else " (the workload runs on)")
             try:
                 self.say(msg, "error", log_level=logging.WARNING)
             except Exception:  # the store itself is what failed: the line is out

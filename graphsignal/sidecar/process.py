@@ -425,8 +425,8 @@ class Sidecar:
         return list(self._parts)
 
     # -- guarded helpers ---------------------------------------------------------
-    def _guard(self, what, fn, *args):
-        return self.reporter.guard(what, fn, *args)
+    def _guard(self, what, fn, *args, ended=False):
+        return self.reporter.guard(what, fn, *args, ended=ended)
 
     def _sidecar_error(self, msg):
         self.reporter.entry(msg)
@@ -495,15 +495,15 @@ class Sidecar:
         by_name = {p.name: p for p in self._parts}
         for name in FINAL_ORDER:
             part = by_name[name]
-            self._guard(part.final_step, part.final)
+            self._guard(part.final_step, part.final, ended=True)
         path = self.settings.signals_file
         if path:
-            self._guard("writing " + path, self._write_signals, path)
+            self._guard("writing " + path, self._write_signals, path, ended=True)
         if self.settings.linger:
             self._linger(self.settings.linger)
         for part in reversed(self._parts):
             if part.close_with:
-                self._guard("stopping the " + part.name, part.close)
+                self._guard("stopping the " + part.name, part.close, ended=True)
 
     def _linger(self, seconds):
         """Keeps serving for seconds, or until the supervisor closes the

@@ -97,3 +97,18 @@ def test_a_folder_that_is_a_file_or_read_only_is_refused_before_the_run(tmp_path
             assert needle in lines[0], lines
     finally:
         ro.chmod(0o700)
+
+
+def test_a_write_that_fails_at_exit_does_not_say_the_workload_runs_on(tmp_path):
+    # the folder was there at the start and went during the run: the payload cannot be
+    # written, one line says so, and it must not claim the (ended) workload "runs on"
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    child = [sys.executable, "-c", "import os, sys; os.rmdir(%r); sys.exit(3)" % str(gone)]
+    p = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), "--output", str(gone / "x.json")] + child,
+                       env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"), capture_output=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    lines = [ln for ln in p.stderr.decode().splitlines() if "x.json" in ln]
+    assert len(lines) == 1, p.stderr
+    assert "failed" in lines[0] and "runs on" not in lines[0], lines
+    assert sorted(os.listdir(tmp_path)) == []
