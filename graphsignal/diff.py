@@ -134,6 +134,7 @@ class Side:
         # names on each side, so never compared as a frame (it is no kernel that appeared or went away);
         # it still counts in the profile's total (shares) and calls (--per)
         self.folded = {}
+        self.folded_names = {}  # profile key -> frames_folded: distinct names inside its "(other)"
         self.names = {}  # frame -> (display_name, category) the sidecar sent
         self.counters = {}  # (metric, tkey) -> total
         self.histograms = {}  # (metric, tkey) -> [series stats]
@@ -164,6 +165,8 @@ class Side:
             prof = self.profiles.setdefault(key, {})
             if len(frames) >= MAX_FRAMES or _num(st.get("frames_folded")):
                 self.truncated.add(key)
+            if _num(st.get("frames_folded")):
+                self.folded_names[key] = self.folded_names.get(key, 0) + _num(st.get("frames_folded"))
             for f in frames:
                 if not isinstance(f, dict) or not isinstance(f.get("name"), str):
                     continue
@@ -551,7 +554,38 @@ def _profiles(B, A, norm, warnings):
     for metric in sorted(cut):
         warnings.append("%s lists only its %d largest frames on one side: a frame missing there may be below the "
                         "cut rather than absent" % (metric, MAX_FRAMES))
+    _folded_warnings(B, A, norm, left_out, warnings)
     return out
+
+
+def _folded_warnings(B, A, norm, left_out, warnings):
+    """One warning per cut profile: what its "(other)" frame holds on each
+    side (never ranked as a frame: its members differ from run to run), so
+    a change inside it is not silent."""
+    for key in sorted(set().union(*(s.folded for s in B + A))):
+        if key in left_out:
+            continue
+        vals, shares, names = {}, {}, {}
+        for side, runs in (("before", B), ("after", A)):
+            v, sh, n = [], [], []
+            for s in runs:
+                if key not in s.profiles and key not in s.folded:
+                    continue
+                f = s.folded.get(key, (0, 0))[0]
+                whole = sum(x for x, _ in s.profiles.get(key, {}).values()) + f
+                v.append(norm.of(s, f))
+                sh.append(f / whole if whole else None)
+                n.append(s.folded_names.get(key, 0))
+            vals[side], shares[side], names[side] = _median(v), _median(sh), _median(n)
+        unit = norm.unit(_unit(key[0]))
+        tags = _first(s.tags.get(key) for s in B + A) or {}
+        label = key[0] + (" {%s}" % ", ".join("%s=%s" % kv for kv in sorted(tags.items())) if tags else "")
+        nb, na = names["before"], names["after"]
+        count = "%d" % (nb or na or 0) if nb == na or not (nb and na) else "%d -> %d" % (nb, na)
+        warnings.append("%s: its (other) frame (%s names past the %d listed) holds %s -> %s (%s -> %s of the "
+                        "profile); what changed inside it is not ranked" % (
+                            label, count, MAX_FRAMES - 1, _fmt(vals["before"], unit), _fmt(vals["after"], unit),
+                            _pct(shares["before"]), _pct(shares["after"])))
 
 
 def _first(items):

@@ -119,3 +119,28 @@ def test_the_payload_section_of_skill_md_names_frames_folded():
 
     text = open(os.path.join(os.path.dirname(__file__), "..", "..", "SKILL.md")).read()
     assert "frames_folded" in text and "`(other)`" in text
+
+
+def test_diff_says_how_much_of_a_cut_profile_its_other_frame_holds():
+    # before: with the same 249 names listed on both sides, the diff ranked their tiny
+    # changes and said nothing of the (other) frame, though it held 93 % of the profile
+    # and grew 1.5x (the largest change of the run, unseen)
+    def store(scale):
+        s = MetricStore()
+        s.add_profile("demo_frames_nanoseconds", {"process.pid": "7"},
+                      [("fn_%05d" % i, int((1000 + i) * scale), 1) for i in range(5000)])
+        return s
+
+    before, after = _payload(store(1)), _payload(store(1.5))
+    folded = [[f for f in p["metrics"][0]["stats"]["frames"] if f["name"] == "(other)"][0]["value"]
+              for p in (before, after)]
+    doc = diff.compare(before, after)
+    assert not [c for c in doc["changes"] if c.get("frame") == "(other)"]  # still never a frame of its own
+    said = [w for w in doc["warnings"] if "(other)" in w and "demo_frames_nanoseconds" in w]
+    assert len(said) == 1, doc["warnings"]
+    unit, div = doc["changes"][0]["unit"], doc["normalized_by"]
+    assert diff._fmt(folded[0] / div["before"][0], unit) in said[0], said
+    assert diff._fmt(folded[1] / div["after"][0], unit) in said[0], said
+    assert "92% -> 92%" in said[0] and "4751" in said[0], said
+    text = diff.to_text(doc)
+    assert said[0] in text
