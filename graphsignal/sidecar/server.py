@@ -232,6 +232,8 @@ def make_app(store, windows=None, host_guard=None, exposition=None, token=None, 
                           "uptime_ns": store.clock() - store.start_ns})
         else:
             resp = _json({"error": "not found: %s (endpoints: /signals, /metrics, /health)" % req.path}, 404)
+        # a browser never reads an answer as anything but its declared type (as graphsignal-server's answers)
+        resp.headers["X-Content-Type-Options"] = "nosniff"
         return resp(environ, start_response)
 
     def _metrics(req):

@@ -149,3 +149,15 @@ def test_with_a_token_health_stays_open_and_without_one_nothing_is_asked():
     assert Client(make_app(MetricStore(), token="t")).get("/health").status_code == 200
     assert Client(make_app(MetricStore())).get("/signals").status_code == 200
     assert Client(make_app(MetricStore(), token="")).get("/signals").status_code == 200
+
+
+@pytest.mark.parametrize("method,path,headers", [
+    ("GET", "/signals", {}), ("GET", "/signals?window=5", {}), ("GET", "/signals?window=x", {}),
+    ("GET", "/metrics", {}), ("GET", "/health", {}), ("GET", "/nope", {}), ("POST", "/signals", {}),
+    ("GET", "/signals", {"Host": "evil.example"})])
+def test_every_answer_says_nosniff(method, path, headers):
+    """A browser never reads an answer as anything but its declared type,
+    whatever the status (as graphsignal-server's answers)."""
+    app = make_app(MetricStore(), host_guard=HostGuard("127.0.0.1"))
+    r = Client(app).open(path, method=method, headers=headers)
+    assert r.headers.get("X-Content-Type-Options") == "nosniff", (path, r.status_code)
