@@ -125,6 +125,12 @@ def diff(cupti, ours):
 
 
 def run_workload(name, cmd, out, lib, mode, timeout, server=None):
+    emit(**measure(name, cmd, out, lib, mode, timeout, server))
+
+
+def measure(name, cmd, out, lib, mode, timeout, server=None):
+    """One run of a workload in `mode` (census: CUPTI and the interposer;
+    light: the interposer alone), as the dict run_workload prints."""
     d = os.path.join(out, "%s-%s" % (name, mode))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -158,8 +164,7 @@ def run_workload(name, cmd, out, lib, mode, timeout, server=None):
             "seconds": round(time.time() - t0, 1), "did": did}
     if p.returncode not in (0, -2, 130) or not os.path.exists(payload):
         line["tail"] = stdout[-3000:]
-        emit(**line)
-        return
+        return line
     with open(payload) as f:
         pl = json.load(f)
     r = merged_reports(prefix)
@@ -177,7 +182,7 @@ def run_workload(name, cmd, out, lib, mode, timeout, server=None):
         lookups_not_by_export=r["lookups_not_by_export"][:30], samples=r["samples"],
         graph_time=graph_time(frames(pl, "cuda_graphs_nanoseconds"), frames(pl, "cuda_graphs_nanoseconds", "value"),
                               r["sampled"]))
-    emit(**line)
+    return line
 
 
 def graph_time(replays, ns, sampled):

@@ -1,0 +1,66 @@
+"""The CUDA driver interposer (--cuda-trace light's counting) against CUPTI
+on a real GPU: each workload runs under graphsignal-run's default (CUPTI)
+collection with the interposer preloaded beside it, so both count the same
+calls of one process (scripts/interpose_census.py); their counts must be
+equal: kernel launches per symbol, graph replays per graph name (the same
+content-hash names), synchronizations by kind, copies by direction and
+memsets.
+
+On an H100 (driver 580, CUDA 13.0, 2026-12-07) every count of PyTorch
+eager, torch.cuda.graph, torch.compile(mode="reduce-overhead") and
+llama-server agreed exactly."""
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import interpose_census as census  # noqa: E402
+
+SERVER = os.environ.get("GRAPHSIGNAL_TEST_LLAMA_SERVER")
+GGUF = os.environ.get("GRAPHSIGNAL_TEST_GGUF")
+
+# CUPTI's sync kinds that are host waits (stream_wait_event is a device-side wait: never a host call)
+HOST_SYNCS = ("context", "stream", "event")
+# CUPTI's copy names -> the interposer's CUpti_ActivityMemcpyKind numbers
+COPY_KINDS = {"host_to_device": "1", "device_to_host": "2", "device_to_device": "8"}
+
+
+@pytest.fixture(scope="module")
+def lib():
+    if not os.path.exists(census.LIB):
+        pytest.skip("no interposer built (python3 csrc/cupti_build.py graphsignal/lib)")
+    return census.LIB
+
+
+def check(line):
+    assert line["rc"] == 0 and "tail" not in line, line.get("tail")
+    assert line["kernels"]["equal"], line["kernels"]
+    assert line["graphs"]["equal"], line["graphs"]
+    for kind in HOST_SYNCS:
+        assert line["syncs_ours"].get(kind, [0])[0] == line["syncs_cupti"].get(kind, 0), (kind, line)
+    for name, n in line["copies_cupti"].items():
+        assert line["copies_ours"].get(COPY_KINDS.get(name, name), [0])[0] == n, (name, line)
+    assert line["memsets_ours"][0] == sum(line["memsets_cupti"].values()), line
+    assert line["slots_full"] == 0 and line["graphs_unnamed"] == 0, line
+
+
+@pytest.mark.parametrize("workload", ["exact", "exact_graph", "torch_mix", "torch_compile"])
+def test_interposer_counts_equal_cuptis_on_pytorch(lib, tmp_path, workload):
+    pytest.importorskip("torch")
+    check(census.measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "census", 400))
+
+
+@pytest.mark.skipif(not (SERVER and GGUF), reason="set GRAPHSIGNAL_TEST_LLAMA_SERVER and GRAPHSIGNAL_TEST_GGUF")
+def test_interposer_counts_equal_cuptis_on_llama_server(lib, tmp_path):
+    port = census.free_port()
+    cmd = [SERVER, "-m", GGUF, "--port", str(port), "-ngl", "99", "-np", "4", "-c", "4096"]
+    line = census.measure("llama_server", cmd, str(tmp_path), lib, "census", 400,
+                          server=census.llama_driver(port, 4, 16, 64))
+    assert line["did"]["requests"] == 16 and not line["did"]["errors"], line["did"]
+    check(line)
+    assert line["graphs"]["total_ours"] > 0  # llama-server decodes by graph replays
