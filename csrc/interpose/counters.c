@@ -231,9 +231,10 @@ static void name_exec(gs_CUgraphExec exec, gs_CUgraph graph, int keep_known) {
     __atomic_fetch_add(&gs_state.graphs_unnamed, 1, RELAXED);
     return;
   }
-  /* A re-instantiation into a reused handle renames it; the flusher reads
-   * the name only through `name` (one pointer store), and a name change
-   * starts a new ring name (flush.c compares the text). */
+  /* A re-instantiation into a reused handle (the driver freed the old
+   * executable and handed its address out again) renames the slot in
+   * place: readers (the report) reach the text only through `name`, and
+   * one that reads during such a rename may see a torn name once. */
   if (__atomic_load_n(&slot->name, __ATOMIC_ACQUIRE) == NULL || strcmp(slot->graph_name, name) != 0) {
     memcpy(slot->graph_name, name, sizeof name);
     __atomic_store_n(&slot->name, slot->graph_name, __ATOMIC_RELEASE);
