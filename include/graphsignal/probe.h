@@ -120,7 +120,7 @@ extern "C" {
  * sidecar can say which process runs unprofiled. Older copies of this
  * header only ever make <name> (and dot-files): the fallback names and the
  * marker are distinct from anything they make. */
-#define GRAPHSIGNAL_RING_NAME_ATTEMPTS 4
+#define GRAPHSIGNAL_RING_NAME_ATTEMPTS 4 /* one digit: graphsignal_ring_open writes the suffix so */
 #define GRAPHSIGNAL_RING_MARKER_SUFFIX ".none"
 
 /* Writer kinds (header.kind); also the last part of the ring's name. */
@@ -225,6 +225,7 @@ GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, write_index) == 64, 
 GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, read_index) == 128, "read_index line");
 GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, dropped) == 192, "counters line");
 GRAPHSIGNAL_STATIC_ASSERT(sizeof(graphsignal_ring_record) == GRAPHSIGNAL_RECORD_SIZE, "record size");
+GRAPHSIGNAL_STATIC_ASSERT(GRAPHSIGNAL_RING_NAME_ATTEMPTS <= 10, "ring name suffixes are one digit");
 
 #if defined(__GNUC__) || defined(__clang__)
 #define GRAPHSIGNAL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -466,11 +467,18 @@ static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, u
   while (cap < capacity && cap < GRAPHSIGNAL_RING_MAX_CAPACITY) cap <<= 1;
   if (strings_size > GRAPHSIGNAL_RING_MAX_STRINGS) strings_size = GRAPHSIGNAL_RING_MAX_STRINGS;
   for (i = 0; i < GRAPHSIGNAL_RING_NAME_ATTEMPTS && !h; i++) {
-    if (i == 0)
-      snprintf(cand, sizeof cand, "%s", name);
-    else
-      snprintf(cand, sizeof cand, "%s.%d", name, i);
-    snprintf(path, sizeof path, GRAPHSIGNAL_SHM_DIR "/%s", cand);
+    /* <name> or <name>.<i>, copied by length (at most 200 + 2 bytes): a
+     * "%s" into these buffers warns under gcc's -Wformat-truncation, which
+     * cannot see the length check above, and breaks -Werror builds */
+    size_t n = strlen(name), dir = sizeof(GRAPHSIGNAL_SHM_DIR "/") - 1;
+    memcpy(cand, name, n);
+    if (i > 0) {
+      cand[n++] = '.';
+      cand[n++] = (char)('0' + i);
+    }
+    cand[n] = 0;
+    memcpy(path, GRAPHSIGNAL_SHM_DIR "/", dir);
+    memcpy(path + dir, cand, n + 1);
     h = graphsignal_ring_attach_(path, &size, &fate);
     if (!h && fate == GRAPHSIGNAL_RING_ABSENT_) {
       h = graphsignal_ring_create_(cand, path, kind, cap, strings_size, &size);
