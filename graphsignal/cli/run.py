@@ -129,7 +129,7 @@ def main(argv=None) -> int:
         cfg = parse_args(argv)
     except UsageError as e:
         return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal %s" % __version__):
+    if args.help_or_version(cfg, parser().format_help(), "graphsignal-run %s" % __version__):
         return 0
     if cfg.print_config:
         import os

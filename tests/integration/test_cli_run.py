@@ -186,8 +186,10 @@ def test_busy_port_is_retried_and_reported_while_the_workload_runs():
 
 
 def test_version_and_help():
-    out = subprocess.run(GS_RUN + ["--version"], capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip() == "graphsignal %s" % __version__
+    # the command's own name, as graphsignal-top, -diff, -export and -server say theirs (issue 40)
+    for flag in ("--version", "-V"):
+        out = subprocess.run(GS_RUN + [flag], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == "graphsignal-run %s" % __version__
     out = subprocess.run(GS_RUN + ["--help"], capture_output=True, text=True)
     assert out.returncode == 0
     for flag in ("--version", "--metrics-port", "--listen-host", "--listen-port", "--cuda-graph-trace",
