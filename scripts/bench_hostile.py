@@ -26,18 +26,11 @@ import threading
 import time
 import uuid
 
-from benchutil import ROOT, compile_c, emit, work_dir
+from benchutil import ROOT, compile_c, emit, free_port, work_dir
 
 RUN = [sys.executable, "-m", "graphsignal.cli.run"]
 CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wrapped(cmd, env=None, timeout=300, options=(), prefix=()):

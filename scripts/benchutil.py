@@ -1,6 +1,7 @@
 """Shared bits of the benchmark scripts (each prints JSON lines)."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -24,6 +25,15 @@ def work_dir(name):
 def emit(**kv):
     sys.stdout.write(json.dumps(kv, sort_keys=False) + "\n")
     sys.stdout.flush()
+
+
+def free_port():
+    """A port on 127.0.0.1 nothing listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
 
 def compile_c(src, cxx=False, extra=()):

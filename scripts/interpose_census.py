@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,9 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchutil import emit, free_port  # noqa: E402
+
 WL = os.path.join(ROOT, "scripts", "workloads")
 LIB = os.path.join(ROOT, "graphsignal", "lib", "libgraphsignal_interpose.so")
 
@@ -39,19 +41,6 @@ WORKLOADS = {
     "torch_compile": [sys.executable, os.path.join(WL, "torch_mix.py"), "--eager", "50", "--replays", "0",
                       "--compiled", "300"],
 }
-
-
-def emit(**kw):
-    sys.stdout.write(json.dumps(kw, sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def frames(payload, name, field="samples"):
