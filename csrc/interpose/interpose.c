@@ -550,36 +550,31 @@ gs_CUresult gs_cuGetProcAddress(const char* symbol, void** pfn, int version, uin
   return r;
 }
 
+/* The driver's cuGetProcAddress[_v2] into *slot, on the first call of our
+ * export of that name (a program linked to libcuda calls it directly). */
+static void resolve_gpa(void** slot, const char* name, void* ours) {
+  void* h;
+  if (__atomic_load_n(slot, __ATOMIC_ACQUIRE)) return;
+  init_real_dlsym();
+  h = libcuda();
+  if (h) {
+    void* p = next_dlsym(h, name);
+    dlerror();
+    if (p && p != ours) __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+  }
+  pthread_once(&g_setup_once, setup);
+}
+
 /* Exported under the driver's names for programs linked to libcuda. */
 GS_EXPORT gs_CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status);
 gs_CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status) {
-  if (!__atomic_load_n(&g_gpa_v2, __ATOMIC_ACQUIRE)) {
-    void* h;
-    init_real_dlsym();
-    h = libcuda();
-    if (h) {
-      void* p = next_dlsym(h, "cuGetProcAddress_v2");
-      dlerror();
-      if (p && p != (void*)cuGetProcAddress_v2) __atomic_store_n(&g_gpa_v2, p, __ATOMIC_RELEASE);
-    }
-    pthread_once(&g_setup_once, setup);
-  }
+  resolve_gpa(&g_gpa_v2, "cuGetProcAddress_v2", (void*)cuGetProcAddress_v2);
   return gs_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
 }
 
 GS_EXPORT gs_CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
 gs_CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags) {
-  if (!__atomic_load_n(&g_gpa_v1, __ATOMIC_ACQUIRE)) {
-    void* h;
-    init_real_dlsym();
-    h = libcuda();
-    if (h) {
-      void* p = next_dlsym(h, "cuGetProcAddress");
-      dlerror();
-      if (p && p != (void*)cuGetProcAddress) __atomic_store_n(&g_gpa_v1, p, __ATOMIC_RELEASE);
-    }
-    pthread_once(&g_setup_once, setup);
-  }
+  resolve_gpa(&g_gpa_v1, "cuGetProcAddress", (void*)cuGetProcAddress);
   return gs_cuGetProcAddress(symbol, pfn, version, flags);
 }
 
