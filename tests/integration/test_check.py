@@ -34,7 +34,7 @@ def lib_dir(tmp_path):
 
 @pytest.mark.parametrize("flag", ["-V", "--version"])
 def test_version_flags(flag):
-    for mod, want in (("graphsignal.cli.run", "graphsignal %s\n" % __version__),
+    for mod, want in (("graphsignal.cli.run", "graphsignal-run %s\n" % __version__),
                       ("graphsignal.cli.top", "graphsignal-top %s\n" % __version__)):
         p = subprocess.run([sys.executable, "-m", mod, flag], capture_output=True, text=True, timeout=60)
         assert (p.returncode, p.stdout) == (0, want), p.stderr
