@@ -637,7 +637,11 @@ __asm__(
     "  .cfi_adjust_cfa_offset -8\n"
     "  testq %rax, %rax\n"
     "  jnz 1f\n"
-    "  jmp *gs_real_dlsym(%rip)\n"
+    /* no next dlsym found (never on glibc): answer NULL rather than jump to 0 */
+    "  movq gs_real_dlsym(%rip), %rax\n"
+    "  testq %rax, %rax\n"
+    "  jz 1f\n"
+    "  jmp *%rax\n"
     "1:\n"
     "  ret\n"
     "  .cfi_endproc\n"
