@@ -7,6 +7,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +85,18 @@ static void write_report(void) {
   if (!g_prefix[0]) return;
   snprintf(path, sizeof path, "%s.%ld.json", g_prefix, (long)getpid());
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  f = fopen(tmp, "w");
-  if (!f) return;
+  {
+    /* a new file of ours (0600): never written through a name another
+     * local user made first, or a symlink they planted there */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    f = fdopen(fd, "w");
+    if (!f) {
+      close(fd);
+      unlink(tmp);
+      return;
+    }
+  }
   fprintf(f, "{\"pid\":%ld,\"rows\":[", (long)getpid());
   for (i = 0; i < gs_interpose_rows(); i++)
     fprintf(f, "%s{\"name\":\"%s\",\"calls\":%llu,\"bound\":%d}", i ? "," : "", gs_interpose_row_name(i),

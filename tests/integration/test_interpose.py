@@ -213,3 +213,21 @@ def test_no_sampling_without_the_variable(built, tmp_path):
     did, rep, _ = run(built, tmp_path)
     assert rep["samples"] == {"taken": 0, "skipped": 0, "failed": 0}
     assert rep["graphs"][0]["sampled_n"] == 0
+
+
+def test_the_report_is_never_written_through_a_planted_symlink(built, tmp_path):
+    """GS_INTERPOSE_REPORT's temporary name is predictable: one that exists
+    already (another user's file, a symlink) is not written through."""
+    lib, fake_dir, progs = built
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    prefix = tmp_path / "report"
+    e = dict(os.environ, LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=lib, GS_INTERPOSE_REPORT=str(prefix))
+    # 2,000 graph launches 200 us apart: the program is still running when the name is planted
+    p = subprocess.Popen([progs["runtime"], "1", "20000", "0", "200"], env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    os.symlink(str(victim), "%s.%d.json.tmp" % (prefix, p.pid))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert victim.read_text() == "keep"
+    assert not os.path.exists("%s.%d.json" % (prefix, p.pid))
