@@ -150,7 +150,8 @@ _ContextKeys = TypedDict("_ContextKeys", {
     "host.name": str,
     "service.name": str,  # GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME; absent when neither is set
     "tags": Dict[str, str],  # GRAPHSIGNAL_TAGS; absent when none
-    "cuda.trace": Literal["off"],  # --cuda-trace off (GRAPHSIGNAL_CUDA_TRACE=0); absent when CUDA is traced
+    # --cuda-trace off (GRAPHSIGNAL_CUDA_TRACE=0) or light (the driver interposer); absent when CUPTI traces CUDA
+    "cuda.trace": Literal["off", "light"],
 }, total=False)
 
 

@@ -63,11 +63,13 @@ def parser():
                         "win); * turns the Host check off" % config.ALLOW_HOSTS_ENV)
     p.add_argument("--cuda-graph-trace", metavar="{graph,node}", type=args.choice(config.GRAPH_TRACE_CHOICES),
                    help="CUDA graph granularity (default: graph; env %s; the flag wins)" % config.GRAPH_TRACE_ENV)
-    p.add_argument("--cuda-trace", metavar="{on,off}", type=args.choice(config.CUDA_TRACE_CHOICES),
-                   help="CUDA activity collection through CUPTI in the workload (kernels, graphs, copies, syncs); "
-                        "off keeps CUPTI out of the workload and its cost with it: GPU telemetry, host, engine, "
-                        "probe and NVTX host-time signals stay (default: on; env %s=1|0; the flag wins)"
-                        % config.CUDA_TRACE_ENV)
+    p.add_argument("--cuda-trace", metavar="{on,off,light}", type=args.choice(config.CUDA_TRACE_CHOICES),
+                   help="CUDA activity collection in the workload: on, through CUPTI (time per kernel, graph, "
+                        "copy and sync); light, without CUPTI, by interposing the CUDA driver (exact launch, "
+                        "replay, sync and copy counts, sync host time, graph GPU time estimated from sampled "
+                        "replays; no kernel time) at a fraction of on's cost; off keeps CUDA collection out "
+                        "of the workload: GPU telemetry, host, engine, probe and NVTX host-time signals stay "
+                        "(default: on; env %s=on|off|light|1|0; the flag wins)" % config.CUDA_TRACE_ENV)
     p.add_argument("--rocm-kernel-trace", metavar="{none,all}", type=args.choice(config.ROCM_TRACE_CHOICES),
                    help="per-kernel tracing on ROCm (default: none; env %s; the flag wins)"
                         % config.ROCM_TRACE_ENV)
@@ -108,8 +110,9 @@ def _as_a_run_sees_it(s):
     from graphsignal.sources.host import redact_command_line
 
     refused = {}
-    if s.nvtx == "gpu" and s.cuda_trace == "off":
-        refused["nvtx"] = "GPU time per range needs CUDA tracing, which is off: the run collects host time (on)"
+    if s.nvtx == "gpu" and s.cuda_trace != "on":
+        refused["nvtx"] = ("GPU time per range needs CUDA tracing through CUPTI (--cuda-trace on), which is %s: "
+                           "the run collects host time (on)" % s.cuda_trace)
     if s.signals_file:
         try:
             safefs.output_folder(s.signals_file)

@@ -188,6 +188,26 @@ EXPORT CUresult cuCtxGetCurrent(void** ctx) {
   return 0;
 }
 EXPORT CUresult cuCtxSetCurrent(void* ctx) { return ctx == &g_ctx_token ? 0 : 1; }
+/* one device, ordinal 0, whose UUID is the bytes 0xa0..0xaf */
+EXPORT CUresult cuCtxGetDevice(int* dev) {
+  *dev = 0;
+  return 0;
+}
+EXPORT CUresult cuDeviceGet(int* dev, int ordinal) {
+  if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  *dev = 0;
+  return 0;
+}
+EXPORT CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev) {
+  int i;
+  if (dev != 0) return 101;
+  for (i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i);
+  return 0;
+}
+EXPORT CUresult cuStreamQuery(void* s) {
+  (void)s;
+  return 0; /* nothing ever waits on this stand-in */
+}
 EXPORT CUresult cuEventCreate(void** e, unsigned flags) {
   (void)flags;
   *e = calloc(1, sizeof(fake_event));

@@ -1,0 +1,98 @@
+"""--cuda-trace light end to end, without a GPU: graphsignal-run preloads
+the package's own CUDA interposer into a C program that reaches a stand-in
+libcuda as the CUDA runtime does (tests/support/interpose), the interposer
+sends its counts through its ring, and the final payload holds them,
+equal to what the program did: launches per kernel symbol, replays per
+graph under its content name, syncs by kind with host time, copies by kind
+with bytes, memsets, the device's UUID, and no CUPTI anywhere."""
+import os
+
+import pytest
+
+from tests.integration.test_interpose import built, fnv_graph_name  # noqa: F401 (the fixture)
+from tests.support.gsrun import quiet_env, run_wrapped
+
+import json
+
+pytestmark = pytest.mark.skipif(os.uname().machine not in ("x86_64", "amd64"),
+                                reason="the interposer's dlsym trampoline is x86-64 only")
+
+UUID = "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"
+
+
+def profile(payload, name, **tags):
+    found = [m for m in payload["metrics"] if m["name"] == name and m["type"] == "profile"
+             and all(m["tags"].get(k) == v for k, v in tags.items())]
+    assert len(found) == 1, (name, tags, [m["tags"] for m in payload["metrics"] if m["name"] == name])
+    return {f["name"]: (f["value"], f["samples"]) for f in found[0]["stats"]["frames"]}, found[0]["tags"]
+
+
+def counters(payload, name):
+    return {m["tags"].get("kind", ""): m["stats"]["total"] for m in payload["metrics"] if m["name"] == name}
+
+
+def light_run(built, args, **extra_env):  # noqa: F811
+    lib, fake_dir, progs = built
+    env = quiet_env(LD_LIBRARY_PATH=fake_dir, **extra_env)
+    for k in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "GRAPHSIGNAL_CUDA_SAMPLE", "GRAPHSIGNAL_CUDA_SAMPLE_RATE"):
+        env.pop(k, None)
+    env.update(extra_env)
+    proc, payload = run_wrapped([progs["runtime"]] + list(args), options=["--cuda-trace", "light"], env=env,
+                                timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    did = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    assert payload is not None, proc.stderr.decode(errors="replace")[-3000:]
+    return did, payload, proc
+
+
+def test_light_payload_counts_equal_what_the_program_did(built):  # noqa: F811
+    did, payload, proc = light_run(built, ("8", "2000", "0", "0"), GRAPHSIGNAL_CUDA_SAMPLE="4",
+                                   GRAPHSIGNAL_CUDA_SAMPLE_RATE="0")
+    assert payload["context"].get("cuda.trace") == "light"
+    dev = {"device.cuda_index": "0", "device.uuid": UUID}
+
+    launches, tags = profile(payload, "cuda_kernel_launches", **dev)
+    assert {k: v[1] for k, v in launches.items()} == did["kernels"]
+    assert {k: v[0] for k, v in launches.items()} == did["kernels"]  # a count profile: value = launches
+    assert "process.pid" in tags
+
+    graphs, gtags = profile(payload, "cuda_graphs_nanoseconds", duration="sampled", **dev)
+    name = fnv_graph_name([(0, "_Z6kernelAv"), (0, "_Z6kernelBPf"), (0, "gemm_kernel"), (0, "_Z6kernelAv")])
+    assert list(graphs) == [name]
+    est_ns, replays = graphs[name]
+    assert replays == did["graph_launches"]
+    assert est_ns > 0  # the stand-in's events take the host's clock: every timed replay spans some time
+    timed = [m for m in payload["metrics"] if m["name"] == "cuda_graph_timed_replays"]
+    assert len(timed) == 1 and 0 < timed[0]["stats"]["total"] <= replays
+    # one launch in four per graph is a candidate, timed when one of the 64 event pairs is free
+    assert timed[0]["stats"]["total"] <= replays // 4
+
+    syncs, _ = profile(payload, "cuda_sync_nanoseconds", **dev)
+    assert syncs["stream"][1] == did["stream_syncs"]
+    assert syncs["context"][1] == did["context_syncs"]
+    assert syncs["synchronous_copy"][1] == did["htod"][0]  # each synchronous copy's wait
+
+    calls, _ = profile(payload, "cuda_memcpy_calls", **dev)
+    assert calls == {"host_to_device": (did["htod"][0],) * 2, "device_to_host": (did["dtoh"][0],) * 2}
+    assert counters(payload, "cuda_memcpy_bytes") == {"host_to_device": did["htod"][1],
+                                                      "device_to_host": did["dtoh"][1]}
+    sets, _ = profile(payload, "cuda_memset_calls", **dev)
+    assert sets == {"unknown": (did["memsets"][0],) * 2}
+    assert counters(payload, "cuda_memset_bytes") == {"unknown": did["memsets"][1]}
+
+    # no CUPTI: none of its series, no CUPTI ring, no drops
+    names = {m["name"] for m in payload["metrics"]}
+    assert "cuda_kernels_nanoseconds" not in names and "cuda_memcpy_nanoseconds" not in names
+    assert not [e for e in payload.get("errors", []) if "interpose" in e.get("message", "")], payload["errors"]
+
+
+def test_light_counts_without_sampling(built):  # noqa: F811
+    """GRAPHSIGNAL_CUDA_SAMPLE=0: replays exact, no time, no timed replays."""
+    did, payload, _ = light_run(built, ("2", "500", "2", "0"), GRAPHSIGNAL_CUDA_SAMPLE="0")
+    graphs, _ = profile(payload, "cuda_graphs_nanoseconds", duration="sampled")
+    (est_ns, replays), = graphs.values()
+    assert replays == did["graph_launches"] and est_ns == 0
+    timed = [m["stats"]["total"] for m in payload["metrics"] if m["name"] == "cuda_graph_timed_replays"]
+    assert timed in ([], [0])
+    launches, _ = profile(payload, "cuda_kernel_launches")
+    assert {k: v[1] for k, v in launches.items()} == did["kernels"]
