@@ -1,6 +1,9 @@
 /* The interposer's counts into the process's ring (--cuda-trace light).
  *
- * Under graphsignal-run (GRAPHSIGNAL_RUN_ID set) one thread, started when
+ * Under graphsignal-run --cuda-trace light (GRAPHSIGNAL_RUN_ID set, and
+ * GRAPHSIGNAL_CUDA_TRACE=light, which graphsignal-run sets: preloaded into
+ * a run of another collection, the interposer sends nothing, so no series
+ * is counted twice) one thread, started when
  * the process first reaches the driver, sends the counters' growth every
  * GS_FLUSH_MS, and the exit sends the rest. The ring,
  * /dev/shm/gs-<run>-<pid>-interpose, is made at the first flush that has
@@ -243,6 +246,8 @@ static void on_fork_child(void) { g_forked = 1; }
 
 void gs_flush_setup(void) {
   pthread_t t;
+  const char* mode = getenv("GRAPHSIGNAL_CUDA_TRACE");
+  if (!mode || strcmp(mode, "light") != 0) return;
   if (!graphsignal_ring_name(g_ring_name, sizeof g_ring_name, "interpose")) return; /* not under graphsignal-run */
   g_pid = getpid();
   pthread_atfork(NULL, NULL, on_fork_child);

@@ -88,7 +88,23 @@ def _gpu_activity(api: str, label: str) -> List[Meta]:
     ]
 
 
-_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
+# --cuda-trace light: the CUDA driver interposer counts without timing; its count
+# profiles export under the CUPTI collection's call families (a value per frame, the
+# calls; no second family), so a panel of launch or copy counts reads either
+_LIGHT = "--cuda-trace light: counted, not timed"
+_LIGHT_TABLE: List[Meta] = [
+    _m("cuda_kernel_launches", "profile", "cuda_kernel_launches", "", "{launch}", 1,
+       "CUDA kernels launched, per kernel (%s; frame: the symbol)" % _LIGHT, tags=_CUPTI_TAGS),
+    _m("cuda_memcpy_calls", "profile", "cuda_memcpy_calls", "", "{call}", 1,
+       "CUDA memory copies, per copy kind (%s)" % _LIGHT, tags=_CUPTI_TAGS),
+    _m("cuda_memset_calls", "profile", "cuda_memset_calls", "", "{call}", 1,
+       "CUDA memsets (%s)" % _LIGHT, tags=_CUPTI_TAGS),
+    _m("cuda_graph_timed_replays", "counter", "cuda_graph_timed_replays", "", "{replay}", 1,
+       "CUDA graph replays timed by event pairs, behind cuda_graphs_nanoseconds{duration=\"sampled\"}'s estimate "
+       "(--cuda-trace light)", tags=_CUPTI_TAGS),
+]
+
+_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + _LIGHT_TABLE + [
     _m("cuda_graph_trace_mode", "gauge", "cuda_graph_trace_mode", "", "1", 1,
        "How CUDA graphs are traced: 0 = per graph, 1 = per node kernel", tags="process.pid"),
     _m("nvtx_ranges_nanoseconds", "profile", "nvtx_ranges_seconds", "seconds", "ns", NS,

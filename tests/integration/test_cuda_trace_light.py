@@ -5,14 +5,13 @@ sends its counts through its ring, and the final payload holds them,
 equal to what the program did: launches per kernel symbol, replays per
 graph under its content name, syncs by kind with host time, copies by kind
 with bytes, memsets, the device's UUID, and no CUPTI anywhere."""
+import json
 import os
 
 import pytest
 
 from tests.integration.test_interpose import built, fnv_graph_name  # noqa: F401 (the fixture)
 from tests.support.gsrun import quiet_env, run_wrapped
-
-import json
 
 pytestmark = pytest.mark.skipif(os.uname().machine not in ("x86_64", "amd64"),
                                 reason="the interposer's dlsym trampoline is x86-64 only")
@@ -96,3 +95,18 @@ def test_light_counts_without_sampling(built):  # noqa: F811
     assert timed in ([], [0])
     launches, _ = profile(payload, "cuda_kernel_launches")
     assert {k: v[1] for k, v in launches.items()} == did["kernels"]
+
+
+def test_interposer_preloaded_into_another_collection_sends_nothing(built):  # noqa: F811
+    """Preloaded by hand into a run of another collection (here --cuda-trace
+    off; under on, CUPTI's series would be counted twice), the interposer
+    counts but never writes a ring: no light series, no interposer ring."""
+    lib, fake_dir, progs = built
+    env = quiet_env(LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=lib)
+    env.pop("GRAPHSIGNAL_CUDA_TRACE", None)
+    proc, payload = run_wrapped([progs["runtime"], "2", "200", "0", "0"], options=["--cuda-trace", "off"], env=env)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    names = {m["name"] for m in payload["metrics"]}
+    assert not names & {"cuda_kernel_launches", "cuda_graphs_nanoseconds", "cuda_sync_nanoseconds",
+                        "cuda_memcpy_calls", "cuda_memcpy_bytes"}, names
+    assert payload["context"].get("cuda.trace") == "off"
