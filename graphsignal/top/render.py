@@ -398,6 +398,8 @@ def _tabs(model, ui):
         segs.append(("totals since start (no window from the endpoint)", "dim"))
     if model.trace_mode == "off":
         segs.append(("   cuda trace: off", "dim"))
+    elif model.trace_mode == "light":
+        segs.append(("   cuda trace: light (counts exact, graph time sampled, no kernel time)", "dim"))
     elif model.trace_mode:
         segs.append(("   cuda graph trace: %s" % model.trace_mode, "dim"))
     return segs
@@ -430,13 +432,16 @@ def _row_cells(kind, r, table, covered):
     avg = (r.window_value / r.window_samples) if r.window_samples else (
         (r.total_value / r.total_samples) if r.total_samples else None)
     calls = (r.window_samples / covered) if covered else None
+    if table.untimed:  # counted, not timed (--cuda-trace light)
+        share = rate = avg = None
+    total = "-" if table.untimed else fmt_ns(r.total_value)
     cells = [fmt_pct(share, 1) if share is not None else "-", fmt_ns(rate) if rate is not None else "-",
-             fmt_count(round(calls, 1)) if calls is not None else "-", fmt_ns(avg)]
+             fmt_count(round(calls, 1)) if calls is not None else "-", fmt_ns(avg) if avg is not None else "-"]
     if kind == MEMORY:
         bps = (r.window_bytes / covered) if (covered and r.window_bytes is not None) else None
-        cells += [fmt_bytes(bps), fmt_ns(r.total_value), fmt_bytes(r.total_bytes)]
+        cells += [fmt_bytes(bps), total, fmt_bytes(r.total_bytes)]
     else:
-        cells += [fmt_ns(r.total_value), fmt_count(r.total_samples)]
+        cells += [total, fmt_count(r.total_samples)]
         if kind == KERNELS:
             cells.append(r.category)
     if table.who:
@@ -480,7 +485,7 @@ def _table_lines(model, ui, width, max_rows, g):
             empty = "CUDA tracing is off (--cuda-trace off): no CUDA activity is collected"
         header.append(_line(("   " + empty, "dim")))
         return header, []
-    if t.measured and not t.window_value and model.window:
+    if t.measured and not t.window_value and model.window and not t.untimed:
         header.append(_line(("   nothing in the last %s s; sorted by totals since start"
                              % fmt_num((model.window or {}).get("seconds")), "dim")))
     rows = []

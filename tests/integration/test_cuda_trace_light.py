@@ -79,6 +79,19 @@ def test_light_payload_counts_equal_what_the_program_did(built):  # noqa: F811
     assert sets == {"unknown": (did["memsets"][0],) * 2}
     assert counters(payload, "cuda_memset_bytes") == {"unknown": did["memsets"][1]}
 
+    # graphsignal-top says which collection it shows, and gives counts where no time was measured
+    from graphsignal.top.render import UI, line_text, render
+    from graphsignal.top.state import TopState
+
+    model = TopState().update(payload)
+    text = "\n".join(line_text(ln) for ln in render(model, UI(), width=160))
+    assert "cuda trace: light" in text
+    kernels = model.tables["kernels"]
+    assert kernels.untimed and [r.total_samples for r in kernels.rows] == sorted(did["kernels"].values(),
+                                                                                 reverse=True)
+    row = " ".join(line_text(ln) for ln in render(model, UI(), width=160) if "gemm_kernel" in line_text(ln))
+    assert str(did["kernels"]["gemm_kernel"]) in row.replace(",", "") and " 0 ns" not in row
+
     # no CUPTI: none of its series, no CUPTI ring, no drops
     names = {m["name"] for m in payload["metrics"]}
     assert "cuda_kernels_nanoseconds" not in names and "cuda_memcpy_nanoseconds" not in names
