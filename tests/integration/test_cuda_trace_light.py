@@ -123,3 +123,17 @@ def test_interposer_preloaded_into_another_collection_sends_nothing(built):  # n
     assert not names & {"cuda_kernel_launches", "cuda_graphs_nanoseconds", "cuda_sync_nanoseconds",
                         "cuda_memcpy_calls", "cuda_memcpy_bytes"}, names
     assert payload["context"].get("cuda.trace") == "off"
+
+
+def test_a_forked_child_never_sends_the_parents_counts(built):  # noqa: F811
+    """The child inherits the parent's counters and its ring's mapping, not
+    its flusher: sending at the child's exit would count the parent's
+    launches twice. The payload holds the parent's own, exactly."""
+    lib, fake_dir, progs = built
+    env = quiet_env(LD_LIBRARY_PATH=fake_dir)
+    env.pop("LD_PRELOAD", None)
+    proc, payload = run_wrapped([progs["fork"], "300", "120"], options=["--cuda-trace", "light"], env=env)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    did = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    launches, _ = profile(payload, "cuda_kernel_launches")
+    assert launches == {"forked_kernel": (did["parent"], did["parent"])}

@@ -45,6 +45,8 @@ def built():
     for name, args in progs.items():
         out[name] = os.path.join(d, "cuda_user_" + name)
         subprocess.run(["gcc"] + warn + ["-o", out[name]] + args, check=True)
+    out["fork"] = os.path.join(d, "fork_user")
+    subprocess.run(["gcc"] + warn + ["-o", out["fork"], os.path.join(SUPPORT, "fork_user.c"), "-ldl"], check=True)
     out["next"] = os.path.join(d, "libnext_getpid.so")
     subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-o", out["next"], os.path.join(SUPPORT, "next_getpid.c"),
                                                          "-ldl"], check=True)
