@@ -268,4 +268,6 @@ def test_the_renderer_decodes_only_what_the_rules_read():
     assert json.loads(build_signals(s))["findings"] == []
 
 
-CASES_KNOWN = set()  # recordings of tests/data/llamacpp_cases (tests/unit/test_findings_cases.py) are theirs
+# recordings of tests/data/llamacpp_cases are tests/unit/test_findings_cases.py's
+CASES_KNOWN = {"llamacpp_cases/" + c for c in ("healthy", "one_slot", "graphs_off", "cpu_layers", "tiny_ubatch",
+                                               "fa_off", "small_context")}
