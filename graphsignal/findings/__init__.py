@@ -34,7 +34,7 @@ from graphsignal.findings import config, copies, engine, gemm, launch, profiler,
 from graphsignal.findings.facts import Facts
 from graphsignal.signals_model import Finding, Signals
 
-__all__ = ["compute", "RULES", "FAMILIES", "reads"]
+__all__ = ["compute", "RULES", "FAMILIES", "reads", "ENCODED_PREFIXES"]
 
 Rule = Callable[[Facts], List[Finding]]
 FAMILIES = (sync, copies, launch, engine, config, gemm, ranks, profiler)
@@ -52,6 +52,10 @@ MAX_FINDINGS = 20
 # series the rules read, by name or prefix: the sidecar decodes only these
 PREFIXES = ("cuda_", "gpu_busy_time", "gpu_memory_", "gpu_tensor_active", "gpu_sm_active", "process_cpu_time",
             "graphsignal_", "prometheus_scrape", "vllm:", "sglang:", "llamacpp:", "trtllm")
+
+
+# the same as the start of a series' JSON ({"name":"...), for a reader that filters encoded series
+ENCODED_PREFIXES = tuple(b'{"name":"' + p.encode() for p in PREFIXES)
 
 
 def reads(name: str) -> bool:

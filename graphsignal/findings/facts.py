@@ -70,15 +70,20 @@ class Series:
 
 
 def _frames(stats: Mapping[str, Any]) -> List[Tuple[str, float, float, str, str]]:
+    """A profile's frames as tuples; a frame without a name or numbers is
+    left out. One pass, no call per field: a payload may carry 250 frames
+    for each of many processes, and /signals computes this on every read."""
     out: List[Tuple[str, float, float, str, str]] = []
     frames = stats.get("frames")
     if not isinstance(frames, list):
         return out
     for f in frames:
-        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+        try:
+            name = f["name"]
+            out.append((name, float(f["value"]), float(f["samples"]), f.get("category") or "",
+                        f.get("display_name") or name))
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue
-        out.append((f["name"], _num(f.get("value")) or 0.0, _num(f.get("samples")) or 0.0,
-                    str(f.get("category") or ""), str(f.get("display_name") or f["name"])))
     return out
 
 
