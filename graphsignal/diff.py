@@ -387,8 +387,10 @@ def compare(before, after, before_label="BEFORE", after_label="AFTER", use_windo
     order = {k: i for i, k in enumerate(KINDS)}
     changes.sort(key=lambda c: (order[c["kind"]], c.get("significant") is False, -abs(c["delta"] or 0),
                                 c["metric"], c["frame"] or "", sorted(c["tags"].items())))
+    from graphsignal.findings import compare as findings_compare  # the rules, only when two runs are compared
+
     return {"before": _describe(B), "after": _describe(A), "normalized_by": norm.describe(B, A),
-            "changes": changes, "warnings": warnings}
+            "changes": changes, "warnings": warnings, "findings": findings_compare.between(before, after)}
 
 
 def _runs(p):
@@ -806,7 +808,9 @@ _PER_TITLE = {"second": "per second of covered time", "run": "totals of each run
 def to_text(doc, width=160):
     """The comparison for people: a headline, what each side covers, the
     warnings, then a table per kind sorted by absolute change."""
-    lines = [headline(doc)]
+    from graphsignal.findings import compare as findings_compare
+
+    lines = [headline(doc)] + findings_compare.lines(doc.get("findings") or {})
     norm = doc.get("normalized_by") or {"name": "second", "why": "per second of covered time"}
     for side in ("before", "after"):
         d = doc[side]

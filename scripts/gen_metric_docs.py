@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes SKILL.md's metric table anew from graphsignal/naming/metrics.py
+"""Writes the metric table of graphsignal/reference/metrics.md
+(graphsignal-run --explain metrics) anew from graphsignal/naming/metrics.py
 (the table /metrics' names, units and HELP lines come from), between its
-two marks. --check: exit 1 when SKILL.md's table differs (what the tests
+two marks. --check: exit 1 when the file's table differs (what the tests
 run)."""
 import argparse
 import os
@@ -15,15 +16,15 @@ from graphsignal.naming import metrics  # noqa: E402
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
-    ap.add_argument("--check", action="store_true", help="only say whether SKILL.md is up to date")
+    ap.add_argument("--check", action="store_true", help="only say whether the table is up to date")
     args = ap.parse_args(argv)
-    path = os.path.join(ROOT, "SKILL.md")
+    path = os.path.join(ROOT, "graphsignal", "reference", "metrics.md")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     new = metrics.replace_in(text)
     if args.check:
         if new != text:
-            print("SKILL.md's metric table is out of date: run scripts/gen_metric_docs.py")
+            print("graphsignal/reference/metrics.md: the metric table is out of date: run scripts/gen_metric_docs.py")
             return 1
         return 0
     if new != text:

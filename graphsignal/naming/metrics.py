@@ -1,7 +1,8 @@
 """One table of metric metadata: what each /signals metric is called in
 Prometheus (/metrics) and in OTLP, its unit, type and a sentence a person
-reads. /metrics' names and HELP lines and SKILL.md's metric list
-(scripts/gen_metric_docs.py) are made from it, so they cannot drift.
+reads. /metrics' names and HELP lines and the metric list of
+graphsignal/reference/metrics.md (scripts/gen_metric_docs.py) are made
+from it, so they cannot drift.
 
 /signals keeps its own names (its contract is SKILL.md's); the
 exposition follows Prometheus's naming rules:
@@ -412,7 +413,8 @@ def _prom_cell(m: Meta) -> str:
 
 
 def markdown() -> str:
-    """SKILL.md's metric list: every entry of the table (and the series only
+    """The metric list of graphsignal/reference/metrics.md (graphsignal-run
+    --explain metrics): every entry of the table (and the series only
     /metrics has), between BEGIN_MARK and END_MARK."""
     out = [BEGIN_MARK, "",
            "| /signals name | type | tags | /metrics name | unit | what it is |",

@@ -2,8 +2,8 @@
 when the scraper's Accept asks for it).
 
 Mapping, from a /signals series to Prometheus families, by one table
-(graphsignal.naming.metrics: names, units, HELP text; SKILL.md's metric
-list is made from the same table):
+(graphsignal.naming.metrics: names, units, HELP text; the metric list of
+graphsignal/reference/metrics.md is made from the same table):
 
   name      the table's name for our own metrics (Prometheus's naming
             rules: the `graphsignal_` prefix, base units, `_ratio` for

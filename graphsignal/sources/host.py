@@ -20,7 +20,7 @@ from graphsignal.sources.twins import ProcessCpuTotals
 
 
 # -- redaction of command lines ------------------------------------------------------------
-# What is hidden and what is not is listed in SKILL.md (process resources);
+# What is hidden and what is not is listed in graphsignal/reference/metrics.md (process resources);
 # tests/unit/test_redaction.py holds both tables. The rules, in order:
 # 1. the argument list as the program sees it: values of secret-named
 #    options ("--api-key X", "--hf-token=X", "HF_TOKEN=X"), headers

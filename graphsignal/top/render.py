@@ -7,6 +7,7 @@ the front end decides what each looks like, or ignores them (NO_COLOR).
 """
 import time
 
+from graphsignal.top import findings_view
 from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TABLES, who_cell
 
 STYLES = ("title", "head", "dim", "ok", "warn", "bad", "sel", "bar", "key")
@@ -559,6 +560,7 @@ def render(model, ui, width=None, height=None, now=None, unicode=True):
     W = width or 160
     sections = [  # (priority: higher goes first when space is short, lines)
         (0, _title(model, ui, now, g, once)),
+        (1, findings_view.section(model, once, _line)),
         (2, _host_section(model, once, g)),
         (1, _gpu_section(model, W, g)),
         (1, _engine_section(model, W, g)),

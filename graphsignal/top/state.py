@@ -10,6 +10,7 @@ import collections
 import time
 
 from graphsignal import naming
+from graphsignal.top import findings_view
 
 KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
 TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
@@ -120,6 +121,8 @@ class Model:
         self.errors_total = 0
         self.tables = {t: Table(t) for t in TABLES}
         self.trace_mode = None
+        self.findings = []  # the payload's (graphsignal.top.findings_view)
+        self.findings_computed = False
 
 
 # -- small helpers ------------------------------------------------------------------
@@ -279,6 +282,7 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     _engine(m, payload, tokens_hist, prev_payload)
     _probes(m, metrics, w_by_key)
     m.nvtx = nvtx_rows(by_name, w_by_key)
+    m.findings, m.findings_computed = findings_view.of_payload(payload)
     errs = payload.get("errors") or []
     m.errors = list(reversed(errs))  # newest first
     m.errors_total = sum(int(e.get("count") or 1) for e in errs)

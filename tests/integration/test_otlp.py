@@ -357,8 +357,8 @@ def test_skills_otlp_name_table_is_what_the_exporter_sends():
     import os
     import re
 
-    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "SKILL.md")).read()
-    section = text.split("## 11.", 1)[1]
+    # graphsignal-run --explain otlp
+    section = open(os.path.join(os.path.dirname(__file__), "..", "..", "graphsignal", "reference", "otlp.md")).read()
     rows = re.findall(r"^\| `([a-z_]+)`(?: \((\w+)\))?[^|]*\| `([a-z_.]+)`[^|]*\| `([^`]*)`", section, re.M)
     assert len(rows) >= 7, rows
     for name, type_, otlp_name, unit in rows:
