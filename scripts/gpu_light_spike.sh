@@ -5,11 +5,12 @@
 # llama-server built in the background meanwhile. Results go to $OUT.
 #
 #   GS_ENG=/path/with/llama.cpp-src.tgz+make_tiny_gguf.py bash scripts/gpu_light_spike.sh [step ...]
-#   steps: build census gpm percall llama compile wait e2e (default: build census percall)
+#   steps: build census gpm percall llama compile wait findings e2e (default: build census percall)
 #   build: this package and the interposer; llama-server, the tiny model and the ~1 B one in the background
 #          (wait: until they are made); the anchor (graphsignal 1.1.2) from build/e2e/anchor's wheels, if there
 #   census: coverage against CUPTI and --cuda-trace light's payload, sampled graph time against CUPTI's
 #   llama: the same on llama-server (GS_CENSUS_CLIENTS clients, default 1: a steady decode)
+#   findings: the llama-server cases the findings are tested on (scripts/record_findings_cases.py) into $OUT/cases
 #   e2e: llama-server decode speed, modes GS_E2E_MODES (default bare,bare2,light,graph,off[,anchor]) on
 #        GS_E2E_MODEL (tiny or big), interleaved (GS_E2E_REPS, default 8; GS_E2E_CLIENTS, default 1,4)
 set -u
@@ -68,6 +69,12 @@ for step in $steps; do
       timeout 300 python3 scripts/interpose_census.py --out /tmp/census --workloads "" \
         --clients "${GS_CENSUS_CLIENTS:-1}" --n-predict 256 --llama-server /tmp/eng/build/bin/llama-server \
         --model /tmp/eng/tiny.gguf >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
+    findings)
+      for i in $(seq 1 60); do [ -f /tmp/eng/ready ] && break; sleep 5; done
+      mkdir -p "$OUT/cases"
+      timeout "${GS_FINDINGS_TIMEOUT:-300}" python3 scripts/record_findings_cases.py \
+        --llama-server /tmp/eng/build/bin/llama-server --model /tmp/eng/tiny.gguf --out "$OUT/cases" \
+        >"$OUT/cases.jsonl" 2>"$OUT/cases.err";;
     e2e)
       model=${GS_E2E_MODEL:-tiny}
       for i in $(seq 1 100); do [ -f /tmp/eng/ready ] && { [ "$model" = tiny ] || [ -f /tmp/eng/big-ready ]; } && break
