@@ -71,10 +71,11 @@ for step in $steps; do
         --model /tmp/eng/tiny.gguf >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
     findings)
       for i in $(seq 1 60); do [ -f /tmp/eng/ready ] && break; sleep 5; done
-      mkdir -p "$OUT/cases"
+      mkdir -p /tmp/cases
       timeout "${GS_FINDINGS_TIMEOUT:-300}" python3 scripts/record_findings_cases.py \
-        --llama-server /tmp/eng/build/bin/llama-server --model /tmp/eng/tiny.gguf --out "$OUT/cases" \
-        >"$OUT/cases.jsonl" 2>"$OUT/cases.err";;
+        --llama-server /tmp/eng/build/bin/llama-server --model /tmp/eng/tiny.gguf --out /tmp/cases \
+        >"$OUT/cases.jsonl" 2>"$OUT/cases.err"
+      tar czf "$OUT/cases.tgz" -C /tmp cases;;
     e2e)
       model=${GS_E2E_MODEL:-tiny}
       for i in $(seq 1 100); do [ -f /tmp/eng/ready ] && { [ "$model" = tiny ] || [ -f /tmp/eng/big-ready ]; } && break
