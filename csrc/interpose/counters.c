@@ -276,6 +276,7 @@ static void name_exec(gs_CUgraphExec exec, gs_CUgraph graph, int keep_known) {
   if (__atomic_load_n(&slot->name, __ATOMIC_ACQUIRE) == NULL || strcmp(slot->graph_name, name) != 0) {
     memcpy(slot->graph_name, name, sizeof name);
     __atomic_store_n(&slot->name, slot->graph_name, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&slot->name_gen, 1, __ATOMIC_RELEASE); /* the flusher sends the new name */
   }
   __atomic_fetch_add(&gs_state.graph_captures, 1, RELAXED);
 }

@@ -37,6 +37,8 @@ typedef struct {
   uint64_t est_sent_ns;  /* graphs: estimated GPU time the flusher has sent */
   uint64_t timed_sent;   /* graphs: timed replays the flusher has sent */
   int32_t device;        /* CUDA ordinal of the context current at first sight; set before `name` (atomic) */
+  uint32_t name_gen;     /* graphs: bumped at each rename (atomic) */
+  uint32_t name_gen_sent; /* graphs: the rename whose name the flusher sent */
   char graph_name[GS_NAME_MAX]; /* graphs: written before `name` points at it */
 } gs_slot;
 
@@ -136,6 +138,7 @@ extern gs_sample_stats gs_sampling;
 void gs_sample_setup(void* libcuda_handle, const char* period, const char* rate);
 int gs_sample_begin(gs_slot* slot, gs_CUstream s, int per_thread, void** ticket);
 void gs_sample_end(void* ticket, gs_CUstream s, int per_thread, int launched);
+void gs_sample_drain(void);
 
 /* Rare calls. */
 void gs_graph_instantiated(gs_CUgraphExec exec, gs_CUgraph graph);

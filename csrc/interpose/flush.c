@@ -90,16 +90,19 @@ static int device_ready(int dev) {
   return 1;
 }
 
-/* The slot's name id in the ring, sent on first use (0: not yet). */
+/* The slot's name id in the ring, sent on first use and again after a
+ * rename (a graph re-instantiated into a reused handle); 0: not yet. */
 static uint32_t name_of(gs_slot* s, const char* fallback) {
   const char* name;
-  uint32_t id;
-  if (s->name_id) return s->name_id;
+  uint32_t id, gen = __atomic_load_n(&s->name_gen, __ATOMIC_ACQUIRE);
+  if (s->name_id && gen == s->name_gen_sent) return s->name_id;
   name = __atomic_load_n(&s->name, __ATOMIC_ACQUIRE);
   if (!name) name = fallback;
   id = graphsignal_ring_new_name_id(g_ring);
-  if (!graphsignal_ring_send_name(g_ring, id, GRAPHSIGNAL_NAME_PLAIN, name, strlen(name))) return 0;
+  if (!graphsignal_ring_send_name(g_ring, id, GRAPHSIGNAL_NAME_PLAIN, name, strnlen(name, GS_NAME_MAX * 64)))
+    return 0;
   s->name_id = id;
+  s->name_gen_sent = gen;
   return id;
 }
 
@@ -238,6 +241,7 @@ static void* flusher(void* arg) {
 }
 
 static void at_exit(void) {
+  if (!g_forked && getpid() == g_pid) gs_sample_drain();
   flush_once();
   if (!g_forked && getpid() == g_pid && g_ring) graphsignal_ring_close(g_ring); /* nothing more will come */
 }

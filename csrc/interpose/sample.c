@@ -41,7 +41,7 @@ typedef void* (*dlsym_fn)(void*, const char*);
 extern void* gs_real_dlsym;
 
 typedef struct {
-  int state; /* 0 free, 1 taken (being recorded), 2 in flight (atomic) */
+  int state; /* 0 free, 1 taken (being recorded), 2 in flight, 3 being read (atomic) */
   gs_CUevent start, end;
   gs_slot* slot;
   int idle;         /* the stream had nothing to run when the start event was recorded */
@@ -96,36 +96,53 @@ void gs_sample_setup(void* h, const char* period, const char* rate) {
   g_period = n;
 }
 
+/* One pass over the pairs in flight: each whose end event completed adds
+ * its span to its graph. Never waits. 1 when some pair is still in flight.
+ * The harvester thread and the exit both call it: a pair is taken for the
+ * pass (state 2 -> 3) by one of them at a time. */
+static int sweep(void) {
+  int i, busy = 0;
+  for (i = 0; i < GS_PAIRS; i++) {
+    pair* p = &g_pairs[i];
+    gs_CUresult r;
+    float ms = 0;
+    int expected = 2;
+    if (!__atomic_compare_exchange_n(&p->state, &expected, 3, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    r = fn.event_query(p->end);
+    if (r == CU_ERROR_NOT_READY) {
+      __atomic_store_n(&p->state, 2, __ATOMIC_RELEASE);
+      busy = 1;
+      continue;
+    }
+    if (r == GS_CUDA_SUCCESS && fn.elapsed(&ms, p->start, p->end) == GS_CUDA_SUCCESS && ms >= 0) {
+      uint64_t raw = (uint64_t)((double)ms * 1e6 + 0.5);
+      uint64_t ns = p->idle ? (raw > p->host ? raw - p->host : 0) : raw;
+      __atomic_fetch_add(&p->slot->sampled_raw_ns, raw, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&p->slot->sampled_idle, (uint64_t)p->idle, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&p->slot->sampled_ns, ns, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&p->slot->sampled_n, 1, __ATOMIC_RELAXED);
+    } else {
+      __atomic_fetch_add(&gs_sampling.failed, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&p->state, 0, __ATOMIC_RELEASE);
+  }
+  return busy;
+}
+
 static void* harvest(void* arg) {
   struct timespec nap = {0, 1000000}; /* 1 ms between sweeps while pairs are in flight */
   struct timespec idle = {0, 5000000};
   (void)arg;
   fn.ctx_set_current(g_ctx);
-  for (;;) {
-    int i, busy = 0;
-    for (i = 0; i < GS_PAIRS; i++) {
-      pair* p = &g_pairs[i];
-      gs_CUresult r;
-      float ms = 0;
-      if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 2) continue;
-      busy = 1;
-      r = fn.event_query(p->end);
-      if (r == CU_ERROR_NOT_READY) continue;
-      if (r == GS_CUDA_SUCCESS && fn.elapsed(&ms, p->start, p->end) == GS_CUDA_SUCCESS && ms >= 0) {
-        uint64_t raw = (uint64_t)((double)ms * 1e6 + 0.5);
-        uint64_t ns = p->idle ? (raw > p->host ? raw - p->host : 0) : raw;
-        __atomic_fetch_add(&p->slot->sampled_raw_ns, raw, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->slot->sampled_idle, (uint64_t)p->idle, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->slot->sampled_ns, ns, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->slot->sampled_n, 1, __ATOMIC_RELAXED);
-      } else {
-        __atomic_fetch_add(&gs_sampling.failed, 1, __ATOMIC_RELAXED);
-      }
-      __atomic_store_n(&p->state, 0, __ATOMIC_RELEASE);
-    }
-    nanosleep(busy ? &nap : &idle, NULL);
-  }
+  for (;;) nanosleep(sweep() ? &nap : &idle, NULL);
   return NULL;
+}
+
+/* At exit: the pairs whose replays have finished by now, so a short run's
+ * samples are not lost with the harvester's next nap. */
+void gs_sample_drain(void) {
+  if (__atomic_load_n(&g_pool_state, __ATOMIC_ACQUIRE) != 2) return;
+  sweep();
 }
 
 /* The pool, made once in the context current on the first sampling thread. */

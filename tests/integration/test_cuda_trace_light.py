@@ -45,8 +45,9 @@ def light_run(built, args, **extra_env):  # noqa: F811
 
 
 def test_light_payload_counts_equal_what_the_program_did(built):  # noqa: F811
+    # the stand-in's streams all busy: each timed replay keeps its event pair's span (> 0)
     did, payload, proc = light_run(built, ("8", "2000", "0", "0"), GRAPHSIGNAL_CUDA_SAMPLE="4",
-                                   GRAPHSIGNAL_CUDA_SAMPLE_RATE="0")
+                                   GRAPHSIGNAL_CUDA_SAMPLE_RATE="0", FAKE_CUDA_BUSY="1")
     assert payload["context"].get("cuda.trace") == "light"
     dev = {"device.cuda_index": "0", "device.uuid": UUID}
 

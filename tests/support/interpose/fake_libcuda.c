@@ -204,9 +204,12 @@ EXPORT CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev) {
   for (i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i);
   return 0;
 }
+/* FAKE_CUDA_BUSY=1: every stream still has work queued (600, CUDA_ERROR_NOT_READY), so a sampled
+ * launch's event pair is taken as it is; else every stream is idle and the host's share comes out */
 EXPORT CUresult cuStreamQuery(void* s) {
+  const char* busy = getenv("FAKE_CUDA_BUSY");
   (void)s;
-  return 0; /* nothing ever waits on this stand-in */
+  return busy && *busy == '1' ? 600 : 0;
 }
 EXPORT CUresult cuEventCreate(void** e, unsigned flags) {
   (void)flags;
