@@ -196,8 +196,12 @@ def _host_section(model, once, g):
     cpu = fmt_pct(h.get("cpu"))
     cores = h.get("cpu_count")
     mem = "%s / %s" % (fmt_bytes(h.get("mem_used")), fmt_bytes(h.get("mem_total")))
-    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (
-        cpu, (" of %d cores (100%% = one core)" % cores) if cores else "", mem, len(model.processes)))]
+    busy = h.get("cpu_busy")
+    of = (" of %d cores" % cores) if cores else ""
+    if busy is not None:
+        of += " (%.2f busy)" % busy
+    # the host's figure is a share of all its cores; a process's below is top's (100% = one core)
+    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (cpu, of, mem, len(model.processes)))]
     limit = len(model.processes) if once else 4
     for p in model.processes[:limit]:
         lines.append(_line("   pid %-7s cpu %6s  rss %10s  " % (p["pid"], fmt_pct(p["cpu"], 1), fmt_bytes(p["rss"])),
@@ -252,6 +256,10 @@ def _gpu_section(model, width, g):
 def _engine_section(model, width, g):
     e = model.engine
     if not e:
+        sc = model.engine_scrape
+        if sc and not sc["up"]:  # where it looks, and what it got (a wrong --metrics-port shows here)
+            return [_line((" ENGINE ", "head"), ("no engine metrics from %s: " % sc["url"], "warn"),
+                          (sc["reason"] or "no answer yet", "dim"))]
         return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)",
                                              "dim"))]
     spark_w = max(8, min(24, width - 130)) if width else 16
