@@ -317,7 +317,9 @@ def _probe_line(p, g):
     elif t == "counter":
         text = "total %s  rate %s/s" % (vf(st.get("total")), vf(w.get("rate")))
     elif t == "gauge":
-        text = "value %s" % vf(st.get("value"))
+        # with a window, its value: the one at the tick its min and max end on (the live value is
+        # newer and may lie outside them)
+        text = "value %s" % vf(w.get("value") if "value" in w else st.get("value"))
         if w.get("min") is not None:
             text += "  window min %s max %s" % (vf(w.get("min")), vf(w.get("max")))
     elif t == "profile":
