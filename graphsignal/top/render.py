@@ -179,8 +179,15 @@ def _title(model, ui, now, g, once):
     parts.append((" " + "  ".join(info), None))
     lines = [parts]
     if not model.ok:
-        msg = "endpoint %s unreachable: %s%s" % (model.endpoint, model.error,
-                                                 "" if once else "; retrying every second")
+        err = str(model.error)
+        if err.startswith("HTTP 404"):  # something answered: it is there, but it is not a profiler's endpoint
+            msg = "not found at http://%s/signals (%s; is this graphsignal-run's --listen-port?)" % (
+                model.endpoint, err)
+        elif err.startswith("HTTP "):
+            msg = "endpoint %s answered %s" % (model.endpoint, err)
+        else:
+            msg = "endpoint %s unreachable: %s" % (model.endpoint, err)
+        msg += "" if once else "; retrying every second"
         if model.fetched_at:
             msg += " (data below is %s old)" % fmt_age(now - model.fetched_at)
         lines.append(_line((" " + msg, "bad")))
