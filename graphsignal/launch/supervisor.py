@@ -153,7 +153,13 @@ class Supervisor:
                               % s.cuda_trace)
             nvtx = "on"
         env[config.NVTX_ENV] = nvtx  # the library's mode: off, on, gpu
-        self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
+        collected = self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
+        if not lib and nvtx != "off" and not collected and s.origin("nvtx") != config.DEFAULT \
+                and not env.get(injection.ENV_NVTX_INJECTION):
+            # asked for by name and lost for want of a driver: say so (by default it is part of the driver line)
+            self.reporter.say("--nvtx %s: NVTX ranges are not collected on this host: their injection is "
+                              "graphsignal's CUPTI library, which needs the NVIDIA driver (libcuda.so.1) and is "
+                              "not loaded without it; probes (graphsignal.probes, probe.h) work without one" % nvtx)
         return env
 
     def _cuda_trace_off_notes(self, env):

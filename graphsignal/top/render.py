@@ -180,8 +180,15 @@ def _title(model, ui, now, g, once):
     parts.append((" " + "  ".join(info), None))
     lines = [parts]
     if not model.ok:
-        msg = "endpoint %s unreachable: %s%s" % (model.endpoint, model.error,
-                                                 "" if once else "; retrying every second")
+        err = str(model.error)
+        if err.startswith("HTTP 404"):  # something answered: it is there, but it is not a profiler's endpoint
+            msg = "not found at http://%s/signals (%s; is this graphsignal-run's --listen-port?)" % (
+                model.endpoint, err)
+        elif err.startswith("HTTP "):
+            msg = "endpoint %s answered %s" % (model.endpoint, err)
+        else:
+            msg = "endpoint %s unreachable: %s" % (model.endpoint, err)
+        msg += "" if once else "; retrying every second"
         if model.fetched_at:
             msg += " (data below is %s old)" % fmt_age(now - model.fetched_at)
         lines.append(_line((" " + msg, "bad")))
@@ -197,8 +204,12 @@ def _host_section(model, once, g):
     cpu = fmt_pct(h.get("cpu"))
     cores = h.get("cpu_count")
     mem = "%s / %s" % (fmt_bytes(h.get("mem_used")), fmt_bytes(h.get("mem_total")))
-    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (
-        cpu, (" of %d cores (100%% = one core)" % cores) if cores else "", mem, len(model.processes)))]
+    busy = h.get("cpu_busy")
+    of = (" of %d cores" % cores) if cores else ""
+    if busy is not None:
+        of += " (%.2f busy)" % busy
+    # the host's figure is a share of all its cores; a process's below is top's (100% = one core)
+    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (cpu, of, mem, len(model.processes)))]
     limit = len(model.processes) if once else 4
     for p in model.processes[:limit]:
         lines.append(_line("   pid %-7s cpu %6s  rss %10s  " % (p["pid"], fmt_pct(p["cpu"], 1), fmt_bytes(p["rss"])),
@@ -253,6 +264,10 @@ def _gpu_section(model, width, g):
 def _engine_section(model, width, g):
     e = model.engine
     if not e:
+        sc = model.engine_scrape
+        if sc and not sc["up"]:  # where it looks, and what it got (a wrong --metrics-port shows here)
+            return [_line((" ENGINE ", "head"), ("no engine metrics from %s: " % sc["url"], "warn"),
+                          (sc["reason"] or "no answer yet", "dim"))]
         return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)",
                                              "dim"))]
     spark_w = max(8, min(24, width - 130)) if width else 16
@@ -310,7 +325,9 @@ def _probe_line(p, g):
     elif t == "counter":
         text = "total %s  rate %s/s" % (vf(st.get("total")), vf(w.get("rate")))
     elif t == "gauge":
-        text = "value %s" % vf(st.get("value"))
+        # with a window, its value: the one at the tick its min and max end on (the live value is
+        # newer and may lie outside them)
+        text = "value %s" % vf(w.get("value") if "value" in w else st.get("value"))
         if w.get("min") is not None:
             text += "  window min %s max %s" % (vf(w.get("min")), vf(w.get("max")))
     elif t == "profile":

@@ -114,6 +114,7 @@ class Model:
         self.processes = []
         self.gpus = []
         self.engine = None
+        self.engine_scrape = None  # {"url", "up", "reason"}: where the engine's metrics are read, and why not
         self.engine_tokens_hist = []
         self.probes = []
         self.nvtx = []  # [NvtxRow], the largest in the window first
@@ -280,6 +281,7 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     _processes(m, by_name, resources)
     _gpus(m, by_name, w_by_key, resources, util_hist)
     _engine(m, payload, tokens_hist, prev_payload)
+    m.engine_scrape = _engine_scrape(by_name, payload.get("errors") or [])
     _probes(m, metrics, w_by_key)
     m.nvtx = nvtx_rows(by_name, w_by_key)
     m.findings, m.findings_computed = findings_view.of_payload(payload)
@@ -306,7 +308,8 @@ def _host(m, by_name, resources):
         if r.get("kind") == "host":
             attrs = r.get("attributes") or {}
             h["cpu_count"] = attrs.get("cpu.count")
-    for field, name in (("cpu", "host_cpu_usage_percent"), ("mem_used", "host_memory_usage_bytes"),
+    for field, name in (("cpu", "host_cpu_usage_percent"), ("cpu_busy", "host_cpu_busy_cores"),
+                        ("mem_used", "host_memory_usage_bytes"),
                         ("mem_total", "host_memory_total_bytes")):
         s = by_name.get(name)
         h[field] = _stat(s[0], "value") if s else None
@@ -419,6 +422,24 @@ def _engine(m, payload, tokens_hist, prev_payload=None):
     elif v is not None:
         m.engine_tokens_hist = [v.get("gen_tps")]
     m.engine = v
+
+
+def _engine_scrape(by_name, errors):
+    """The engine's metrics endpoint (prometheus_scrape_up's url tag),
+    whether its last scrape worked, and the newest unresolved entry the
+    scraper made about it; None without a scrape."""
+    for s in by_name.get("prometheus_scrape_up", ()):
+        url = (s.get("tags") or {}).get("url")
+        if not url:
+            continue
+        reason = None
+        for e in reversed(errors):
+            t = e.get("tags") or {}
+            if t.get("source") == "prometheus" and t.get("url") == url and e.get("resolved_ns") is None:
+                reason = e.get("message")
+                break
+        return {"url": url, "up": _stat(s, "value") == 1, "reason": reason}
+    return None
 
 
 def is_probe_metric(name, tags):

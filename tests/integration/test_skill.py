@@ -138,6 +138,8 @@ def test_the_metric_table_is_the_one_the_code_has():
     from graphsignal.naming import metrics as table
 
     assert table.replace_in(SKILL) == SKILL, "run scripts/gen_metric_docs.py"
+    with open(os.path.join(ROOT, "METRICS.md"), encoding="utf-8") as f:
+        assert f.read() == table.full_markdown(), "run scripts/gen_metric_docs.py"
     # every metric name the prose mentions is in the table (or is an engine summary key)
     known = {m.name for m in table.table()} | {m.prom for m in table.table() if m.prom}
     prose = SKILL[:SKILL.index(table.BEGIN_MARK)] + SKILL[SKILL.index(table.END_MARK):]
