@@ -34,7 +34,7 @@ for step in $steps; do
           && cmake -B /tmp/eng/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF \
              -DLLAMA_BUILD_UI=OFF -DCMAKE_BUILD_TYPE=Release \
-          && cmake --build /tmp/eng/build --target llama-server -j12 \
+          && cmake --build /tmp/eng/build --target llama-server -j${GS_BUILD_JOBS:-14} \
           && python3 '$ENG/make_tiny_gguf.py' /tmp/eng/llama.cpp /tmp/eng/tiny.gguf && touch /tmp/eng/ready \
           && python3 '$ENG/make_tiny_gguf.py' /tmp/eng/llama.cpp /tmp/eng/big.gguf --layers 16 --embd 2048 --ff 5632 \
              --heads 32 --kv-heads 8 && touch /tmp/eng/big-ready" \
@@ -82,7 +82,7 @@ for step in $steps; do
         sleep 3; done
       modes=${GS_E2E_MODES:-bare,bare2,light,graph,off}
       anchor=()
-      if [ -x /tmp/anchor/bin/graphsignal-run ]; then
+      if [ "${GS_E2E_ANCHOR:-1}" = 1 ] && [ -x /tmp/anchor/bin/graphsignal-run ]; then
         modes=$modes,anchor
         anchor=(--run "anchor=env PYTHONPATH=/tmp/anchor /tmp/anchor/bin/graphsignal-run --listen-port {port}")
       fi
