@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -248,12 +249,32 @@ static void at_exit(void) {
 
 static void on_fork_child(void) { g_forked = 1; }
 
+/* What this driver lacks, said once on stderr (the CUPTI library's way):
+ * the family stays counted as well as it can be, and the line says how. */
+static void say_missing(void) {
+  const char* level = getenv("GRAPHSIGNAL_LOG_LEVEL");
+  long pid = (long)getpid();
+  if (level && (!strcasecmp(level, "error") || !strcasecmp(level, "critical"))) return;
+  if (!gs_driver.graph_get_nodes || !gs_driver.node_get_type || !gs_driver.kernel_node_get_params ||
+      !(gs_driver.func_get_name || gs_driver.kernel_get_name))
+    fprintf(stderr, "graphsignal-interpose[%ld] warning: this CUDA driver lacks the graph walk (cuGraphGetNodes, "
+                    "cuGraphNodeGetType, cuGraphKernelNodeGetParams_v2, cuFuncGetName): graph replays are counted "
+                    "under \"(unnamed graph)\"\n", pid);
+  if (!gs_driver.stream_is_capturing)
+    fprintf(stderr, "graphsignal-interpose[%ld] warning: this CUDA driver lacks cuStreamIsCapturing: work put on a "
+                    "capturing stream is counted as run\n", pid);
+  if (!gs_driver.ctx_get_current || !gs_driver.ctx_get_device)
+    fprintf(stderr, "graphsignal-interpose[%ld] warning: this CUDA driver lacks cuCtxGetCurrent or cuCtxGetDevice: "
+                    "every count goes to device 0\n", pid);
+}
+
 void gs_flush_setup(void) {
   pthread_t t;
   const char* mode = getenv("GRAPHSIGNAL_CUDA_TRACE");
   if (!mode || strcmp(mode, "light") != 0) return;
   if (!graphsignal_ring_name(g_ring_name, sizeof g_ring_name, "interpose")) return; /* not under graphsignal-run */
   g_pid = getpid();
+  say_missing();
   pthread_atfork(NULL, NULL, on_fork_child);
   atexit(at_exit);
   if (pthread_create(&t, NULL, flusher, NULL) == 0) pthread_detach(t);

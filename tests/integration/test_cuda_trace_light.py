@@ -138,3 +138,15 @@ def test_a_forked_child_never_sends_the_parents_counts(built):  # noqa: F811
     did = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     launches, _ = profile(payload, "cuda_kernel_launches")
     assert launches == {"forked_kernel": (did["parent"], did["parent"])}
+
+
+def test_a_driver_function_missing_says_one_line_and_counts_stay_exact(built):  # noqa: F811
+    """A driver without cuCtxGetDevice: one line on the workload's stderr
+    says every count goes to device 0, and the counts are still exact."""
+    lib, fake_dir, progs = built
+    did, payload, proc = light_run((lib, os.path.join(os.path.dirname(fake_dir), "fake-old"), progs),
+                                   ("2", "300", "0", "0"), GRAPHSIGNAL_LOG_LEVEL="warning")
+    lines = [ln for ln in proc.stderr.decode(errors="replace").splitlines() if "graphsignal-interpose" in ln]
+    assert len(lines) == 1 and "cuCtxGetDevice" in lines[0] and "device 0" in lines[0], lines
+    launches, tags = profile(payload, "cuda_kernel_launches")
+    assert {k: v[1] for k, v in launches.items()} == did["kernels"] and tags["device.cuda_index"] == "0"

@@ -34,6 +34,11 @@ def built():
     # -Bsymbolic: the stand-in's own references bind inside it, as the real driver's do
     subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-Wl,-Bsymbolic", "-o", os.path.join(fake_dir, "libcuda.so.1"),
                                                          os.path.join(SUPPORT, "fake_libcuda.c")], check=True)
+    old_dir = os.path.join(d, "fake-old")  # a driver that lacks cuCtxGetDevice
+    os.makedirs(old_dir, exist_ok=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-DFAKE_OLD_DRIVER"] + warn + [
+        "-Wl,-Bsymbolic", "-o", os.path.join(old_dir, "libcuda.so.1"), os.path.join(SUPPORT, "fake_libcuda.c")],
+        check=True)
     link = os.path.join(fake_dir, "libcuda.so")
     if not os.path.exists(link):
         os.symlink("libcuda.so.1", link)

@@ -188,11 +188,14 @@ EXPORT CUresult cuCtxGetCurrent(void** ctx) {
   return 0;
 }
 EXPORT CUresult cuCtxSetCurrent(void* ctx) { return ctx == &g_ctx_token ? 0 : 1; }
-/* one device, ordinal 0, whose UUID is the bytes 0xa0..0xaf */
+/* one device, ordinal 0, whose UUID is the bytes 0xa0..0xaf; built with
+ * -DFAKE_OLD_DRIVER, a driver without cuCtxGetDevice */
+#ifndef FAKE_OLD_DRIVER
 EXPORT CUresult cuCtxGetDevice(int* dev) {
   *dev = 0;
   return 0;
 }
+#endif
 EXPORT CUresult cuDeviceGet(int* dev, int ordinal) {
   if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
   *dev = 0;
