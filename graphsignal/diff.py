@@ -719,6 +719,14 @@ def _fmt(v, unit):
     return s + ("/s" if per == "second" else "/" + per if per else "")
 
 
+def _cell_unit(unit):
+    """A table cell's unit: a --per NAME is said once in the table's title,
+    not in every cell (it would push the columns apart); /s and /token
+    stay."""
+    base, _, per = unit.partition("/")
+    return base if len(per) > 6 else unit
+
+
 def _fmt_delta(c, unit):
     d = c.get("delta")
     if d is None:
@@ -847,7 +855,7 @@ def to_text(doc, width=160):
                 "BEFORE", "AFTER", "CHANGE", "RATIO", "PER CALL", "SHARE", "WHAT", "NAME"))
             for c in rows:
                 what, name = _name(c, varying)
-                u, pu = c["unit"], c["unit"].partition("/")[0]
+                u, pu = _cell_unit(c["unit"]), c["unit"].partition("/")[0]
                 pc = c["per_call"]
                 lines.append("  %12s %12s %12s %6s  %-23s %-12s %-6s %s" % (
                     _fmt(c["before"], u), _fmt(c["after"], u), _fmt_delta(c, u), _ratio(c),
@@ -858,7 +866,7 @@ def to_text(doc, width=160):
                 "BEFORE", "AFTER", "CHANGE", "RATIO", "P50", "P95", "NAME"))
             for c in rows:
                 _, name = _name(c, varying)
-                u = c["unit"]
+                u = _cell_unit(c["unit"])
                 q = [("%s -> %s" % (_fmt(c[p]["before"], u), _fmt(c[p]["after"], u))) if p in c else ""
                      for p in ("p50", "p95")]
                 lines.append("  %12s %12s %12s %6s  %-23s %-23s %s" % (
@@ -867,7 +875,7 @@ def to_text(doc, width=160):
             lines.append("  %12s %12s %12s %6s  %-23s %s" % ("BEFORE", "AFTER", "CHANGE", "RATIO", "TOTAL", "NAME"))
             for c in rows:
                 _, name = _name(c, varying)
-                u = c["unit"]
+                u = _cell_unit(c["unit"])
                 tu = u.partition("/")[0]
                 lines.append("  %12s %12s %12s %6s  %-23s %s" % (
                     _fmt(c["before"], u), _fmt(c["after"], u), _fmt_delta(c, u), _ratio(c),

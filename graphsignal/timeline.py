@@ -11,29 +11,38 @@ graphsignal.windowmath's forms; nothing here reads a store or a database.
      "start_ns": ..., "end_ns": ...,       # first and last point (epoch ns)
      "times_ns": [t0, t1, ...],            # every point, oldest first
      "series": [{"name", "type", "tags", "values": [...]},             # gauges, counters
-                {"name", "type", "tags", "group", "frames": {g: [...]}}],  # profiles
+                {"name", "type", "tags", "group", "frames": {g: [...]}},   # profiles
+                {"name", "type", "tags", "rates": [...],                   # histograms
+                 "quantiles": {"p50": [...], "p95": [...], "p99": [...]}}],
      "series_omitted": 0}                  # selected series beyond MAX_SERIES, left out
 
 Each list has one entry per point (times_ns). A gauge's entry is its
 reading at that point; a counter's, and each profile group's, is its
 increase per second over the interval that ends at that point (the first
-entry is null; a profile group whose total went down counts 0). null: not
+entry is null; a profile group whose total went down counts 0); a
+histogram's, its observations per second (`rates`) and the quantiles of
+the values observed in that interval (null where none was). null: not
 measured then. Profiles are grouped: kernel
 time by `category` (graphsignal.naming), NVTX ranges, CUDA graphs, copies
 and syncs by `frame` (the MAX_GROUPS largest over the span, the rest in
 "(other)"), memsets as one `total`.
 
-Only the series SELECTED names are kept: GPU telemetry, process and host
+The series kept: those SELECTED names (GPU telemetry, process and host
 CPU and memory, CUPTI time and bytes, NVTX ranges and marks, and the
-engine's token counters and request gauges (graphsignal.engine_summary's
-names). Bounds: at most MAX_SERIES series and the points given (the
-sidecar keeps 600 s, the server 24 h a minute and 7 days an hour)."""
+engine's token counters and request gauges: graphsignal.engine_summary's
+names), and the workload's own (own(): probes, a process's series under
+a name the profiler does not define), their profiles grouped by frame.
+Bounds: at most MAX_SERIES series, the workload's own at most MAX_OWN of
+them (after the profiler's), and the points given (the sidecar keeps
+600 s, the server 15 minutes a second, 24 h a minute and 7 days an hour)."""
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from graphsignal import engine_summary, naming
-from graphsignal.windowmath import COUNTER, GAUGE, NS, PROFILE
+from graphsignal import engine_summary, naming, windowmath
+from graphsignal.naming.metrics import BY_NAME, PREFIX
+from graphsignal.windowmath import COUNTER, GAUGE, HISTOGRAM, NS, PROFILE
 
 MAX_SERIES = 200
+MAX_OWN = 100  # of the workload's own series
 MAX_GROUPS = 12
 OTHER = "(other)"
 
@@ -59,9 +68,17 @@ Tags = Mapping[str, str]
 Meta = Tuple[Any, str, str, Tags]  # (key, name, type, tags)
 
 
-def selected(name: str, type_: str) -> bool:
-    """Whether a series of this name and type goes into the block."""
-    return SELECTED.get(name) == type_
+def own(name: str, type_: str, tags: Optional[Tags]) -> bool:
+    """Whether a series is the workload's own: a probe's (it carries the
+    process.pid of the process that recorded it), under a name the
+    profiler's table (graphsignal.naming.metrics) does not define."""
+    return (type_ in (GAUGE, COUNTER, HISTOGRAM, PROFILE) and bool(tags) and "process.pid" in tags  # type: ignore
+            and name not in BY_NAME and not name.startswith(PREFIX))
+
+
+def selected(name: str, type_: str, tags: Optional[Tags] = None) -> bool:
+    """Whether a series of this name, type and tags goes into the block."""
+    return SELECTED.get(name) == type_ or own(name, type_, tags)
 
 
 def _num(x: Any) -> Optional[float]:
@@ -84,7 +101,7 @@ def _category(frame: str) -> str:
 
 def _profile_groups(name: str, states: Sequence[Any], seconds: Sequence[float]) -> Dict[str, List[Optional[float]]]:
     """{group: [rate per second at each point]} of one profile's states."""
-    how = PROFILES.get(name, "total")
+    how = PROFILES.get(name, "frame")
     n = len(states)
     group_of: Callable[[str], str]
     if how == "category":
@@ -149,20 +166,55 @@ def block(times: Sequence[int], metas: Iterable[Meta], state_at: Callable[[Any, 
     times = list(times)
     n = len(times)
     gaps = [0.0] + [(times[i] - times[i - 1]) / NS for i in range(1, n)]
-    chosen = sorted((m for m in metas if selected(m[1], m[2])),
+    metas = list(metas)
+    ours = sorted((m for m in metas if SELECTED.get(m[1]) == m[2]), key=lambda m: (m[1], sorted(m[3].items())))
+    theirs = sorted((m for m in metas if SELECTED.get(m[1]) != m[2] and own(m[1], m[2], m[3])),
                     key=lambda m: (m[1], sorted(m[3].items())))
+    chosen = ours[:MAX_SERIES] + theirs[:max(0, min(MAX_OWN, MAX_SERIES - len(ours)))]
     out = []
-    for key, name, type_, tags in chosen[:MAX_SERIES]:
+    for key, name, type_, tags in chosen:
         states = [state_at(key, i) for i in range(n)]
         doc: Dict[str, Any] = {"name": name, "type": type_, "tags": dict(tags)}
         if type_ == GAUGE:
             doc["values"] = [_num(s) for s in states]
         elif type_ == COUNTER:
             doc["values"] = [None] + [_rate(states[i], states[i - 1], gaps[i]) for i in range(1, n)]
+        elif type_ == HISTOGRAM:
+            doc["rates"], doc["quantiles"] = _histogram_points(states, gaps)
         else:
-            doc["group"] = PROFILES.get(name, "total")
+            doc["group"] = PROFILES.get(name, "frame")
             doc["frames"] = _profile_groups(name, states, gaps)
         out.append(doc)
     return {"seconds": seconds, "interval_seconds": interval_seconds,
             "start_ns": times[0] if times else None, "end_ns": times[-1] if times else None,
-            "times_ns": times, "series": out, "series_omitted": max(0, len(chosen) - MAX_SERIES)}
+            "times_ns": times, "series": out, "series_omitted": len(ours) + len(theirs) - len(chosen)}
+
+
+def _histogram_state(s: Any) -> Any:
+    """A histogram's state in windowmath's form: the sidecar's are; the
+    server's rows and payloads give the JSON form (a list)."""
+    if isinstance(s, list):
+        try:
+            return windowmath.load_state(HISTOGRAM, s)
+        except (TypeError, ValueError, KeyError, IndexError):
+            return None
+    return s if isinstance(s, tuple) and len(s) == 3 else None
+
+
+def _histogram_points(states: Sequence[Any], seconds: Sequence[float]) \
+        -> Tuple[List[Optional[float]], Dict[str, List[Optional[float]]]]:
+    """(observations per second, {"p50"|"p95"|"p99": [value]}) of each
+    interval of one histogram's states."""
+    n = len(states)
+    rates: List[Optional[float]] = [None] * n
+    qs: Dict[str, List[Optional[float]]] = {"p%d" % round(q * 100): [None] * n for q in windowmath.QUANTILES}
+    loaded = [_histogram_state(s) for s in states]
+    for i in range(1, n):
+        cur, prev = loaded[i], loaded[i - 1]
+        if cur is None or prev is None or seconds[i] <= 0:
+            continue
+        w = windowmath.histogram(prev, cur, seconds[i])
+        rates[i] = _num(w["rate"])
+        for k in qs:
+            qs[k][i] = _num(w[k])
+    return rates, qs

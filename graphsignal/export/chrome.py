@@ -15,9 +15,23 @@ usage. A payload without a history block (a live /signals read without
 value over the run: gauges their last reading, rates their average from
 start_ns to payload_ns (`otherData.history` says which).
 
+The workload's own series (probes: graphsignal.timeline.own) are tracks
+on their process's group: a gauge its value, a counter its rate, a
+histogram its p50/p95/p99 per interval and its observations per second, a
+profile its time (or value) per second by frame; durations
+(`_nanoseconds`) in milliseconds.
+
+Group names: Perfetto titles a group "<process_name> <pid>" whatever the
+name, so a made-up pid shows ("host 200000000"). The host's and the
+engine's tracks are therefore on the workload's root process (the
+process graphsignal-run started: "python3 4242"), named "host ..." and
+"engine ..."; a GPU's group has the GPU's index as its pid ("NVIDIA H200
+GPU 0") unless a process of the payload has that pid. Only where there
+is no root process, or an index is taken, is a group's pid made up, clear
+of real pids (at most 2^22 on Linux): GPU_PID + index, HOST_PID, ENGINE_PID.
+
 Times are microseconds since the payload's start_ns (otherData.start_ns
-has the epoch). Synthetic group ids stay clear of real pids (at most
-2^22 on Linux): GPUs are GPU_PID + index, then the host and the engine."""
+has the epoch)."""
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import orjson
@@ -38,8 +52,8 @@ GAUGES: Dict[str, Tuple[str, str, float]] = {
     "gpu_power_usage_watts": ("gpu", "power (W)", 1.0),
     "gpu_temperature_celsius": ("gpu", "temperature (C)", 1.0),
     "gpu_clock_sm_megahertz": ("gpu", "SM clock (MHz)", 1.0),
-    "host_cpu_usage_percent": ("host", "CPU (%)", 1.0),
-    "host_memory_usage_bytes": ("host", "memory used (GiB)", 1.0 / (1 << 30)),
+    "host_cpu_usage_percent": ("host", "host CPU (%)", 1.0),
+    "host_memory_usage_bytes": ("host", "host memory used (GiB)", 1.0 / (1 << 30)),
     "process_cpu_usage_percent": ("process", "CPU (%)", 1.0),
     "process_memory_usage_bytes": ("process", "RSS (GiB)", 1.0 / (1 << 30)),
 }
@@ -75,14 +89,16 @@ def history_of(payload: Mapping[str, Any]) -> Tuple[Dict[str, Any], str]:
     start, end = payload.get("start_ns"), payload.get("payload_ns")
     metas, last = [], {}
     for i, m in enumerate(payload.get("metrics") or []):
-        if not isinstance(m, dict) or not timeline.selected(str(m.get("name")), str(m.get("type"))):
+        tags = m.get("tags") if isinstance(m, dict) and isinstance(m.get("tags"), dict) else None
+        if not isinstance(m, dict) or not timeline.selected(str(m.get("name")), str(m.get("type")), tags):
             continue
         try:
             last[i] = windowmath.stored_state(m["type"], m.get("stats") or {})
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
         metas.append((i, str(m["name"]), str(m["type"]), m.get("tags") or {}))
-    zero: Dict[str, Any] = {windowmath.GAUGE: None, windowmath.COUNTER: 0, windowmath.PROFILE: {}}
+    zero: Dict[str, Any] = {windowmath.GAUGE: None, windowmath.COUNTER: 0, windowmath.PROFILE: {},
+                            windowmath.HISTOGRAM: [0, 0, None]}
     types = {key: type_ for key, _, type_, _ in metas}
     if isinstance(start, int) and isinstance(end, int) and end > start:
         times = [start, end]
@@ -108,12 +124,25 @@ class _Groups:
         self.gpu_names: Dict[str, str] = {}  # device.uuid or index -> name
         self.gpu_ids: Dict[str, int] = {}
         self.commands: Dict[str, str] = {}
+        self.real = _real_pids(payload)
+        self.root: Optional[int] = None  # the workload's root process: where host and engine tracks go
+        roots = []
+        for r in payload.get("resources") or []:
+            if isinstance(r, dict) and r.get("kind") == "process" and isinstance(r.get("tags"), dict) \
+                    and r["tags"].get("process.pid") is not None \
+                    and r["tags"].get("process.pid") == r["tags"].get("process.root_pid"):
+                first = r.get("first_seen_ts")
+                roots.append((first if isinstance(first, (int, float)) else 0, str(r["tags"]["process.pid"])))
+        for _, raw in sorted(roots):
+            if raw.isdigit() and 0 < int(raw) < GPU_PID:
+                self.root = int(raw)
+                break
         for r in payload.get("resources") or []:
             if not isinstance(r, dict):
                 continue
             tags, attrs = r.get("tags") or {}, r.get("attributes") or {}
             if r.get("kind") == "device":
-                label = "GPU %s %s" % (tags.get("device.index", "?"), attrs.get("device.name", ""))
+                label = "%s GPU" % attrs.get("device.name", "") if attrs.get("device.name") else "GPU"
                 for k in ("device.uuid", "device.index"):
                     if tags.get(k) is not None:
                         self.gpu_names[str(tags[k])] = label.strip()
@@ -129,12 +158,14 @@ class _Groups:
                 index = int(tags.get("device.index", len(self.gpu_ids)))
             except (TypeError, ValueError):
                 index = len(self.gpu_ids)
-            pid = GPU_PID + index
+            # the index as the pid: Perfetto's title "<name> <pid>" reads "NVIDIA H200 GPU 0"
+            pid = index if 0 <= index < GPU_PID and index not in self.real else GPU_PID + index
             while pid in self.names:
-                pid += 1
+                pid = max(pid + 1, GPU_PID)
             self.gpu_ids[key] = pid
-            name = (self.gpu_names.get(key) or self.gpu_names.get(str(tags.get("device.index")))
-                    or "GPU %s" % tags.get("device.index", key))
+            name = (self.gpu_names.get(key) or self.gpu_names.get(str(tags.get("device.index"))) or "GPU")
+            if pid != index:
+                name += " %s" % tags.get("device.index", key)
             self.names[pid] = name
             self.sort[pid] = index
         return pid
@@ -147,16 +178,21 @@ class _Groups:
             pid = HOST_PID - 1  # process.pid "exited": the processes folded together
         if pid not in self.names:
             cmd = self.commands.get(str(raw), "")
-            self.names[pid] = ("%s (pid %s)" % (cmd, raw) if cmd else "process %s" % raw)
+            # Perfetto appends the pid to the name; DevTools shows it beside it
+            self.names[pid] = cmd or "process"
             self.sort[pid] = 1000 + len(self.sort)
         return pid
 
     def host(self) -> int:
+        if self.root is not None:
+            return self.process({"process.pid": str(self.root)})
         self.names.setdefault(HOST_PID, "host")
         self.sort.setdefault(HOST_PID, 100)
         return HOST_PID
 
     def engine(self) -> int:
+        if self.root is not None:
+            return self.process({"process.pid": str(self.root)})
         self.names.setdefault(ENGINE_PID, "engine")
         self.sort.setdefault(ENGINE_PID, 101)
         return ENGINE_PID
@@ -169,6 +205,34 @@ class _Groups:
         if group == "engine":
             return self.engine()
         return self.process(tags)
+
+
+def _real_pids(payload: Mapping[str, Any]) -> set:
+    """The pids a payload names (resources, series, errors)."""
+    found = set()
+    tagsets = [r.get("tags") for r in payload.get("resources") or [] if isinstance(r, dict)]
+    tagsets += [m.get("tags") for m in payload.get("metrics") or [] if isinstance(m, dict)]
+    tagsets += [e.get("tags") for e in payload.get("errors") or [] if isinstance(e, dict)]
+    h = payload.get("history")
+    if isinstance(h, dict) and isinstance(h.get("series"), list):
+        tagsets += [s.get("tags") for s in h["series"] if isinstance(s, dict)]
+    for tags in tagsets:
+        if isinstance(tags, dict):
+            for k in ("process.pid", "process.root_pid"):
+                v = tags.get(k)
+                if isinstance(v, (str, int)) and str(v).isdigit():
+                    found.add(int(v))
+    return found
+
+
+def _own_track(name: str, tags: Mapping[str, Any]) -> Tuple[str, float, str]:
+    """(track name, scale, unit) of one of the workload's own series:
+    durations in ms, its tags other than the process's in the name."""
+    extra = ", ".join("%s=%s" % (k, v) for k, v in sorted(tags.items()) if k != "process.pid")
+    track = name + (" [%s]" % extra if extra else "")
+    if name.endswith("_nanoseconds"):
+        return track, 1e-6, "ms"
+    return track, 1.0, ""
 
 
 def _suffix(tags: Mapping[str, Any], name: str) -> str:
@@ -244,6 +308,25 @@ def render(payload: Mapping[str, Any]) -> bytes:
             put(groups.engine(), label, "value", values, scale, False)
         elif name in ENGINE_NAMES and isinstance(values, list):
             put(groups.engine(), ENGINE_NAMES[name], "value", values, 1.0, True)
+        elif timeline.own(name, str(s.get("type")), tags) and name not in PROFILES:
+            pid = groups.process(tags)
+            track, scale, unit = _own_track(name, tags)
+            type_ = s.get("type")
+            if type_ == "gauge" and isinstance(values, list):
+                put(pid, track + (" (%s)" % unit if unit else ""), "value", values, scale, False)
+            elif type_ == "counter" and isinstance(values, list):
+                put(pid, track + " (/s)", "value", values, 1.0, True)
+            elif type_ == "histogram" and isinstance(s.get("quantiles"), dict):
+                for q, vals in sorted(s["quantiles"].items()):
+                    if isinstance(vals, list):
+                        # each quantile of an interval is a step over it, as a rate is
+                        put(pid, track + (" (%s)" % unit if unit else ""), str(q), vals, scale, True)
+                if isinstance(s.get("rates"), list):
+                    put(pid, track + " (/s)", "count", s["rates"], 1.0, True)
+            elif type_ == "profile" and isinstance(s.get("frames"), dict):
+                for g, vals in s["frames"].items():
+                    if isinstance(vals, list):
+                        put(pid, track + (" (ms/s)" if unit else " (/s)"), str(g), vals, scale, True)
         elif name in PROFILES and isinstance(s.get("frames"), dict):
             pid = groups.process(tags)
             track = PROFILES[name] + _suffix(tags, name)

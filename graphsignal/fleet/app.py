@@ -9,12 +9,13 @@ create_app, with no arguments, builds it from the environment
 
   POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
   GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, context, first_seen_ns, last_seen_ns,
-                                          ended_ns, exit_status, gpus, service}]}, newest first (service: the
+                                          start_ns, ended_ns, exit_status, gpus, service}]}, newest first (service: the
                                           run's service.name, else its engine or first program)
   GET  /api/v1/signals?instance_id=ID     the instance's latest snapshot, in /signals's shape
        [&window=N]                        ... plus `window` over the last N seconds (N >= 60)
-  GET  /api/v1/history?instance_id=ID     the `history` block (graphsignal.timeline) from the stored
-       [&seconds=N]                       per-minute snapshots: the last N seconds (default a day)
+  GET  /api/v1/history?instance_id=ID     the `history` block (graphsignal.timeline): the last N seconds
+       [&seconds=N]                       (default a day), a point a second up to 15 minutes (the recent
+                                          tier in memory, graphsignal.fleet.recent), else a minute
   GET  /, /static/NAME                    the fleet page (graphsignal/fleet/static: HTML, JS, the
                                           vendored uPlot), public: every data call it makes needs the key
   GET  /api/v1/version                    {"latest": "<this server's version>"} (the sidecar's version check)
@@ -40,6 +41,7 @@ from graphsignal import __version__, findings, gctune
 from graphsignal.fleet import ingest, pages
 from graphsignal.fleet.db import Full, NoSpace, owner_of
 from graphsignal.fleet.history import DEFAULT_SECONDS, history
+from graphsignal.fleet.recent import Recent
 from graphsignal.fleet.windows import MIN_SECONDS, window
 
 logger = logging.getLogger("graphsignal.fleet")
@@ -128,8 +130,10 @@ def tenant_of(keys):
     return of
 
 
-def make_app(db, keys):
-    """keys: the accepted API keys (strings)."""
+def make_app(db, keys, recent=None):
+    """keys: the accepted API keys (strings); recent: the recent tier of
+    per-second points (graphsignal.fleet.recent.Recent; a new one by
+    default)."""
     owners = {owner_of(k) for k in keys}
     routes = {
         "/api/v1/ingest": ("POST", lambda req, owner: _ingest(req, owner)),
@@ -139,6 +143,7 @@ def make_app(db, keys):
     }
     files = pages.load()
     full = DiskFull(getattr(db, "path", "the database"))
+    recent = Recent() if recent is None else recent
 
     def app(environ, start_response):
         req = Request(environ)
@@ -196,6 +201,7 @@ def make_app(db, keys):
             resp.headers["Retry-After"] = str(FULL_RETRY_AFTER)
             return resp
         full.stored()
+        recent.add(owner, doc["instance_id"], doc, lambda: db.snapshot(owner, doc["instance_id"]))
         return _json(out)
 
     def _instances(req, owner):
@@ -246,7 +252,7 @@ def make_app(db, keys):
         snap = db.snapshot(owner, iid)
         if snap is None:
             return _error("no instance %r for this key" % iid, 404)
-        return _json({"instance_id": iid, "history": history(db, owner, iid, snap, seconds)})
+        return _json({"instance_id": iid, "history": history(db, owner, iid, snap, seconds, recent)})
 
     return app
 

@@ -558,17 +558,17 @@ class DB:
     # -- reads ------------------------------------------------------------------------
     def instances(self, owner, service=None):
         """The key's instances, newest first: identity, first and last seen
-        (server clock), the run's end (ended_ns, exit_status: null while it
-        runs), its GPUs (device resources) and `service`: the service the
+        (server clock), the run's start (start_ns, the sidecar's clock) and
+        end (ended_ns, exit_status: null while it runs), its GPUs (device resources) and `service`: the service the
         run named (its context's service.name), else the engine, or the
         program of its first process (null when none is known); service:
         only that service's."""
         with self.lock:
             rows = self.conn.execute("SELECT instance_id, context, first_seen_ns, last_seen_ns, ended_ns, exit_status, "
-                                     "engine, resources FROM instances WHERE owner=? "
+                                     "engine, resources, start_ns FROM instances WHERE owner=? "
                                      "ORDER BY last_seen_ns DESC, instance_id", (owner,)).fetchall()
         out = []
-        for iid, ctx, first, last, ended, status, engine, resources in rows:
+        for iid, ctx, first, last, ended, status, engine, resources, start in rows:
             context = orjson.loads(ctx)
             gpus, described = _described(engine, resources)
             name = context.get("service.name") if isinstance(context, dict) else None
@@ -577,7 +577,7 @@ class DB:
                 continue
             out.append({"instance_id": iid, "context": context, "first_seen_ns": first,
                         "last_seen_ns": last, "ended_ns": dec(ended), "exit_status": status, "gpus": gpus,
-                        "service": name})
+                        "service": name, "start_ns": dec(start)})
         return out
 
     def snapshot(self, owner, iid):

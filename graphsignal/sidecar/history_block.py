@@ -25,6 +25,9 @@ def history_of(snap: StoreSnapshot, seconds: int) -> Dict[str, Any]:
     end = points[-1][1]
     names = [n for n in timeline.SELECTED]
     metas: List[timeline.Meta] = [(key, key[0], key[1], dict(key[2])) for key, _ in end.items_named(names)]
+    # and the workload's own series (probes), whatever their names
+    metas += [(key, key[0], key[1], dict(key[2])) for key in end
+              if key[0] not in timeline.SELECTED and timeline.own(key[0], key[1], dict(key[2]))]
     return timeline.block([ts for ts, _ in points], metas, lambda key, i: points[i][1].get(key), seconds, 1)
 
 

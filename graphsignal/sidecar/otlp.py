@@ -420,7 +420,8 @@ def _reason_of(status: int, resp: Any) -> str:
         text = _status_message(raw)
     else:
         text = raw.decode("utf-8", "replace")
-    text = " ".join(config.printable(text).split())[:200]
+    # whitespace (a body's trailing newline) folded before control characters are escaped: never "\x0a"
+    text = config.printable(" ".join(text.split()))[:200]
     return "HTTP %d%s" % (status, " (%s)" % text if text else "")
 
 

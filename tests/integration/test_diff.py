@@ -537,6 +537,14 @@ def test_runs_that_did_different_work_are_warned_about_and_per_names_the_work():
     assert per["normalized_by"]["name"] == "per demo_steps_total" and per["warnings"] == []
     assert all(c["delta"] == 0 for c in changes(per, kind="profile"))  # the same per step
     assert one(per, frame="compute")["unit"] == "nanoseconds/demo_steps_total"
+    # the table keeps its columns: the unit of work is said in the section's title, not in every cell
+    lines = diff.to_text(per, width=200).splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("PROFILES"))
+    assert "per demo_steps_total" in lines[head]
+    name_col = lines[head + 1].index("NAME")
+    rows = [line for line in lines[head + 2:head + 4]]
+    assert rows and all(len(line) > name_col and line[name_col - 1] == " " for line in rows), lines[head:head + 4]
+    assert all("/demo_steps_total" not in line for line in rows), rows
     # a profile's calls or a histogram's count name the work as well
     assert diff.compare(b, a, per="demo_stage_nanoseconds")["normalized_by"]["before"] == [200]
     with pytest.raises(diff.CannotCompare, match="--per nosuch: BEFORE and AFTER have no"):

@@ -33,13 +33,17 @@ import time
 from graphsignal import probes
 stage_ns = probes.profile("demo_stage_nanoseconds")
 steps = probes.counter("demo_steps_total")
+step_ns = probes.histogram("demo_step_latency_nanoseconds")
+queue = probes.gauge("demo_queue_depth")
 t_end = time.time() + float(__import__("os").environ.get("GS_SECONDS", "3.5"))
 while time.time() < t_end:
     for stage, seconds in (("load", 0.002), ("compute", 0.004)):
         t0 = probes.now_ns()
         time.sleep(seconds)
         stage_ns.add(stage, probes.now_ns() - t0)
+        step_ns.record(probes.now_ns() - t0)
     steps.add(1)
+    queue.set(3)
 """
 
 
@@ -127,7 +131,8 @@ def test_the_chrome_trace_has_one_group_per_process_and_gpu_and_the_errors():
 
     t = json.loads(chrome.render(nvtx_payload()))
     names = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e["name"] == "process_name"}
-    assert names == {4242: "python3 (pid 4242)", chrome.GPU_PID: "GPU 0"}
+    # Perfetto titles a group "<name> <pid>": "python3 4242", "GPU 0"; no made-up pid shows
+    assert names == {4242: "python3", 0: "GPU"}
     counters = [e for e in t["traceEvents"] if e["ph"] == "C"]
     util = [(e["ts"], e["args"]["value"]) for e in counters if e["name"] == "utilization (%)"]
     assert util == [(2e6, 10), (3e6, 50), (4e6, 90)]
@@ -189,7 +194,18 @@ def test_the_final_payload_carries_the_per_second_history(real_run):
     assert all(g > 0.5 * NS for g in gaps[:-1]) and gaps[-1] > 0
     cpu = [s for s in h["series"] if s["name"] == "process_cpu_time_nanoseconds"]
     assert cpu and all(len(s["values"]) == len(h["times_ns"]) for s in cpu)
-    assert {s["name"] for s in h["series"]} <= set(timeline.SELECTED)
+    # the profiler's series the block selects, and the workload's own (its probes)
+    own = {"demo_steps_total", "demo_stage_nanoseconds", "demo_step_latency_nanoseconds", "demo_queue_depth"}
+    assert {s["name"] for s in h["series"]} == {s["name"] for s in h["series"] if s["name"] in timeline.SELECTED} | own
+    by = {s["name"]: s for s in h["series"]}
+    lat = by["demo_step_latency_nanoseconds"]
+    assert set(lat["quantiles"]) == {"p50", "p95", "p99"}
+    # each stage sleeps 2 or 4 ms: the quantiles of each interval lie between
+    p50 = [v for v in lat["quantiles"]["p50"][1:-1] if v is not None]
+    assert len(p50) >= 2 and all(1.5e6 < v < 40e6 for v in p50), lat
+    assert all(40 < r < 400 for r in lat["rates"][1:-1] if r is not None)
+    assert [v for v in by["demo_queue_depth"]["values"] if v is not None][-1] == 3
+    assert all(10 < r < 200 for r in by["demo_steps_total"]["values"][1:-1] if r is not None)
 
 
 @pytest.mark.slow
@@ -256,7 +272,7 @@ def test_chrome_traces_load_in_the_devtools_trace_engine(tmp_path, real_run):
 PERFETTO_SQL = {
     # anything Perfetto's JSON importer could not take, or dropped
     "problems": "SELECT name, idx, severity, value FROM stats WHERE value > 0 AND severity IN ('error', 'data_loss')",
-    "processes": "SELECT pid, name FROM process WHERE pid > 0",
+    "processes": "SELECT pid, name FROM process WHERE name IS NOT NULL",
     "counters": "SELECT p.pid AS pid, t.name AS name, c.ts AS ts, c.value AS value FROM counter c "
                 "JOIN process_counter_track t ON c.track_id = t.id JOIN process p USING (upid)",
     "instants": "SELECT s.name AS name, s.ts AS ts FROM slice s WHERE s.dur = 0",
@@ -303,6 +319,13 @@ def test_chrome_traces_load_in_perfetto(tmp_path, real_run):
                 assert any("out of memory" in r["name"] for r in got["instants"])
             if src == str(real_run[0]):
                 assert len([r for r in got["counters"] if r["name"].startswith("CPU cores")]) >= 3
+                # the workload's own probes, on its process's group: quantiles, rates, gauges
+                pids = {r["pid"] for r in got["counters"] if r["name"].startswith("CPU cores")}
+                for track in ("demo_step_latency_nanoseconds (ms) p95", "demo_step_latency_nanoseconds (/s) count",
+                              "demo_steps_total (/s) value", "demo_queue_depth value", "host CPU (%) value"):
+                    assert {r["pid"] for r in got["counters"] if r["name"] == track} == pids, track
+                # no group is titled with a made-up pid ("host 200000000")
+                assert all(r["pid"] < 4_194_304 for r in got["processes"]), got["processes"]
 
 
 def test_chrome_traces_load_in_perfetto_trace_processor(tmp_path):

@@ -23,11 +23,17 @@ FAILING = """
 import sys, time
 from graphsignal import probes
 stage_ns = probes.profile("demo_stage_nanoseconds")
-for _ in range(150):
+latency = probes.histogram("demo_request_latency_nanoseconds")
+tokens = probes.counter("demo_tokens_total")
+queue = probes.gauge("demo_queue_depth")
+for i in range(600):
     for stage, seconds in (("load", 0.002), ("compute", 0.004)):
         t0 = probes.now_ns()
         time.sleep(seconds)
         stage_ns.add(stage, probes.now_ns() - t0)
+    latency.record(probes.now_ns() - t0)
+    tokens.add(10)
+    queue.set(i % 7)
 raise RuntimeError("demo: the batch did not fit")
 """
 
@@ -115,7 +121,7 @@ def test_the_page_lists_instances_and_draws_an_instance(fleet):
         assert page.wait_for("document.body.dataset.state === 'needs-key' && "
                              "document.getElementById('message').textContent.includes('refused')", 30)
         # the key in the fragment: it leaves the address bar, the data comes
-        page = b.open(srv.base + "/#key=key-a&instance=" + replayed, width=1400, height=1100)
+        page = b.open(srv.base + "/#key=key-a&range=3600&instance=" + replayed, width=1400, height=1100)
         page.wait_for("document.body.dataset.state === 'ready' && "
                       "document.getElementById('detail').dataset.instanceId === %s" % json.dumps(replayed), 60)
         assert "key-a" not in page.evaluate("location.href")
@@ -123,9 +129,11 @@ def test_the_page_lists_instances_and_draws_an_instance(fleet):
                              "r => [r.dataset.instanceId, ...[...r.cells].map(c => c.textContent)])")
         by_id = {r[0]: r[1:] for r in rows}
         assert set(by_id) == {replayed, live}
-        host, service, gpus, seen, status = by_id[replayed]
-        assert (host, service, gpus) == ("vm", "llamacpp", "1") and status == "live" and seen.endswith("ago")
-        assert by_id[live][1] == os.path.basename(sys.executable) and by_id[live][4] == "ended (exit 1)"
+        iid, host, service, tags, started, gpus, seen, status = by_id[replayed]
+        assert (iid, host, service, gpus) == (replayed, "vm", "llamacpp", "1") and status == "live" and seen.endswith("ago")
+        assert by_id[live][2] == os.path.basename(sys.executable) and by_id[live][7] == "ended (exit 1)"
+        # two runs of one service told apart: their ids and start times (hh:mm:ss today, else with the date)
+        assert by_id[live][0] == live and len(by_id[live][4]) in (8, 19), by_id[live]
         inked = page.evaluate(INKED)
         for chart in ("chart-gpu-utilization", "chart-gpu-memory", "chart-gpu-power", "chart-tokens",
                       "chart-kernels-by-category"):
@@ -136,11 +144,25 @@ def test_the_page_lists_instances_and_draws_an_instance(fleet):
         assert page.problems() == []
         shots.append(page.screenshot(str(d / "fleet-page-llamacpp.png")))
         # the real run: its stages and its error
+        page.evaluate("document.getElementById('range').value = '900'; 1")  # the last 15 minutes, a point a second
         page.evaluate("document.querySelector('#instance-table tr[data-instance-id=%s]').click()" % json.dumps(live))
         page.wait_for("document.body.dataset.state === 'ready' && "
                       "document.getElementById('detail').dataset.instanceId === %s" % json.dumps(live), 60)
         stages = page.evaluate("[...document.querySelectorAll('#stages tbody tr')].map(r => r.cells[0].textContent)")
         assert set(stages) == {"load", "compute"}, stages
+        # the workload's own signals, a point a second: its probes (quantiles, a rate, a gauge), its CPU and memory
+        assert "one every 1 s" in page.evaluate("document.getElementById('detail-note').textContent")
+        inked = page.evaluate(INKED)
+        for chart in ("chart-own-demo_request_latency_nanoseconds", "chart-own-demo_request_latency_nanoseconds-rate",
+                      "chart-own-demo_tokens_total", "chart-own-demo_queue_depth", "chart-own-demo_stage_nanoseconds",
+                      "chart-host-cpu", "chart-process-cpu", "chart-memory"):
+            assert inked[chart]["drawn"] == "1" and inked[chart]["points"] >= 2, (chart, inked)
+            assert inked[chart]["inked"] > 500, (chart, inked)
+        # a CPU run's GPU charts are named in one line, not drawn empty
+        assert "chart-gpu-utilization" not in inked
+        assert "gpu-utilization" in page.evaluate("document.getElementById('charts-empty').dataset.ids")
+        legend = page.evaluate("document.getElementById('chart-own-demo_request_latency_nanoseconds').textContent")
+        assert "p50" in legend and "p95" in legend and "p99" in legend and "(ms)" in legend, legend
         errors = page.evaluate("document.getElementById('errors').textContent")
         assert "the batch did not fit" in errors or "exited with" in errors, errors
         assert page.problems() == []

@@ -116,7 +116,8 @@ def test_an_upload_reads_back_as_the_instance_snapshot_in_the_signals_shape(tmp_
     (inst,) = f.instances()
     assert inst["instance_id"] == "inst-1" and inst["context"] == {"instance.id": "inst-1", "host.name": "gpu-box"}
     assert set(inst) == {"instance_id", "context", "first_seen_ns", "last_seen_ns", "ended_ns", "exit_status", "gpus",
-                         "service"}
+                         "service", "start_ns"}
+    assert isinstance(inst["start_ns"], int)  # the run's start: two runs of one service told apart
     assert inst["gpus"] == 0 and inst["ended_ns"] is None and inst["exit_status"] is None
     r = f.signals("inst-1")
     assert r.status_code == 200 and r.mimetype == "application/json"

@@ -52,6 +52,8 @@ def _answers_as_given(path):
             # what instances came to say since (the run's end, its GPUs, its service) comes on top
             for inst in got["instances"]:
                 # its uploads held vLLM's metrics and no device
+                start = inst.pop("start_ns")  # the run's start: told apart from another run of the service
+                assert isinstance(start, int), url
                 assert {k: inst.pop(k) for k in ADDED} == {"ended_ns": None, "exit_status": None, "gpus": 0,
                                                            "service": "vllm"}, url
         if url.startswith("/api/v1/signals") and "findings" not in want:

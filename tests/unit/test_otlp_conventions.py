@@ -91,3 +91,23 @@ def test_the_profilers_own_series_are_in_the_table():
         assert meta is not None and meta.own, name
         fam = metrics.prometheus_name(name, "counter")
         assert fam is not None and not fam.help.startswith("Probe metric"), (name, fam)
+
+
+class _Raw:
+    def __init__(self, body):
+        self.body = body
+
+    def read(self, n, decode_content=True):
+        return self.body[:n]
+
+
+class _Resp:
+    def __init__(self, body, ctype="text/plain"):
+        self.raw, self.headers = _Raw(body), {"Content-Type": ctype}
+
+
+def test_a_failed_answer_with_a_trailing_newline_is_one_line_without_an_escaped_newline():
+    from graphsignal.sidecar.otlp import _reason_of
+
+    assert _reason_of(502, _Resp(b"upstream is down\n")) == "HTTP 502 (upstream is down)"
+    assert _reason_of(400, _Resp(b"bad\r\n  request\n\x1b[31m")) == "HTTP 400 (bad request \\x1b[31m)"

@@ -5,7 +5,7 @@
 "use strict";
 
 (function () {
-  const REFRESH_MS = 15000;
+  const REFRESH_MS = 5000;
   const LIVE_NS = 120e9; // seen within two minutes: live
   const $ = (id) => document.getElementById(id);
   const state = { key: null, instances: [], selected: null, charts: [], timer: null };
@@ -77,6 +77,20 @@
     return (ns / 1e3).toFixed(1) + " µs";
   }
 
+  function tagsOf(ctx) {
+    // what tells two runs of one service apart: the context's tags beyond the id and host
+    return Object.entries(ctx).filter(([k]) => k !== "instance.id" && k !== "host.name")
+      .map(([k, v]) => k + "=" + v).join(", ");
+  }
+
+  function startedAt(ns) {
+    const d = new Date(ns / 1e6);
+    const pad = (x) => String(x).padStart(2, "0");
+    const today = new Date();
+    const time = pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+    return d.toDateString() === today.toDateString() ? time : d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + time;
+  }
+
   function statusOf(inst) {
     if (inst.ended_ns != null) return ["ended", inst.exit_status != null ? "ended (exit " + inst.exit_status + ")" : "ended"];
     return Date.now() * 1e6 - inst.last_seen_ns <= LIVE_NS ? ["live", "live"] : ["silent", "silent"];
@@ -90,8 +104,11 @@
       const [cls, text] = statusOf(inst);
       const ctx = inst.context || {};
       const tr = el("tr", { "data-instance-id": inst.instance_id }, [
-        el("td", { class: "name", text: String(ctx["host.name"] || inst.instance_id) }),
+        el("td", { class: "id", text: inst.instance_id }),
+        el("td", { class: "name", text: String(ctx["host.name"] || "—") }),
         el("td", { text: inst.service || "—" }),
+        el("td", { class: "tags", text: tagsOf(ctx) || "—" }),
+        el("td", { text: inst.start_ns != null ? startedAt(inst.start_ns) : "—", title: inst.start_ns != null ? new Date(inst.start_ns / 1e6).toISOString() : "" }),
         el("td", { text: String(inst.gpus == null ? "—" : inst.gpus) }),
         el("td", { text: ago(inst.last_seen_ns) }),
         el("td", { class: "status-" + cls, text: text }),
@@ -118,6 +135,65 @@
     return out;
   }
 
+  const OWN_SKIP = /^(gpu_|host_|process_|cuda_|rocm_|nvtx_|graphsignal_|prometheus_)/;
+
+  function ownLabel(tags) {
+    // a probe's tags beyond its process; else its process
+    const rest = Object.entries(tags).filter(([k]) => k !== "process.pid").map(([k, v]) => k + "=" + v).join(", ");
+    return rest || ("pid " + (tags["process.pid"] || "?"));
+  }
+
+  function ownSpecs(block) {
+    // the workload's own series (its probes): histograms as quantiles, counters as rates, gauges as values
+    const byName = new Map();
+    for (const s of block.series) {
+      if (!s.tags || s.tags["process.pid"] == null || OWN_SKIP.test(s.name) || s.name.includes(":")) continue;
+      if (!byName.has(s.name)) byName.set(s.name, []);
+      byName.get(s.name).push(s);
+    }
+    const specs = [];
+    for (const [name, ss] of [...byName.entries()].sort()) {
+      const ns = name.endsWith("_nanoseconds");
+      const scale = ns ? 1e-6 : 1;
+      const unit = ns ? "ms" : "";
+      const id = "own-" + name.replace(/[^A-Za-z0-9_-]/g, "_");
+      const type = ss[0].type;
+      if (type === "histogram") {
+        const lines = [];
+        for (const s of ss) {
+          for (const q of ["p50", "p95", "p99"]) {
+            const vals = (s.quantiles || {})[q];
+            if (vals) lines.push({ label: (ss.length > 1 ? ownLabel(s.tags) + " " : "") + q, values: vals.map((v) => v == null ? null : v * scale) });
+          }
+        }
+        specs.push({ id: id, title: name + " quantiles" + (unit ? " (" + unit + ")" : ""), lines: lines });
+        const rates = ss.filter((s) => s.rates).map((s) => ({ label: ownLabel(s.tags), values: s.rates }));
+        specs.push({ id: id + "-rate", title: name + " observations/s", lines: rates });
+      } else if (type === "counter") {
+        specs.push({ id: id, title: name + " (/s)", lines: ss.map((s) => ({ label: ownLabel(s.tags), values: s.values })) });
+      } else if (type === "gauge") {
+        specs.push({ id: id, title: name + (unit ? " (" + unit + ")" : ""), lines: ss.map((s) => ({ label: ownLabel(s.tags), values: s.values.map((v) => v == null ? null : v * scale) })) });
+      } else if (type === "profile") {
+        const lines = [];
+        for (const s of ss) for (const [f, vals] of Object.entries(s.frames || {})) lines.push({ label: f, values: vals.map((v) => v == null ? null : v * scale) });
+        specs.push({ id: id, title: name + " by frame" + (ns ? " (ms/s)" : " (/s)"), lines: lines.slice(0, 8) });
+      }
+    }
+    return specs;
+  }
+
+  function hostSpecs(block, n) {
+    const pid = (s) => "pid " + (s.tags["process.pid"] || s.tags["process.root_pid"] || "?");
+    const cpu = seriesNamed(block, ["host_cpu_usage_percent"]).map((s) => ({ label: "host (% of all cores)", values: s.values }));
+    const cores = seriesNamed(block, ["process_cpu_time_nanoseconds"]).filter((s) => s.tags.scope !== "process_tree")
+      .map((s) => ({ label: pid(s) + " (% of one core)", values: s.values.map((v) => v == null ? null : v / 1e7) }));
+    const mem = seriesNamed(block, ["host_memory_usage_bytes"]).map((s) => ({ label: "host", values: s.values.map((v) => v == null ? null : v / 2 ** 30) }))
+      .concat(seriesNamed(block, ["process_memory_usage_bytes"]).map((s) => ({ label: pid(s) + " RSS", values: s.values.map((v) => v == null ? null : v / 2 ** 30) })));
+    return [{ id: "host-cpu", title: "host CPU (% of all cores)", lines: cpu },
+            { id: "process-cpu", title: "process CPU (% of one core)", lines: cores },
+            { id: "memory", title: "memory (GiB)", lines: mem }];
+  }
+
   function chartSpecs(block) {
     const n = block.times_ns.length;
     const specs = [];
@@ -127,7 +203,8 @@
     specs.push({ id: "gpu-power", title: "GPU power (W)", lines: gauges("gpu_power_usage_watts", 1) });
     const tokens = [];
     for (const [label, test] of [["generation", (name) => !name.includes("prompt")], ["prompt", (name) => name.includes("prompt")]]) {
-      const ss = block.series.filter((s) => s.type === "counter" && /tokens|predicted/.test(s.name) && !s.name.startsWith("cuda_") && test(s.name));
+      // the engine's counters (scraped: no process tag), not a probe that counts tokens
+      const ss = block.series.filter((s) => s.type === "counter" && /tokens|predicted/.test(s.name) && !s.name.startsWith("cuda_") && !(s.tags && s.tags["process.pid"] != null) && test(s.name));
       if (ss.length) tokens.push({ label: label, values: sumLines(ss.map((s) => s.values), n) });
     }
     specs.push({ id: "tokens", title: "tokens/s", lines: tokens });
@@ -140,8 +217,10 @@
     specs.push({ id: "kernels-by-category", title: "kernel time by category (ms/s)", lines: cats.slice(0, 8) });
     const busy = seriesNamed(block, ["gpu_busy_time_nanoseconds"]).map((s) => ({ label: gpuLabel(s.tags), values: s.values.map((v) => v == null ? null : v / 1e7) }));
     if (busy.length) specs.push({ id: "gpu-busy", title: "GPU busy (%)", lines: busy });
-    return specs;
+    return ownSpecs(block).concat(specs, hostSpecs(block, n));
   }
+
+  function hasPoints(spec) { return spec.lines.some((l) => l.values.some((v) => v != null)); }
 
   function drawCharts(block) {
     for (const c of state.charts) c.destroy();
@@ -149,10 +228,15 @@
     const box = $("charts");
     box.textContent = "";
     const xs = block.times_ns.map((t) => t / 1e9);
-    const width = Math.max(360, Math.floor(box.clientWidth / 2) - 16);
-    for (const spec of chartSpecs(block)) {
+    // charts with nothing to draw (GPU charts of a CPU workload) are named in one line, not drawn empty
+    const all = chartSpecs(block);
+    const empty = all.filter((spec) => !hasPoints(spec));
+    $("charts-empty").textContent = empty.length ? "no data: " + empty.map((spec) => spec.title).join(", ") : "";
+    $("charts-empty").dataset.ids = empty.map((spec) => spec.id).join(" ");
+    for (const spec of all.filter(hasPoints)) {
       const div = el("div", { class: "chart", id: "chart-" + spec.id });
       box.appendChild(div);
+      const width = Math.max(300, div.clientWidth - 10);  // the grid's column, once the div is in it
       const points = spec.lines.reduce((m, l) => Math.max(m, l.values.filter((v) => v != null).length), 0);
       if (!spec.lines.length || points === 0) {
         div.appendChild(el("div", { class: "empty", text: spec.title + ": no data" }));
@@ -162,6 +246,7 @@
       const opts = {
         title: spec.title, width: width, height: 200,
         scales: { x: { time: true } },
+        legend: { live: true },
         series: [{}].concat(spec.lines.map((l, i) => ({ label: l.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: false, points: { show: xs.length < 3 } }))),
         axes: [{}, { size: 64, values: (u, ticks) => axisLabels(ticks) }],
       };
@@ -233,7 +318,7 @@
       $("detail").dataset.instanceId = iid;
       $("detail-title").textContent = (inst.context["host.name"] || iid) + (inst.service ? " · " + inst.service : "") + " · " + iid;
       const block = hist.history;
-      $("detail-note").textContent = block.times_ns.length < 2 ? "one snapshot so far: the server keeps one a minute" :
+      $("detail-note").textContent = block.times_ns.length < 2 ? "one snapshot so far: the server keeps one a second for 15 minutes, then one a minute" :
         block.times_ns.length + " points, one every " + block.interval_seconds + " s";
       drawCharts(block);
       renderTables(snap);
@@ -253,6 +338,8 @@
       renderInstances();
       const params = new URLSearchParams(location.hash.slice(1));
       const wanted = state.selected || params.get("instance");
+      const range = params.get("range");
+      if (range && !state.selected && [...$("range").options].some((o) => o.value === range)) $("range").value = range;
       const pick = state.instances.find((i) => i.instance_id === wanted) || state.instances[0];
       if (pick) await select(pick.instance_id);
       else { document.body.dataset.state = "ready"; setMessage("no instance has uploaded with this key yet"); }
