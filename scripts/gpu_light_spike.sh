@@ -29,7 +29,7 @@ for step in $steps; do
   echo "== $step $(date +%T)"
   case $step in
     build)
-      if [ ! -x /tmp/eng/build/bin/llama-server ] && [ -f "$ENG/llama.cpp-src.tgz" ]; then
+      if [ "${GS_NO_ENGINE:-0}" != 1 ] && [ ! -x /tmp/eng/build/bin/llama-server ] && [ -f "$ENG/llama.cpp-src.tgz" ]; then
         setsid bash -c "mkdir -p /tmp/eng && tar xzf '$ENG/llama.cpp-src.tgz' -C /tmp/eng && cd /tmp/eng/llama.cpp \
           && cmake -B /tmp/eng/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF \
@@ -49,7 +49,8 @@ for step in $steps; do
       ls graphsignal/lib >>"$OUT/build.log"
       nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$OUT/build.log";;
     census)
-      timeout 200 python3 scripts/interpose_census.py --out /tmp/census --workloads exact,exact_graph,torch_mix \
+      timeout "${GS_CENSUS_TIMEOUT:-200}" python3 scripts/interpose_census.py --out /tmp/census \
+        --workloads "${GS_CENSUS_WORKLOADS:-exact,exact_graph,torch_mix}" \
         >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
     gpm)
       timeout 80 python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_nvml_gpu.py -k gpm >"$OUT/gpm.log" 2>&1;;
