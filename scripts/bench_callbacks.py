@@ -59,7 +59,15 @@ print(json.dumps(out))
 """
 
 
-def build():
+def installed_library(major):
+    """graphsignal/lib's injection library for this CUDA major, as pip install built it."""
+    path = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
+    if not os.path.exists(path):
+        raise SystemExit("no %s: pip install -e . builds it" % os.path.relpath(path, ROOT))
+    return path
+
+
+def build(installed=False):
     hs = cupti_build.pick(cupti_build.find_header_sets(), 13, need_lib=False) or \
         cupti_build.pick(cupti_build.find_header_sets(), 12, need_lib=False)
     cxx = cupti_build.compiler()
@@ -71,6 +79,8 @@ def build():
                           "-I", cupti_build.SRC, "-idirafter", cupti_build.COMPAT,
                           os.path.join(ROOT, "tests", "support", "cupti", "fake_cupti.cpp"),
                           "-Wl,-soname,libcupti.so.%d" % hs.major, "-pthread", "-o", fake], check=True)
+    if installed:  # its NEEDED libcupti.so.N is the stand-in, loaded first with RTLD_GLOBAL (CHILD)
+        return fake, installed_library(hs.major)
     lib = cupti_build.build_variant(hs._replace(libcupti=fake), d, log=lambda m: sys.stderr.write(m + "\n"), force=True)
     if not lib:
         raise SystemExit("the injection library did not build")
@@ -81,8 +91,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200000)
+    ap.add_argument("--installed", action="store_true",
+                    help="use the injection library pip install built (graphsignal/lib/) instead of building one "
+                         "from csrc/ here: seconds instead of a minute, for the smoke test")
     a = ap.parse_args()
-    fake, lib = build()
+    fake, lib = build(a.installed)
     res = {}
     names = list(CONFIGS)
     for rep in range(a.reps):

@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
 from bench_percall import compile_bench  # noqa: E402
-from benchutil import emit, work_dir  # noqa: E402
+from benchutil import emit, require_gpu, work_dir  # noqa: E402
 
 RUNS = {"bare": ["--mode", "bare"], "cupti": ["--mode", "cupti"],
         "cupti-flush": ["--mode", "cupti", "--flush-on-toggle"]}
@@ -197,6 +197,7 @@ def main():
     ap.add_argument("--stress", type=float, default=0, help="seconds of the concurrent-toggle stress run per mode")
     ap.add_argument("--toggle-ms", type=int, default=5)
     a = ap.parse_args()
+    require_gpu(__file__)
     cpus = set()
     for part in filter(None, a.cpus.split(",")):
         lo, _, hi = part.partition("-")

@@ -49,9 +49,11 @@ def busy_store(seconds=600, gpus=8, kernels=200, probes=4000):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true",
+                    help="a 1-GPU store of 60 s and 10 kernels: the smoke test's check that it runs (no figures)")
     a = ap.parse_args()
-    s = busy_store()
-    for n in (10, 60, 600):
+    s = busy_store(seconds=60, gpus=1, kernels=10, probes=100) if a.smoke else busy_store()
+    for n in (10, 60) if a.smoke else (10, 60, 600):
         ts = []
         for _ in range(a.reps):
             t0 = time.perf_counter()

@@ -7,6 +7,7 @@ shorten, categorize); and the payload's cost per kernel profile of 250
 frames, rendered with and without display names (the names cached, as
 after a kernel's first sighting), medians of several repetitions,
 interleaved."""
+import argparse
 import os
 import shutil
 import statistics
@@ -22,11 +23,15 @@ CORPUS = os.path.join(ROOT, "tests", "data", "kernel_symbols.txt")
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--smoke", action="store_true", help="one repetition of each: the smoke test's check that it runs")
+    a = ap.parse_args()
+    reps = 1 if a.smoke else None
     syms = [ln.strip() for ln in open(CORPUS) if ln.strip() and not ln.startswith("#")]
     mangled = [s for s in syms if s.startswith("_Z")]
     cxa = kn.Demangler(cxxfilt=None)
     t_cxa, t_filt, agree = [], [], None
-    for _ in range(5):
+    for _ in range(reps or 5):
         t0 = time.perf_counter()
         out = cxa.demangle_all(mangled)
         t_cxa.append((time.perf_counter() - t0) / len(mangled) * 1e6)
@@ -38,7 +43,7 @@ def main():
     emit(bench="kernel_names_demangle", symbols=len(mangled), cxa_us=round(statistics.median(t_cxa), 2),
          cxxfilt_batch_us=round(statistics.median(t_filt), 2) if t_filt else None, agree_with_cxxfilt=agree)
     t_new = []
-    for _ in range(3):
+    for _ in range(reps or 3):
         names = kn.Names()
         t0 = time.perf_counter()
         names.describe_all(syms)
@@ -52,10 +57,10 @@ def main():
     (plain,) = store.lookup("probe_ops_nanoseconds")  # the same frames, not a kernel profile: no names
     named.to_json()
     times = {"with_names": [], "without": []}
-    for _ in range(9):
+    for _ in range(reps or 9):
         for case, ser in (("with_names", named), ("without", plain)):
             t0 = time.perf_counter()
-            for _ in range(100):
+            for _ in range(10 if a.smoke else 100):
                 ser.touch(ser.updated_ns)
                 ser.to_json()
             times[case].append((time.perf_counter() - t0) / 100 * 1e6)

@@ -91,6 +91,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-n", type=int, default=10, help="scrapes per case and repetition")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--series", type=int, default=5000, help="series in the store (default: %(default)s)")
     ap.add_argument("--signals", action="store_true", help="someone reads /signals too (before each scrape)")
     ap.add_argument("--gc", choices=("sidecar", "default"), default="sidecar",
                     help="the garbage collector as the sidecar tunes it at its start (graphsignal.gctune), or "
@@ -98,7 +99,7 @@ def main():
     args = ap.parse_args()
     if args.gc == "sidecar":
         gctune.tune()  # as the sidecar does at its start, before any series exists
-    store = build_store()
+    store = build_store(args.series)
     meter = CpuMeter(make_app(store))
     srv = ServerThread(meter, "127.0.0.1", 0)
     srv.start()

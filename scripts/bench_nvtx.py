@@ -39,7 +39,15 @@ CONFIGS = ("bare", "ours", "ours:off")
 KINDS = ("push_pop_ns", "nested2_ns", "start_end_ns", "push_ex_ns", "mark_ns")
 
 
-def build():
+def installed_library(major):
+    """graphsignal/lib's injection library for this CUDA major, as pip install built it."""
+    path = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
+    if not os.path.exists(path):
+        raise SystemExit("no %s: pip install -e . builds it" % os.path.relpath(path, ROOT))
+    return path
+
+
+def build(installed=False):
     """(benchmark binary, our library, the folder with its libcupti)."""
     sets = cupti_build.find_header_sets()
     hs = cupti_build.pick(sets, 13) or cupti_build.pick(sets, 12)
@@ -53,6 +61,8 @@ def build():
     cxx = cupti_build.compiler() or ["g++"]
     subprocess.run(cxx + ["-O2", "-std=c++17", "-idirafter", inc, os.path.join(ROOT, "scripts", "c", "nvtx_bench.cpp"),
                           "-o", exe, "-pthread", "-ldl"], check=True)
+    if installed:
+        return exe, installed_library(hs.major), os.path.dirname(hs.libcupti)
     lib = cupti_build.build_variant(hs, d, log=lambda m: sys.stderr.write(m + "\n"))
     if not lib:
         raise SystemExit("graphsignal's injection library did not build")
@@ -84,8 +94,11 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--calls", type=int, default=1_000_000, help="calls of each kind per thread")
     ap.add_argument("--threads", type=int, default=4, help="the concurrent case's threads (the other is 1)")
+    ap.add_argument("--installed", action="store_true",
+                    help="use the injection library pip install built (graphsignal/lib/) instead of building one "
+                         "from csrc/ here: seconds instead of a minute, for the smoke test")
     a = ap.parse_args()
-    exe, lib, libdir = build()
+    exe, lib, libdir = build(a.installed)
     emit(bench="nvtx", event="setup", library=lib, calls=a.calls, reps=a.reps, threads=[1, a.threads])
     res = {}  # (config, threads) -> [rows]
     for rep in range(a.reps):

@@ -27,8 +27,9 @@ from graphsignal.sidecar.otlp import Builder, Exporter  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--series", type=int, default=5000, help="series in the store (default: %(default)s)")
     args = ap.parse_args()
-    store = build_store()
+    store = build_store(args.series)
     with Recorder() as rec:
         out = {m: {"build": [], "serialize": [], "step": [], "cpu": [], "bytes": []} for m in ("plain", "gzip")}
         for _ in range(args.reps):

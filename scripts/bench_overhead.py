@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
-from benchutil import emit, work_dir  # noqa: E402
+from benchutil import emit, require_gpu, work_dir  # noqa: E402
 from graphsignal.launch import injection as planner  # noqa: E402
 
 BENCH = os.path.join(ROOT, "scripts", "workloads", "bench.py")
@@ -185,6 +185,7 @@ def main():
     ap.add_argument("--workloads", default=",".join(ALL))
     ap.add_argument("--scale", type=int, default=1)
     a = ap.parse_args()
+    require_gpu(__file__)
     workloads = a.workloads.split(",")
     if "probe" in workloads:
         # In-kernel probes (issue 7): a ~20 us kernel with and without one

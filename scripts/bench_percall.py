@@ -251,6 +251,7 @@ def main():
     ap.add_argument("--cpus", default="2-5", help="CPUs every run is pinned to ('' for none)")
     ap.add_argument("--settle-ms", type=int, default=400, help="graph ops run this long before they are timed")
     a = ap.parse_args()
+    benchutil.require_gpu(__file__)
     cpus = set()
     for part in filter(None, a.cpus.split(",")):
         lo, _, hi = part.partition("-")

@@ -4,18 +4,21 @@ kernel with and without one GRAPHSIGNAL_RECORD per block, interleaved, under
 graphsignal-run (collected) and outside it (inert, NULL data). The memory
 mode follows GRAPHSIGNAL_PROBE_CUDA_MEMORY (device or mapped).
 Target: <= 2% slower. Needs nvcc and a GPU."""
+import argparse
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-from benchutil import INCLUDE, ROOT, emit
+from benchutil import INCLUDE, ROOT, emit, require_gpu
 
 GS_RUN = [sys.executable, "-m", "graphsignal.cli.run", "--listen-port", "0"]
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__).parse_args()
+    require_gpu(__file__)
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     exe = os.path.join(tempfile.mkdtemp(), "probe_overhead")
     subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=native", "-I", INCLUDE,

@@ -35,20 +35,24 @@ from graphsignal.sidecar.server import ServerThread, make_app
 from graphsignal.sidecar.store import MetricStore
 
 
-def build_store():
+def build_store(total=5000):
+    """The benchmarks' store of `total` series: at 5000, 20 profiles of 250
+    frames, 200 histograms, 1000 counters and gauges for the rest; a smaller
+    total (--series, the smoke test's sizes) scales every kind down alike."""
     s = MetricStore()
     rng = np.random.default_rng(0)
-    for p in range(20):
+    k = total / 5000.0
+    for p in range(max(1, int(20 * k))):
         s.add_profile("cuda_kernels_nanoseconds", {"process.pid": str(1000 + p)},
                       [("_ZN7kernels%dIfEEvPT_i_%d" % (p, f), int(rng.integers(1, 1 << 30)), 10) for f in range(250)])
-    for h in range(200):
+    for h in range(max(1, int(200 * k))):
         s.add_histogram_values("probe_latency_nanoseconds", {"op": str(h)}, rng.integers(1, 1 << 20, 1000))
-    for c in range(1000):
+    for c in range(max(1, int(1000 * k))):
         s.set_counter("engine_tokens_total", {"i": str(c)}, c * 10)
-    n = 5000 - len(s.series)
+    n = total - len(s.series)
     for g in range(n):
         s.set_gauge("gpu_metric_%d" % (g % 50), {"device.index": str(g // 50)}, float(g))
-    assert len(s.series) == 5000
+    assert len(s.series) == total
     return s
 
 
@@ -144,6 +148,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--live-seconds", type=float, default=10.0)
+    ap.add_argument("--series", type=int, default=5000, help="series in the store (default: %(default)s)")
     ap.add_argument("--trees", help="checkouts to compare request by request (see above)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--gc", choices=("sidecar", "default"), default="sidecar",
@@ -159,7 +164,7 @@ def main():
         from graphsignal import gctune  # here: a --trees worker of an older checkout has none
 
         gctune.tune()  # as the sidecar does at its start, before any series exists
-    store = build_store()
+    store = build_store(args.series)
     srv = ServerThread(make_app(store), "127.0.0.1", 0)
     srv.start()
     srv.bound.wait(5)

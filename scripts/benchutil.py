@@ -1,4 +1,5 @@
 """Shared bits of the benchmark scripts (each prints JSON lines)."""
+import ctypes
 import json
 import os
 import socket
@@ -20,6 +21,34 @@ def work_dir(name):
     from graphsignal import safefs
 
     return safefs.private_dir("bench-" + name)
+
+
+def gpu_missing():
+    """Why this host cannot run a GPU benchmark (one line), or None: the
+    NVIDIA driver (libcuda.so.1) must load, cuInit must succeed and at least
+    one device be visible (CUDA_VISIBLE_DEVICES="" hides them all, which is
+    how the smoke test checks this path on a GPU host too)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver (libcuda.so.1 does not load)"
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return "cuInit failed (CUresult %d): no usable GPU" % rc
+    n = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value < 1:
+        return "no CUDA device visible (CUDA_VISIBLE_DEVICES=%r)" % os.environ.get("CUDA_VISIBLE_DEVICES")
+    return None
+
+
+def require_gpu(script):
+    """Exits with status 2 and one line on stderr where gpu_missing() says
+    why not: a GPU-only script's clean answer on a CPU host, not a
+    traceback from nvcc or CUPTI halfway through."""
+    why = gpu_missing()
+    if why:
+        sys.stderr.write("%s: needs an NVIDIA GPU: %s\n" % (os.path.basename(script), why))
+        sys.exit(2)
 
 
 def emit(**kv):
@@ -51,3 +80,8 @@ def percentile(values, q):
         return None
     i = min(len(v) - 1, max(0, int(round(q / 100.0 * (len(v) - 1)))))
     return v[i]
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--require-gpu"]:
+    # for the shell scripts: python3 scripts/benchutil.py --require-gpu NAME
+    require_gpu(sys.argv[2] if len(sys.argv) > 2 else "this script")

@@ -14,7 +14,9 @@
 #   e2e: llama-server decode speed, modes GS_E2E_MODES (default bare,bare2,light,graph,off[,anchor]) on
 #        GS_E2E_MODEL (tiny or big), interleaved (GS_E2E_REPS, default 8; GS_E2E_CLIENTS, default 1,4)
 set -u
+case "${1:-}" in -h|--help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
+python3 scripts/benchutil.py --require-gpu gpu_light_spike.sh || exit 2
 OUT=${OUT:-$PWD/gpu-results}
 ENG=${GS_ENG:-$PWD/.eng}
 mkdir -p "$OUT"

@@ -31,7 +31,7 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from benchutil import emit, free_port  # noqa: E402
+from benchutil import emit, free_port, require_gpu  # noqa: E402
 
 WL = os.path.join(ROOT, "scripts", "workloads")
 LIB = os.path.join(ROOT, "graphsignal", "lib", "libgraphsignal_interpose.so")
@@ -264,6 +264,7 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--n-predict", type=int, default=64, help="tokens per llama-server request")
     a = ap.parse_args()
+    require_gpu(__file__)
     SAMPLE = a.sample
     if not os.path.exists(a.lib):
         raise SystemExit("no interposer at %s (python3 csrc/cupti_build.py graphsignal/lib)" % a.lib)

@@ -36,6 +36,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import engine_e2e  # noqa: E402  (its server, load, build and model helpers)
+from benchutil import require_gpu  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
 LONG_PROMPT = " ".join("Paragraph %d: the lighthouse keeper counted the ships that passed in the fog." % i
@@ -116,6 +117,7 @@ def main(argv=None):
     p.add_argument("--window", type=int, default=10, help="the ?window=N read (seconds)")
     p.add_argument("--scrape-timeout", type=float, default=60.0)
     args = p.parse_args(argv)
+    require_gpu(__file__)  # the cases are GPU causes (graphs off, layers left on the CPU)
     if args.llama_src:
         args.server_bin = engine_e2e.build_server(args.llama_src, args.build_dir or os.path.join(args.llama_src,
                                                                                                 "build"),

@@ -19,7 +19,10 @@
 # Offline hosts: put cp3XX manylinux wheels of the missing Python packages
 # (e.g. cffi, pycparser, orjson) in .whl/; they are installed into /tmp/site.
 set -uo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
+# one line and status 2 on a host without a GPU, not a page of failed steps
+python3 scripts/benchutil.py --require-gpu run_gpu_suite.sh || exit 2
 OUT=${OUT:-$PWD/gpu-results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

@@ -2,8 +2,9 @@
  * process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT print the
  * crashing thread's native stack (module+offset per frame, for addr2line)
  * and the faulting address to stderr, then die of the same signal as it
- * would have. Not part of graphsignal's product; scripts/debug_crash.sh
- * builds and uses it.
+ * would have. Not part of graphsignal's product (README's Benchmarks table
+ * says how to build and use it; tests/integration/test_scripts_smoke.py
+ * crashes a process under it).
  *
  *   gcc -O1 -g -fPIC -shared -o crash_trace.so crash_trace.c
  */

@@ -23,8 +23,13 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # a CPU host without PyTorch: one line, not a traceback
+    raise SystemExit("bench.py: needs PyTorch with CUDA (import torch failed)")
+if not torch.cuda.is_available():
+    raise SystemExit("bench.py: needs PyTorch with CUDA (torch.cuda.is_available() is False)")
 
 WORKLOADS = ("tiny", "graph64", "gemm", "copies", "decode", "decode_nvtx")
 

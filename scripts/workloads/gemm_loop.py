@@ -14,7 +14,12 @@ import json
 import os
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # a CPU host without PyTorch: one line, not a traceback
+    raise SystemExit("gemm_loop.py: needs PyTorch with CUDA (import torch failed)")
+if not torch.cuda.is_available():
+    raise SystemExit("gemm_loop.py: needs PyTorch with CUDA (torch.cuda.is_available() is False)")
 
 
 def main():

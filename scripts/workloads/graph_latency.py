@@ -12,7 +12,12 @@ import argparse
 import json
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # a CPU host without PyTorch: one line, not a traceback
+    raise SystemExit("graph_latency.py: needs PyTorch with CUDA (import torch failed)")
+if not torch.cuda.is_available():
+    raise SystemExit("graph_latency.py: needs PyTorch with CUDA (torch.cuda.is_available() is False)")
 
 
 def main():

@@ -2,7 +2,12 @@
 import json
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # a CPU host without PyTorch: one line, not a traceback
+    raise SystemExit("multi_gpu.py: needs PyTorch with CUDA (import torch failed)")
+if not torch.cuda.is_available():
+    raise SystemExit("multi_gpu.py: needs PyTorch with CUDA (torch.cuda.is_available() is False)")
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
 count = torch.cuda.device_count()

@@ -11,7 +11,12 @@ import json
 import os
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # a CPU host without PyTorch: one line, not a traceback
+    raise SystemExit("torch_mix.py: needs PyTorch with CUDA (import torch failed)")
+if not torch.cuda.is_available():
+    raise SystemExit("torch_mix.py: needs PyTorch with CUDA (torch.cuda.is_available() is False)")
 
 
 def model(width, layers):

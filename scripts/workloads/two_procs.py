@@ -4,8 +4,13 @@ import json
 import os
 import sys
 
-import torch
-import torch.multiprocessing as mp
+try:
+    import torch
+    import torch.multiprocessing as mp
+except ImportError:  # a CPU host without PyTorch: one line, not a traceback
+    raise SystemExit("two_procs.py: needs PyTorch with CUDA (import torch failed)")
+if not torch.cuda.is_available():
+    raise SystemExit("two_procs.py: needs PyTorch with CUDA (torch.cuda.is_available() is False)")
 
 
 def worker(rank, n, device_count):
