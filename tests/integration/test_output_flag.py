@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from support.gsrun import GS_RUN, free_port, quiet_env
+from support.gsrun import GS_RUN, free_port, json_or_none, quiet_env, wait_for
 
 PROBE = """
 import sys, time
@@ -21,11 +21,14 @@ time.sleep(float(sys.argv[1]))
 
 def _run(tmp_path, *, seconds=0.5, env=None, send=None):
     out = tmp_path / "final.json"
-    cmd = GS_RUN + ["--listen-port", str(free_port()), "--output", str(out), sys.executable, "-c", PROBE,
-                    str(seconds)]
+    port = free_port()
+    cmd = GS_RUN + ["--listen-port", str(port), "--output", str(out), sys.executable, "-c", PROBE, str(seconds)]
     p = subprocess.Popen(cmd, env=env or quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if send is not None:
-        time.sleep(2.0)  # the sidecar is up and has read the probe
+        # the signal comes once the sidecar is up and has read the probe (a fixed sleep raced a loaded machine)
+        url = "http://127.0.0.1:%d/signals" % port
+        assert wait_for(lambda: _total(json_or_none(url) or {"metrics": []}) == [7], 30)
+        time.sleep(0.2)
         p.send_signal(send)
     p.communicate(timeout=60)
     return p.returncode, out

@@ -246,7 +246,7 @@ def test_the_final_upload_keeps_its_deadline_when_the_server_hangs():
         t0 = time.monotonic()
         t.stop(upload.FINAL_DEADLINE)
         took = time.monotonic() - t0
-        assert wait_for(lambda: rec.matching(INGEST), 5)  # the final upload was sent
+        assert wait_for(lambda: rec.matching(INGEST), 30)  # the final upload was sent
     assert took < 10, took  # far below the 30 s the server would have taken
 
 
@@ -286,7 +286,7 @@ def test_without_a_key_nothing_ever_connects_to_the_upload_endpoint():
         proc = run_under(env)
         assert proc.returncode == 0, proc.stderr
         # the version check is the only thing that may ask, and it carries no key
-        assert wait_for(lambda: rec.paths(), 5)
+        assert wait_for(lambda: rec.paths(), 30)
         assert set(rec.paths()) == {"/api/v1/version"}
         assert all("X-Api-Key" not in r["headers"] for r in rec.requests)
 

@@ -81,7 +81,7 @@ def test_a_newer_release_is_one_line_and_the_request_carries_only_our_version(ba
 def test_failures_and_non_answers_are_silent(reply, baseline):
     with Recorder(answers(reply)) as rec:
         proc = run(env_for(rec.base), seconds=1.5)
-        assert wait_for(lambda: rec.matching(VERSION), 5)
+        assert wait_for(lambda: rec.matching(VERSION), 30)
     assert proc.returncode == 0 and proc.stdout == b"hello\n"
     assert sorted(proc.stderr.decode().splitlines()) == baseline
 
@@ -105,7 +105,7 @@ def test_a_hung_server_never_holds_the_exit(baseline):
         # already gone gets no sidecar at all, so no version check either)
         proc = run(env_for(rec.base), seconds=1.5)
         took = time.monotonic() - t0
-        assert wait_for(lambda: rec.matching(VERSION), 5)
+        assert wait_for(lambda: rec.matching(VERSION), 30)
     assert proc.returncode == 0 and proc.stdout == b"hello\n"
     assert sorted(proc.stderr.decode().splitlines()) == baseline
     assert took < 20, took  # the server would have answered after 30 s
