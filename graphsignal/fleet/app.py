@@ -38,7 +38,7 @@ from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__, gctune
 from graphsignal.fleet import ingest, pages
-from graphsignal.fleet.db import Full, NoSpace, owner_of
+from graphsignal.fleet.storage import Full, NoSpace, Unavailable, owner_of
 from graphsignal.fleet.history import DEFAULT_SECONDS, history
 from graphsignal.fleet.windows import MIN_SECONDS, window
 
@@ -49,6 +49,7 @@ NOSNIFF = (("X-Content-Type-Options", "nosniff"),)
 MAX_WINDOW = 7 * 86400
 FULL_RETRY_AFTER = 60  # seconds an uploader waits while the disk is full (it keeps what it would send)
 FULL_LINE_EVERY = 60.0  # seconds between lines while the disk stays full
+DOWN_RETRY_AFTER = 10  # seconds a client waits while the database cannot be reached
 
 
 def _json(obj, status=200):
@@ -63,12 +64,13 @@ def _error(message, status):
 
 
 class DiskFull:
-    """The lines about a full disk: the first refused upload says it, then
-    one line a minute at most (how many were refused since), and the
-    first upload stored again says that. clock: monotonic seconds."""
+    """The lines about a full disk (or, with what="cannot be reached", a
+    database that is down): the first refused request says it, then one
+    line a minute at most (how many were refused since), and the first
+    upload stored again says that. clock: monotonic seconds."""
 
-    def __init__(self, path, clock=time.monotonic):
-        self.path, self.clock = path, clock
+    def __init__(self, path, clock=time.monotonic, what=None):
+        self.path, self.clock, self.what = path, clock, what
         self.lock = threading.Lock()  # uploads of different keys fail at once
         self.refused = 0  # since the last line
         self.next_line = None  # clock seconds; None: not full
@@ -82,9 +84,15 @@ class DiskFull:
             first = self.next_line is None
             self.next_line = now + FULL_LINE_EVERY
             n, self.refused = self.refused, 0
-        if first:
+        if first and self.what:
+            logger.warning("graphsignal-server: the database %s %s (%s): requests are answered 503 with "
+                           "Retry-After until it answers", self.path, self.what, str(why).strip()[:300])
+        elif first:
             logger.warning("graphsignal-server: the disk under %s is full (%s): uploads are answered 503 with "
                            "Retry-After until there is room", self.path, why)
+        elif self.what:
+            logger.warning("graphsignal-server: the database %s still %s: %d request%s answered 503 since "
+                           "the last line", self.path, self.what, n, "" if n == 1 else "s")
         else:
             logger.warning("graphsignal-server: the disk under %s is still full: %d upload%s answered 503 since "
                            "the last line", self.path, n, "" if n == 1 else "s")
@@ -139,11 +147,16 @@ def make_app(db, keys):
     }
     files = pages.load()
     full = DiskFull(getattr(db, "path", "the database"))
+    down = DiskFull(getattr(db, "path", "the database"), what="cannot be reached")
 
     def app(environ, start_response):
         req = Request(environ)
         try:
             resp = _route(req)
+        except Unavailable as e:  # PostgreSQL down or restarting: nothing was stored, ask again later
+            down.failed(e)
+            resp = _error("the database is unavailable: nothing was stored, send it again later", 503)
+            resp.headers["Retry-After"] = str(DOWN_RETRY_AFTER)
         except Exception as e:  # a bug must cost one request, not the server
             logger.exception("graphsignal-server: %s %s failed", req.method, req.path)
             resp = _error("internal error: %s" % type(e).__name__, 500)
@@ -196,6 +209,7 @@ def make_app(db, keys):
             resp.headers["Retry-After"] = str(FULL_RETRY_AFTER)
             return resp
         full.stored()
+        down.stored()
         return _json(out)
 
     def _instances(req, owner):
