@@ -293,9 +293,11 @@ def create_app(environ=None):
         raise settings.SettingError("graphsignal-server: " + settings.no_keys_message())
     try:
         db, path = settings.open_db(cfg, environ)
-    except (OSError, RuntimeError, sqlite3.Error) as e:
-        raise settings.SettingError("graphsignal-server: cannot open the database %s: %s"
-                                    % (cfg.db or settings.default_db(environ), e))
+    except (OSError, RuntimeError, sqlite3.Error, Unavailable) as e:
+        where = cfg.db or settings.default_db(environ)
+        if settings.is_postgresql(where):
+            where = settings.redacted(where)
+        raise settings.SettingError("graphsignal-server: cannot open the database %s: %s" % (where, e))
     gctune.tune()
     atexit.register(db.close)
     logger.info("graphsignal-server %s: the Signals API for a WSGI server (database %s, %d key%s)",

@@ -40,14 +40,13 @@ and ~/.pgpass (PGPASSFILE), or the `password` given here (from a file,
 graphsignal.fleet.settings).
 """
 import contextlib
-import re
 import threading
 import time
-import urllib.parse
 
 import psycopg
 from psycopg import errors as pgerrors
 
+from graphsignal.fleet.settings import redacted
 from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, logger
 
 SCHEMA_VERSION = 1  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5
@@ -86,31 +85,6 @@ CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_
 # own zlib'd or small JSON values (PostgreSQL's TOAST would try, and gain nothing)
 _STORAGE = ["ALTER TABLE %s ALTER COLUMN %s SET STORAGE EXTERNAL" % tc for tc in
             (("series", "doc"), ("history", "snapshot"))]
-
-
-def is_url(text):
-    return text.startswith(("postgresql://", "postgres://"))
-
-
-def redacted(url):
-    """The URL without a password (for log lines)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "postgresql://..."
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rpartition("@")
-    user = netloc[0].split(":", 1)[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc="%s:***@%s" % (user, netloc[2])))
-
-
-def has_password(url):
-    try:
-        return urllib.parse.urlsplit(url).password is not None or bool(
-            re.search(r"(^|&)password=", urllib.parse.urlsplit(url).query))
-    except ValueError:
-        return False
 
 
 class Pool:
@@ -166,6 +140,14 @@ def _map_errors(e):
                                                                       pgerrors.SerializationFailure)):
         return Unavailable(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
     return None
+
+
+def _mode(conn, isolation, read_only):
+    """The next transaction's mode: psycopg says it in its BEGIN, no round trip of its own."""
+    if conn.isolation_level != isolation:
+        conn.isolation_level = isolation
+    if conn.read_only != read_only:
+        conn.read_only = read_only
 
 
 class PgDB(Storage):
@@ -226,14 +208,13 @@ class PgDB(Storage):
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
             except psycopg.Error as e:
-                mapped = _map_errors(e)
-                if mapped is None:
-                    raise
-                raise mapped from None
+                # at start: one line, whatever it was (no right to create tables, a read-only replica, ...)
+                raise (_map_errors(e) or RuntimeError(str(e).strip().splitlines()[0])) from None
 
     @contextlib.contextmanager
     def _write(self):
         with self.pool.connection() as conn:
+            _mode(conn, None, None)
             try:
                 with conn.transaction():
                     yield conn.cursor()
@@ -256,11 +237,10 @@ class PgDB(Storage):
     @contextlib.contextmanager
     def _read(self):
         with self.pool.connection() as conn:
+            _mode(conn, psycopg.IsolationLevel.REPEATABLE_READ, True)
             try:
                 with conn.transaction():
-                    c = conn.cursor()
-                    c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    yield c
+                    yield conn.cursor()
             except psycopg.Error as e:
                 mapped = _map_errors(e)
                 if mapped is None:

@@ -379,10 +379,15 @@ class Storage:
                     "ON CONFLICT (owner, instance_id, ts_ns) DO UPDATE SET snapshot=excluded.snapshot, "
                     "kept_up_ns=excluded.kept_up_ns"),
                   (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6), up))
-        # beyond the retention of up time, none (a few at a time: one row crosses it an hour)
-        c.execute(q("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns IN (SELECT ts_ns FROM history "
-                    "WHERE owner=? AND instance_id=? AND kept_up_ns < ? ORDER BY kept_up_ns LIMIT ?)"),
-                  (owner, iid, owner, iid, up - self.retention_ns, HISTORY_BATCH))
+        # beyond the retention of up time, none (a few at a time: one row crosses it an hour); found
+        # first, then deleted by key: PostgreSQL would plan one DELETE ... IN (SELECT ...) as a join over
+        # every row of the instance
+        old = c.execute(q("SELECT ts_ns FROM history WHERE owner=? AND instance_id=? AND kept_up_ns < ? "
+                          "ORDER BY kept_up_ns LIMIT ?"),
+                        (owner, iid, up - self.retention_ns, HISTORY_BATCH)).fetchall()
+        if old:
+            c.executemany(q("DELETE FROM history WHERE owner=? AND instance_id=? AND ts_ns=?"),
+                          [(owner, iid, t) for (t,) in old])
         # the rows that just crossed 24 h of the instance's clock (and the hour before: a
         # late roll) are thinned to the first of each hour, in Python: the stored values are offset
         cutoff = ts - MINUTE_ROWS_NS
