@@ -52,8 +52,10 @@ def _runas():
 
 
 class PgServer:
-    def __init__(self, bin_dir):
+    def __init__(self, bin_dir, durable=False):
+        """durable: fsync on, as a production server runs (the benchmark's)."""
         self.bin = bin_dir
+        self.durable = durable
         self.root = tempfile.mkdtemp(prefix="gs-pg-")
         self.data = os.path.join(self.root, "data")
         self.port = free_port()
@@ -77,8 +79,10 @@ class PgServer:
             raise RuntimeError("%s failed: %s" % (prog, (r.stdout + r.stderr).decode(errors="replace")[-2000:]))
 
     def start(self):
-        opts = ("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off "
-                "-c max_connections=300 -c shared_buffers=64MB" % (self.port, self.root))
+        opts = ("-c listen_addresses=127.0.0.1 -p %d -k %s -c max_connections=300 -c shared_buffers=128MB"
+                % (self.port, self.root))
+        if not self.durable:
+            opts += " -c fsync=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", self.data, "-l", self.log, "-o", opts, "-w", "-t", "60", "start")
 
     def stop(self, mode="fast"):
@@ -87,6 +91,26 @@ class PgServer:
     def url(self, database="postgres"):
         """The URL of a database, without the password."""
         return "postgresql://%s@127.0.0.1:%d/%s" % (USER, self.port, database)
+
+    def cpu_seconds(self):
+        """CPU time (user + system) of the cluster's processes now: the
+        postmaster and its children (connections, writers, autovacuum)."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            master = int(f.readline())
+        total = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(pid) == master:  # with its children that exited (closed connections)
+                total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            elif int(fields[1]) == master:
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def admin(self):
         import psycopg
