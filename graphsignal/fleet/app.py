@@ -5,7 +5,7 @@ create_app, with no arguments, builds it from the environment
 (graphsignal.fleet.settings) for a WSGI server:
 
   waitress-serve --port 18260 --threads 8 --call graphsignal.fleet.app:create_app
-  gunicorn --workers 1 --threads 8 'graphsignal.fleet.app:create_app()'
+  gunicorn --workers 1 --threads 8 'graphsignal.fleet.app:create_app()'   (SQLite; PostgreSQL: --workers N)
 
   POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
   GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, context, first_seen_ns, last_seen_ns,
@@ -272,9 +272,11 @@ def create_app(environ=None):
     used (or no key at all), and for a database that cannot be opened, so
     the server stops at start instead of answering errors.
 
-    One process: the database takes one writer at a time and this app
-    holds it under one lock, so threads (waitress --threads, gunicorn
-    --workers 1 --threads N), not processes, answer requests at once.
+    On the SQLite file, one process: the file takes one writer at a time
+    and this app holds it under one lock, so threads (waitress --threads,
+    gunicorn --workers 1 --threads N), not processes, answer requests at
+    once. On PostgreSQL (GRAPHSIGNAL_SERVER_DB=postgresql://...), any
+    number of processes, on any number of machines.
     The app enforces its own caps (413 over ingest.MAX_BODY, 411 without
     Content-Length, gzip expanding past ingest.MAX_JSON); timeouts are the
     WSGI server's (README)."""

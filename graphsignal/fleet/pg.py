@@ -66,14 +66,14 @@ CREATE TABLE IF NOT EXISTS instances (
   resources BYTEA, engine BYTEA, errors BYTEA,
   history_minute BIGINT, ended_ns BIGINT, exit_status INTEGER, seen_up_ns BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (owner, instance_id)
-);
+) WITH (fillfactor = 50);
 CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (owner, last_seen_ns);
 CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
 CREATE TABLE IF NOT EXISTS series (
   owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, skey BYTEA NOT NULL,
   doc BYTEA NOT NULL, updated_ns BIGINT,
   PRIMARY KEY (owner, instance_id, skey)
-);
+) WITH (fillfactor = 50);
 CREATE TABLE IF NOT EXISTS history (
   owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, ts_ns BIGINT NOT NULL,
   snapshot BYTEA NOT NULL, kept_up_ns BIGINT NOT NULL DEFAULT 0,
@@ -81,10 +81,11 @@ CREATE TABLE IF NOT EXISTS history (
 );
 CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
 """
-# bytea columns come back as bytes, stored as they came: no compression of our
-# own zlib'd or small JSON values (PostgreSQL's TOAST would try, and gain nothing)
-_STORAGE = ["ALTER TABLE %s ALTER COLUMN %s SET STORAGE EXTERNAL" % tc for tc in
-            (("series", "doc"), ("history", "snapshot"))]
+# Every upload rewrites its series' rows: half of each page is left free (fillfactor) so the
+# new version of a row fits beside the old one and no index is touched (a HOT update), which
+# the next visit to the page prunes. History rows are zlib'd already: TOAST stores them as they
+# are (EXTERNAL) instead of trying to compress them again.
+_STORAGE = ["ALTER TABLE history ALTER COLUMN snapshot SET STORAGE EXTERNAL"]
 
 
 class Pool:
@@ -246,6 +247,18 @@ class PgDB(Storage):
                 if mapped is None:
                     raise
                 raise mapped from None
+
+    def _upsert_series(self, c, rows):
+        # one statement over arrays: the executor starts once for an upload's series, not once a row
+        # (a row a statement costs several times the server's CPU). A series twice in one upload
+        # would be one row changed twice by one statement, which PostgreSQL refuses: those go a row
+        # at a time, in order, as SQLite takes them.
+        keys = [r[2] for r in rows]
+        if len(set(keys)) != len(keys):
+            return Storage._upsert_series(self, c, rows)
+        c.execute("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) "
+                  "SELECT %s, %s, k, d, u FROM unnest(%s::bytea[], %s::bytea[], %s::bigint[]) AS t(k, d, u) "
+                  + self.SERIES_UPSERT, (rows[0][0], rows[0][1], keys, [r[3] for r in rows], [r[4] for r in rows]))
 
     def _may_expire(self, c):
         return bool(c.execute("SELECT pg_try_advisory_xact_lock(%s)", (EXPIRE_LOCK,)).fetchone()[0])

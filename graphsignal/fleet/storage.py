@@ -362,12 +362,18 @@ class Storage:
                     kept.append(r)
                     room -= 1
             rows = kept
-        c.executemany(q("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) VALUES (?,?,?,?,?) "
-                        "ON CONFLICT (owner, instance_id, skey) DO UPDATE SET doc=excluded.doc, "
-                        "updated_ns=excluded.updated_ns "
-                        "WHERE excluded.updated_ns IS NULL OR series.updated_ns IS NULL "
-                        "OR excluded.updated_ns >= series.updated_ns"), rows)
+        self._upsert_series(c, rows)
         return len(rows)
+
+    SERIES_UPSERT = ("ON CONFLICT (owner, instance_id, skey) DO UPDATE SET doc=excluded.doc, "
+                     "updated_ns=excluded.updated_ns WHERE excluded.updated_ns IS NULL OR series.updated_ns IS NULL "
+                     "OR excluded.updated_ns >= series.updated_ns")
+
+    def _upsert_series(self, c, rows):
+        """Each (owner, instance id, series key, doc, updated_ns) stored,
+        in order, unless what is stored is newer."""
+        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) VALUES (?,?,?,?,?) "
+                                + self.SERIES_UPSERT), rows)
 
     def _roll(self, c, owner, iid, ts, up):
         q = self._sql

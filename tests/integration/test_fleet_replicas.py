@@ -201,7 +201,7 @@ def test_a_lost_connection_costs_the_request_in_flight_not_the_server(pg_backend
     assert c.get("/api/v1/signals?instance_id=inst", headers=h).json["instance"]["uploads"] == 2
 
 
-def test_a_password_in_the_database_url_is_refused_on_the_command_line():
+def test_a_password_in_the_database_url_is_refused_on_the_command_line(tmp_path):
     from graphsignal.cli import server as cli
 
     for url in ("postgresql://gs:secret@127.0.0.1/fleet", "postgresql://gs@127.0.0.1/fleet?password=secret"):
@@ -216,7 +216,15 @@ def test_a_password_in_the_database_url_is_refused_on_the_command_line():
 
     cfg = settings.resolve({"GRAPHSIGNAL_SERVER_DB": "postgresql://gs:secret@h:5/db", "GRAPHSIGNAL_SERVER_API_KEYS": "k"})
     assert cfg.db == "postgresql://gs:secret@h:5/db" and "secret" not in settings.redacted(cfg.db)
-    assert "secret" not in repr(settings.resolve({}, db_password_file=None))
+    # from a file of one's own, kept out of the configuration's repr; only for PostgreSQL
+    pw = _keys_file(tmp_path, "pw", "file-secret")
+    cfg = cli.parse_args(["--database", "postgresql://gs@h/db", "--database-password-file", pw, "--api-key", "k"], {})
+    assert cfg.db_password == "file-secret" and "file-secret" not in repr(cfg)
+    with pytest.raises(cli.UsageError, match="is for a postgresql:// database"):
+        cli.parse_args(["--database", "x.db", "--database-password-file", pw, "--api-key", "k"], {})
+    os.chmod(pw, 0o644)
+    with pytest.raises(cli.UsageError, match="readable or writable by other users"):
+        cli.parse_args(["--database", "postgresql://gs@h/db", "--database-password-file", pw, "--api-key", "k"], {})
 
 
 def test_a_database_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path):

@@ -86,12 +86,17 @@ def waitress(tmp_path):
         w.stop()
 
 
-def test_graphsignal_run_uploads_through_waitress_and_reads_back(waitress, tmp_path):
+def test_graphsignal_run_uploads_through_waitress_and_reads_back(waitress, tmp_path, backend):
     key_file = tmp_path / "keys"
     key_file.write_text("# the fleet's keys\nkey-file-1\n")
     os.chmod(str(key_file), 0o600)
-    w = waitress(**{settings.API_KEYS_ENV: "key-a,key-b", settings.API_KEY_FILE_ENV: str(key_file),
-                    settings.RETENTION_ENV: "3", settings.SYNC_ENV: "full"})
+    env = {settings.API_KEYS_ENV: "key-a,key-b", settings.API_KEY_FILE_ENV: str(key_file),
+           settings.RETENTION_ENV: "3", settings.SYNC_ENV: "full", settings.DB_ENV: backend.location}
+    if backend.password:  # PostgreSQL's, from a file of its own
+        (tmp_path / "pw").write_text(backend.password + "\n")
+        os.chmod(str(tmp_path / "pw"), 0o600)
+        env[settings.DB_PASSWORD_FILE_ENV] = str(tmp_path / "pw")
+    w = waitress(**env)
     w.up()
     env = quiet_env(GRAPHSIGNAL_API_KEY="key-a", GRAPHSIGNAL_API_BASE="http://127.0.0.1:%d" % w.port)
     proc = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", CHILD], env=env,
