@@ -155,8 +155,12 @@ def serve(cfg, environ):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
         sock.listen(512)
+        # the file takes one writer at a time: a key's requests run one at a time, so a key's flood waits behind
+        # itself; PostgreSQL takes a key's uploads side by side: up to half the workers, the rest for other keys
+        inflight = max(1, cfg.workers // 2) if settings.is_postgresql(cfg.db) else 1
         srv = FleetServer(sock, make_app(db, cfg.api_keys), tenant_of(cfg.api_keys),
-                          Limits(max_connections=cfg.max_connections, workers=cfg.workers, max_body=ingest.MAX_BODY))
+                          Limits(max_connections=cfg.max_connections, workers=cfg.workers, max_body=ingest.MAX_BODY,
+                                 tenant_inflight=inflight))
     except OSError as e:
         db.close()
         sys.stderr.write("graphsignal-server: error: cannot listen on %s:%d: %s (pick another with --port)\n"
