@@ -141,7 +141,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["graphsignal", "graphsignal.*"]),
-    package_data={"graphsignal": ["_include/graphsignal/*.h", "schema/signals.schema.json",
+    package_data={"graphsignal": ["_include/graphsignal/*.h", "schema/signals.schema.json", "reference/*.md",
                                   "fleet/static/*.html", "fleet/static/*.js", "fleet/static/*.css",
                                   "fleet/static/vendor/*"]},
     include_package_data=False,

@@ -276,7 +276,7 @@ def build_interpose_lib(out_dir, log=print):
     sources = sorted(glob.glob(os.path.join(INTERPOSE_DIR, "*.c")))
     flags = ["-std=gnu11", "-D_GNU_SOURCE", "-DGRAPHSIGNAL_DEFINES_DLSYM"] + [
         f for f in CFLAGS if f != "-std=gnu99"] + _werror()
-    rest = flags + ["-I", INTERPOSE_DIR] + sources + _compat_link(cc) + ["-pthread"]
+    rest = flags + ["-I", INTERPOSE_DIR, "-I", INCLUDE] + sources + _compat_link(cc) + ["-pthread"]
     if _build_first([cc + ["-include", GLIBC_COMPAT] + rest, cc + rest], out, log, timeout=120):
         return out
     log("CUDA interposer (--cuda-trace light): build failed (see above)")

@@ -59,7 +59,8 @@ SIDECAR_PRIORITY_ENV = "GRAPHSIGNAL_SIDECAR_PRIORITY"  # the sidecar's threads b
 SERVER_API_KEYS_ENV = "GRAPHSIGNAL_SERVER_API_KEYS"
 
 GRAPH_TRACE_CHOICES = ("graph", "node")
-CUDA_TRACE_CHOICES = ("on", "off")  # GRAPHSIGNAL_CUDA_TRACE also takes 1 and 0
+# light: CUDA counted by the driver interposer, CUPTI never loads; GRAPHSIGNAL_CUDA_TRACE also takes 1 and 0
+CUDA_TRACE_CHOICES = ("on", "off", "light")
 ROCM_TRACE_CHOICES = ("none", "all")
 NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
 SIDECAR_PRIORITY_CHOICES = ("normal", "low", "idle")  # as the workload; nice 19; SCHED_IDLE (else nice 19)
@@ -627,10 +628,13 @@ def identity_context(settings: Settings) -> Dict[str, Any]:
     """What the identity adds to the payload's `context` (and so to every
     upload): "service.name" (when set) and "tags" (an object, when any):
     beside "instance.id" and "host.name", never in their place; and
-    "cuda.trace": "off" when CUDA tracing is off (--cuda-trace off)."""
+    "cuda.trace": "off" when CUDA tracing is off (--cuda-trace off),
+    "light" when the driver interposer counts it (--cuda-trace light)."""
     out: Dict[str, Any] = {}
-    if settings.cuda_trace == "off":
-        out["cuda.trace"] = "off"  # no cuda_* series because none were collected, not because no work ran
+    if settings.cuda_trace in ("off", "light"):
+        # off: no cuda_* series because none were collected, not because no work ran;
+        # light: counts exact, graph time estimated, no kernel time
+        out["cuda.trace"] = settings.cuda_trace
     if settings.service:
         out["service.name"] = settings.service
     if settings.tags:

@@ -66,8 +66,7 @@ of "time" and "count").
 import math
 import statistics
 
-from graphsignal import naming
-from graphsignal.naming import metrics as metric_names
+from graphsignal import diff_collections, naming
 from graphsignal.signals_model import OTHER_FRAME
 
 NS = 1_000_000_000
@@ -77,11 +76,6 @@ VOLATILE_TAGS = frozenset(("process.pid", "process.root_pid", "device.uuid", "de
 TRACE_DEPENDENT = frozenset(("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                              "cuda_memset_nanoseconds"))
 TRACE_MODES = {0: "graph", 1: "node"}
-# what only CUDA tracing collects (none of it under --cuda-trace off): the
-# CUPTI library's own series by name, never a probe that happens to be
-# called cuda_something
-CUDA_TRACED = frozenset([m.name for m in metric_names.table()
-                         if m.name.startswith("cuda_") and m.type != "gauge"] + ["nvtx_range_gpu_nanoseconds"])
 MAX_FRAMES = 250  # a profile lists its largest 250 frames
 KINDS = ("profile", "counter", "histogram", "engine")
 ENGINE_RATES = ("generation_tokens", "prompt_tokens")
@@ -126,8 +120,9 @@ class Side:
             metrics = payload["metrics"]
             self.seconds = self.cumulative_seconds
         context = payload.get("context") if isinstance(payload.get("context"), dict) else {}
-        self.cuda_trace_off = context.get("cuda.trace") == "off"
-        self.trace_mode = None if self.cuda_trace_off else _trace_mode(payload["metrics"])
+        trace = context.get("cuda.trace")
+        self.cuda_trace = trace if trace in ("off", "light") else "on"  # how CUDA was collected
+        self.trace_mode = _trace_mode(payload["metrics"]) if self.cuda_trace == "on" else None
         self.profiles = {}  # (metric, tkey) -> {frame: [value, samples]}
         self.truncated = set()  # profile keys whose series were cut (MAX_FRAMES frames listed, or an "(other)")
         # profile key -> [value, samples] of its "(other)" frame: what a cap folded, a different set of
@@ -226,7 +221,7 @@ class Side:
 
     def describe(self):
         return {"label": self.label, "source": self.source, "covered_seconds": round(self.seconds, 6),
-                "cuda_graph_trace_mode": self.trace_mode, "cuda_trace": "off" if self.cuda_trace_off else "on",
+                "cuda_graph_trace_mode": self.trace_mode, "cuda_trace": self.cuda_trace,
                 "ended": self.ended}
 
 
@@ -380,7 +375,7 @@ def compare(before, after, before_label="BEFORE", after_label="AFTER", use_windo
         if norm.name == "second" and s.seconds <= 0:
             warnings.append("%s covers no time (a payload from the first second of a run?): its rates are null"
                             % s.label)
-    _leave_out_untraced(B, A, warnings)
+    diff_collections.align(B, A, warnings)
     changes = []
     changes += _profiles(B, A, norm, warnings)
     changes += _counters(B, A, norm)
@@ -392,8 +387,10 @@ def compare(before, after, before_label="BEFORE", after_label="AFTER", use_windo
     order = {k: i for i, k in enumerate(KINDS)}
     changes.sort(key=lambda c: (order[c["kind"]], c.get("significant") is False, -abs(c["delta"] or 0),
                                 c["metric"], c["frame"] or "", sorted(c["tags"].items())))
+    from graphsignal.findings import compare as findings_compare  # the rules, only when two runs are compared
+
     return {"before": _describe(B), "after": _describe(A), "normalized_by": norm.describe(B, A),
-            "changes": changes, "warnings": warnings}
+            "changes": changes, "warnings": warnings, "findings": findings_compare.between(before, after)}
 
 
 def _runs(p):
@@ -415,32 +412,12 @@ def _describe(sides):
              ended=all(s.ended for s in sides),
              source=sides[0].source if len({s.source for s in sides}) == 1 else "mixed",
              cuda_graph_trace_mode=_one_mode(sides),
-             cuda_trace=_one({"off" if s.cuda_trace_off else "on" for s in sides}))
+             cuda_trace=_one({s.cuda_trace for s in sides}))
     return d
 
 
-def _leave_out_untraced(B, A, warnings):
-    """A run with CUDA tracing off (--cuda-trace off) has no CUDA activity
-    series because none were collected: against a traced run, those series
-    would read as work that vanished (or appeared), so they are left out of
-    the comparison, with a warning that says why."""
-    off = [s.label for s in B + A if s.cuda_trace_off]
-    if not off or len(off) == len(B + A):
-        return
-    names = set()
-    for s in B + A:
-        for table in (s.profiles, s.counters):
-            for key in [k for k in table if k[0] in CUDA_TRACED]:
-                names.add(key[0])
-                del table[key]
-    if names:
-        warnings.append("%s ran with CUDA tracing off (--cuda-trace off): no CUDA activity was collected there, "
-                        "so %s are left out (compare CUDA activity between runs that both traced it)"
-                        % (", ".join(off), ", ".join(sorted(names))))
-
-
 def _one_mode(sides):
-    return _one({s.trace_mode for s in sides if not s.cuda_trace_off} or {None})
+    return _one({s.trace_mode for s in sides if s.cuda_trace == "on"} or {None})
 
 
 def _one(values):
@@ -831,7 +808,9 @@ _PER_TITLE = {"second": "per second of covered time", "run": "totals of each run
 def to_text(doc, width=160):
     """The comparison for people: a headline, what each side covers, the
     warnings, then a table per kind sorted by absolute change."""
-    lines = [headline(doc)]
+    from graphsignal.findings import compare as findings_compare
+
+    lines = [headline(doc)] + findings_compare.lines(doc.get("findings") or {})
     norm = doc.get("normalized_by") or {"name": "second", "why": "per second of covered time"}
     for side in ("before", "after"):
         d = doc[side]

@@ -44,7 +44,9 @@ and for a llama-server too old to export the counter):
   prompt_tokens_cached_total           prompt_tokens_cached_total
 
 What the workload did for those tokens, from graphsignal's own
-measurements (null where not measured: no CUPTI, no GPU telemetry), over
+measurements (null where not measured: no CUDA collection, no GPU
+telemetry; under --cuda-trace light, kernel_nanoseconds is null, the
+counts are exact and graph_nanoseconds is the sampled estimate), over
 the same span as the engine's counters (since start, and in `window`):
 
   work_per_token, work_per_request     {gpu_busy_nanoseconds, kernel_launches,
@@ -175,7 +177,9 @@ WORK_PROFILES = {"cuda_kernels_nanoseconds": ("kernel_launches", "kernel_nanosec
                  "cuda_graphs_nanoseconds": ("graph_replays", "graph_nanoseconds"),
                  "cuda_sync_nanoseconds": ("syncs", "sync_nanoseconds")}
 COPY_TIME, COPY_BYTES = "cuda_memcpy_nanoseconds", "cuda_memcpy_bytes"
-WORK_NAMES = frozenset(WORK_PROFILES) | {GPU_BUSY, CPU_TIME, COPY_TIME, COPY_BYTES}
+# --cuda-trace light counts without timing: launches and copies in count profiles (value = calls)
+LIGHT_LAUNCHES, LIGHT_COPIES = "cuda_kernel_launches", "cuda_memcpy_calls"
+WORK_NAMES = frozenset(WORK_PROFILES) | {GPU_BUSY, CPU_TIME, COPY_TIME, COPY_BYTES, LIGHT_LAUNCHES, LIGHT_COPIES}
 
 ALL_NAMES = frozenset(n for per in NAMES.values() for names in per.values() for n in names) \
     | frozenset(LLAMACPP_ITL) | frozenset(LLAMACPP_EXTRA) | {SCRAPE_TS, SCRAPE_UP}
@@ -225,8 +229,10 @@ def work(idx, windowed=False):
         sums = [_profile_sums(m.get("stats"), windowed) for m in ms]
         out[calls_key] = sum(n or 0 for _, n in sums) if ms else None
         out[ns_key] = sum(v or 0 for v, _ in sums) if ms else None
+    if out["kernel_launches"] is None and idx.get(LIGHT_LAUNCHES):  # counted, not timed: no kernel time
+        out["kernel_launches"] = sum(_profile_sums(m.get("stats"), windowed)[1] or 0 for m in idx[LIGHT_LAUNCHES])
     copies = {}
-    for m in idx.get(COPY_TIME, ()):
+    for m in list(idx.get(COPY_TIME, ())) + list(idx.get(LIGHT_COPIES, ())):
         mem = (m.get("tags") or {}).get("host_memory") or "device"
         st = m.get("stats") or {}
         for f in st.get("frames") or []:
@@ -240,7 +246,7 @@ def work(idx, windowed=False):
         if isinstance(kind, str) and v is not None:
             c = copies.setdefault(kind, {}).setdefault(mem, {"count": None, "bytes": 0})
             c["bytes"] = (c["bytes"] or 0) + v
-    out["copies"] = copies if (idx.get(COPY_TIME) or idx.get(COPY_BYTES)) else None
+    out["copies"] = copies if (idx.get(COPY_TIME) or idx.get(COPY_BYTES) or idx.get(LIGHT_COPIES)) else None
     return out
 
 

@@ -33,6 +33,9 @@ NUMERIC = {
     "GRAPHSIGNAL_CUPTI_PINNED": (int, 0, 1, "0 or 1", "0"),
     "GRAPHSIGNAL_CUPTI_SAMPLE_MS": (int, 0, 60000, "milliseconds", "20"),
     "GRAPHSIGNAL_CUPTI_SAMPLE_PERIOD_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
+    # the CUDA driver interposer's (--cuda-trace light; csrc/interpose/interpose.c, setup)
+    "GRAPHSIGNAL_CUDA_SAMPLE": (int, 0, 1_000_000, "one graph launch in N timed, 0 none", "16"),
+    "GRAPHSIGNAL_CUDA_SAMPLE_RATE": (int, 0, 1_000_000, "timed launches a second at most, 0 no cap", "100"),
 }
 
 

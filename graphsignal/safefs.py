@@ -240,7 +240,10 @@ def write_atomic(path, data):
             mode = stat.S_IMODE(st.st_mode) & 0o777  # a file of ours keeps its mode (never setuid, setgid, sticky)
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise _named(e, path)
     try:
         try:
             view = memoryview(data)
@@ -256,10 +259,22 @@ def write_atomic(path, data):
         if output_target(path) != target:
             raise UnsafePath("%s changed while it was being written; not replacing it" % path)
         os.rename(tmp, target)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError) and not isinstance(e, UnsafePath):
+            raise _named(e, path)
         raise
     return target
+
+
+def _named(e, path):
+    """The OSError with the user's path in it, not the temporary file's
+    (`[Errno 13] Permission denied: 'out.json'`, never '.out.json.x1y2.tmp')."""
+    if e.errno is None:
+        return e
+    out = OSError(e.errno, e.strerror, path)
+    out.__cause__ = e
+    return out

@@ -19,7 +19,8 @@ from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Opt
 
 __all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
            "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Context",
-           "HistorySeries", "HistoryBlock", "Signals",
+           "HistorySeries", "HistoryBlock", "FindingEvidence", "FindingImpact", "FindingChange",
+           "FindingConfirm", "Finding", "Signals",
            "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
 
 
@@ -150,7 +151,8 @@ _ContextKeys = TypedDict("_ContextKeys", {
     "host.name": str,
     "service.name": str,  # GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME; absent when neither is set
     "tags": Dict[str, str],  # GRAPHSIGNAL_TAGS; absent when none
-    "cuda.trace": Literal["off"],  # --cuda-trace off (GRAPHSIGNAL_CUDA_TRACE=0); absent when CUDA is traced
+    # --cuda-trace off (GRAPHSIGNAL_CUDA_TRACE=0) or light (the driver interposer); absent when CUPTI traces CUDA
+    "cuda.trace": Literal["off", "light"],
 }, total=False)
 
 
@@ -158,6 +160,68 @@ class Context(_ContextKeys, total=False):
     """Who is reporting: instance.id (the run) and host.name always; service.name and tags when the
     run was given them (GRAPHSIGNAL_SERVICE or OTEL_SERVICE_NAME, GRAPHSIGNAL_TAGS); cuda.trace "off"
     when the run kept CUPTI out of the workload (--cuda-trace off): no cuda_* series were collected."""
+
+
+class FindingEvidence(TypedDict):
+    """One number a finding used: `value` of `stat` of `series` (a metric
+    name, `engine.KEY` for the engine summary, `errors` for console
+    entries), with the tags it was read under, compared by `op` with
+    `threshold` (null: a fact, not a comparison). unit: its unit ("" for a
+    plain number, "fraction" for 0-1 shares)."""
+
+    series: str
+    tags: Dict[str, str]
+    stat: str
+    value: Optional[float]
+    op: Literal[">=", "<=", "==", ""]
+    threshold: Optional[float]
+    unit: str
+
+
+class FindingImpact(TypedDict):
+    """What is at stake: `share` (0-1) of `of` (the run's wall time, the
+    GPU's time, the tokens per second, the requests, or the data the
+    profiler collected), an estimate; text says how it was estimated."""
+
+    of: Literal["wall_time", "gpu_time", "tokens_per_second", "requests", "data"]
+    share: float
+    text: str
+
+
+class FindingChange(TypedDict):
+    """What to try, for one target: an engine (llamacpp, vllm, sglang,
+    trtllm), pytorch (a code pattern), cuda (any CUDA program) or
+    graphsignal (how the run was profiled)."""
+
+    target: str
+    text: str
+
+
+class FindingConfirm(TypedDict):
+    """A series that should move in the next run after the change, and
+    which way (down, up, or zero: gone)."""
+
+    series: str
+    tags: Dict[str, str]
+    direction: Literal["down", "up", "zero"]
+
+
+class Finding(TypedDict):
+    """A cause the payload shows (graphsignal.findings): rules over the
+    same document, never guesses without evidence. span: what it was
+    read over (`run`: since the workload's launch; `window`: the ?window=N
+    window) and span_seconds its length."""
+
+    id: str
+    family: str
+    title: str
+    span: Literal["run", "window"]
+    span_seconds: float
+    evidence: List[FindingEvidence]
+    impact: FindingImpact
+    confidence: Literal["high", "medium", "low"]
+    change: List[FindingChange]
+    confirm: List[FindingConfirm]
 
 
 class _SignalsBase(TypedDict):
@@ -171,6 +235,7 @@ class _SignalsBase(TypedDict):
     errors: List[ErrorEntry]  # oldest first
     resources: List[Resource]
     engine: Optional[Dict[str, Any]]  # graphsignal.engine_summary; None without an engine
+    findings: List[Finding]  # graphsignal.findings: largest impact first; over the window with ?window=N
 
 
 class _HistorySeriesBase(TypedDict):

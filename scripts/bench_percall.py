@@ -47,7 +47,7 @@ run under
   light             the CUDA driver interposer alone (libgraphsignal_interpose.so
                     preloaded, no CUPTI): --cuda-trace light's counting
   light-sampled     the same with every graph launch timed by an event pair
-                    (GS_INTERPOSE_SAMPLE=1): the cost of one sampled launch
+                    (GRAPHSIGNAL_CUDA_SAMPLE=1): the cost of one sampled launch
 
 NVTX ops (nvtx_pushpop, nvtx_startend: one range; nvtx_kernel: a launch
 inside a range; nvtx_kernel_outside: a launch outside any, after one): bare
@@ -215,9 +215,9 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
             raise RuntimeError("the interposer did not build")
         env["LD_PRELOAD"] = interpose
         if config == "light-sampled":
-            env["GS_INTERPOSE_SAMPLE"] = "1"
+            env.update(GRAPHSIGNAL_CUDA_SAMPLE="1", GRAPHSIGNAL_CUDA_SAMPLE_RATE="0")
         if diag:
-            env["GS_INTERPOSE_REPORT"] = os.path.join(work_dir(), "light-report")
+            env["GRAPHSIGNAL_INTERPOSE_REPORT"] = os.path.join(work_dir(), "light-report")
     elif config == "baseline" or config.startswith("ours:"):
         env["CUDA_INJECTION64_PATH"] = old if config == "baseline" else lib
         if config != "baseline":

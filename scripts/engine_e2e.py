@@ -175,7 +175,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BUILTIN_MODES = {"bare": "bare", "bare2": "bare", "graph": "", "node": "--cuda-graph-trace node",
-                 "off": "--cuda-trace off"}
+                 "off": "--cuda-trace off", "light": "--cuda-trace light"}
 PORT_FIELD = "{port}"  # in a --run command: the port its /signals should listen on
 CMAKE_FLAGS = ["-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
                "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",

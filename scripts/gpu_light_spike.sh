@@ -5,9 +5,14 @@
 # llama-server built in the background meanwhile. Results go to $OUT.
 #
 #   GS_ENG=/path/with/llama.cpp-src.tgz+make_tiny_gguf.py bash scripts/gpu_light_spike.sh [step ...]
-#   steps: build census gpm percall llama compile e2e (default: build census percall)
-#   e2e: llama-server decode speed, bare / bare2 / --cuda-trace off / off with the interposer preloaded
-#        (light: no CUPTI) / the default collection, interleaved (GS_E2E_REPS, default 4)
+#   steps: build census gpm percall llama compile wait findings e2e (default: build census percall)
+#   build: this package and the interposer; llama-server, the tiny model and the ~1 B one in the background
+#          (wait: until they are made); the anchor (graphsignal 1.1.2) from build/e2e/anchor's wheels, if there
+#   census: coverage against CUPTI and --cuda-trace light's payload, sampled graph time against CUPTI's
+#   llama: the same on llama-server (GS_CENSUS_CLIENTS clients, default 1: a steady decode)
+#   findings: the llama-server cases the findings are tested on (scripts/record_findings_cases.py) into $OUT/cases
+#   e2e: llama-server decode speed, modes GS_E2E_MODES (default bare,bare2,light,graph,off[,anchor]) on
+#        GS_E2E_MODEL (tiny or big), interleaved (GS_E2E_REPS, default 8; GS_E2E_CLIENTS, default 1,4)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
@@ -29,9 +34,14 @@ for step in $steps; do
           && cmake -B /tmp/eng/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF \
              -DLLAMA_BUILD_UI=OFF -DCMAKE_BUILD_TYPE=Release \
-          && cmake --build /tmp/eng/build --target llama-server -j12 \
-          && python3 '$ENG/make_tiny_gguf.py' /tmp/eng/llama.cpp /tmp/eng/tiny.gguf && touch /tmp/eng/ready" \
+          && cmake --build /tmp/eng/build --target llama-server -j${GS_BUILD_JOBS:-14} \
+          && python3 '$ENG/make_tiny_gguf.py' /tmp/eng/llama.cpp /tmp/eng/tiny.gguf && touch /tmp/eng/ready \
+          && python3 '$ENG/make_tiny_gguf.py' /tmp/eng/llama.cpp /tmp/eng/big.gguf --layers 16 --embd 2048 --ff 5632 \
+             --heads 32 --kv-heads 8 && touch /tmp/eng/big-ready" \
           >/tmp/eng-build.log 2>&1 < /dev/null &
+      fi
+      if ls build/e2e/anchor/graphsignal-1.1.2-*.whl >/dev/null 2>&1 && [ ! -x /tmp/anchor/bin/graphsignal-run ]; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/anchor build/e2e/anchor/*.whl >/dev/null 2>&1
       fi
       python3 -m pip install -q --no-build-isolation --no-index --no-deps -e . >"$OUT/build.log" 2>&1 \
         || python3 graphsignal/_native_build.py >>"$OUT/build.log" 2>&1
@@ -47,21 +57,39 @@ for step in $steps; do
       timeout 300 python3 scripts/interpose_census.py --out /tmp/census --workloads torch_compile \
         >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
     percall)
-      timeout 130 python3 scripts/bench_percall.py --reps 2 --configs bare,floor:all,ours:hybrid,light,light-sampled \
+      timeout "${GS_PERCALL_TIMEOUT:-240}" python3 scripts/bench_percall.py --reps "${GS_PERCALL_REPS:-5}" \
+        --configs bare,ours:hybrid,light,light-sampled \
         --ops sync,h2d_pinned,memset,graph1,graph128,kernel >"$OUT/percall.jsonl" 2>"$OUT/percall.err";;
+    wait)
+      for i in $(seq 1 100); do [ -f /tmp/eng/ready ] && break; sleep 3; done
+      tail -3 /tmp/eng-build.log > "$OUT/eng-build.tail";;
     llama)
       for i in $(seq 1 60); do [ -f /tmp/eng/ready ] && break; sleep 5; done
       tail -3 /tmp/eng-build.log > "$OUT/eng-build.tail"
       timeout 300 python3 scripts/interpose_census.py --out /tmp/census --workloads "" \
-        --llama-server /tmp/eng/build/bin/llama-server --model /tmp/eng/tiny.gguf >>"$OUT/census.jsonl" \
-        2>>"$OUT/census.err";;
-    e2e)
+        --clients "${GS_CENSUS_CLIENTS:-1}" --n-predict 256 --llama-server /tmp/eng/build/bin/llama-server \
+        --model /tmp/eng/tiny.gguf >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
+    findings)
       for i in $(seq 1 60); do [ -f /tmp/eng/ready ] && break; sleep 5; done
-      timeout 420 python3 scripts/engine_e2e.py --llama-server /tmp/eng/build/bin/llama-server \
-        --model /tmp/eng/tiny.gguf --modes bare,bare2,off,light,graph \
-        --mode "light=--cuda-trace off LD_PRELOAD=$PWD/graphsignal/lib/libgraphsignal_interpose.so" \
-        --clients "${GS_E2E_CLIENTS:-1,4}" --reps "${GS_E2E_REPS:-4}" --duration 4 --warmup 1 --deadline 400 \
-        --out /tmp/e2e >"$OUT/e2e.jsonl" 2>"$OUT/e2e.err";;
+      mkdir -p /tmp/cases
+      timeout "${GS_FINDINGS_TIMEOUT:-300}" python3 scripts/record_findings_cases.py \
+        --llama-server /tmp/eng/build/bin/llama-server --model /tmp/eng/tiny.gguf --out /tmp/cases \
+        >"$OUT/cases.jsonl" 2>"$OUT/cases.err"
+      tar czf "$OUT/cases.tgz" -C /tmp cases;;
+    e2e)
+      model=${GS_E2E_MODEL:-tiny}
+      for i in $(seq 1 100); do [ -f /tmp/eng/ready ] && { [ "$model" = tiny ] || [ -f /tmp/eng/big-ready ]; } && break
+        sleep 3; done
+      modes=${GS_E2E_MODES:-bare,bare2,light,graph,off}
+      anchor=()
+      if [ "${GS_E2E_ANCHOR:-1}" = 1 ] && [ -x /tmp/anchor/bin/graphsignal-run ]; then
+        modes=$modes,anchor
+        anchor=(--run "anchor=env PYTHONPATH=/tmp/anchor /tmp/anchor/bin/graphsignal-run --listen-port {port}")
+      fi
+      timeout "${GS_E2E_TIMEOUT:-560}" python3 scripts/engine_e2e.py --llama-server /tmp/eng/build/bin/llama-server \
+        --model "/tmp/eng/$model.gguf" --modes "$modes" "${anchor[@]}" \
+        --clients "${GS_E2E_CLIENTS:-1,4}" --reps "${GS_E2E_REPS:-8}" --duration "${GS_E2E_DURATION:-3}" --warmup 1 \
+        --deadline "${GS_E2E_DEADLINE:-540}" --out "/tmp/e2e-$model" >>"$OUT/e2e-$model.jsonl" 2>>"$OUT/e2e.err";;
   esac
 done
 tail -c 1500 /tmp/eng-build.log 2>/dev/null | tail -3

@@ -2,9 +2,12 @@
 
 Each workload runs under graphsignal-run's default (CUPTI) collection with
 the interposer preloaded beside it (libgraphsignal_interpose.so,
-GS_INTERPOSE_REPORT): one process, both collections, so every difference
-is one of coverage. Then once more with --cuda-trace off and the
-interposer alone (no CUPTI in the process), for its counts without CUPTI.
+GRAPHSIGNAL_INTERPOSE_REPORT): one process, both collections, so every difference
+is one of coverage. Then once more with --cuda-trace light (the
+interposer alone, no CUPTI in the process, as graphsignal-run preloads
+it): its payload's series against its own report, and its sampled graph
+time against CUPTI's graph records of the census run (the event pairs'
+bias, raw and with the host's share taken out).
 One JSON line per workload and collection: kernel launches per symbol,
 graph replays per graph name, synchronizations by kind, copies and
 memsets, as CUPTI's payload has them and as the interposer counted them;
@@ -78,9 +81,11 @@ def merged_reports(prefix):
             for e in r[fam]:
                 tot[fam][e["name"]] = tot[fam].get(e["name"], 0) + e["count"]
         for e in r["graphs"]:
-            a = tot["sampled"].setdefault(e["name"], [0, 0])
+            a = tot["sampled"].setdefault(e["name"], [0, 0, 0, 0])
             a[0] += e.get("sampled_n", 0)
             a[1] += e.get("sampled_ns", 0)
+            a[2] += e.get("sampled_raw_ns", 0)
+            a[3] += e.get("sampled_idle", 0)
         for k in tot["samples"]:
             tot["samples"][k] += r.get("samples", {}).get(k, 0)
         for k, (n, ns) in r["syncs"].items():
@@ -113,24 +118,30 @@ def diff(cupti, ours):
             "worst": [{"name": n[:120], "cupti": a, "ours": b} for n, a, b in bad[:12]]}
 
 
+CUPTI_TIMES = {}  # workload -> (replays, ns) per graph name, from its census run
+
+
 def run_workload(name, cmd, out, lib, mode, timeout, server=None):
     emit(**measure(name, cmd, out, lib, mode, timeout, server))
 
 
 def measure(name, cmd, out, lib, mode, timeout, server=None):
     """One run of a workload in `mode` (census: CUPTI and the interposer;
-    light: the interposer alone), as the dict run_workload prints."""
+    light: --cuda-trace light, the interposer alone), as the dict
+    run_workload prints."""
     d = os.path.join(out, "%s-%s" % (name, mode))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     payload = os.path.join(d, "payload.json")
     prefix = os.path.join(d, "interpose")
-    env = dict(os.environ, LD_PRELOAD=lib, GS_INTERPOSE_REPORT=prefix, GRAPHSIGNAL_LOG_LEVEL="warning",
-               GS_INTERPOSE_SAMPLE=str(SAMPLE))
+    env = dict(os.environ, GRAPHSIGNAL_INTERPOSE_REPORT=prefix, GRAPHSIGNAL_LOG_LEVEL="warning",
+               GRAPHSIGNAL_CUDA_SAMPLE=str(SAMPLE), GRAPHSIGNAL_CUDA_SAMPLE_RATE="0")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
     argv = [sys.executable, "-m", "graphsignal.cli.run", "--listen-port", str(free_port()), "--output", payload]
     if mode == "light":
-        argv += ["--cuda-trace", "off"]
+        argv += ["--cuda-trace", "light"]  # graphsignal-run preloads the package's interposer
+    else:
+        env["LD_PRELOAD"] = lib
     t0 = time.time()
     if server:
         p = subprocess.Popen(argv + ["--"] + cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -158,32 +169,42 @@ def measure(name, cmd, out, lib, mode, timeout, server=None):
         pl = json.load(f)
     r = merged_reports(prefix)
     syncs_cupti = frames(pl, "cuda_sync_nanoseconds")
+    if mode == "census":
+        CUPTI_TIMES[name] = (frames(pl, "cuda_graphs_nanoseconds"), frames(pl, "cuda_graphs_nanoseconds", "value"))
     line.update(
         kernels=diff(frames(pl, "cuda_kernels_nanoseconds"), r["kernels"]) if mode == "census" else
-        {"total_ours": sum(r["kernels"].values()), "names_ours": len(r["kernels"])},
-        graphs=diff(frames(pl, "cuda_graphs_nanoseconds"), r["graphs"]) if mode == "census" else r["graphs"],
+        diff(frames(pl, "cuda_kernel_launches"), r["kernels"]),  # light: its payload against its own report
+        graphs=diff(frames(pl, "cuda_graphs_nanoseconds"), r["graphs"]),
         syncs_cupti=syncs_cupti, syncs_ours=r["syncs"],
-        copies_cupti=frames(pl, "cuda_memcpy_nanoseconds"), copy_bytes_cupti=counters(pl, "cuda_memcpy_bytes"),
-        copies_ours=r["copies"], memsets_cupti=frames(pl, "cuda_memset_nanoseconds"), memsets_ours=r["memsets"],
+        copies_cupti=frames(pl, "cuda_memcpy_nanoseconds" if mode == "census" else "cuda_memcpy_calls"),
+        copy_bytes_cupti=counters(pl, "cuda_memcpy_bytes"),
+        copies_ours=r["copies"], memsets_cupti=frames(pl, "cuda_memset_nanoseconds" if mode == "census" else
+                                                      "cuda_memset_calls"), memsets_ours=r["memsets"],
         captured=r["captured"], graph_captures=r["graph_captures"], graphs_unnamed=r["graphs_unnamed"],
         bound_by_export=r["bound_by_export"], bound_by_rule=r["bound_by_rule"], unbound=r["unbound"],
         slots_full=r["slots_full"], pids=r["pids"], rows=r["rows"],
         lookups_not_by_export=r["lookups_not_by_export"][:30], samples=r["samples"],
-        graph_time=graph_time(frames(pl, "cuda_graphs_nanoseconds"), frames(pl, "cuda_graphs_nanoseconds", "value"),
-                              r["sampled"]))
+        graph_time=graph_time(*(CUPTI_TIMES.get(name) or ({}, {})), r["sampled"]),
+        payload_graph_ns=frames(pl, "cuda_graphs_nanoseconds", "value") if mode == "light" else None,
+        errors=[e.get("message", "")[:200] for e in pl.get("errors", [])][:5])
     return line
 
 
 def graph_time(replays, ns, sampled):
-    """Per graph: CUPTI's mean replay time (its GRAPH_TRACE records) beside
-    the event pairs' mean, and their ratio: the event pairs' bias."""
+    """Per graph: CUPTI's mean replay time (its GRAPH_TRACE records, from
+    the census run) beside the event pairs' mean, corrected (the host's
+    share out of samples whose stream was idle) and raw, and their ratios
+    to CUPTI's: the event pairs' bias."""
     out = []
-    for name, (n, total) in sorted(sampled.items(), key=lambda x: -x[1][0]):
-        row = {"name": name, "sampled": n, "ours_mean_ns": round(total / n) if n else None}
-        if replays.get(name):
-            row["cupti_mean_ns"] = round(ns[name] / replays[name])
+    for name, (n, total, raw, idle) in sorted(sampled.items(), key=lambda x: -x[1][0]):
+        row = {"name": name, "sampled": n, "idle": idle, "ours_mean_ns": round(total / n) if n else None,
+               "raw_mean_ns": round(raw / n) if n else None}
+        if replays.get(name) and ns.get(name):
+            cupti = ns[name] / replays[name]
+            row["cupti_mean_ns"] = round(cupti)
             if n:
-                row["ratio"] = round((total / n) / (ns[name] / replays[name]), 4) if ns[name] else None
+                row["ratio"] = round((total / n) / cupti, 4)
+                row["raw_ratio"] = round((raw / n) / cupti, 4)
         out.append(row)
     return out[:8]
 
@@ -207,7 +228,8 @@ def llama_driver(port, clients, requests, n_predict):
         def client(i):
             for j in range(requests // clients):
                 body = json.dumps({"prompt": "Request %d-%d: tell a long story about GPUs." % (i, j),
-                                   "n_predict": n_predict, "cache_prompt": False}).encode()
+                                   "n_predict": n_predict, "cache_prompt": False,
+                                   "ignore_eos": True}).encode()
                 req = urllib.request.Request(base + "/completion", data=body,
                                              headers={"Content-Type": "application/json"})
                 try:
@@ -231,7 +253,7 @@ SAMPLE = 8
 def main():
     global SAMPLE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sample", type=int, default=SAMPLE, help="GS_INTERPOSE_SAMPLE: time one graph launch in N")
+    ap.add_argument("--sample", type=int, default=SAMPLE, help="GRAPHSIGNAL_CUDA_SAMPLE: time one graph launch in N")
     ap.add_argument("--out", default="census")
     ap.add_argument("--lib", default=LIB)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -240,6 +262,7 @@ def main():
     ap.add_argument("--llama-server")
     ap.add_argument("--model")
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--n-predict", type=int, default=64, help="tokens per llama-server request")
     a = ap.parse_args()
     SAMPLE = a.sample
     if not os.path.exists(a.lib):
@@ -254,7 +277,7 @@ def main():
             cmd = [a.llama_server, "-m", a.model, "--port", str(port), "-ngl", "99", "-np", str(a.clients),
                    "-c", "4096"]
             run_workload("llama_server", cmd, a.out, a.lib, mode, a.timeout,
-                         server=llama_driver(port, a.clients, 4 * a.clients, 64))
+                         server=llama_driver(port, a.clients, 4 * a.clients, a.n_predict))
 
 
 if __name__ == "__main__":

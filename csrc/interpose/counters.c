@@ -61,6 +61,32 @@ int gs_stream_capturing(gs_CUstream s) {
   return status != GS_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* The calling thread's device, cached per thread and context: one
+ * cuCtxGetCurrent per call (a read of the driver's thread state), the
+ * ordinal asked once per context a thread runs in. */
+static __thread gs_CUcontext t_ctx __attribute__((tls_model("initial-exec")));
+static __thread int t_dev __attribute__((tls_model("initial-exec")));
+
+int gs_current_device(void) {
+  gs_CUcontext c = NULL;
+  int d = 0;
+  if (!gs_driver.ctx_get_current || gs_driver.ctx_get_current(&c) != GS_CUDA_SUCCESS || !c) return 0;
+  if (c == t_ctx) return t_dev;
+  if (!gs_driver.ctx_get_device || gs_driver.ctx_get_device(&d) != GS_CUDA_SUCCESS || d < 0) d = 0;
+  t_dev = d;
+  t_ctx = c;
+  return d;
+}
+
+static gs_device_counters* device_counters(void) {
+  int d = gs_current_device();
+  if (d >= GS_MAX_DEVICES) {
+    __atomic_fetch_add(&gs_state.devices_over, 1, RELAXED);
+    return NULL;
+  }
+  return &gs_state.dev[d];
+}
+
 static const char* kernel_name(gs_CUfunction f) {
   const char* name = NULL;
   /* cudart passes CUkernel handles where a CUfunction goes (lazy loading);
@@ -86,14 +112,21 @@ void gs_count_kernel(gs_CUfunction f, gs_CUstream s) {
     __atomic_fetch_add(&gs_state.kernels.overflow, 1, RELAXED);
     return;
   }
-  if (__builtin_expect(fresh, 0)) __atomic_store_n(&slot->name, kernel_name(f), __ATOMIC_RELEASE);
+  if (__builtin_expect(fresh, 0)) {
+    __atomic_store_n(&slot->device, gs_current_device(), RELAXED);
+    __atomic_store_n(&slot->name, kernel_name(f), __ATOMIC_RELEASE);
+  }
   __atomic_fetch_add(&slot->count, 1, RELAXED);
 }
 
-gs_slot* gs_graph_slot(gs_CUgraphExec exec) {
+static gs_slot* graph_slot(gs_CUgraphExec exec) {
   int fresh;
-  return slot_for(&gs_state.graphs, (uintptr_t)exec, &fresh);
+  gs_slot* slot = slot_for(&gs_state.graphs, (uintptr_t)exec, &fresh);
+  if (slot && fresh) __atomic_store_n(&slot->device, gs_current_device(), RELAXED);
+  return slot;
 }
+
+gs_slot* gs_graph_slot(gs_CUgraphExec exec) { return graph_slot(exec); }
 
 void gs_count_graph_slot(gs_slot* slot) {
   if (!slot) {
@@ -112,8 +145,10 @@ void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s) {
 }
 
 void gs_count_sync(int kind, uint64_t ns) {
-  __atomic_fetch_add(&gs_state.syncs[kind].calls, 1, RELAXED);
-  __atomic_fetch_add(&gs_state.syncs[kind].ns, ns, RELAXED);
+  gs_device_counters* d = device_counters();
+  if (!d) return;
+  __atomic_fetch_add(&d->syncs[kind].calls, 1, RELAXED);
+  __atomic_fetch_add(&d->syncs[kind].ns, ns, RELAXED);
 }
 
 void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async) {
@@ -121,8 +156,10 @@ void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async) {
     __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
     return;
   }
-  __atomic_fetch_add(&gs_state.copies[kind].calls, 1, RELAXED);
-  __atomic_fetch_add(&gs_state.copies[kind].bytes, bytes, RELAXED);
+  gs_device_counters* d = device_counters();
+  if (!d) return;
+  __atomic_fetch_add(&d->copies[kind].calls, 1, RELAXED);
+  __atomic_fetch_add(&d->copies[kind].bytes, bytes, RELAXED);
 }
 
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async) {
@@ -130,8 +167,10 @@ void gs_count_memset(uint64_t bytes, gs_CUstream s, int async) {
     __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
     return;
   }
-  __atomic_fetch_add(&gs_state.memsets.calls, 1, RELAXED);
-  __atomic_fetch_add(&gs_state.memsets.bytes, bytes, RELAXED);
+  gs_device_counters* d = device_counters();
+  if (!d) return;
+  __atomic_fetch_add(&d->memsets.calls, 1, RELAXED);
+  __atomic_fetch_add(&d->memsets.bytes, bytes, RELAXED);
 }
 
 /* ---- graph names ---- */
@@ -218,9 +257,8 @@ int gs_describe_graph(gs_CUgraph graph, char* out, size_t n) {
 }
 
 static void name_exec(gs_CUgraphExec exec, gs_CUgraph graph, int keep_known) {
-  int fresh;
   char name[GS_NAME_MAX];
-  gs_slot* slot = slot_for(&gs_state.graphs, (uintptr_t)exec, &fresh);
+  gs_slot* slot = graph_slot(exec);
   if (!slot) return;
   /* an update cannot change a graph's topology: the executable keeps its name */
   if (keep_known && __atomic_load_n(&slot->name, __ATOMIC_ACQUIRE)) {
@@ -238,6 +276,7 @@ static void name_exec(gs_CUgraphExec exec, gs_CUgraph graph, int keep_known) {
   if (__atomic_load_n(&slot->name, __ATOMIC_ACQUIRE) == NULL || strcmp(slot->graph_name, name) != 0) {
     memcpy(slot->graph_name, name, sizeof name);
     __atomic_store_n(&slot->name, slot->graph_name, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&slot->name_gen, 1, __ATOMIC_RELEASE); /* the flusher sends the new name */
   }
   __atomic_fetch_add(&gs_state.graph_captures, 1, RELAXED);
 }

@@ -31,7 +31,14 @@ typedef struct {
   uint32_t name_id;      /* the ring's name id, flusher only */
   uint64_t sample_tick;  /* graphs: launches seen by the sampler (atomic) */
   uint64_t sampled_n;    /* graphs: replays timed by an event pair (atomic) */
-  uint64_t sampled_ns;   /* graphs: their summed GPU time (atomic) */
+  uint64_t sampled_ns;   /* graphs: their summed GPU time, the host's share taken out (atomic) */
+  uint64_t sampled_raw_ns; /* graphs: the event pairs' spans as measured (atomic; the report's) */
+  uint64_t sampled_idle;   /* graphs: timed replays whose stream was idle at launch (atomic; the report's) */
+  uint64_t est_sent_ns;  /* graphs: estimated GPU time the flusher has sent */
+  uint64_t timed_sent;   /* graphs: timed replays the flusher has sent */
+  int32_t device;        /* CUDA ordinal of the context current at first sight; set before `name` (atomic) */
+  uint32_t name_gen;     /* graphs: bumped at each rename (atomic) */
+  uint32_t name_gen_sent; /* graphs: the rename whose name the flusher sent */
   char graph_name[GS_NAME_MAX]; /* graphs: written before `name` points at it */
 } gs_slot;
 
@@ -60,12 +67,23 @@ typedef struct {
   uint64_t calls, ns;
 } gs_time_counter;
 
+/* Synchronizations, copies and memsets count per device: the ordinal of the
+ * calling thread's current context (one cuCtxGetCurrent per call, the
+ * ordinal cached per thread and context). Devices past GS_MAX_DEVICES
+ * count in `devices_over`. */
+#define GS_MAX_DEVICES 64
+
 typedef struct {
-  gs_table kernels;
-  gs_table graphs;
   gs_time_counter syncs[GS_SYNC_KINDS];
   gs_bytes_counter copies[GS_COPY_KINDS];
   gs_bytes_counter memsets;
+} gs_device_counters;
+
+typedef struct {
+  gs_table kernels;
+  gs_table graphs;
+  gs_device_counters dev[GS_MAX_DEVICES];
+  uint64_t devices_over;
   uint64_t captured;        /* launches, copies and memsets on capturing streams (not run; not counted above) */
   uint64_t graph_captures;  /* instantiations and updates named */
   uint64_t graphs_unnamed;  /* instantiations whose graph could not be walked */
@@ -84,6 +102,12 @@ typedef struct {
   gs_CUresult (*kernel_node_get_params)(gs_CUgraphNode, gs_KernelNodeParams*);
   gs_CUresult (*child_graph)(gs_CUgraphNode, gs_CUgraph*);
   gs_CUresult (*stream_is_capturing)(gs_CUstream, int*);
+  gs_CUresult (*stream_query)(gs_CUstream);
+  gs_CUresult (*stream_query_ptsz)(gs_CUstream);
+  gs_CUresult (*ctx_get_current)(gs_CUcontext*);
+  gs_CUresult (*ctx_get_device)(int*);
+  gs_CUresult (*device_get)(int*, int);
+  gs_CUresult (*device_get_uuid)(unsigned char*, int);
 } gs_driver_fns;
 
 extern gs_driver_fns gs_driver;
@@ -96,6 +120,9 @@ void gs_count_sync(int kind, uint64_t ns);
 void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async);
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async);
 
+/* The CUDA ordinal of the calling thread's current context (0 when none). */
+int gs_current_device(void);
+
 /* The graph executable's slot, taken on first sight (NULL: table full). */
 gs_slot* gs_graph_slot(gs_CUgraphExec exec);
 void gs_count_graph_slot(gs_slot* slot);
@@ -103,14 +130,15 @@ void gs_count_graph_slot(gs_slot* slot);
 int gs_stream_capturing(gs_CUstream s);
 
 /* sample.c: GPU time per graph from event pairs on one launch in
- * GS_INTERPOSE_SAMPLE (0 or unset: never). */
+ * GRAPHSIGNAL_CUDA_SAMPLE (0 or unset: never). */
 typedef struct {
   uint64_t taken, skipped, failed;
 } gs_sample_stats;
 extern gs_sample_stats gs_sampling;
-void gs_sample_setup(void* libcuda_handle, const char* period);
+void gs_sample_setup(void* libcuda_handle, const char* period, const char* rate);
 int gs_sample_begin(gs_slot* slot, gs_CUstream s, int per_thread, void** ticket);
 void gs_sample_end(void* ticket, gs_CUstream s, int per_thread, int launched);
+void gs_sample_drain(void);
 
 /* Rare calls. */
 void gs_graph_instantiated(gs_CUgraphExec exec, gs_CUgraph graph);
@@ -126,5 +154,10 @@ void gs_capture_ended(void);
 int gs_describe_graph(gs_CUgraph graph, char* out, size_t n);
 
 uint64_t gs_now_ns(void);
+
+/* flush.c: under graphsignal-run (GRAPHSIGNAL_RUN_ID set), a thread sends
+ * what was counted to this process's interposer ring every
+ * GS_FLUSH_MS, and once more at exit; nothing otherwise. */
+void gs_flush_setup(void);
 
 #endif

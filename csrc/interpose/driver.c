@@ -28,4 +28,11 @@ void gs_driver_resolve(void* h) {
   *(void**)&gs_driver.kernel_node_get_params = find(h, "cuGraphKernelNodeGetParams_v2");
   *(void**)&gs_driver.child_graph = find(h, "cuGraphChildGraphNodeGetGraph");
   *(void**)&gs_driver.stream_is_capturing = find(h, "cuStreamIsCapturing");
+  *(void**)&gs_driver.stream_query = find(h, "cuStreamQuery");
+  *(void**)&gs_driver.stream_query_ptsz = find(h, "cuStreamQuery_ptsz");
+  *(void**)&gs_driver.ctx_get_current = find(h, "cuCtxGetCurrent");
+  *(void**)&gs_driver.ctx_get_device = find(h, "cuCtxGetDevice");
+  *(void**)&gs_driver.device_get = find(h, "cuDeviceGet");
+  *(void**)&gs_driver.device_get_uuid = find(h, "cuDeviceGetUuid_v2");
+  if (!gs_driver.device_get_uuid) *(void**)&gs_driver.device_get_uuid = find(h, "cuDeviceGetUuid");
 }

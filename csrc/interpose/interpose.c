@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <graphsignal/probe.h>
+
 #include "counters.h"
 #include "hooks.h"
 #include "interpose.h"
@@ -58,7 +60,7 @@ typedef struct {
 
 /* real[row][slot]: the driver function a wrapper forwards to (atomic). */
 static void* g_real[GS_H_COUNT][GS_SLOTS];
-/* calls[row]: per-row call counts, kept only for the report (GS_INTERPOSE_REPORT) */
+/* calls[row]: per-row call counts, kept only for the report (GRAPHSIGNAL_INTERPOSE_REPORT) */
 static uint64_t g_calls[GS_H_COUNT];
 static int g_census;
 
@@ -129,12 +131,23 @@ static void* next_dlsym(void* handle, const char* name) {
 
 static pthread_once_t g_setup_once = PTHREAD_ONCE_INIT;
 
+/* GRAPHSIGNAL_CUDA_SAMPLE: one graph launch in N timed (0: none); under
+ * graphsignal-run 16 when unset, else none. GRAPHSIGNAL_CUDA_SAMPLE_RATE:
+ * at most this many timed launches a second in the process (100 when
+ * unset; 0: no cap). graphsignal-run checks both before the workload starts
+ * (graphsignal.envcheck); here a value that is not a number means 0. */
 static void setup(void) {
-  const char* report = getenv("GS_INTERPOSE_REPORT");
+  const char* report = getenv("GRAPHSIGNAL_INTERPOSE_REPORT");
+  const char* period = getenv("GRAPHSIGNAL_CUDA_SAMPLE");
+  const char* rate = getenv("GRAPHSIGNAL_CUDA_SAMPLE_RATE");
+  const char* run = getenv(GRAPHSIGNAL_RUN_ID_ENV);
+  if (!period || !*period) period = run && *run ? "16" : "0";
+  if (!rate || !*rate) rate = "100";
   g_census = report && *report;
   gs_driver_resolve(g_libcuda);
-  gs_sample_setup(g_libcuda, getenv("GS_INTERPOSE_SAMPLE"));
+  gs_sample_setup(g_libcuda, period, rate);
   gs_interpose_started(report);
+  gs_flush_setup();
 }
 
 /* The process's libcuda: the handle it looked the driver up in, else the

@@ -26,7 +26,7 @@ uint64_t gs_interpose_row_calls(int row);
 int gs_interpose_row_bound(int row);
 
 /* report.c: called once, when the process first reaches the driver
- * (`report`: GS_INTERPOSE_REPORT, or NULL), and for each cuGetProcAddress
+ * (`report`: GRAPHSIGNAL_INTERPOSE_REPORT, or NULL), and for each cuGetProcAddress
  * answer of a counted name while the report is on (how: 0 the export, 1
  * handed out uncounted, 2 bound by rule). */
 void gs_interpose_started(const char* report);

@@ -1,4 +1,4 @@
-/* GS_INTERPOSE_REPORT=PREFIX: at exit the interposer writes what it
+/* GRAPHSIGNAL_INTERPOSE_REPORT=PREFIX: at exit the interposer writes what it
  * counted to PREFIX.<pid>.json: the calls per hooked entry point, which
  * cuGetProcAddress answers it bound and how, and the counts per kernel,
  * graph, synchronization, copy kind and memset. A diagnosis and the
@@ -68,21 +68,44 @@ static void put_table(FILE* f, const char* key, gs_table* t, int sampled) {
     put_string(f, name ? name : "(unnamed)");
     fprintf(f, ",\"count\":%llu", (unsigned long long)n);
     if (sampled)
-      fprintf(f, ",\"sampled_n\":%llu,\"sampled_ns\":%llu",
+      fprintf(f, ",\"sampled_n\":%llu,\"sampled_ns\":%llu,\"sampled_raw_ns\":%llu,\"sampled_idle\":%llu",
               (unsigned long long)__atomic_load_n(&s->sampled_n, __ATOMIC_RELAXED),
-              (unsigned long long)__atomic_load_n(&s->sampled_ns, __ATOMIC_RELAXED));
+              (unsigned long long)__atomic_load_n(&s->sampled_ns, __ATOMIC_RELAXED),
+              (unsigned long long)__atomic_load_n(&s->sampled_raw_ns, __ATOMIC_RELAXED),
+              (unsigned long long)__atomic_load_n(&s->sampled_idle, __ATOMIC_RELAXED));
     fputc('}', f);
     first = 0;
   }
   fprintf(f, "],\"%s_overflow\":%llu", key, (unsigned long long)__atomic_load_n(&t->overflow, __ATOMIC_RELAXED));
 }
 
+/* The per-device counters summed (the report's counts are the process's). */
+static void totals(gs_device_counters* t) {
+  int d, i;
+  memset(t, 0, sizeof *t);
+  for (d = 0; d < GS_MAX_DEVICES; d++) {
+    gs_device_counters* c = &gs_state.dev[d];
+    for (i = 0; i < GS_SYNC_KINDS; i++) {
+      t->syncs[i].calls += __atomic_load_n(&c->syncs[i].calls, __ATOMIC_RELAXED);
+      t->syncs[i].ns += __atomic_load_n(&c->syncs[i].ns, __ATOMIC_RELAXED);
+    }
+    for (i = 0; i < GS_COPY_KINDS; i++) {
+      t->copies[i].calls += __atomic_load_n(&c->copies[i].calls, __ATOMIC_RELAXED);
+      t->copies[i].bytes += __atomic_load_n(&c->copies[i].bytes, __ATOMIC_RELAXED);
+    }
+    t->memsets.calls += __atomic_load_n(&c->memsets.calls, __ATOMIC_RELAXED);
+    t->memsets.bytes += __atomic_load_n(&c->memsets.bytes, __ATOMIC_RELAXED);
+  }
+}
+
 static void write_report(void) {
+  gs_device_counters all;
   char path[600], tmp[620];
   FILE* f;
   int i, first;
   static const char* sync_names[GS_SYNC_KINDS] = {"", "event", "", "stream", "context", "copy"};
   if (!g_prefix[0]) return;
+  totals(&all);
   snprintf(path, sizeof path, "%s.%ld.json", g_prefix, (long)getpid());
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   {
@@ -119,20 +142,20 @@ static void write_report(void) {
   for (i = 1, first = 1; i < GS_SYNC_KINDS; i++) {
     if (!sync_names[i][0]) continue;
     fprintf(f, "%s\"%s\":[%llu,%llu]", first ? "" : ",", sync_names[i],
-            (unsigned long long)gs_state.syncs[i].calls, (unsigned long long)gs_state.syncs[i].ns);
+            (unsigned long long)all.syncs[i].calls, (unsigned long long)all.syncs[i].ns);
     first = 0;
   }
   fprintf(f, "},\"copies\":{");
   for (i = 0, first = 1; i < GS_COPY_KINDS; i++) {
-    if (!gs_state.copies[i].calls) continue;
-    fprintf(f, "%s\"%d\":[%llu,%llu]", first ? "" : ",", i, (unsigned long long)gs_state.copies[i].calls,
-            (unsigned long long)gs_state.copies[i].bytes);
+    if (!all.copies[i].calls) continue;
+    fprintf(f, "%s\"%d\":[%llu,%llu]", first ? "" : ",", i, (unsigned long long)all.copies[i].calls,
+            (unsigned long long)all.copies[i].bytes);
     first = 0;
   }
-  fprintf(f, "},\"memsets\":[%llu,%llu],\"captured\":%llu,\"graph_captures\":%llu,\"graphs_unnamed\":%llu",
-          (unsigned long long)gs_state.memsets.calls, (unsigned long long)gs_state.memsets.bytes,
+  fprintf(f, "},\"memsets\":[%llu,%llu],\"captured\":%llu,\"graph_captures\":%llu,\"graphs_unnamed\":%llu,\"devices_over\":%llu",
+          (unsigned long long)all.memsets.calls, (unsigned long long)all.memsets.bytes,
           (unsigned long long)gs_state.captured, (unsigned long long)gs_state.graph_captures,
-          (unsigned long long)gs_state.graphs_unnamed);
+          (unsigned long long)gs_state.graphs_unnamed, (unsigned long long)gs_state.devices_over);
   fprintf(f, ",\"samples\":{\"taken\":%llu,\"skipped\":%llu,\"failed\":%llu}",
           (unsigned long long)gs_sampling.taken, (unsigned long long)gs_sampling.skipped,
           (unsigned long long)gs_sampling.failed);

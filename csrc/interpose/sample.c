@@ -1,4 +1,4 @@
-/* GPU time per graph, sampled: on one launch in GS_INTERPOSE_SAMPLE (per
+/* GPU time per graph, sampled: on one launch in GRAPHSIGNAL_CUDA_SAMPLE (per
  * graph executable), a start event is recorded on the launch's stream just
  * before the launch and an end event just after; one harvester thread
  * reads each pair with cuEventQuery (never a synchronize) and adds the
@@ -13,10 +13,17 @@
  * pair in flight, is simply not sampled (counted in `skipped`).
  *
  * What an event pair measures: from the moment the start event executes
- * on the stream to the end event. When the GPU is idle and the stream waits
- * for the host, the start event runs at once and the span includes the
- * host's submission of the graph: the bias that scripts/interpose_census.py
- * measures against CUPTI's graph records. */
+ * on the stream to the end event. When the stream has nothing left to run
+ * (cuStreamQuery says so just before the start event), the start event
+ * runs at once and the span also holds the host's submission of the graph:
+ * for such a sample the host time of the event record and launch calls is
+ * taken out (never below zero). scripts/interpose_census.py measures the
+ * result against CUPTI's graph records (the report keeps the raw spans).
+ *
+ * What it may cost: one launch in `period` per graph is a candidate, and
+ * candidates are taken at most `rate` times a second in the process (a
+ * sampled launch costs a few microseconds of host time: two event records
+ * and a stream query). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -34,9 +41,11 @@ typedef void* (*dlsym_fn)(void*, const char*);
 extern void* gs_real_dlsym;
 
 typedef struct {
-  int state; /* 0 free, 1 taken (being recorded), 2 in flight (atomic) */
+  int state; /* 0 free, 1 taken (being recorded), 2 in flight, 3 being read (atomic) */
   gs_CUevent start, end;
   gs_slot* slot;
+  int idle;         /* the stream had nothing to run when the start event was recorded */
+  uint64_t t0, host; /* the host's clock before the start event; ns from it to the launch's return */
 } pair;
 
 static struct {
@@ -50,6 +59,8 @@ static struct {
 } fn;
 
 static int g_period;          /* sample one launch in this many per graph; 0 = off */
+static uint64_t g_gap_ns;     /* at least this long between two samples in the process */
+static uint64_t g_last_ns;    /* when the last sample was taken (atomic) */
 static gs_CUcontext g_ctx;    /* the pool's context */
 static int g_pool_state;      /* 0 not made, 1 making, 2 ready, 3 failed (atomic) */
 static pair g_pairs[GS_PAIRS];
@@ -64,9 +75,11 @@ static void* find(void* h, const char* name) {
   return p;
 }
 
-void gs_sample_setup(void* h, const char* period) {
+void gs_sample_setup(void* h, const char* period, const char* rate) {
   int n = period ? atoi(period) : 0;
+  int per_s = rate && *rate ? atoi(rate) : 0;
   if (n <= 0) return;
+  g_gap_ns = per_s > 0 ? 1000000000ull / (uint64_t)per_s : 0;
   if (!h) h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (!h) return;
   *(void**)&fn.ctx_get_current = find(h, "cuCtxGetCurrent");
@@ -83,32 +96,53 @@ void gs_sample_setup(void* h, const char* period) {
   g_period = n;
 }
 
+/* One pass over the pairs in flight: each whose end event completed adds
+ * its span to its graph. Never waits. 1 when some pair is still in flight.
+ * The harvester thread and the exit both call it: a pair is taken for the
+ * pass (state 2 -> 3) by one of them at a time. */
+static int sweep(void) {
+  int i, busy = 0;
+  for (i = 0; i < GS_PAIRS; i++) {
+    pair* p = &g_pairs[i];
+    gs_CUresult r;
+    float ms = 0;
+    int expected = 2;
+    if (!__atomic_compare_exchange_n(&p->state, &expected, 3, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    r = fn.event_query(p->end);
+    if (r == CU_ERROR_NOT_READY) {
+      __atomic_store_n(&p->state, 2, __ATOMIC_RELEASE);
+      busy = 1;
+      continue;
+    }
+    if (r == GS_CUDA_SUCCESS && fn.elapsed(&ms, p->start, p->end) == GS_CUDA_SUCCESS && ms >= 0) {
+      uint64_t raw = (uint64_t)((double)ms * 1e6 + 0.5);
+      uint64_t ns = p->idle ? (raw > p->host ? raw - p->host : 0) : raw;
+      __atomic_fetch_add(&p->slot->sampled_raw_ns, raw, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&p->slot->sampled_idle, (uint64_t)p->idle, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&p->slot->sampled_ns, ns, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&p->slot->sampled_n, 1, __ATOMIC_RELAXED);
+    } else {
+      __atomic_fetch_add(&gs_sampling.failed, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&p->state, 0, __ATOMIC_RELEASE);
+  }
+  return busy;
+}
+
 static void* harvest(void* arg) {
   struct timespec nap = {0, 1000000}; /* 1 ms between sweeps while pairs are in flight */
   struct timespec idle = {0, 5000000};
   (void)arg;
   fn.ctx_set_current(g_ctx);
-  for (;;) {
-    int i, busy = 0;
-    for (i = 0; i < GS_PAIRS; i++) {
-      pair* p = &g_pairs[i];
-      gs_CUresult r;
-      float ms = 0;
-      if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 2) continue;
-      busy = 1;
-      r = fn.event_query(p->end);
-      if (r == CU_ERROR_NOT_READY) continue;
-      if (r == GS_CUDA_SUCCESS && fn.elapsed(&ms, p->start, p->end) == GS_CUDA_SUCCESS && ms >= 0) {
-        __atomic_fetch_add(&p->slot->sampled_ns, (uint64_t)((double)ms * 1e6 + 0.5), __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->slot->sampled_n, 1, __ATOMIC_RELAXED);
-      } else {
-        __atomic_fetch_add(&gs_sampling.failed, 1, __ATOMIC_RELAXED);
-      }
-      __atomic_store_n(&p->state, 0, __ATOMIC_RELEASE);
-    }
-    nanosleep(busy ? &nap : &idle, NULL);
-  }
+  for (;;) nanosleep(sweep() ? &nap : &idle, NULL);
   return NULL;
+}
+
+/* At exit: the pairs whose replays have finished by now, so a short run's
+ * samples are not lost with the harvester's next nap. */
+void gs_sample_drain(void) {
+  if (__atomic_load_n(&g_pool_state, __ATOMIC_ACQUIRE) != 2) return;
+  sweep();
 }
 
 /* The pool, made once in the context current on the first sampling thread. */
@@ -138,6 +172,12 @@ int gs_sample_begin(gs_slot* slot, gs_CUstream s, int per_thread, void** ticket)
   if (__builtin_expect(!g_period, 1) || !slot) return 0;
   if (__atomic_fetch_add(&slot->sample_tick, 1, __ATOMIC_RELAXED) % (uint64_t)g_period != 0) return 0;
   if (gs_stream_capturing(s)) return 0;
+  if (g_gap_ns) { /* the process's cap on samples per second */
+    uint64_t now = gs_now_ns(), last = __atomic_load_n(&g_last_ns, __ATOMIC_RELAXED);
+    if (now - last < g_gap_ns ||
+        !__atomic_compare_exchange_n(&g_last_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      return 0;
+  }
   if (!pool_ready()) { /* being made on another thread, or failed */
     __atomic_fetch_add(&gs_sampling.skipped, 1, __ATOMIC_RELAXED);
     return 0;
@@ -150,7 +190,10 @@ int gs_sample_begin(gs_slot* slot, gs_CUstream s, int per_thread, void** ticket)
   for (i = 0; i < GS_PAIRS; i++) {
     int expected = 0;
     pair* p = &g_pairs[i];
+    gs_CUresult (*query)(gs_CUstream) = per_thread ? gs_driver.stream_query_ptsz : gs_driver.stream_query;
     if (!__atomic_compare_exchange_n(&p->state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    p->idle = query && query(s) == GS_CUDA_SUCCESS;
+    p->t0 = gs_now_ns();
     if (record(p->start, s) != GS_CUDA_SUCCESS) {
       __atomic_store_n(&p->state, 0, __ATOMIC_RELEASE);
       __atomic_fetch_add(&gs_sampling.failed, 1, __ATOMIC_RELAXED);
@@ -167,6 +210,7 @@ int gs_sample_begin(gs_slot* slot, gs_CUstream s, int per_thread, void** ticket)
 void gs_sample_end(void* ticket, gs_CUstream s, int per_thread, int launched) {
   pair* p = (pair*)ticket;
   gs_CUresult (*record)(gs_CUevent, gs_CUstream) = per_thread ? fn.event_record_ptsz : fn.event_record;
+  p->host = gs_now_ns() - p->t0;
   if (!launched || record(p->end, s) != GS_CUDA_SUCCESS) {
     __atomic_store_n(&p->state, 0, __ATOMIC_RELEASE);
     return;

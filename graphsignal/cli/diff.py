@@ -185,7 +185,7 @@ def main(argv=None):
     doc = diff.top(doc, cfg.top)
     if cfg.json:
         out = {"changes": doc["changes"], "warnings": doc["warnings"], "before": doc["before"],
-               "after": doc["after"], "normalized_by": doc["normalized_by"]}
+               "after": doc["after"], "normalized_by": doc["normalized_by"], "findings": doc["findings"]}
         if doc.get("left_out"):
             out["left_out"] = doc["left_out"]
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")

@@ -1,7 +1,14 @@
-"""graphsignal-export SOURCE --format speedscope|folded|chrome -o FILE: a
-/signals payload as a flame graph (speedscope JSON, folded stacks) or a
+"""graphsignal-export SOURCE [--format speedscope|folded|chrome] [-o FILE]:
+a /signals payload as a flame graph (speedscope JSON, folded stacks) or a
 trace (Chrome trace event JSON for Perfetto and chrome://tracing); see
 graphsignal.export for what each holds.
+
+Defaults, as py-spy's: the format is taken from -o's name (`.folded` or
+`.txt`: folded stacks; `.trace.json`: a Chrome trace), else a speedscope
+flame graph; without -o the output goes to stdout when that is a pipe or
+a file, and to SOURCE's name with the format's extension in the current
+directory when it is a terminal (`after.json` -> `after.speedscope.json`;
+a URL -> `signals.speedscope.json`), one line saying so.
 
 SOURCE is a payload file (graphsignal-run --output, curl), '-' for stdin,
 or an http:// URL of a live endpoint (its /signals; for --format chrome
@@ -13,6 +20,7 @@ endpoint has none). Reads are bounded as graphsignal-diff's are
 Exit status: 0 with the file written, 1 when SOURCE cannot be read or
 holds nothing to export (one line on stderr), 2 for a usage error (one
 line)."""
+import os
 import sys
 import urllib.parse
 from dataclasses import dataclass
@@ -48,7 +56,7 @@ _history = args.number(int, 1, 86400, unit="seconds")
 
 def parser() -> args.Parser:
     p = args.Parser(PROG,
-                usage="graphsignal-export SOURCE --format {speedscope,folded,chrome} -o FILE [options]",
+                usage="graphsignal-export SOURCE [--format {speedscope,folded,chrome}] [-o FILE] [options]",
                 description="Write a /signals payload as a flame graph (speedscope JSON or folded stacks: GPU time "
                             "by device, kind, category and kernel; NVTX ranges by nesting path; probe profiles) "
                             "or a trace (Chrome trace JSON for Perfetto and chrome://tracing: counter tracks per "
@@ -56,8 +64,11 @@ def parser() -> args.Parser:
                 epilog="SOURCE: a payload file (graphsignal-run --output), '-' for stdin, or an http:// URL of a "
                        "live endpoint (http://127.0.0.1:18259 means its /signals).")
     p.add_argument("source", metavar="SOURCE", nargs="?", help="payload file, '-', or http:// URL")
-    p.add_argument("--format", "-f", choices=FORMATS, help="the file to write")
-    p.add_argument("--output", "-o", metavar="FILE", help="where to write it ('-': stdout)")
+    p.add_argument("--format", "-f", choices=FORMATS,
+                   help="the file to write (default: from -o's name, else speedscope)")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="where to write it ('-': stdout; default: stdout, or SOURCE's name with the format's "
+                        "extension when stdout is a terminal)")
     p.add_argument("--window", action="store_true",
                    help="flame graphs over the payload's ?window=N section instead of since start")
     p.add_argument("--history", type=_history, default=HISTORY, metavar="SECONDS",
@@ -68,17 +79,46 @@ def parser() -> args.Parser:
     return p
 
 
-def parse(argv: List[str]) -> ExportConfig:
-    """ExportConfig from the arguments; raises args.UsageError."""
+def parse(argv: List[str], tty: bool = False) -> ExportConfig:
+    """ExportConfig from the arguments (tty: stdout is a terminal); raises
+    args.UsageError."""
     p = parser()
     ns = p.parse(argv)
     if ns.show_help or ns.show_version:
         return ExportConfig(source="", format="", output="", show_help=ns.show_help, show_version=ns.show_version)
-    for what, value in (("SOURCE", ns.source), ("--format", ns.format), ("--output", ns.output)):
-        if value is None:
-            p.error("%s is required" % what)
-    return ExportConfig(source=ns.source, format=ns.format, output=ns.output, window=ns.window,
+    if ns.source is None:
+        p.error("SOURCE is required")
+    fmt = ns.format or format_of(ns.output)
+    output = ns.output or default_output(ns.source, fmt, tty)
+    return ExportConfig(source=ns.source, format=fmt, output=output, window=ns.window,
                         history=ns.history, timeout=ns.timeout)
+
+
+EXTENSIONS = {"speedscope": ".speedscope.json", "folded": ".folded", "chrome": ".trace.json"}
+
+
+def format_of(output: Optional[str]) -> str:
+    """The format an output name asks for; speedscope when it says none."""
+    name = (output or "").lower()
+    if name.endswith((".folded", ".txt")):
+        return "folded"
+    if name.endswith(".trace.json"):
+        return "chrome"
+    return "speedscope"
+
+
+def default_output(source: str, fmt: str, tty: bool) -> str:
+    """'-' (stdout) unless stdout is a terminal; then SOURCE's name with the
+    format's extension, in the current directory."""
+    if not tty:
+        return "-"
+    if source.startswith(("http://", "https://")) or source == "-":
+        stem = "signals"
+    else:
+        stem = os.path.basename(source.rstrip("/")) or "signals"
+        if stem.lower().endswith(".json"):
+            stem = stem[:-5]
+    return stem + EXTENSIONS[fmt]
 
 
 def _with_history(url: str, seconds: int) -> Optional[str]:
@@ -121,7 +161,7 @@ def render(cfg: ExportConfig, payload: Dict[str, Any]) -> bytes:
 
 def main(argv: Optional[List[str]] = None) -> int:
     try:
-        cfg = parse(sys.argv[1:] if argv is None else argv)
+        cfg = parse(sys.argv[1:] if argv is None else argv, tty=sys.stdout.isatty())
     except args.UsageError as e:
         return args.usage_error(PROG, e)
     if args.help_or_version(cfg, parser().format_help(), "%s %s" % (PROG, __version__)):
@@ -147,8 +187,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         safefs.write_atomic(cfg.output, data)
     except (OSError, ValueError) as e:
-        sys.stderr.write("%s: cannot write %s: %s\n" % (PROG, clean(cfg.output), clean(str(e))))
+        why = e.strerror if isinstance(e, OSError) and e.strerror and not isinstance(e, safefs.UnsafePath) else e
+        sys.stderr.write("%s: cannot write %s: %s\n" % (PROG, clean(cfg.output), clean(str(why))))
         return 1
+    if sys.stdout.isatty():
+        sys.stderr.write("%s: wrote %s (%s)\n" % (PROG, clean(cfg.output), cfg.format))
     return 0
 
 

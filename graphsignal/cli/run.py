@@ -6,6 +6,7 @@ Options come before the command; the first argument that is not an option
 import argparse
 import sys
 from dataclasses import dataclass
+from typing import Optional
 
 from graphsignal import __version__, config
 from graphsignal.cli import args
@@ -31,6 +32,7 @@ class RunConfig(config.Flags):
     show_version: bool = False
     check: bool = False
     print_config: bool = False
+    explain: Optional[str] = None  # --explain [TOPIC|METRIC]: "" lists the topics
 
 
 def _allow_host(text):
@@ -50,6 +52,9 @@ def parser():
                    help="check this install and host for GPU profiling: the CUPTI libraries built and their "
                         "headers, the driver's CUDA version, what a Python workload here would load; says what "
                         "is missing and how to get it (exit 1 then)")
+    p.add_argument("--explain", metavar="TOPIC|METRIC", nargs="?", const="",
+                   help="print the reference text of a topic (findings, payload, metrics, run, diff, overhead, ...) "
+                        "or what a metric is, offline, then exit; without an argument: the list of topics")
     p.add_argument("--metrics-port", metavar="PORT", type=args.port(config.CONNECT_PORT),
                    help="port to scrape the engine's Prometheus metrics on (default: derived from the engine's "
                         "--port)")
@@ -63,11 +68,13 @@ def parser():
                         "win); * turns the Host check off" % config.ALLOW_HOSTS_ENV)
     p.add_argument("--cuda-graph-trace", metavar="{graph,node}", type=args.choice(config.GRAPH_TRACE_CHOICES),
                    help="CUDA graph granularity (default: graph; env %s; the flag wins)" % config.GRAPH_TRACE_ENV)
-    p.add_argument("--cuda-trace", metavar="{on,off}", type=args.choice(config.CUDA_TRACE_CHOICES),
-                   help="CUDA activity collection through CUPTI in the workload (kernels, graphs, copies, syncs); "
-                        "off keeps CUPTI out of the workload and its cost with it: GPU telemetry, host, engine, "
-                        "probe and NVTX host-time signals stay (default: on; env %s=1|0; the flag wins)"
-                        % config.CUDA_TRACE_ENV)
+    p.add_argument("--cuda-trace", metavar="{on,off,light}", type=args.choice(config.CUDA_TRACE_CHOICES),
+                   help="CUDA activity collection in the workload: on, through CUPTI (time per kernel, graph, "
+                        "copy and sync); light, without CUPTI, by interposing the CUDA driver (exact launch, "
+                        "replay, sync and copy counts, sync host time, graph GPU time estimated from sampled "
+                        "replays; no kernel time) at a fraction of on's cost; off keeps CUDA collection out "
+                        "of the workload: GPU telemetry, host, engine, probe and NVTX host-time signals stay "
+                        "(default: on; env %s=on|off|light|1|0; the flag wins)" % config.CUDA_TRACE_ENV)
     p.add_argument("--rocm-kernel-trace", metavar="{none,all}", type=args.choice(config.ROCM_TRACE_CHOICES),
                    help="per-kernel tracing on ROCm (default: none; env %s; the flag wins)"
                         % config.ROCM_TRACE_ENV)
@@ -89,13 +96,15 @@ def parse_args(argv):
     command = list(ns.command)
     if command[:1] == ["--"]:
         command = command[1:]
-    if not command and not (ns.show_help or ns.show_version or ns.check or ns.print_config):
+    if not command and not (ns.show_help or ns.show_version or ns.check or ns.print_config or
+                            ns.explain is not None):
         raise UsageError("no command given (usage: graphsignal-run [OPTIONS] COMMAND [ARGS...])")
     return RunConfig(command=tuple(command), metrics_port=ns.metrics_port, listen_host=ns.listen_host,
                      listen_port=ns.listen_port, cuda_graph_trace=ns.cuda_graph_trace, cuda_trace=ns.cuda_trace,
                      rocm_kernel_trace=ns.rocm_kernel_trace, output=ns.output, nvtx=ns.nvtx,
                      allow_hosts=tuple(dict.fromkeys(ns.allow_hosts or ())), show_help=ns.show_help,
-                     show_version=ns.show_version, check=ns.check, print_config=ns.print_config)
+                     show_version=ns.show_version, check=ns.check, print_config=ns.print_config,
+                     explain=ns.explain)
 
 
 def _as_a_run_sees_it(s):
@@ -108,8 +117,9 @@ def _as_a_run_sees_it(s):
     from graphsignal.sources.host import redact_command_line
 
     refused = {}
-    if s.nvtx == "gpu" and s.cuda_trace == "off":
-        refused["nvtx"] = "GPU time per range needs CUDA tracing, which is off: the run collects host time (on)"
+    if s.nvtx == "gpu" and s.cuda_trace != "on":
+        refused["nvtx"] = ("GPU time per range needs CUDA tracing through CUPTI (--cuda-trace on), which is %s: "
+                           "the run collects host time (on)" % s.cuda_trace)
     if s.signals_file:
         try:
             safefs.output_folder(s.signals_file)
@@ -131,6 +141,12 @@ def main(argv=None) -> int:
         return args.usage_error(PROG, e)
     if args.help_or_version(cfg, parser().format_help(), "graphsignal-run %s" % __version__):
         return 0
+    if cfg.explain is not None:
+        from graphsignal import explain
+
+        status, text = explain.explain(cfg.explain)
+        (sys.stdout if status == 0 else sys.stderr).write(text)
+        return status
     if cfg.print_config:
         import os
 

@@ -31,6 +31,7 @@ class TopConfig:
     timeout: float = client.DEADLINE
     show_help: bool = False
     show_version: bool = False
+    source: str = ""  # with --once: a saved payload file, '-' or a URL instead of --host/--port
 
 
 PROG = "graphsignal-top"
@@ -57,6 +58,9 @@ def parser():
     p.add_argument("--table", type=args.choice(TABLES), default=KERNELS, metavar="{%s}" % ",".join(TABLES),
                    help="the table to show first (default: %(default)s)")
     p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    p.add_argument("source", nargs="?", default="", metavar="FILE|URL",
+                   help="with --once: a saved /signals payload (a file, - for stdin) or an endpoint's URL instead "
+                        "of --host/--port; findings are computed from it when it has none")
     p.add_argument("--timeout", type=_timeout, default=client.DEADLINE, metavar="SECONDS",
                    help="seconds the profiler has to send a whole payload (default: %(default)g)")
     return p
@@ -65,8 +69,29 @@ def parser():
 def parse(argv):
     """TopConfig from the arguments; raises args.UsageError."""
     a = parser().parse(list(argv))
+    if a.source and not a.once and not (a.show_help or a.show_version):
+        raise args.UsageError("a FILE or URL is read with --once (one frame): graphsignal-top --once %s" % a.source)
     return TopConfig(host=a.host, port=a.port, window=a.window, once=a.once, no_color=a.no_color, table=a.table,
-                     interval=a.interval, timeout=a.timeout, show_help=a.show_help, show_version=a.show_version)
+                     interval=a.interval, timeout=a.timeout, show_help=a.show_help, show_version=a.show_version,
+                     source=a.source)
+
+
+def _source(cfg):
+    """(label, fetch) of a FILE or URL given with --once (graphsignal.top.screen.run_once)."""
+    from graphsignal.cli.diff import LoadError, load
+
+    src = cfg.source
+    if src.startswith(("http://", "https://")) and "?" not in src:
+        src += ("/signals" if src.rstrip("/").count("/") == 2 else "") + "?window=%d" % cfg.window
+        src = src.replace("//signals", "/signals")
+
+    def get():
+        try:
+            return load(src, timeout=cfg.timeout), None, None
+        except LoadError as e:  # its line starts with the source, which the frame and stderr name already
+            msg, head = str(e), clean(src) + ": "
+            return None, msg[len(head):] if msg.startswith(head) else msg, None
+    return clean(cfg.source), get
 
 
 def main(argv=None) -> int:
@@ -79,11 +104,12 @@ def main(argv=None) -> int:
     client.DEADLINE = cfg.timeout  # the screen fetches with the client's defaults
     if cfg.once:
         try:
-            return run_once(cfg)
+            return run_once(cfg, source=_source(cfg) if cfg.source else None)
         except OSError:
             raise
         except Exception as e:  # as the interactive screen does: one line, never a traceback
-            sys.stderr.write("graphsignal-top: %s:%d: %s\n" % (clean(cfg.host), cfg.port, cannot_show(e)))
+            where = clean(cfg.source) if cfg.source else "%s:%d" % (clean(cfg.host), cfg.port)
+            sys.stderr.write("graphsignal-top: %s: %s\n" % (where, cannot_show(e)))
             return 1
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         sys.stderr.write("graphsignal-top: not a terminal; use --once to print a single frame "

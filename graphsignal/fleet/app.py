@@ -36,7 +36,7 @@ import time
 import orjson
 from werkzeug.wrappers import Request, Response
 
-from graphsignal import __version__, gctune
+from graphsignal import __version__, findings, gctune
 from graphsignal.fleet import ingest, pages
 from graphsignal.fleet.storage import Full, NoSpace, Unavailable, owner_of
 from graphsignal.fleet.history import DEFAULT_SECONDS, history
@@ -249,6 +249,7 @@ def make_app(db, keys):
             return _error("no instance %r for this key" % iid, 404)
         if seconds is not None:
             snap["window"] = window(db, owner, iid, snap, seconds)
+        snap["findings"] = findings.compute(snap)  # the sidecar's rules, over the same snapshot (and window)
         return _json(snap)
 
     def _history(req, owner):

@@ -325,6 +325,7 @@ def plan_injection(env, command, lib_dir=LIB_DIR, driver_major=_PROBE):
     libs = built_libraries(lib_dir)
     drv = driver_cuda_major() if driver_major is _PROBE else driver_major
     if drv is None:
+        # a host without NVIDIA's driver is no fault: said at info, not on every CPU run's console
         return _no("no NVIDIA driver (libcuda.so.1) on this host", level=logging.INFO)
     if not libs:
         return _no("graphsignal has no CUPTI injection library", missing_library_hint(max(SUPPORTED_MAJORS), lib_dir))
@@ -375,7 +376,7 @@ def prepare_injection(env, command, report=None, lib_dir=LIB_DIR, driver_major=_
         return None
     plan = plan_injection(env, command, lib_dir, driver_major)
     if plan.problem:
-        lost = "CUDA activity is not profiled" if activity else "NVTX ranges are not collected"
+        lost = "CUDA activity and NVTX ranges are not profiled" if activity else "NVTX ranges are not collected"
         _say(report, "%s: %s%s" % (plan.problem, lost, "; " + plan.fix if plan.fix else ""), plan.level)
         return None
     try:

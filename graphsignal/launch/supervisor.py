@@ -49,7 +49,7 @@ import time
 import graphsignal
 from graphsignal import config, envcheck, procfs, report, safefs
 from graphsignal.config import GRAPH_TRACE_ENV, ROCM_TRACE_ENV, RUN_ID_ENV
-from graphsignal.launch import engines, injection
+from graphsignal.launch import engines, injection, interposer
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
 from graphsignal.rings import stale
 from graphsignal import channel
@@ -137,33 +137,45 @@ class Supervisor:
             self.reporter.say("--rocm-kernel-trace %s does nothing in this build: it has no ROCm kernel-tracing "
                               "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
                               % s.rocm_kernel_trace)
-        activity = s.cuda_trace != "off"
+        activity = s.cuda_trace == "on"  # CUPTI; light counts through the driver interposer instead
         if not activity:
             self._cuda_trace_off_notes(env)
         lib = self._guard("CUDA injection setup", functools.partial(injection.prepare_injection, activity=activity),
                           env, command, self._note)
+        if s.cuda_trace == "light":
+            env[config.CUDA_TRACE_ENV] = "light"
+            self._guard("CUDA interposer setup", interposer.prepare_interposer, env, self._note)
         nvtx = s.nvtx
         if nvtx == "gpu" and not activity:
             # GPU time per range is CUPTI's kernel records: host time per range is what is left
-            self.reporter.say("NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing, which is off "
-                              "(--cuda-trace off, GRAPHSIGNAL_CUDA_TRACE=0): NVTX ranges get their host time only")
+            self.reporter.say("NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing through CUPTI "
+                              "(--cuda-trace on), which is %s: NVTX ranges get their host time only"
+                              % s.cuda_trace)
             nvtx = "on"
         env[config.NVTX_ENV] = nvtx  # the library's mode: off, on, gpu
-        self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
+        collected = self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
+        if not lib and nvtx != "off" and not collected and s.origin("nvtx") != config.DEFAULT \
+                and not env.get(injection.ENV_NVTX_INJECTION):
+            # asked for by name and lost for want of a driver: say so (by default it is part of the driver line)
+            self.reporter.say("--nvtx %s: NVTX ranges are not collected on this host: their injection is "
+                              "graphsignal's CUPTI library, which needs the NVIDIA driver (libcuda.so.1) and is "
+                              "not loaded without it; probes (graphsignal.probes, probe.h) work without one" % nvtx)
         return env
 
     def _cuda_trace_off_notes(self, env):
-        """One line each for what --cuda-trace off cannot do: an injection
-        set in the environment still loads in the workload (it is left
-        alone, as always), and node mode has nothing to trace."""
+        """One line each for what --cuda-trace off or light cannot do: an
+        injection set in the environment still loads in the workload (it is
+        left alone, as always), and node mode has nothing to trace."""
+        mode = self.settings.cuda_trace
         user = env.get(injection.ENV_INJECTION)
         if user:
-            self.reporter.say("%s=%s is set in the environment and stays: with --cuda-trace off graphsignal adds no "
+            self.reporter.say("%s=%s is set in the environment and stays: with --cuda-trace %s graphsignal adds no "
                               "CUPTI, but that library still loads in the workload (and CUPTI with it, if it uses "
-                              "it)" % (injection.ENV_INJECTION, user))
+                              "it)" % (injection.ENV_INJECTION, user, mode))
         if self.settings.cuda_graph_trace == "node":
-            self.reporter.say("--cuda-graph-trace node does nothing with --cuda-trace off: no CUDA activity is "
-                              "collected")
+            self.reporter.say("--cuda-graph-trace node does nothing with --cuda-trace %s: %s" % (
+                mode, "no CUDA activity is collected" if mode == "off" else
+                "the interposer counts graph replays, not the kernels inside them (use --cuda-trace on)"))
 
     def _checked_output(self, s):
         """Settings without a signals file that could never be written

@@ -1,7 +1,8 @@
 """One table of metric metadata: what each /signals metric is called in
 Prometheus (/metrics) and in OTLP, its unit, type and a sentence a person
-reads. /metrics' names and HELP lines and SKILL.md's metric list
-(scripts/gen_metric_docs.py) are made from it, so they cannot drift.
+reads. /metrics' names and HELP lines and the metric list of
+graphsignal/reference/metrics.md (scripts/gen_metric_docs.py) are made
+from it, so they cannot drift.
 
 /signals keeps its own names (its contract is SKILL.md's); the
 exposition follows Prometheus's naming rules:
@@ -45,6 +46,10 @@ class Meta(NamedTuple):
     samples: Optional[str] = None
     samples_help: Optional[str] = None
     tags: str = ""  # the /signals tags, for the docs
+    otlp: str = ""  # the OTLP name where the derived one would mislead ("" = derived: otlp_family())
+    otlp_unit: str = ""  # the OTLP unit where the stored UCUM's conversion would mislead ("" = converted)
+    otlp_scale: float = 0.0  # with otlp_unit: stored value x this = the OTLP value
+    own: bool = False  # the profiler's own series (about itself, not the workload)
 
 
 NS = 1e-9
@@ -54,9 +59,15 @@ _GPM_TAGS = _GPU_TAGS + ", device.gpu_instance_id (MIG)"
 
 
 def _m(name: str, type_: str, prom: Optional[str], unit: str, ucum: str, scale: float, help_: str,
-       count: Optional[str] = None, count_help: Optional[str] = None, tags: str = "") -> Meta:
+       count: Optional[str] = None, count_help: Optional[str] = None, tags: str = "", otlp: str = "",
+       otlp_unit: str = "", otlp_scale: float = 0.0, own: bool = False) -> Meta:
     return Meta(name, type_, None if prom is None else PREFIX + prom, unit, ucum, scale, help_,
-                None if count is None else PREFIX + count, count_help, tags)
+                None if count is None else PREFIX + count, count_help, tags, otlp, otlp_unit, otlp_scale, own)
+
+
+def _own(name: str, prom: str, unit: str, ucum: str, help_: str, tags: str = "", otlp: str = "") -> Meta:
+    """A counter about the profiler itself."""
+    return _m(name, "counter", prom, unit, ucum, 1, help_, tags=tags, otlp=otlp, own=True)
 
 
 def _gpu_activity(api: str, label: str) -> List[Meta]:
@@ -76,19 +87,36 @@ def _gpu_activity(api: str, label: str) -> List[Meta]:
            "GPU time of %s memory copies, per copy kind (estimated where duration=\"sampled\")" % label,
            api + "_memcpy_calls", "%s memory copies, per copy kind" % label, t + ", host_memory, duration"),
         _m(api + "_memcpy_bytes", "counter", api + "_memcpy_bytes", "bytes", "By", 1,
-           "Bytes moved by %s memory copies (label kind)" % label, tags=t + ", kind, host_memory, duration"),
+           "Bytes moved by %s memory copies (label kind)" % label, tags=t + ", kind, host_memory, duration",
+           otlp="graphsignal.%s_memcpy_size" % api),  # graphsignal.cuda_memcpy is the copies' time
         _m(api + "_memset_nanoseconds", "profile", api + "_memset_seconds", "seconds", "ns", NS,
            "GPU time of %s memsets (not measured where duration=\"sampled\")" % label,
            api + "_memset_calls", "%s memsets" % label, t + ", duration"),
         _m(api + "_memset_bytes", "counter", api + "_memset_bytes", "bytes", "By", 1,
-           "Bytes set by %s memsets" % label, tags=t + ", kind, duration"),
+           "Bytes set by %s memsets" % label, tags=t + ", kind, duration", otlp="graphsignal.%s_memset_size" % api),
         _m(api + "_sync_nanoseconds", "profile", api + "_sync_seconds", "seconds", "ns", NS,
            "Host time blocked in %s synchronization, per kind (context, stream, event, stream_wait_event)" % label,
            api + "_sync_calls", "%s synchronization calls, per kind" % label, t),
     ]
 
 
-_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
+# --cuda-trace light: the CUDA driver interposer counts without timing; its count
+# profiles export under the CUPTI collection's call families (a value per frame, the
+# calls; no second family), so a panel of launch or copy counts reads either
+_LIGHT = "--cuda-trace light: counted, not timed"
+_LIGHT_TABLE: List[Meta] = [
+    _m("cuda_kernel_launches", "profile", "cuda_kernel_launches", "", "{launch}", 1,
+       "CUDA kernels launched, per kernel (%s; frame: the symbol)" % _LIGHT, tags=_CUPTI_TAGS),
+    _m("cuda_memcpy_calls", "profile", "cuda_memcpy_calls", "", "{call}", 1,
+       "CUDA memory copies, per copy kind (%s)" % _LIGHT, tags=_CUPTI_TAGS),
+    _m("cuda_memset_calls", "profile", "cuda_memset_calls", "", "{call}", 1,
+       "CUDA memsets (%s)" % _LIGHT, tags=_CUPTI_TAGS),
+    _m("cuda_graph_timed_replays", "counter", "cuda_graph_timed_replays", "", "{replay}", 1,
+       "CUDA graph replays timed by event pairs, behind cuda_graphs_nanoseconds{duration=\"sampled\"}'s estimate "
+       "(--cuda-trace light)", tags=_CUPTI_TAGS),
+]
+
+_TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + _LIGHT_TABLE + [
     _m("cuda_graph_trace_mode", "gauge", "cuda_graph_trace_mode", "", "1", 1,
        "How CUDA graphs are traced: 0 = per graph, 1 = per node kernel", tags="process.pid"),
     _m("nvtx_ranges_nanoseconds", "profile", "nvtx_ranges_seconds", "seconds", "ns", NS,
@@ -194,7 +222,11 @@ _TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
        "XID errors the driver reported (each is also an error entry)", tags=_GPU_TAGS),
     # host and processes
     _m("host_cpu_usage_percent", "gauge", "host_cpu_usage_ratio", "ratio", "%", 0.01,
-       "Share of the host's CPU time in use over the last sample period (0-1)"),
+       "Share of the host's CPU time in use over the last sample period, all its cores together (0-1; "
+       "100 % in /signals: every core busy)", otlp="graphsignal.host_cpu_utilization"),
+    _m("host_cpu_busy_cores", "gauge", "host_cpu_busy_cores", "", "{cpu}", 1,
+       "Busy cores of the host over the last sample period (0 to its core count; 2.5 = two and a half "
+       "cores' worth)", otlp="graphsignal.host_cpu_busy"),
     _m("host_memory_usage_bytes", "gauge", "host_memory_used_bytes", "bytes", "By", 1,
        "Host memory in use (total minus available)"),
     _m("host_memory_available_bytes", "gauge", "host_memory_available_bytes", "bytes", "By", 1,
@@ -205,7 +237,8 @@ _TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
        "(labels root_pid, scope=\"process_tree\")", tags="process.pid | process.root_pid, scope"),
     _m("process_cpu_usage_percent", "gauge", None, "", "%", 0.01,
        "CPU use of a workload process in percent of one core (in /metrics: "
-       "rate(graphsignal_process_cpu_seconds_total))", tags="process.pid"),
+       "rate(graphsignal_process_cpu_seconds_total); on OTLP busy cores)", tags="process.pid",
+       otlp="graphsignal.process_cpu_busy", otlp_unit="{cpu}", otlp_scale=0.01),
     _m("process_memory_usage_bytes", "gauge", "process_resident_memory_bytes", "bytes", "By", 1,
        "Resident memory (RSS) of a workload process", tags="process.pid"),
     _m("process_memory_peak_bytes", "gauge", "process_resident_memory_max_bytes", "bytes", "By", 1,
@@ -222,30 +255,40 @@ _TABLE: List[Meta] = _gpu_activity("cuda", "CUDA") + [
     _m("prometheus_scrape_failures_total", "counter", "prometheus_scrape_failures", "", "{failure}", 1,
        "Failed scrapes of the engine's endpoint", tags="engine, url"),
     # the profiler itself
-    _m("graphsignal_dropped_records", "counter", "dropped_records", "", "{record}", 1,
-       "Records lost because a ring was full (should be 0)", tags="process.pid, writer"),
-    _m("graphsignal_rejected_records", "counter", "rejected_records", "", "{record}", 1,
-       "Records a ring sent that make no sense (label reason)", tags="process.pid, writer, reason"),
-    _m("graphsignal_skipped_slots", "counter", "skipped_slots", "", "{slot}", 1,
-       "Ring slots a writer claimed and never filled", tags="process.pid, writer"),
-    _m("graphsignal_dropped_names", "counter", "dropped_names", "", "{name}", 1,
-       "Names a ring could not register (its string table was full)", tags="process.pid, writer"),
-    _m("graphsignal_writers_without_ring", "counter", "writers_without_ring", "", "{writer}", 1,
-       "Writers that run unprofiled because no ring could be made (should be 0)"),
-    _m("graphsignal_refused_ring_names", "counter", "refused_ring_names", "", "{name}", 1,
-       "Ring names held by something that is not a ring of ours (should be 0)"),
-    _m("graphsignal_dropped_console_bytes", "counter", "dropped_console_bytes", "bytes", "By", 1,
-       "Console output passed through but not scanned for errors (should be 0)", tags="stream"),
-    _m("graphsignal_dropped_series", "counter", "dropped_series", "", "{series}", 1,
-       "Distinct series refused because the series cap was reached"),
-    _m("graphsignal_folded_processes", "counter", "folded_processes", "", "{process}", 1,
-       "Exited processes folded into process.pid=\"exited\""),
-    _m("graphsignal_uploads_total", "counter", "uploads", "", "{upload}", 1,
-       "Uploads to the fleet server (label result: accepted, failed)", tags="result"),
-    _m("graphsignal_upload_bytes_total", "counter", "upload_bytes", "bytes", "By", 1,
-       "Compressed bytes uploaded"),
-    _m("graphsignal_upload_dropped_errors_total", "counter", "upload_dropped_errors", "", "{error}", 1,
-       "Error entries left out of uploads"),
+    _own("graphsignal_dropped_records", "dropped_records", "", "{record}",
+         "Records lost because a ring was full (should be 0)", tags="process.pid, writer"),
+    _own("graphsignal_rejected_records", "rejected_records", "", "{record}",
+         "Records a ring sent that make no sense (label reason)", tags="process.pid, writer, reason"),
+    _own("graphsignal_skipped_slots", "skipped_slots", "", "{slot}",
+         "Ring slots a writer claimed and never filled", tags="process.pid, writer"),
+    _own("graphsignal_dropped_names", "dropped_names", "", "{name}",
+         "Names a ring could not register (its string table was full)", tags="process.pid, writer"),
+    _own("graphsignal_writers_without_ring", "writers_without_ring", "", "{writer}",
+         "Writers that run unprofiled because no ring could be made (should be 0)"),
+    _own("graphsignal_refused_ring_names", "refused_ring_names", "", "{name}",
+         "Ring names held by something that is not a ring of ours (should be 0)"),
+    _own("graphsignal_dropped_console_bytes", "dropped_console_bytes", "bytes", "By",
+         "Console output passed through but not scanned for errors (should be 0)", tags="stream"),
+    _own("console_unscanned_bytes_total", "console_unscanned_bytes", "bytes", "By",
+         "Console output left unscanned for errors because it came faster than the scanner keeps up "
+         "(label stream)", tags="stream", otlp="graphsignal.console_unscanned"),
+    _own("console_errors_dropped_total", "console_errors_dropped", "", "{error}",
+         "Errors caught on the console but left out because too many came at once (label stream)",
+         tags="stream", otlp="graphsignal.console_errors_dropped"),
+    _own("graphsignal_dropped_series", "dropped_series", "", "{series}",
+         "Distinct series refused because the series cap was reached"),
+    _own("graphsignal_folded_processes", "folded_processes", "", "{process}",
+         "Exited processes folded into process.pid=\"exited\""),
+    _own("graphsignal_uploads_total", "uploads", "", "{upload}",
+         "Uploads to the fleet server (label result: accepted, failed)", tags="result"),
+    _own("graphsignal_upload_bytes_total", "upload_bytes", "bytes", "By",
+         "Compressed bytes uploaded", otlp="graphsignal.upload_sent"),
+    _own("graphsignal_upload_dropped_errors_total", "upload_dropped_errors", "", "{error}",
+         "Error entries left out of uploads"),
+    _own("graphsignal_otlp_exports_total", "otlp_exports", "", "{export}",
+         "OTLP exports (label result: accepted, failed)", tags="result"),
+    _own("graphsignal_otlp_export_bytes_total", "otlp_export_bytes", "bytes", "By",
+         "Bytes of OTLP export requests sent (after compression)", otlp="graphsignal.otlp_export_sent"),
 ]
 
 METRICS: Dict[Tuple[str, str], Meta] = {(m.name, m.type): m for m in _TABLE}
@@ -376,6 +419,78 @@ def ucum(name: str, type_: str) -> str:
     return "1"
 
 
+OTLP_PREFIX = "graphsignal."
+
+# The stored value's UCUM unit -> (OpenTelemetry's unit, scale to it): the
+# semantic conventions ask for seconds for durations, `1` for fractions and
+# unprefixed units (By, Hz), so OTLP gets those, rescaled; /signals keeps
+# its own (nanoseconds, percent, MHz, KiB/s).
+OTLP_UNITS = {"ns": ("s", 1e-9), "us": ("s", 1e-6), "ms": ("s", 1e-3), "%": ("1", 0.01),
+              "MHz": ("Hz", 1e6), "KiBy/s": ("By/s", 1024.0), "KiBy": ("By", 1024.0)}
+# Suffixes a /signals name loses in its OTLP name (the unit field says it).
+_OTLP_STRIP = ("_kilobytes_per_second", "_bytes_per_second", "_nanoseconds", "_microseconds", "_milliseconds",
+               "_seconds", "_ns", "_us", "_ms", "_kilobytes", "_bytes", "_watts", "_joules", "_celsius",
+               "_megahertz", "_hertz", "_percent", "_ratio")
+
+
+class OtlpFamily(NamedTuple):
+    """How one /signals series is sent over OTLP: name, unit (UCUM, as the
+    semantic conventions use it), scale (stored value x scale = sent
+    value), and for profiles the samples sum's name and unit."""
+    name: str
+    unit: str
+    scale: float
+    samples: str = ""
+    samples_unit: str = ""
+
+
+_otlp_cache: Dict[Tuple[str, str], OtlpFamily] = {}
+
+
+def otlp_family(name: str, type_: str) -> OtlpFamily:
+    """The OtlpFamily of a /signals metric (name, type): the table's
+    override, else `graphsignal.` + the name without its unit suffix and a
+    counter's `_total`, characters outside [A-Za-z0-9_.-] as `_` (`:` as
+    `.`), the stored unit converted by OTLP_UNITS; no unit: `{count}` on a
+    counter, "" on a gauge, `1` otherwise."""
+    key = (name, type_)
+    got = _otlp_cache.get(key)
+    if got is None:
+        got = _otlp_family(name, type_)
+        if len(_otlp_cache) < 20000:
+            _otlp_cache[key] = got
+    return got
+
+
+def _otlp_family(name: str, type_: str) -> OtlpFamily:
+    meta = METRICS.get((name, type_))
+    base = name
+    if type_ == "counter" and base.endswith("_total") and len(base) > 6:
+        base = base[:-6]
+    suffixed = False
+    for suf in _OTLP_STRIP:
+        if base.endswith(suf) and len(base) > len(suf):
+            base, suffixed = base[:-len(suf)], True
+            break
+    stored = ucum(name, type_)
+    if meta is None and not suffixed:  # no unit in the name
+        stored = {"counter": "{count}", "gauge": ""}.get(type_, "1")
+    unit, scale = OTLP_UNITS.get(stored, (stored, 1.0))
+    if meta is not None and meta.otlp_unit:
+        unit, scale = meta.otlp_unit, meta.otlp_scale or 1.0
+    if meta is not None and meta.otlp:
+        out = meta.otlp
+    else:
+        if base.startswith(PREFIX):
+            base = base[len(PREFIX):]
+        clean = "".join(ch if (ch.isascii() and (ch.isalnum() or ch in "_.-")) else ("." if ch == ":" else "_")
+                        for ch in base)
+        out = (OTLP_PREFIX + clean)[:240]
+    if type_ != "profile":
+        return OtlpFamily(out, unit, scale)
+    return OtlpFamily(out, unit, scale, out + ".samples", "{sample}")
+
+
 def table() -> List[Meta]:
     """Every entry, in the table's order."""
     return list(_TABLE)
@@ -396,7 +511,8 @@ def _prom_cell(m: Meta) -> str:
 
 
 def markdown() -> str:
-    """SKILL.md's metric list: every entry of the table (and the series only
+    """The metric list of graphsignal/reference/metrics.md (graphsignal-run
+    --explain metrics): every entry of the table (and the series only
     /metrics has), between BEGIN_MARK and END_MARK."""
     out = [BEGIN_MARK, "",
            "| /signals name | type | tags | /metrics name | unit | what it is |",
@@ -419,3 +535,26 @@ def replace_in(text: str) -> str:
     a = text.index(BEGIN_MARK)
     b = text.index(END_MARK, a) + len(END_MARK)
     return text[:a] + markdown() + text[b:]
+
+
+def full_markdown() -> str:
+    """METRICS.md: every series' /signals, Prometheus and OTLP name, unit
+    and meaning (the profiler's own marked), made from the table."""
+    out = ["# Metrics", "",
+           "Made by `scripts/gen_metric_docs.py` from `graphsignal/naming/metrics.py`; edit there. `/signals` keeps",
+           "its own units (nanoseconds, percent, MHz); `/metrics` converts to Prometheus's base units (`_seconds`,",
+           "`_ratio` 0-1, `_hertz`) and OTLP to OpenTelemetry's (`s`, `1`, `Hz`), rescaling the values. Probe and",
+           "engine series follow the same rules by their names' unit suffixes (`_nanoseconds`, `_bytes`, ...).",
+           "\"own\": a series about the profiler itself, not the workload.", "",
+           "| /signals name | type | Prometheus | OTLP name | OTLP unit | what it is |",
+           "|---|---|---|---|---|---|"]
+    for m in _TABLE:
+        fam = otlp_family(m.name, m.type)
+        otlp = "`%s`" % fam.name + (", `%s`" % fam.samples if fam.samples else "")
+        unit = "`%s`" % (fam.unit or " ") + (", `%s`" % fam.samples_unit if fam.samples else "")
+        what = ("own: " if m.own else "") + m.help.replace("|", "/")
+        out.append("| `%s` | %s | %s | %s | %s | %s |" % (m.name, m.type, _prom_cell(m), otlp, unit, what))
+    for name, type_, help_ in EXTRA:
+        out.append("| - | %s | `%s` | - | - | %s |" % (type_, name, help_))
+    return "\n".join(out) + "\n"
+

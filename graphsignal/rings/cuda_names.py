@@ -10,7 +10,9 @@ _MEMORY = {
     0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
     6: "device_static", 7: "managed_static",
 }
-_SYNC = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
+# 32: not CUPTI's; the CUDA driver interposer's (--cuda-trace light) host wait in a synchronous copy
+_SYNC = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context", 32: "synchronous_copy"}
+SYNC_COPY = 32
 
 # copy kinds whose source / destination is host memory
 _HOST_SRC = {1, 3, 9}

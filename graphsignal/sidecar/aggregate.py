@@ -28,6 +28,15 @@ SAMPLED_TAGS = {"duration": "sampled"}
 CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_memcpy_nanoseconds",
                  "cuda_memset_nanoseconds", "cuda_sync_nanoseconds")
 
+# The CUDA driver interposer (--cuda-trace light; probe.h GRAPHSIGNAL_REC_*_COUNT,
+# _GRAPH_SAMPLED) counts without timing: launches, calls and bytes are exact;
+# graph time is replays times the mean of the replays timed by event pairs
+# (duration=sampled), the timed replays counted beside it; sync time is the
+# host's, exact. Its profiles, each present once the device is seen:
+LIGHT_PROFILES = (("cuda_kernel_launches", None), ("cuda_graphs_nanoseconds", SAMPLED_TAGS),
+                  ("cuda_memcpy_calls", None), ("cuda_memset_calls", None), ("cuda_sync_nanoseconds", None))
+TIMED_REPLAYS = "cuda_graph_timed_replays"
+
 _EXACT_F64 = 1 << 53
 
 
@@ -237,6 +246,9 @@ class Aggregator:
                 # the device in use: its profiles are measured, even if empty
                 for name in CUDA_PROFILES:
                     self.store.ensure_profile(name, st.device_tags(dev), ts)
+            elif st.ring.kind == L.KIND_INTERPOSE:
+                for name, extra in LIGHT_PROFILES:
+                    self.store.ensure_profile(name, dict(st.device_tags(dev), **(extra or {})), ts)
         self._flush_bad(st, bad)
 
     def _on_meta(self, st, g, ts):
@@ -360,6 +372,63 @@ class Aggregator:
         """Syncs counted and timed by API callbacks: name_id calls, value host ns."""
         keys = self._kind_device_keys(st, g, "sync kind", g["value"], g["name_id"])
         self._add_syncs(st, [(kind, dev, t, calls) for kind, dev, _, t, calls in keys], ts)
+
+    # -- the interposer's counts (--cuda-trace light) --
+    def _on_kernel_count(self, st, g, ts):
+        """Launches per kernel symbol: name_id symbol, value launches."""
+        key, width = _compose(g["name_id"], g["device"])
+        uniq, _, (sums,) = group_sums(key, g["value"])
+        by_dev = {}
+        bad = {}
+        for k, n in zip(uniq.tolist(), sums.tolist()):
+            nid, dev = divmod(k, width)
+            if dev >= MAX_DEVICES:
+                self._count(bad, "bad_field", 1, "device %d" % dev)
+                continue
+            by_dev.setdefault(dev, []).append((self._frame_name(st, nid, 1, bad), int(n), int(n)))
+        for dev, frames in by_dev.items():
+            self.store.add_profile("cuda_kernel_launches", st.device_tags(dev), frames, ts)
+        self._flush_bad(st, bad)
+
+    def _on_graph_sampled(self, st, g, ts):
+        """Replays per graph: value estimated ns, extra replays | timed << 32."""
+        extra = g["extra"]
+        key, width = _compose(g["name_id"], g["device"])
+        uniq, _, (ns, replays, timed) = group_sums(key, g["value"], extra & np.uint64(0xFFFFFFFF),
+                                                   extra >> np.uint64(32))
+        by_dev = {}
+        bad = {}
+        for k, t, n, m in zip(uniq.tolist(), ns.tolist(), replays.tolist(), timed.tolist()):
+            nid, dev = divmod(k, width)
+            if dev >= MAX_DEVICES:
+                self._count(bad, "bad_field", 1, "device %d" % dev)
+                continue
+            frames, timed_sum = by_dev.setdefault(dev, ([], [0]))
+            if n or t:  # the estimate also grows alone, when the mean of the timed replays does
+                frames.append((self._frame_name(st, nid, 1, bad), int(t), int(n)))
+            timed_sum[0] += int(m)
+        for dev, (frames, timed_sum) in by_dev.items():
+            tags = st.device_tags(dev)
+            if frames:
+                self.store.add_profile("cuda_graphs_nanoseconds", dict(tags, **SAMPLED_TAGS), frames, ts)
+            self.store.add_counter(TIMED_REPLAYS, tags, timed_sum[0], ts)
+        self._flush_bad(st, bad)
+
+    def _on_memcpy_count(self, st, g, ts):
+        """Copies per kind: sub copy kind, value calls, extra bytes."""
+        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, "memcpy kind", g["value"], g["extra"]):
+            name = cuda_names.memcpy_kind(kind)
+            tags = st.device_tags(dev)
+            self.store.add_profile("cuda_memcpy_calls", tags, [(name, int(calls), int(calls))], ts)
+            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=name), int(nbytes), ts)
+
+    def _on_memset_count(self, st, g, ts):
+        """Memsets: value calls, extra bytes (the memory's kind unknown)."""
+        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, "memory kind", g["value"], g["extra"]):
+            name = cuda_names.memory_kind(kind)
+            tags = st.device_tags(dev)
+            self.store.add_profile("cuda_memset_calls", tags, [(name, int(calls), int(calls))], ts)
+            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=name), int(nbytes), ts)
 
     def _unknown_instrument(self, bad, want, nid, n):
         self._count(bad, "unknown_instrument", n, "record for unknown %s instrument %d" % (want, nid))
@@ -528,4 +597,8 @@ class Aggregator:
         L.REC_MEMSET_SAMPLED: _on_memset_sampled,
         L.REC_SYNC_AGG: _on_sync_agg,
         L.REC_PROFILE_AGG: _on_profile_agg,
+        L.REC_KERNEL_COUNT: _on_kernel_count,
+        L.REC_GRAPH_SAMPLED: _on_graph_sampled,
+        L.REC_MEMCPY_COUNT: _on_memcpy_count,
+        L.REC_MEMSET_COUNT: _on_memset_count,
     }

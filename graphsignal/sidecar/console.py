@@ -14,6 +14,10 @@ error entries (store.add_error) for:
   out of memory           PyTorch's OutOfMemoryError, CUDA's, bad_alloc
   NCCL                    NCCL WARN lines (warning), NCCL errors, watchdog
                           timeouts
+  engine notices          a request over the context size (error), a
+                          context shift (warning), llama.cpp's "offloaded
+                          N/M layers to GPU" when N < M (warning): what
+                          graphsignal.findings reads
   C/C++ crashes           "terminate called ..." with its what(), failed
                           assertions, "Segmentation fault" from shells,
                           Rust panics
@@ -75,7 +79,8 @@ TRIGGER = re.compile(
     rb"Traceback \(most recent|ERROR|CRITICAL|FATAL|Fatal Python|CUDA|CUBLAS|CUDNN|NCCL|Error|"
     rb"Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception|Assertion|TRT-LLM|"
     rb"E0\d\d\d |E1\d\d\d |F0\d\d\d |F1\d\d\d ")
-TRIGGER_LOWER = (b"terminate called", b"bad_alloc", b"panicked at", b": error", b"of memory")
+TRIGGER_LOWER = (b"terminate called", b"bad_alloc", b"panicked at", b": error", b"of memory", b"context size",
+                 b"context shift", b"context length", b" layers to GPU")
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # "(VllmWorker rank=0 pid=123) ", "(EngineCore_DP0 pid=9) ", "(RayWorkerWrapper pid=5, ip=..) "
@@ -124,6 +129,15 @@ PATTERNS = [
     ("log", "error", re.compile(r"^[\w.]{1,80}: error\b")),  # llama.cpp "main: error: ..."
 ]
 _RANK = {"warning": 1, "error": 2, "critical": 3}
+# lines an engine prints, whatever level it gives them, that graphsignal.findings reads: a request that
+# did not fit its context (llama.cpp, vLLM, SGLang), a context shift (llama.cpp truncating a slot), and
+# a model loaded with layers left on the CPU (llama.cpp, only when fewer than all are on the GPU)
+NOTICES = [
+    ("context", "error", re.compile(r"exceeds the available context size|maximum context length is|"
+                                    r"longer than the model's context length")),
+    ("context", "warning", re.compile(r"slot context shift")),
+    ("offload", "warning", re.compile(r"offloaded (\d+)/(\d+) layers to GPU")),
+]
 
 TRACEBACK = "Traceback (most recent call last)"
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
@@ -429,6 +443,11 @@ class ConsoleCapture:
             b.message = body[body.index("terminate called"):]
             self._open(st, key, b)
             return
+        for kind, lvl, pat in NOTICES:
+            m = pat.search(body)
+            if m and (kind != "offload" or int(m.group(1)) < int(m.group(2))):
+                self._emit(st, kind, lvl, body, None, pid, self.store.clock())
+                return
         if level == "info":
             return  # the engine itself says this line is informational
         for kind, lvl, pat in PATTERNS:

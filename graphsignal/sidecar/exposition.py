@@ -2,8 +2,8 @@
 when the scraper's Accept asks for it).
 
 Mapping, from a /signals series to Prometheus families, by one table
-(graphsignal.naming.metrics: names, units, HELP text; SKILL.md's metric
-list is made from the same table):
+(graphsignal.naming.metrics: names, units, HELP text; the metric list of
+graphsignal/reference/metrics.md is made from the same table):
 
   name      the table's name for our own metrics (Prometheus's naming
             rules: the `graphsignal_` prefix, base units, `_ratio` for
@@ -521,7 +521,9 @@ class _Planner:
             return None
         source = (name, s["type"])
         if type_ == "profile":
-            kinds = ((fam.name, "counter", fam.help, fam.unit), (fam.samples, "counter", fam.samples_help, ""))
+            kinds = ((fam.name, "counter", fam.help, fam.unit),)
+            if fam.samples:  # a count profile (--cuda-trace light's) has its counts as its value only
+                kinds += ((fam.samples, "counter", fam.samples_help, ""),)
         else:
             kinds = ((fam.name, type_, fam.help, fam.unit),)
         slots = []
@@ -591,9 +593,13 @@ def parts(s, layout, top):
             extra = [(n.display_name, n.category) for n in NAMES.describe_all([f[0] for f in fp])]
         values = [(f[0], _conv(f[1], conv)) for f in fp]
         counts = [(f[0], f[2]) for f in fp]
-        vname, cname = fam.name + "_total", fam.samples + "_total"
-        return [(fp, ("frames", vname, labels, tpl, values, extra, _frame_heads(layout.cache, vname, tpl, fp, extra))),
-                (fp, ("frames", cname, labels, tpl, counts, extra, _frame_heads(layout.cache, cname, tpl, fp, extra)))]
+        vname = fam.name + "_total"
+        out = [(fp, ("frames", vname, labels, tpl, values, extra, _frame_heads(layout.cache, vname, tpl, fp, extra)))]
+        if fam.samples:
+            cname = fam.samples + "_total"
+            out.append((fp, ("frames", cname, labels, tpl, counts, extra,
+                             _frame_heads(layout.cache, cname, tpl, fp, extra))))
+        return out
     # cumulative: an unchanged count and sum is an unchanged histogram
     count, total = stats.get("count"), stats.get("sum")
     bins, counts = stats.get("bins"), stats.get("counts")

@@ -6,19 +6,26 @@ every OTEL_METRIC_EXPORT_INTERVAL (default 60 s), and once more at exit.
 graphsignal.otelenv reads the endpoint, headers, interval, compression
 and resource attributes from the standard variables.
 
-Mapping, from a /signals series (values are never rescaled: OTLP and
-/signals say the same numbers, the unit says what they are):
+Mapping, from a /signals series, by graphsignal.naming.metrics (the one
+table; otlp_family):
 
   name      `graphsignal.` + the /signals name without its unit suffix
-            (unit_of's table) and a counter's `_total`; a name that starts
-            with `graphsignal_` is not prefixed twice; characters outside
+            and a counter's `_total`; a name that starts with
+            `graphsignal_` is not prefixed twice; characters outside
             [A-Za-z0-9_.-] become `_` (an engine's `vllm:x` is `vllm.x`).
-            The description is the /signals name.
-  unit      UCUM from the suffix: _nanoseconds ns, _ns ns (epoch),
-            _seconds s, _bytes By, _watts W, _joules J, _celsius Cel,
-            _percent %, _ratio 1, _megahertz MHz, _kilobytes_per_second
-            KiBy/s, ...; none: "" on a gauge (Prometheus reads a gauge in
-            "1" as a ratio), "1" on a sum
+            The table overrides a name that would mislead (the host's CPU
+            is `graphsignal.host_cpu_utilization`, bytes uploaded
+            `graphsignal.upload_sent` beside the count
+            `graphsignal.uploads`). The description is the /signals name.
+  unit      OpenTelemetry's semantic conventions: durations in seconds
+            `s`, fractions `1` (0-1), unprefixed `By`, `By/s`, `Hz`, and
+            `W`, `J`, `Cel`; counts `{record}`-style annotations (`{count}`
+            for a probe counter without a unit suffix); a gauge without
+            one has "" (it need not be a fraction). Values are rescaled to
+            that unit: /signals' nanoseconds are sent as seconds, percent
+            as a fraction, MHz as Hz, KiB/s as By/s (a histogram's bounds,
+            sum, min and max too, so its counts stay exact). /signals and
+            /metrics keep their own units.
   gauge     Gauge, one point per tag set; null (not measured) is no point
   counter   Sum, monotonic, cumulative since the workload's start
   histogram Histogram, cumulative, with count, sum, exact min and max.
@@ -73,7 +80,7 @@ import numpy as np
 import requests
 
 from graphsignal import __version__, config
-from graphsignal.naming.metrics import METRICS
+from graphsignal.naming.metrics import otlp_family
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api, retry
 from graphsignal.sidecar.series import BucketHistogram
@@ -92,48 +99,14 @@ CONTENT_TYPE = "application/x-protobuf"
 EXPORTS_METRIC = "graphsignal_otlp_exports_total"
 BYTES_METRIC = "graphsignal_otlp_export_bytes_total"
 
-# (suffix of a /signals name, UCUM unit); the first that matches wins
-UNITS = (
-    ("_kilobytes_per_second", "KiBy/s"), ("_bytes_per_second", "By/s"),
-    ("_nanoseconds", "ns"), ("_microseconds", "us"), ("_milliseconds", "ms"), ("_seconds", "s"),
-    ("_ns", "ns"), ("_us", "us"), ("_ms", "ms"),
-    ("_kilobytes", "KiBy"), ("_bytes", "By"), ("_watts", "W"), ("_joules", "J"), ("_celsius", "Cel"),
-    ("_megahertz", "MHz"), ("_hertz", "Hz"), ("_percent", "%"), ("_ratio", "1"),
-)
 _OWN_ATTRIBUTES = ("frame", "kernel", "category")
 
 
-_names: Dict[Tuple[str, str], Tuple[str, str]] = {}
-
-
 def unit_of(name: str, type_: str) -> Tuple[str, str]:
-    """(OTLP metric name, UCUM unit) of a /signals metric name and type
-    (the module doc's rules)."""
-    got = _names.get((name, type_))
-    if got is None:
-        got = _unit_of(name, type_)
-        if len(_names) < 20000:
-            _names[(name, type_)] = got
-    return got
-
-
-def _unit_of(name: str, type_: str) -> Tuple[str, str]:
-    base = name
-    if type_ == "counter" and base.endswith("_total") and len(base) > 6:
-        base = base[:-6]
-    unit = "" if type_ == "gauge" else "1"
-    for suffix, ucum in UNITS:
-        if base.endswith(suffix) and len(base) > len(suffix):
-            base, unit = base[:-len(suffix)], ucum
-            break
-    meta = METRICS.get((name, type_))
-    if meta is not None:  # the one table's unit of the value as stored
-        unit = meta.ucum
-    if base.startswith("graphsignal_"):
-        base = base[len("graphsignal_"):]
-    clean = "".join(ch if (ch.isascii() and (ch.isalnum() or ch in "_.-")) else ("." if ch == ":" else "_")
-                    for ch in base)
-    return (PREFIX + clean)[:255], unit
+    """(OTLP metric name, unit) of a /signals metric name and type
+    (graphsignal.naming.metrics.otlp_family, the module doc's rules)."""
+    fam = otlp_family(name, type_)
+    return fam.name, fam.unit
 
 
 def octave_bounds(lowest: int, highest: int, per: int = BUCKETS_PER_OCTAVE) -> List[int]:
@@ -155,6 +128,11 @@ def octave_bounds(lowest: int, highest: int, per: int = BUCKETS_PER_OCTAVE) -> L
             step = (1 << e) >> (per.bit_length() - 1)  # 2**e / per values a bucket
             out.extend(step * (per + k + 1) - 1 for k in range(per))
     return out
+
+
+def _scaled(value: Any, scale: float) -> Any:
+    """A stored value in the sent unit (an integer stays one when unscaled)."""
+    return value if scale == 1 else float(value) * scale
 
 
 def _int_or_none(x: Any) -> Optional[int]:
@@ -250,7 +228,8 @@ class Builder:
 
     def _series(self, v: Any, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str], start: int,
                 now: int) -> None:
-        name, unit = unit_of(v.name, v.type)
+        fam = otlp_family(v.name, v.type)
+        name, unit, scale = fam.name, fam.unit, fam.scale
         tags = {("tag." + k if k in _OWN_ATTRIBUTES else k): str(x) for k, x in v.tags.items()}
         st = v.stats()
         if v.type in ("gauge", "counter"):
@@ -260,31 +239,32 @@ class Builder:
             m = self._metric(sm, metrics, kinds, name, unit, "gauge" if v.type == "gauge" else "sum", v.name)
             if m is not None:
                 pt = (m.gauge if v.type == "gauge" else m.sum).data_points.add()
-                self._number(pt, value, tags, start if v.type == "counter" else 0, now)
+                self._number(pt, _scaled(value, scale), tags, start if v.type == "counter" else 0, now)
         elif v.type == "histogram":
-            self._histogram(v, st, sm, metrics, kinds, name, unit, tags, start, now)
+            self._histogram(v, st, sm, metrics, kinds, fam, tags, start, now)
         elif v.type == "profile":
             frames = st.get("frames") or []
             if st.get("frames_folded"):
                 frames = [f for f in frames if f["name"] != OTHER_FRAME]
             frames = frames[:self.settings.metrics_top_frames]
             m = self._metric(sm, metrics, kinds, name, unit, "sum", v.name)
-            ms = self._metric(sm, metrics, kinds, name + ".samples", "1", "sum", v.name + " (samples)")
+            ms = self._metric(sm, metrics, kinds, fam.samples, fam.samples_unit, "sum", v.name + " (samples)")
             for f in frames:
                 ft = dict(tags, frame=str(f["name"]))
                 for k in ("display_name", "category"):
                     if f.get(k):
                         ft["kernel" if k == "display_name" else k] = str(f[k])
                 if m is not None:
-                    self._number(m.sum.data_points.add(), f["value"], ft, start, now)
+                    self._number(m.sum.data_points.add(), _scaled(f["value"], scale), ft, start, now)
                 if ms is not None:
                     self._number(ms.sum.data_points.add(), f["samples"], ft, start, now)
 
     def _histogram(self, v: Any, st: Dict[str, Any], sm: Any, metrics: Dict[Tuple[str, str], Any],
-                   kinds: Dict[str, str], name: str, unit: str, tags: Dict[str, str], start: int, now: int) -> None:
+                   kinds: Dict[str, str], fam: Any, tags: Dict[str, str], start: int, now: int) -> None:
         count = _int_or_none(st.get("count"))
         if count is None:
             return
+        name, unit, scale = fam.name, fam.unit, fam.scale
         bins, counts = st.get("bins") or [], st.get("counts") or []
         total = st.get("sum")
         if not bins:  # count and sum only
@@ -292,7 +272,7 @@ class Builder:
             if m is not None and total is not None:
                 pt = m.summary.data_points.add()
                 pt.start_time_unix_nano, pt.time_unix_nano = start, now
-                pt.count, pt.sum = count, float(total)
+                pt.count, pt.sum = count, float(total) * scale
                 self._attrs(pt.attributes, tags)
             return
         m = self._metric(sm, metrics, kinds, name, unit, "histogram", v.name)
@@ -301,7 +281,7 @@ class Builder:
         pt = m.histogram.data_points.add()
         pt.start_time_unix_nano, pt.time_unix_nano = start, now
         if issubclass(v.kind, BucketHistogram):  # the engine's own bounds (None: +Inf)
-            bounds = [float(b) for b in bins if b is not None]
+            bounds = [float(b) * scale for b in bins if b is not None]
             buckets = [int(c) for b, c in zip(bins, counts) if b is not None]
             buckets.append(max(0, count - sum(buckets)))
         else:
@@ -311,15 +291,17 @@ class Builder:
             acc = np.zeros(len(edges) + 1, dtype=np.int64)
             np.add.at(acc, where, np.asarray(counts, dtype=np.int64))  # integers: exact
             buckets = acc.tolist()
-            bounds = [float(e) for e in edges]
+            # the bounds in the sent unit (seconds for a _nanoseconds probe): the buckets
+            # hold the same values, so their counts stay exact
+            bounds = [float(e) * scale for e in edges]
             vmin, vmax = st.get("min"), st.get("max")
             if vmin is not None and vmax is not None:
-                pt.min, pt.max = float(vmin), float(vmax)
+                pt.min, pt.max = float(vmin) * scale, float(vmax) * scale
         pt.explicit_bounds.extend(bounds)
         pt.bucket_counts.extend(buckets)
         pt.count = sum(buckets)
         if total is not None:
-            pt.sum = float(total)
+            pt.sum = float(total) * scale
         self._attrs(pt.attributes, tags)
 
     def _number(self, pt: Any, value: Any, tags: Dict[str, str], start: int, now: int) -> None:

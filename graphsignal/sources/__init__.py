@@ -20,7 +20,13 @@ logger = logging.getLogger("graphsignal")
 
 class SourceUnavailable(Exception):
     """Raised by setup() when the source cannot run here (no driver, no
-    library, nothing to scrape). The message is the one line users see."""
+    library, nothing to scrape). The message is the one line users see;
+    quiet: nothing of its kind is on this host at all (no NVIDIA driver on
+    a CPU machine), so it is said at info level, not on every run."""
+
+    def __init__(self, message: str = "", quiet: bool = False) -> None:
+        Exception.__init__(self, message)
+        self.quiet = quiet
 
 
 def _no_pid() -> Optional[int]:
@@ -86,7 +92,7 @@ class SourceThread(threading.Thread):
             self.available = True
         except SourceUnavailable as e:
             self.available = False
-            self._report("warning", "%s: %s" % (self.source.name, e))
+            self._report("info" if e.quiet else "warning", "%s: %s" % (self.source.name, e))
             return
         except Exception as e:  # a bug in a source must not take the sidecar down
             self.available = False

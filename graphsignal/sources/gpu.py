@@ -98,7 +98,12 @@ XID_TEXT = {
 
 class BackendUnavailable(Exception):
     """The vendor library or driver cannot be used here; the message is the
-    one line users see."""
+    one line users see. absent: the vendor's driver is not on this host at
+    all (not broken, just not there)."""
+
+    def __init__(self, message: str = "", absent: bool = False) -> None:
+        Exception.__init__(self, message)
+        self.absent = absent
 
 
 class DeviceLost(Exception):
@@ -313,12 +318,15 @@ class GpuTelemetry(Source):
 
     def setup(self):
         reasons = []
+        absent = True  # every vendor's driver is missing: a host without GPUs, nothing to warn about
         for b in self.backends:
             try:
                 devices = b.open()
             except BackendUnavailable as e:
                 reasons.append(str(e))
+                absent = absent and e.absent
                 continue
+            absent = False
             picked, note = scope(devices, b, self.visible, self.all_gpus)
             if not picked:
                 reasons.append(note or "%s found no GPU" % b.vendor)
@@ -339,7 +347,7 @@ class GpuTelemetry(Source):
                 if d.lost is not None:
                     self._lose(d, d.lost)
         if not self.active:
-            raise SourceUnavailable("; ".join(reasons) or "no GPU found")
+            raise SourceUnavailable("; ".join(reasons) or "no GPU found", quiet=absent and bool(reasons))
         for why in reasons:  # e.g. no NVIDIA driver on an AMD host: not worth an error entry
             logger.info("graphsignal: %s", why)
 

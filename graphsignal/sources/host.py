@@ -20,7 +20,7 @@ from graphsignal.sources.twins import ProcessCpuTotals
 
 
 # -- redaction of command lines ------------------------------------------------------------
-# What is hidden and what is not is listed in SKILL.md (process resources);
+# What is hidden and what is not is listed in graphsignal/reference/metrics.md (process resources);
 # tests/unit/test_redaction.py holds both tables. The rules, in order:
 # 1. the argument list as the program sees it: values of secret-named
 #    options ("--api-key X", "--hf-token=X", "HF_TOKEN=X"), headers
@@ -357,9 +357,11 @@ class HostSource(Source):
     def poll(self):
         s = self.store
         ts = s.clock()
-        # psutil's system-wide figure is normalized to all cores; report it
-        # the way top reports a process (100 = one core fully busy)
-        s.set_gauge("host_cpu_usage_percent", {}, round(psutil.cpu_percent(interval=None) * self.cpu_count, 2), ts)
+        # the host's share (100 = every core busy: what its name and /metrics'
+        # _ratio say), and the same in busy cores beside it (2.5 = two and a half)
+        pct = psutil.cpu_percent(interval=None)
+        s.set_gauge("host_cpu_usage_percent", {}, round(pct, 2), ts)
+        s.set_gauge("host_cpu_busy_cores", {}, round(pct * self.cpu_count / 100.0, 3), ts)
         vm = psutil.virtual_memory()
         s.set_gauge("host_memory_usage_bytes", {}, int(vm.total - vm.available), ts)
         s.set_gauge("host_memory_total_bytes", {}, int(vm.total), ts)

@@ -99,7 +99,8 @@ class Nvml(VendorLibrary):
         try:
             nv.nvmlInit()
         except nv.NVMLError as e:
-            raise NvmlUnavailable(self._init_line(nv, e))
+            raise NvmlUnavailable(self._init_line(nv, e),
+                                  absent=getattr(e, "value", None) == nv.NVML_ERROR_LIBRARY_NOT_FOUND)
 
     @staticmethod
     def _init_line(nv, e):

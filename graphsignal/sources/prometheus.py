@@ -369,6 +369,7 @@ class PrometheusSource(Source):
         self._error_tags = {"source": self.name, "url": url}
         self._reporter = Reporter(store, self._error_tags)
         self._unresolved = False  # an error entry of ours is current
+        self._logged = False  # the current failure's line was logged (not only its entry)
         self._halting = False  # shutdown has begun: the next scrape is the last, with FINAL_DEADLINE
         self._interrupted = threading.Event()  # set by interrupt(): the scrape in flight gives up
         self._inflight = None  # the response being read (interrupt() cuts its socket)
@@ -420,6 +421,9 @@ class PrometheusSource(Source):
         if self._unresolved:
             self.store.resolve_errors(self._error_tags)
             self._unresolved = False
+            if self._logged:  # a failure's line was seen: so is its end
+                logger.warning("graphsignal: engine metrics at %s: answering (%d series)", self.url, len(keys))
+        self._logged = False
         self._ever_up = True
         self._backoff = 0.0
         self._next_try = 0.0
@@ -535,7 +539,14 @@ class PrometheusSource(Source):
             self._lost = True
             return
         if (refused or not_ready) and not self._ever_up:
-            # Still starting: quiet, unless it never comes up at all.
+            # Still starting (a vLLM server loads its model for minutes): one
+            # line and one entry that say where we look and what we got, so a
+            # wrong --metrics-port is seen at once; louder if it never comes up.
+            # The entry is "info" (starting is no error); the line is seen at the default level.
+            self._say("info", "no engine metrics yet: %s %s; trying again every few seconds (still "
+                              "loading? another port: --metrics-port)"
+                      % (self.url, "answers HTTP %d (not ready)" % e.status if not_ready
+                         else "refuses connections"), now, logging.WARNING)
             if now - self._started >= NEVER_UP_WARN:
                 if not_ready:
                     self._say("warning", "%s has answered HTTP %d (not ready) for %d s; is the engine still "
@@ -551,7 +562,7 @@ class PrometheusSource(Source):
             reason = _one_line(e) if isinstance(e, ScrapeError) else type(e).__name__
         self._say("warning", "scraping %s failed: %s" % (self.url, reason), now)
 
-    def _say(self, level, message, now):
+    def _say(self, level, message, now, log_level=None):
         """One error entry per distinct message while it lasts; its log line
         once, and again after a recovery only if LOG_REPEAT has passed."""
         if self._unresolved and message in self._said:
@@ -559,7 +570,8 @@ class PrometheusSource(Source):
         last = self._said.get(message)
         if last is None or now - last >= LOG_REPEAT:
             self._said[message] = now
-            self._reporter.say(message, level)
+            self._logged = True  # the recovery gets its line too
+            self._reporter.say(message, level, log_level=log_level)
         else:
             self._reporter.entry(message, level)
         self._unresolved = True

@@ -7,6 +7,7 @@ the front end decides what each looks like, or ignores them (NO_COLOR).
 """
 import time
 
+from graphsignal.top import findings_view
 from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TABLES, who_cell
 
 STYLES = ("title", "head", "dim", "ok", "warn", "bad", "sel", "bar", "key")
@@ -179,8 +180,15 @@ def _title(model, ui, now, g, once):
     parts.append((" " + "  ".join(info), None))
     lines = [parts]
     if not model.ok:
-        msg = "endpoint %s unreachable: %s%s" % (model.endpoint, model.error,
-                                                 "" if once else "; retrying every second")
+        err = str(model.error)
+        if err.startswith("HTTP 404"):  # something answered: it is there, but it is not a profiler's endpoint
+            msg = "not found at http://%s/signals (%s; is this graphsignal-run's --listen-port?)" % (
+                model.endpoint, err)
+        elif err.startswith("HTTP "):
+            msg = "endpoint %s answered %s" % (model.endpoint, err)
+        else:
+            msg = "endpoint %s unreachable: %s" % (model.endpoint, err)
+        msg += "" if once else "; retrying every second"
         if model.fetched_at:
             msg += " (data below is %s old)" % fmt_age(now - model.fetched_at)
         lines.append(_line((" " + msg, "bad")))
@@ -196,8 +204,12 @@ def _host_section(model, once, g):
     cpu = fmt_pct(h.get("cpu"))
     cores = h.get("cpu_count")
     mem = "%s / %s" % (fmt_bytes(h.get("mem_used")), fmt_bytes(h.get("mem_total")))
-    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (
-        cpu, (" of %d cores (100%% = one core)" % cores) if cores else "", mem, len(model.processes)))]
+    busy = h.get("cpu_busy")
+    of = (" of %d cores" % cores) if cores else ""
+    if busy is not None:
+        of += " (%.2f busy)" % busy
+    # the host's figure is a share of all its cores; a process's below is top's (100% = one core)
+    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (cpu, of, mem, len(model.processes)))]
     limit = len(model.processes) if once else 4
     for p in model.processes[:limit]:
         lines.append(_line("   pid %-7s cpu %6s  rss %10s  " % (p["pid"], fmt_pct(p["cpu"], 1), fmt_bytes(p["rss"])),
@@ -252,6 +264,10 @@ def _gpu_section(model, width, g):
 def _engine_section(model, width, g):
     e = model.engine
     if not e:
+        sc = model.engine_scrape
+        if sc and not sc["up"]:  # where it looks, and what it got (a wrong --metrics-port shows here)
+            return [_line((" ENGINE ", "head"), ("no engine metrics from %s: " % sc["url"], "warn"),
+                          (sc["reason"] or "no answer yet", "dim"))]
         return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)",
                                              "dim"))]
     spark_w = max(8, min(24, width - 130)) if width else 16
@@ -309,7 +325,9 @@ def _probe_line(p, g):
     elif t == "counter":
         text = "total %s  rate %s/s" % (vf(st.get("total")), vf(w.get("rate")))
     elif t == "gauge":
-        text = "value %s" % vf(st.get("value"))
+        # with a window, its value: the one at the tick its min and max end on (the live value is
+        # newer and may lie outside them)
+        text = "value %s" % vf(w.get("value") if "value" in w else st.get("value"))
         if w.get("min") is not None:
             text += "  window min %s max %s" % (vf(w.get("min")), vf(w.get("max")))
     elif t == "profile":
@@ -398,6 +416,8 @@ def _tabs(model, ui):
         segs.append(("totals since start (no window from the endpoint)", "dim"))
     if model.trace_mode == "off":
         segs.append(("   cuda trace: off", "dim"))
+    elif model.trace_mode == "light":
+        segs.append(("   cuda trace: light (counts exact, graph time sampled, no kernel time)", "dim"))
     elif model.trace_mode:
         segs.append(("   cuda graph trace: %s" % model.trace_mode, "dim"))
     return segs
@@ -430,13 +450,16 @@ def _row_cells(kind, r, table, covered):
     avg = (r.window_value / r.window_samples) if r.window_samples else (
         (r.total_value / r.total_samples) if r.total_samples else None)
     calls = (r.window_samples / covered) if covered else None
+    if table.untimed:  # counted, not timed (--cuda-trace light)
+        share = rate = avg = None
+    total = "-" if table.untimed else fmt_ns(r.total_value)
     cells = [fmt_pct(share, 1) if share is not None else "-", fmt_ns(rate) if rate is not None else "-",
-             fmt_count(round(calls, 1)) if calls is not None else "-", fmt_ns(avg)]
+             fmt_count(round(calls, 1)) if calls is not None else "-", fmt_ns(avg) if avg is not None else "-"]
     if kind == MEMORY:
         bps = (r.window_bytes / covered) if (covered and r.window_bytes is not None) else None
-        cells += [fmt_bytes(bps), fmt_ns(r.total_value), fmt_bytes(r.total_bytes)]
+        cells += [fmt_bytes(bps), total, fmt_bytes(r.total_bytes)]
     else:
-        cells += [fmt_ns(r.total_value), fmt_count(r.total_samples)]
+        cells += [total, fmt_count(r.total_samples)]
         if kind == KERNELS:
             cells.append(r.category)
     if table.who:
@@ -480,7 +503,7 @@ def _table_lines(model, ui, width, max_rows, g):
             empty = "CUDA tracing is off (--cuda-trace off): no CUDA activity is collected"
         header.append(_line(("   " + empty, "dim")))
         return header, []
-    if t.measured and not t.window_value and model.window:
+    if t.measured and not t.window_value and model.window and not t.untimed:
         header.append(_line(("   nothing in the last %s s; sorted by totals since start"
                              % fmt_num((model.window or {}).get("seconds")), "dim")))
     rows = []
@@ -554,6 +577,7 @@ def render(model, ui, width=None, height=None, now=None, unicode=True):
     W = width or 160
     sections = [  # (priority: higher goes first when space is short, lines)
         (0, _title(model, ui, now, g, once)),
+        (1, findings_view.section(model, once, _line)),
         (2, _host_section(model, once, g)),
         (1, _gpu_section(model, W, g)),
         (1, _engine_section(model, W, g)),

@@ -37,11 +37,15 @@ def endpoint(cfg):
 
 
 # -- --once -------------------------------------------------------------------------------
-def run_once(cfg, out=None, environ=None):
+def run_once(cfg, out=None, environ=None, source=None):
+    """One frame. source: (label, fetch) where fetch() gives (payload,
+    error, note) as client.fetch does: a saved file or a URL given on the
+    command line instead of the profiler at --host/--port."""
     out = out or sys.stdout
     environ = os.environ if environ is None else environ
-    state = TopState(endpoint(cfg), cfg.window)
-    payload, error, note = fetch(cfg.host, cfg.port, cfg.window)
+    label, get = source or (endpoint(cfg), lambda: fetch(cfg.host, cfg.port, cfg.window))
+    state = TopState(label, cfg.window)
+    payload, error, note = get()
     state.update(payload, error, note)
     tty = out.isatty() if hasattr(out, "isatty") else False
     width = shutil.get_terminal_size().columns if tty else None
@@ -52,7 +56,7 @@ def run_once(cfg, out=None, environ=None):
     if payload is None:
         # the page says it too; a script that keeps only stdout, or only
         # stderr, learns why the exit status is 1
-        sys.stderr.write("graphsignal-top: %s:%d: %s\n" % (clean(cfg.host), cfg.port, clean(error or "no payload")))
+        sys.stderr.write("graphsignal-top: %s: %s\n" % (clean(label), clean(error or "no payload")))
         return 1
     return 0
 

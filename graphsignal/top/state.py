@@ -10,20 +10,24 @@ import collections
 import time
 
 from graphsignal import naming
+from graphsignal.top import findings_view
 
 KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
 TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
 
 # profile names per table; rocm_* twins where the ROCm library writes them
 _TABLE_METRICS = {
-    KERNELS: ("cuda_kernels_nanoseconds", "rocm_kernels_nanoseconds"),
+    KERNELS: ("cuda_kernels_nanoseconds", "rocm_kernels_nanoseconds", "cuda_kernel_launches"),
     GRAPHS: ("cuda_graphs_nanoseconds",),
     MEMORY: ("cuda_memcpy_nanoseconds", "cuda_memset_nanoseconds", "rocm_memcpy_nanoseconds",
-             "rocm_memset_nanoseconds"),
+             "rocm_memset_nanoseconds", "cuda_memcpy_calls", "cuda_memset_calls"),
     SYNC: ("cuda_sync_nanoseconds", "rocm_sync_nanoseconds"),
 }
 _BYTES_FOR = {"cuda_memcpy_nanoseconds": "cuda_memcpy_bytes", "cuda_memset_nanoseconds": "cuda_memset_bytes",
-              "rocm_memcpy_nanoseconds": "rocm_memcpy_bytes", "rocm_memset_nanoseconds": "rocm_memset_bytes"}
+              "rocm_memcpy_nanoseconds": "rocm_memcpy_bytes", "rocm_memset_nanoseconds": "rocm_memset_bytes",
+              "cuda_memcpy_calls": "cuda_memcpy_bytes", "cuda_memset_calls": "cuda_memset_bytes"}
+# --cuda-trace light's count profiles: calls per frame, no time (their rows show counts only)
+COUNT_PROFILES = frozenset(("cuda_kernel_launches", "cuda_memcpy_calls", "cuda_memset_calls"))
 
 # built-in families that also carry a process.pid tag (NVTX ranges have a section of their own)
 _NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_", "nvtx_")
@@ -82,6 +86,7 @@ class Table:
         self.rows = []
         self.measured = False  # any series of this table exists
         self.window_value = 0  # sum of the rows' window values (for shares)
+        self.untimed = False  # counted without time (--cuda-trace light): time columns show "-"
         self.pids = set()  # processes with a frame in this table
         self.ranked = False  # every one of them has a rank tag
         # "PID" or "RANK" when more than one process contributes: rows
@@ -109,6 +114,7 @@ class Model:
         self.processes = []
         self.gpus = []
         self.engine = None
+        self.engine_scrape = None  # {"url", "up", "reason"}: where the engine's metrics are read, and why not
         self.engine_tokens_hist = []
         self.probes = []
         self.nvtx = []  # [NvtxRow], the largest in the window first
@@ -116,6 +122,8 @@ class Model:
         self.errors_total = 0
         self.tables = {t: Table(t) for t in TABLES}
         self.trace_mode = None
+        self.findings = []  # the payload's (graphsignal.top.findings_view)
+        self.findings_computed = False
 
 
 # -- small helpers ------------------------------------------------------------------
@@ -273,8 +281,10 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     _processes(m, by_name, resources)
     _gpus(m, by_name, w_by_key, resources, util_hist)
     _engine(m, payload, tokens_hist, prev_payload)
+    m.engine_scrape = _engine_scrape(by_name, payload.get("errors") or [])
     _probes(m, metrics, w_by_key)
     m.nvtx = nvtx_rows(by_name, w_by_key)
+    m.findings, m.findings_computed = findings_view.of_payload(payload)
     errs = payload.get("errors") or []
     m.errors = list(reversed(errs))  # newest first
     m.errors_total = sum(int(e.get("count") or 1) for e in errs)
@@ -283,8 +293,10 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
         val = _stat(tm[0], "value")
         m.trace_mode = {0: "graph", 1: "node"}.get(val)
     ctx = payload.get("context")
-    if isinstance(ctx, dict) and ctx.get("cuda.trace") == "off":
-        m.trace_mode = "off"  # --cuda-trace off: the CUDA tables are empty because nothing was collected
+    if isinstance(ctx, dict) and ctx.get("cuda.trace") in ("off", "light"):
+        # off: the CUDA tables are empty because nothing was collected;
+        # light: counted without CUPTI (no kernel time, graph time estimated)
+        m.trace_mode = ctx["cuda.trace"]
     for kind in TABLES:
         m.tables[kind] = _table(kind, by_name, by_key, w_by_key, names)
     return m
@@ -296,7 +308,8 @@ def _host(m, by_name, resources):
         if r.get("kind") == "host":
             attrs = r.get("attributes") or {}
             h["cpu_count"] = attrs.get("cpu.count")
-    for field, name in (("cpu", "host_cpu_usage_percent"), ("mem_used", "host_memory_usage_bytes"),
+    for field, name in (("cpu", "host_cpu_usage_percent"), ("cpu_busy", "host_cpu_busy_cores"),
+                        ("mem_used", "host_memory_usage_bytes"),
                         ("mem_total", "host_memory_total_bytes")):
         s = by_name.get(name)
         h[field] = _stat(s[0], "value") if s else None
@@ -411,6 +424,24 @@ def _engine(m, payload, tokens_hist, prev_payload=None):
     m.engine = v
 
 
+def _engine_scrape(by_name, errors):
+    """The engine's metrics endpoint (prometheus_scrape_up's url tag),
+    whether its last scrape worked, and the newest unresolved entry the
+    scraper made about it; None without a scrape."""
+    for s in by_name.get("prometheus_scrape_up", ()):
+        url = (s.get("tags") or {}).get("url")
+        if not url:
+            continue
+        reason = None
+        for e in reversed(errors):
+            t = e.get("tags") or {}
+            if t.get("source") == "prometheus" and t.get("url") == url and e.get("resolved_ns") is None:
+                reason = e.get("message")
+                break
+        return {"url": url, "up": _stat(s, "value") == 1, "reason": reason}
+    return None
+
+
 def is_probe_metric(name, tags):
     """Probe series come from a process's ring, so the poller tags them
     with its pid; engine (Prometheus) and GPU series have no pid."""
@@ -483,6 +514,8 @@ def _table(kind, by_name, by_key, w_by_key, names):
             if s.get("type") != "profile":
                 continue
             t.measured = True
+            counts_only = metric in COUNT_PROFILES
+            t.untimed = t.untimed or counts_only
             tags = s.get("tags") or {}
             w = w_by_key.get((metric, tkey(tags)))
             wframes = {f["name"]: f for f in (_stat(w, "frames") or ())}
@@ -506,13 +539,14 @@ def _table(kind, by_name, by_key, w_by_key, names):
                     row.pids.add(pid)
                     if rank is not None:
                         row.ranks.add(rank)
-                row.total_value += f.get("value") or 0
+                fv, wv = (0, 0) if counts_only else (f.get("value") or 0, wf.get("value") or 0)
+                row.total_value += fv
                 row.total_samples += f.get("samples") or 0
-                row.window_value += wf.get("value") or 0
+                row.window_value += wv
                 row.window_samples += wf.get("samples") or 0
                 p = ProcSplit(label)
-                p.total_value, p.total_samples = f.get("value") or 0, f.get("samples") or 0
-                p.window_value, p.window_samples = wf.get("value") or 0, wf.get("samples") or 0
+                p.total_value, p.total_samples = fv, f.get("samples") or 0
+                p.window_value, p.window_samples = wv, wf.get("samples") or 0
                 row.procs.append(p)
                 bytes_metric = _BYTES_FOR.get(metric)
                 if bytes_metric:
@@ -534,7 +568,8 @@ def _table(kind, by_name, by_key, w_by_key, names):
             r.category = "graph"
     for r in rows.values():
         r.procs.sort(key=lambda p: (-p.window_value, -p.total_value, p.label))
-    t.rows = sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, r.short))
+    t.rows = sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, -r.window_samples,
+                                                  -r.total_samples, r.short))
     t.window_value = sum(r.window_value for r in t.rows)
     t.ranked = bool(ranks) and all(v is not None for v in ranks.values())
     if len(t.pids) > 1:

@@ -129,6 +129,7 @@ extern "C" {
 #define GRAPHSIGNAL_KIND_PROBE 2u
 #define GRAPHSIGNAL_KIND_ROCM 3u
 #define GRAPHSIGNAL_KIND_NVTX 4u /* the CUPTI library's NVTX ranges (csrc/cupti/nvtx_ranges.h) */
+#define GRAPHSIGNAL_KIND_INTERPOSE 5u /* the CUDA driver interposer of --cuda-trace light (csrc/interpose) */
 
 /* Record types (record.type). The poller dispatches on these. */
 #define GRAPHSIGNAL_REC_NAME 1u      /* name_id := string(value=offset, extra=length); sub = name kind */
@@ -155,6 +156,12 @@ extern "C" {
 #define GRAPHSIGNAL_REC_SYNC_AGG 16u       /* sub sync type, device, name_id calls, value host ns (exact) */
 #define GRAPHSIGNAL_REC_PROFILE_AGG 17u /* name_id instrument, extra frame name id | samples << 32, value sum:
                                            a profile frame's samples aggregated by the writer */
+/* Counted by the CUDA driver interposer (--cuda-trace light), no CUPTI; per flush, the counts' growth: */
+#define GRAPHSIGNAL_REC_KERNEL_COUNT 18u  /* name_id symbol, device, value launches */
+#define GRAPHSIGNAL_REC_GRAPH_SAMPLED 19u /* name_id graph name, device, value estimated ns (replays x the mean
+                                             of the timed ones), extra replays | timed replays << 32 */
+#define GRAPHSIGNAL_REC_MEMCPY_COUNT 20u  /* sub CUpti_ActivityMemcpyKind, device, value calls, extra bytes */
+#define GRAPHSIGNAL_REC_MEMSET_COUNT 21u  /* device, value calls, extra bytes */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
 
 /* HISTOGRAM_AGG parts (sub). */

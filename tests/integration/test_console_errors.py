@@ -487,3 +487,21 @@ out.write(b"tail without newline")
     cut = [e for e in console_entries(signals) if e["tags"]["stream"] == "stdout"][0]
     assert cut["message"].endswith("[cut]") and len(cut["message"]) <= console.MAX_LINE + 10
     assert exit_entries(signals) == []
+
+
+# -- engine notices the findings read -----------------------------------------------------
+
+def test_engine_context_and_offload_lines_become_entries_the_findings_read():
+    from graphsignal import findings
+
+    store, cap = capture()
+    feed(cap, b"load_tensors: offloaded 9/9 layers to GPU\n"  # all on the GPU: nothing to say
+              b"load_tensors: offloaded 4/9 layers to GPU\n"
+              b"0.01.234.567 I load_tensors: offloaded 2/9 layers to GPU\n"  # said at info level: still read
+              b"srv    send_error: task id = 12, error: request (161 tokens) exceeds the available context size "
+              b"(128 tokens), try increasing it\n"
+              b"slot context_shift: id  0 | task 7 | slot context shift, n_keep = 0, n_left = 126, n_discard = 63\n")
+    got = [(e["tags"]["error.kind"], e["level"]) for e in entries(store)]
+    assert got == [("offload", "warning"), ("offload", "warning"), ("context", "error"), ("context", "warning")]
+    doc = {"engine": {"engine": "llamacpp"}, "errors": list(store.errors), "metrics": []}
+    assert [f["id"] for f in findings.compute(doc)] == ["context_too_small", "cpu_offload"]

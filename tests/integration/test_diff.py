@@ -233,6 +233,9 @@ def test_text_is_a_table_sorted_by_absolute_change_of_time():
     lines = text.splitlines()
     assert lines[0].startswith("largest change: kernel Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>")
     assert "new" in lines[0] and "[gemm]" in lines[0]
+    # the findings that moved follow the headline: the new fp32 kernel is one
+    assert lines[1].startswith("finding new          fp32_gemm (- -> ")
+    lines = [lines[0]] + lines[2:]
     assert "a.json: cumulative" in lines[1] and "b.json: cumulative" in lines[2]
     table = lines[lines.index("PROFILES: time (or value) per second of covered time, largest change first") + 2:]
     assert "Kernel2<cutlass_80_simt_sgemm" in table[0] and " new " in table[0]

@@ -91,7 +91,7 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
         return ms[0]["stats"]["value"] if ms else None
 
     try:
-        # While the engine loads: the scraper is there, down, failing quietly.
+        # While the engine loads: the scraper is there, down, and says where it looks (an info entry)
         doc = wait_for(lambda: (lambda d: d if d and up_value(d) == 0 and
                                 metric(d, "prometheus_scrape_failures_total")[0]["stats"]["total"] >= 1
                                 else None)(signals()), timeout=30)
@@ -99,7 +99,9 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
         up = metric(doc, "prometheus_scrape_up")[0]
         assert up["tags"] == {"url": "http://127.0.0.1:%d/metrics" % port, "engine": "vllm"}
         assert doc["engine"] is None
-        assert not [e for e in doc["errors"] if e["tags"].get("source") == "prometheus"]
+        said = [e for e in doc["errors"] if e["tags"].get("source") == "prometheus"]
+        assert [(e["level"], e["resolved_ns"]) for e in said] == [("info", None)], said
+        assert up["tags"]["url"] in said[0]["message"]
         assert wait_for(argv_file.exists, timeout=30)  # the engine may still be starting its interpreter
         assert json.loads(argv_file.read_text()) == ["serve", "fake-model", "--port", str(port),
                                                      "--max-num-seqs", "8"]  # --disable-log-stats dropped
@@ -151,4 +153,6 @@ def test_vllm_like_endpoint_shows_up_in_signals(tmp_path):
     assert len(died) == 1 and died[0]["tags"]["stream"] == "stderr" and died[0]["level"] == "error"
     assert [e["tags"].get("exit.code") for e in final_doc["errors"] if "exit.code" in e["tags"]] == ["3"]
     # the scrape after the engine exited is no news
-    assert not [e for e in final_doc["errors"] if e["tags"].get("source") == "prometheus"]
+    # the engine loading was no error, and it is over
+    assert all(e["level"] == "info" and e["resolved_ns"] is not None
+               for e in final_doc["errors"] if e["tags"].get("source") == "prometheus")

@@ -331,7 +331,7 @@ def test_chrome_traces_load_in_perfetto_trace_processor(tmp_path):
 
 # -- the command ------------------------------------------------------------------------------
 def test_usage_errors_are_one_line_and_exit_2(tmp_path):
-    for argv in ([], ["x.json"], ["x.json", "--format", "svg", "-o", "y"], ["x.json", "--form", "folded", "-o", "y"],
+    for argv in ([], ["x.json", "--format", "svg", "-o", "y"], ["x.json", "--form", "folded", "-o", "y"],
                  ["x.json", "-f", "chrome", "-o", "y", "--history", "0"]):
         r = subprocess.run(EXPORT + argv, capture_output=True, timeout=60)
         assert r.returncode == 2 and r.stdout == b"", argv

@@ -117,7 +117,10 @@ def test_otlp_and_metrics_leave_the_cut_other_frame_out():
 def test_the_payload_section_of_skill_md_names_frames_folded():
     import os
 
-    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "SKILL.md")).read()
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    text = open(os.path.join(root, "SKILL.md")).read()
+    assert "frames_folded" in text and "`(other)`" in text
+    text = open(os.path.join(root, "graphsignal", "reference", "payload.md")).read()  # --explain payload
     assert "frames_folded" in text and "`(other)`" in text
 
 

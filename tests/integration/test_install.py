@@ -34,6 +34,7 @@ SDIST_NEEDS = ["README.md", "SKILL.md", "LICENSE", "pyproject.toml", "setup.py",
                "csrc/cupti/exports.map", "graphsignal/_native_build.py", "graphsignal/launch/cuda_discovery.py",
                "tests/conftest.py", "tests/support/cupti/test_shim.cpp", "scripts/nocuda.py",
                "graphsignal/schema/signals.schema.json", "graphsignal/fleet/static/index.html",
+               "graphsignal/reference/findings.md", "graphsignal/reference/metrics.md",
                "graphsignal/fleet/static/vendor/uPlot.iife.min.js", "graphsignal/fleet/static/vendor/uPlot.LICENSE.txt",
                "scripts/vendor_uplot.py"]
 
@@ -135,6 +136,12 @@ def test_wheel_ships_the_signals_schema(wheel):
         shipped = json.load(f)
     with open(os.path.join(ROOT, "graphsignal", "schema", "signals.schema.json")) as f:
         assert shipped == json.load(f)
+
+
+def test_wheel_ships_the_reference_texts_explain_prints(wheel):
+    shipped = os.path.join(wheel["dir"], "graphsignal", "reference")
+    ours = os.path.join(ROOT, "graphsignal", "reference")
+    assert sorted(os.listdir(shipped)) == sorted(os.listdir(ours)) and "findings.md" in os.listdir(ours)
 
 
 def test_wheel_ships_the_fleet_page_and_graphsignal_export(wheel):

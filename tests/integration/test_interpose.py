@@ -34,6 +34,11 @@ def built():
     # -Bsymbolic: the stand-in's own references bind inside it, as the real driver's do
     subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-Wl,-Bsymbolic", "-o", os.path.join(fake_dir, "libcuda.so.1"),
                                                          os.path.join(SUPPORT, "fake_libcuda.c")], check=True)
+    old_dir = os.path.join(d, "fake-old")  # a driver that lacks cuCtxGetDevice
+    os.makedirs(old_dir, exist_ok=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-DFAKE_OLD_DRIVER"] + warn + [
+        "-Wl,-Bsymbolic", "-o", os.path.join(old_dir, "libcuda.so.1"), os.path.join(SUPPORT, "fake_libcuda.c")],
+        check=True)
     link = os.path.join(fake_dir, "libcuda.so")
     if not os.path.exists(link):
         os.symlink("libcuda.so.1", link)
@@ -45,6 +50,8 @@ def built():
     for name, args in progs.items():
         out[name] = os.path.join(d, "cuda_user_" + name)
         subprocess.run(["gcc"] + warn + ["-o", out[name]] + args, check=True)
+    out["fork"] = os.path.join(d, "fork_user")
+    subprocess.run(["gcc"] + warn + ["-o", out["fork"], os.path.join(SUPPORT, "fork_user.c"), "-ldl"], check=True)
     out["next"] = os.path.join(d, "libnext_getpid.so")
     subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-o", out["next"], os.path.join(SUPPORT, "next_getpid.c"),
                                                          "-ldl"], check=True)
@@ -54,8 +61,10 @@ def built():
 def run(built, tmp_path, prog="runtime", args=("8", "1000", "0"), env=None, preload=None):
     lib, fake_dir, progs = built
     prefix = str(tmp_path / "report")
-    e = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "GS_INTERPOSE_REPORT")}
-    e.update(LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=preload or lib, GS_INTERPOSE_REPORT=prefix)
+    e = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "GRAPHSIGNAL_INTERPOSE_REPORT")
+         and not k.startswith("GRAPHSIGNAL_CUDA_SAMPLE") and k != "GRAPHSIGNAL_RUN_ID"}
+    e.update(LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=preload or lib, GRAPHSIGNAL_INTERPOSE_REPORT=prefix,
+             GRAPHSIGNAL_CUDA_SAMPLE_RATE="0")
     e.update(env or {})
     p = subprocess.run([progs[prog]] + list(args), env=e, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, (p.returncode, p.stderr)
@@ -139,7 +148,7 @@ def test_process_without_cuda_runs_as_if_alone(built, tmp_path, argv):
     """Preloaded into every process a workload starts: one that never
     reaches the driver prints nothing more, writes no report, exits the same."""
     lib = built[0]
-    env = dict(os.environ, GS_INTERPOSE_REPORT=str(tmp_path / "report"))
+    env = dict(os.environ, GRAPHSIGNAL_INTERPOSE_REPORT=str(tmp_path / "report"))
     bare = subprocess.run(argv, env=env, capture_output=True, timeout=60)
     pre = subprocess.run(argv, env=dict(env, LD_PRELOAD=lib), capture_output=True, timeout=60)
     assert (pre.returncode, pre.stdout, pre.stderr) == (bare.returncode, bare.stdout, bare.stderr)
@@ -153,7 +162,9 @@ def test_library_needs_only_libc(built):
     assert set(needed) <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"}, needed
     syms = subprocess.run(["objdump", "-T", lib], capture_output=True, text=True, check=True).stdout
     versions = {w.strip("()") for line in syms.splitlines() for w in line.split() if w.startswith("(GLIBC_")}
-    assert versions <= {"GLIBC_2.2.5", "GLIBC_2.17"}, versions
+    # glibc 2.17 (manylinux2014) has every one
+    assert versions and max(tuple(int(x) for x in v[len("GLIBC_"):].split(".")) for v in versions) <= (2, 17), \
+        versions
 
 
 def test_abi_declarations_match_cuda_h(tmp_path):
@@ -195,10 +206,10 @@ int main(void) { return 0; }
 
 
 def test_graph_time_sampled_by_event_pairs(built, tmp_path):
-    """GS_INTERPOSE_SAMPLE=4: one graph launch in four per graph gets an
+    """GRAPHSIGNAL_CUDA_SAMPLE=4: one graph launch in four per graph gets an
     event pair, harvested by cuEventQuery on the interposer's own thread;
     every count stays exact."""
-    did, rep, _ = run(built, tmp_path, args=("4", "4000", "0", "200"), env={"GS_INTERPOSE_SAMPLE": "4"})
+    did, rep, _ = run(built, tmp_path, args=("4", "4000", "0", "200"), env={"GRAPHSIGNAL_CUDA_SAMPLE": "4"})
     assert_counts(did, rep)
     g = rep["graphs"][0]
     s = rep["samples"]
@@ -216,13 +227,13 @@ def test_no_sampling_without_the_variable(built, tmp_path):
 
 
 def test_the_report_is_never_written_through_a_planted_symlink(built, tmp_path):
-    """GS_INTERPOSE_REPORT's temporary name is predictable: one that exists
+    """GRAPHSIGNAL_INTERPOSE_REPORT's temporary name is predictable: one that exists
     already (another user's file, a symlink) is not written through."""
     lib, fake_dir, progs = built
     victim = tmp_path / "victim"
     victim.write_text("keep")
     prefix = tmp_path / "report"
-    e = dict(os.environ, LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=lib, GS_INTERPOSE_REPORT=str(prefix))
+    e = dict(os.environ, LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=lib, GRAPHSIGNAL_INTERPOSE_REPORT=str(prefix))
     # 2,000 graph launches 200 us apart: the program is still running when the name is planted
     p = subprocess.Popen([progs["runtime"], "1", "20000", "0", "200"], env=e, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)

@@ -2,8 +2,9 @@
 PATH, so the launcher recognizes it) that, like the real one while it loads
 its model, answers /metrics and /health with HTTP 503, then serves a real
 llama-server exposition (tests/data/engines/llamacpp_2_live.txt). The
-start-up is quiet: no `errors` entry while it loads, none after, and the
-engine summary appears once it answers."""
+start-up is no error: one `info` entry that names the address and its
+503 while it loads, resolved once it answers, no warning or error entry,
+and the engine summary appears once it answers."""
 import json
 import os
 import stat
@@ -58,7 +59,7 @@ FAKE = textwrap.dedent('''\
 ''')
 
 
-def test_llama_server_loading_503_is_quiet_start_up(tmp_path):
+def test_llama_server_loading_503_is_start_up_not_an_error(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     exe = bin_dir / "llama-server"
@@ -79,8 +80,11 @@ def test_llama_server_loading_503_is_quiet_start_up(tmp_path):
 
     def scrape_errors(doc):
         # (a host without a GPU adds its own "no NVIDIA driver" lines: not ours to judge here)
-        return [e for e in doc["errors"] if e["tags"].get("source") == "prometheus" or "503" in e["message"]
-                or "metrics" in e["message"]]
+        return [e for e in doc["errors"] if e["level"] != "info" and (
+            e["tags"].get("source") == "prometheus" or "503" in e["message"] or "metrics" in e["message"])]
+
+    def loading(doc):
+        return [e for e in doc["errors"] if e["level"] == "info" and e["tags"].get("source") == "prometheus"]
 
     def failures(doc):
         ms = [m for m in doc["metrics"] if m["name"] == "prometheus_scrape_failures_total"] if doc else []
@@ -93,6 +97,8 @@ def test_llama_server_loading_503_is_quiet_start_up(tmp_path):
         assert doc, "the sidecar never scraped the loading engine"
         assert json.loads(argv_file.read_text()) == ["-m", "tiny.gguf", "--port", str(port), "--metrics"]
         assert scrape_errors(doc) == [] and doc["engine"] is None
+        (e,) = loading(doc)
+        assert "answers HTTP 503 (not ready)" in e["message"] and e["resolved_ns"] is None
         go.write_text("")  # the model is loaded
         doc = wait_for(lambda: (lambda d: d if d and d["engine"] else None)(signals()), timeout=40)
         assert doc, "the engine summary never appeared"
@@ -109,4 +115,5 @@ def test_llama_server_loading_503_is_quiet_start_up(tmp_path):
     assert proc.returncode == 0 and b"main: loading model" in out
     final_doc = json.loads(final.read_text())
     assert scrape_errors(final_doc) == []
+    assert all(e["resolved_ns"] is not None for e in loading(final_doc))
     assert final_doc["engine"]["engine"] == "llamacpp"

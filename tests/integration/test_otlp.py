@@ -9,6 +9,7 @@ import random
 import sys
 
 import numpy as np
+import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
@@ -105,18 +106,19 @@ def test_one_export_carries_names_units_attributes_values_temporality_and_header
     (sm,) = rm.scope_metrics
     assert (sm.scope.name, sm.scope.version) == ("graphsignal", __version__)
     m = by_name(req)
-    assert set(m) == {"graphsignal.gpu_utilization", "graphsignal.gpu_temperature", "graphsignal.myapp_requests", "graphsignal.cuda_memcpy", "graphsignal.cuda_kernels",
+    assert set(m) == {"graphsignal.gpu_utilization", "graphsignal.gpu_temperature", "graphsignal.myapp_requests", "graphsignal.cuda_memcpy_size", "graphsignal.cuda_kernels",
                       "graphsignal.cuda_kernels.samples", "graphsignal.myapp_latency"}  # the engine's: left out
     assert otlp.unit_of("gpu_power_usage_watts", "gauge") == ("graphsignal.gpu_power_usage", "W")
     units = {n: x.unit for n, x in m.items()}
-    assert units == {"graphsignal.gpu_utilization": "%", "graphsignal.gpu_temperature": "Cel",
-                     "graphsignal.myapp_requests": "1",
-                     "graphsignal.cuda_memcpy": "By", "graphsignal.cuda_kernels": "ns",
-                     "graphsignal.cuda_kernels.samples": "1", "graphsignal.myapp_latency": "ns"}
+    # OpenTelemetry's units: seconds, fractions in `1`, counts as {annotations}
+    assert units == {"graphsignal.gpu_utilization": "1", "graphsignal.gpu_temperature": "Cel",
+                     "graphsignal.myapp_requests": "{count}",
+                     "graphsignal.cuda_memcpy_size": "By", "graphsignal.cuda_kernels": "s",
+                     "graphsignal.cuda_kernels.samples": "{sample}", "graphsignal.myapp_latency": "s"}
     assert m["graphsignal.gpu_utilization"].description == "gpu_utilization_percent"
-    # gauges: the value as /signals has it, not rescaled
+    # gauges: /signals' 50 % as the fraction the unit says
     (p,) = m["graphsignal.gpu_utilization"].gauge.data_points
-    assert p.WhichOneof("value") == "as_int" and p.as_int == 50 and attrs(p.attributes) == {"device.index": "0"}
+    assert p.WhichOneof("value") == "as_double" and p.as_double == 0.5 and attrs(p.attributes) == {"device.index": "0"}
     assert p.time_unix_nano >= s.start_ns
     (p,) = m["graphsignal.gpu_temperature"].gauge.data_points
     assert p.as_double == 61.5
@@ -127,12 +129,13 @@ def test_one_export_carries_names_units_attributes_values_temporality_and_header
     (p,) = req_sum.data_points
     assert p.as_int == 3 and p.start_time_unix_nano == s.start_ns and p.time_unix_nano >= p.start_time_unix_nano
     assert attrs(p.attributes) == {"process.pid": "7"}
-    (p,) = m["graphsignal.cuda_memcpy"].sum.data_points
+    (p,) = m["graphsignal.cuda_memcpy_size"].sum.data_points
     assert p.as_int == 4096 and attrs(p.attributes) == {"process.pid": "7", "kind": "HtoD"}
     # profiles: a sum per frame, value and samples
     prof = m["graphsignal.cuda_kernels"].sum
     assert prof.is_monotonic and prof.aggregation_temporality == CUMULATIVE
-    assert {attrs(p.attributes)["frame"]: p.as_int for p in prof.data_points} == {"gemm_kernel": 900, "relu": 100}
+    assert {attrs(p.attributes)["frame"]: p.as_double for p in prof.data_points} == {
+        "gemm_kernel": pytest.approx(900e-9), "relu": pytest.approx(100e-9)}
     assert {attrs(p.attributes)["frame"]: p.as_int
             for p in m["graphsignal.cuda_kernels.samples"].sum.data_points} == {"gemm_kernel": 3, "relu": 2}
     assert all(attrs(p.attributes)["process.pid"] == "7" for p in prof.data_points)
@@ -140,15 +143,17 @@ def test_one_export_carries_names_units_attributes_values_temporality_and_header
     h = m["graphsignal.myapp_latency"].histogram
     assert h.aggregation_temporality == CUMULATIVE
     (p,) = h.data_points
-    assert (p.count, p.sum, p.min, p.max) == (4, 13600.0, 1000.0, 9000.0)
+    assert p.count == 4  # nanoseconds sent as seconds:
+    assert (p.sum, p.min, p.max) == (pytest.approx(13600e-9), pytest.approx(1000e-9), pytest.approx(9000e-9))
     assert attrs(p.attributes) == {"route": "/v1"} and p.start_time_unix_nano == s.start_ns
     assert len(p.bucket_counts) == len(p.explicit_bounds) + 1 and sum(p.bucket_counts) == 4
     assert list(p.explicit_bounds) == sorted(p.explicit_bounds)
     for v in (1000, 1100, 2500, 9000):
-        i = next(i for i, b in enumerate(p.explicit_bounds) if v <= b)
+        i = next(i for i, b in enumerate(p.explicit_bounds) if v * 1e-9 <= b)
         assert p.bucket_counts[i] >= 1
     # 8 buckets per octave from 512 (the octave of 1000) to 16383 (that of 9000), plus the one below
-    assert p.explicit_bounds[0] == 511 and p.explicit_bounds[-1] == 16383 and len(p.explicit_bounds) == 1 + 8 * 5
+    assert p.explicit_bounds[0] == 511 * 1e-9 and p.explicit_bounds[-1] == 16383 * 1e-9
+    assert len(p.explicit_bounds) == 1 + 8 * 5
 
 
 def test_the_engines_series_with_graphsignal_metrics_engine_keep_its_bounds():
@@ -175,15 +180,17 @@ def test_histogram_bucket_counts_are_exact_and_interpolated_quantiles_agree():
         ex = Exporter(s, settings_for(rec.base), clock=Clock())
         assert ex.step(force=True)
         (p,) = by_name(decode(rec.requests[0]))["graphsignal.probe_duration"].histogram.data_points
-    bounds, counts = list(p.explicit_bounds), list(p.bucket_counts)
+    bounds, counts = list(p.explicit_bounds), list(p.bucket_counts)  # seconds
+    ns_bounds = [round(b * 1e9) for b in bounds]
+    assert all(b == n * 1e-9 for b, n in zip(bounds, ns_bounds))
     uppers = set(histo.BIN_UPPER.tolist())
-    assert all(int(b) in uppers for b in bounds)  # every bound is an edge of the sidecar's bins
-    edges = [-1.0] + bounds + [float("inf")]
+    assert all(n in uppers for n in ns_bounds)  # every bound is an edge of the sidecar's bins
+    edges = [-1] + ns_bounds + [float("inf")]
     exact = [int(((values > lo) & (values <= hi)).sum()) for lo, hi in zip(edges, edges[1:])]
-    assert counts == exact and p.count == len(values) and p.sum == float(int(values.sum()))
+    assert counts == exact and p.count == len(values) and p.sum == pytest.approx(float(int(values.sum())) * 1e-9)
     assert len(bounds) <= 8 * 5 + 1  # 2^19..2^24: bounded by the octaves spanned
     got = histo.quantiles_buckets(bounds + [float("inf")], counts, (0.5, 0.95, 0.99))  # histogram_quantile's way
-    want = np.quantile(values, (0.5, 0.95, 0.99))
+    want = np.quantile(values, (0.5, 0.95, 0.99)) * 1e-9
     for g, w in zip(got, want):
         # within 5% (the bar /metrics is held to): 8 buckets per octave, so at the data's
         # edge a bucket is partly empty and linear interpolation strays by a few percent
@@ -338,9 +345,9 @@ def test_graphsignal_run_exports_otlp_end_to_end():
             totals.append((p.time_unix_nano, p.as_int))
     assert totals == sorted(totals) and totals[-1][1] == 300  # cumulative; the final export has the final count
     (p,) = by_name(decoded[-1])["graphsignal.myapp_latency"].histogram.data_points
-    assert p.count == 300 and p.min == 1000 and p.max == 1000 + 37 * 299
+    assert p.count == 300 and p.min == pytest.approx(1000e-9) and p.max == pytest.approx((1000 + 37 * 299) * 1e-9)
     (sig,) = [x for x in signals["metrics"] if x["name"] == "myapp_latency_nanoseconds"]
-    assert p.sum == sig["stats"]["sum"]
+    assert p.sum == pytest.approx(sig["stats"]["sum"] * 1e-9)
     accepted = [x for x in signals["metrics"] if x["name"] == otlp.EXPORTS_METRIC]
     assert accepted and accepted[0]["tags"] == {"result": "accepted"}
 
@@ -357,8 +364,8 @@ def test_skills_otlp_name_table_is_what_the_exporter_sends():
     import os
     import re
 
-    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "SKILL.md")).read()
-    section = text.split("## 11.", 1)[1]
+    # graphsignal-run --explain otlp
+    section = open(os.path.join(os.path.dirname(__file__), "..", "..", "graphsignal", "reference", "otlp.md")).read()
     rows = re.findall(r"^\| `([a-z_]+)`(?: \((\w+)\))?[^|]*\| `([a-z_.]+)`[^|]*\| `([^`]*)`", section, re.M)
     assert len(rows) >= 7, rows
     for name, type_, otlp_name, unit in rows:

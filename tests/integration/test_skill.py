@@ -1,6 +1,7 @@
-"""SKILL.md is the agent's manual: its runnable examples run, and every
-metric name, flag, environment variable, endpoint and payload key it
-mentions exists."""
+"""SKILL.md is the agent's manual, and the reference texts it names
+(graphsignal/reference, printed by graphsignal-run --explain) the rest of
+it: their runnable examples run, and every metric name, flag, environment
+variable, endpoint and payload key they mention exists."""
 import os
 import re
 import shutil
@@ -13,7 +14,10 @@ from werkzeug.test import Client
 from support.cbuild import INCLUDE, ROOT
 from support.gsrun import GS_RUN, free_port
 
-SKILL = open(os.path.join(ROOT, "SKILL.md")).read()
+REFERENCE = os.path.join(ROOT, "graphsignal", "reference")
+# the docs an agent reads: SKILL.md, then each reference text (the examples are numbered in this order)
+SKILL = open(os.path.join(ROOT, "SKILL.md")).read() + "".join(
+    "\n" + open(os.path.join(REFERENCE, f)).read() for f in sorted(os.listdir(REFERENCE)) if f.endswith(".md"))
 SOURCES = []
 for top in ("graphsignal", "include", "csrc"):
     for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
@@ -73,6 +77,13 @@ def test_every_flag_it_mentions_exists():
     redaction = redaction[:redaction.index("\n\n")]
     engine_flags |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", redaction))
     assert {"--api-key", "--max-tokens", "--key-file"} <= engine_flags
+    # the findings' changes name engines' flags (llama.cpp's -np, vLLM's --max-num-seqs, ...): the rule table's
+    # rows, all but the profiler's (which name graphsignal-run's own)
+    from graphsignal import explain
+
+    rows = [r for r in explain.text("findings").splitlines() if r.startswith("| `") and "| profiler |" not in r]
+    engine_flags |= {f for r in rows for f in re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", r)}
+    assert {"--max-num-seqs", "--enforce-eager"} <= engine_flags
     flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", SKILL)) - engine_flags
     assert {"--listen-port", "--cuda-graph-trace", "--once", "--window", "--json", "--top"} <= flags
     assert sorted(f for f in flags if f not in helps) == []
@@ -127,6 +138,8 @@ def test_the_metric_table_is_the_one_the_code_has():
     from graphsignal.naming import metrics as table
 
     assert table.replace_in(SKILL) == SKILL, "run scripts/gen_metric_docs.py"
+    with open(os.path.join(ROOT, "METRICS.md"), encoding="utf-8") as f:
+        assert f.read() == table.full_markdown(), "run scripts/gen_metric_docs.py"
     # every metric name the prose mentions is in the table (or is an engine summary key)
     known = {m.name for m in table.table()} | {m.prom for m in table.table() if m.prom}
     prose = SKILL[:SKILL.index(table.BEGIN_MARK)] + SKILL[SKILL.index(table.END_MARK):]

@@ -108,7 +108,8 @@ def test_once_against_a_hostile_endpoint_says_why_in_one_line_and_fails(mode, ne
     err = assert_clean(r.stderr)
     assert err.count("\n") == 1 and err.startswith("graphsignal-top: 127.0.0.1:%d: " % srv.port) and needle in err
     out = assert_clean(r.stdout)
-    said = [ln for ln in out.splitlines(True) if "127.0.0.1:%d unreachable: " % srv.port in ln]
+    said = [ln for ln in out.splitlines(True) if ("127.0.0.1:%d unreachable: " % srv.port in ln
+                                                  or "127.0.0.1:%d answered HTTP " % srv.port in ln)]
     assert len(said) == 1 and needle in said[0], out
     assert "no CUDA kernel profile" in out  # the page keeps its shape
 
@@ -150,3 +151,27 @@ def test_once_bounds_the_retry_without_a_window_by_the_same_timeout():
     err = assert_clean(r.stderr)
     assert err.count("\n") == 1 and err.startswith("graphsignal-top: 127.0.0.1:%d: " % srv.port), err
     assert "no complete answer within 2.5 s" in err, err
+
+
+def test_once_against_a_server_that_answers_404_says_not_found_not_unreachable():
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        port = srv.server_address[1]
+        rc, out, err = once(port)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert rc == 1
+    assert "not found at http://127.0.0.1:%d/signals (HTTP 404" % port in out, out
+    assert "unreachable" not in out

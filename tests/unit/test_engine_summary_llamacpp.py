@@ -67,10 +67,8 @@ def test_no_prompt_tokens_yet_is_null_not_a_division_by_zero():
 
 def test_skill_md_names_llama_servers_real_series_and_every_derived_key():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "SKILL.md"), encoding="utf-8") as f:
-        skill = f.read()
-    section = skill[skill.index("### Reading a llama.cpp server's payload"):]
-    section = section[:section.index("\n## ")]
+    with open(os.path.join(root, "graphsignal", "reference", "llamacpp.md"), encoding="utf-8") as f:
+        section = f.read()  # graphsignal-run --explain llamacpp
     store = load("llamacpp_2_live.txt")
     live = {name for (name, _, _) in store.series}
     named = set(re.findall(r"`(llamacpp:[a-z_]+)`", section))

@@ -85,7 +85,7 @@ def test_cuda_trace_takes_words_and_numbers_and_the_flag_wins(caplog):
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
         s = config.from_environ({"GRAPHSIGNAL_CUDA_TRACE": "never"})
     (line,) = [r.getMessage() for r in caplog.records if "GRAPHSIGNAL_CUDA_TRACE" in r.getMessage()]
-    assert s.cuda_trace == "on" and "on|off|1|0" in line
+    assert s.cuda_trace == "on" and "on|off|light|1|0" in line
     s = config.resolve(cli_run.parse_args(["--cuda-trace", "off", "x"]), {"GRAPHSIGNAL_CUDA_TRACE": "1"})
     assert s.cuda_trace == "off" and s.origin("cuda_trace") == "flag --cuda-trace"
     assert config.Settings.from_dict(json.loads(json.dumps(s.to_dict()))).cuda_trace == "off"

@@ -460,15 +460,18 @@ def test_scraper_backs_off_quietly_while_the_engine_starts(caplog):
     # 1 s doubling to 8 s between attempts
     assert attempts[:6] == [0, 1, 3, 7, 15, 23]
     assert all(b - a == prometheus.BACKOFF_MAX for a, b in zip(attempts[4:], attempts[5:]))
-    assert caplog.records == []  # starting is not an error
-    assert scrape_up(store) == 0 and store.errors_total == 0
-    # ... until it has never answered for NEVER_UP_WARN seconds: one line, once
+    # starting is no error: one line that says where it looks, one info entry
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "no engine metrics yet" in line and "refuses connections" in line and "--metrics-port" in line
+    assert scrape_up(store) == 0 and [e["level"] for e in store.errors] == ["info"]
+    caplog.clear()
+    # ... until it has never answered for NEVER_UP_WARN seconds: one more line, once
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
         for tick in range(60, int(prometheus.NEVER_UP_WARN) + 60):
             clock[0] = float(tick)
             src.poll()
     assert len(caplog.records) == 1 and "--metrics-port" in caplog.records[0].getMessage()
-    assert len(store.errors) == 1
+    assert len(store.errors) == 2
 
 
 def test_scraper_picks_up_the_engine_once_it_answers():

@@ -1,9 +1,10 @@
 """The scraper while an engine starts and when it recovers, against a real
 HTTP server on 127.0.0.1 whose answers are scripted per request (status,
 body): "not up yet" (connection refused, HTTP 503 while the model loads,
-as llama-server does) is start-up and stays quiet; a failure after the
-engine has answered is reported once, and marked resolved in `errors`
-when a scrape succeeds again."""
+as llama-server does) is start-up: one line that names the address and
+what it answered, and one `info` entry; a failure after the engine has
+answered is reported once (a warning); each is marked resolved in
+`errors`, with one line, when a scrape succeeds again."""
 import http.server
 import json
 import logging
@@ -93,18 +94,25 @@ def errors(store):
     return json.loads(build_signals(store))["errors"]
 
 
-def test_http_503_while_loading_then_200_is_quiet_start_up(scripted, caplog):
+def test_http_503_while_loading_is_one_line_and_an_info_entry_then_resolved(scripted, caplog):
     srv = scripted([LOADING] * 4 + [(200, LLAMACPP)])
     src, store, clock = make_source(srv.url)
     with caplog.at_level(logging.INFO, logger="graphsignal"):
         poll_at(src, clock, range(0, 10))
         assert srv.served == 4 and up(store) == 0  # attempts at 0, 1, 3, 7 s (the backoff)
+        (e,) = errors(store)
+        assert e["level"] == "info" and e["resolved_ns"] is None and e["tags"]["url"] == srv.url
+        assert srv.url in e["message"] and "HTTP 503" in e["message"] and "--metrics-port" in e["message"]
         poll_at(src, clock, range(10, 16))
     assert srv.served == 5 and up(store) == 1  # the next attempt, at 15 s, got the metrics
     assert store.lookup("llamacpp:tokens_predicted_total")[0].total == 112
-    assert store.errors_total == 0 and errors(store) == []
-    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert store.lookup(prometheus.FAILURES_METRIC)[0].total == 4  # counted, just not news
+    (e,) = errors(store)
+    assert e["resolved_ns"] is not None and e["count"] == 1  # said once, not once per attempt
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 2, lines  # when it started failing, and when it answered
+    assert "no engine metrics yet: %s answers HTTP 503" % srv.url in lines[0]
+    assert "%s: answering" % srv.url in lines[1]
+    assert store.lookup(prometheus.FAILURES_METRIC)[0].total == 4
 
 
 def test_connection_refused_then_503_then_200_is_start_up(scripted):
@@ -118,7 +126,10 @@ def test_connection_refused_then_503_then_200_is_start_up(scripted):
     srv = scripted([LOADING, (200, LLAMACPP)])
     src.url = srv.url  # the engine's server comes up (same source, same history)
     poll_at(src, clock, range(8, 24))
-    assert up(store) == 1 and srv.served == 2 and errors(store) == []  # attempts at 15 s and 23 s
+    assert up(store) == 1 and srv.served == 2  # attempts at 15 s and 23 s
+    assert {e["level"] for e in errors(store)} == {"info"}  # starting is no error,
+    assert all(e["resolved_ns"] is not None for e in errors(store))  # and it is over
+    assert "refuses connections" in errors(store)[0]["message"]
 
 
 def test_503_for_longer_than_never_up_warn_is_said_once_and_resolved_on_recovery(scripted, caplog):
@@ -126,14 +137,15 @@ def test_503_for_longer_than_never_up_warn_is_said_once_and_resolved_on_recovery
     src, store, clock = make_source(srv.url)
     with caplog.at_level(logging.WARNING, logger="graphsignal"):
         poll_at(src, clock, range(0, int(prometheus.NEVER_UP_WARN) + 30))
-    (e,) = errors(store)
+    (first, e) = errors(store)
+    assert first["level"] == "info" and e["level"] == "warning"
     assert "HTTP 503" in e["message"] and "loading" in e["message"] and e["resolved_ns"] is None
-    assert len(caplog.records) == 1
+    assert len(caplog.records) == 2  # at once, and after NEVER_UP_WARN
     srv.answers = [(200, LLAMACPP)]
     poll_at(src, clock, range(int(prometheus.NEVER_UP_WARN) + 30, int(prometheus.NEVER_UP_WARN) + 40))
     assert up(store) == 1
-    (e,) = errors(store)
-    assert isinstance(e["resolved_ns"], int) and e["resolved_ns"] >= e["last_ns"]
+    for e in errors(store):
+        assert isinstance(e["resolved_ns"], int) and e["resolved_ns"] >= e["last_ns"]
 
 
 def test_failure_after_the_engine_answered_is_reported_then_resolved(scripted, caplog):
@@ -150,7 +162,7 @@ def test_failure_after_the_engine_answered_is_reported_then_resolved(scripted, c
     (e,) = errors(store)
     assert e["count"] == 1  # the second 503 is the same, current failure: not a new entry
     assert e["resolved_ns"] is not None
-    assert len(caplog.records) == 1
+    assert len(caplog.records) == 2  # the failure and the recovery
 
 
 def test_the_same_failure_coming_back_is_current_again_without_a_second_log_line(scripted, caplog):
@@ -164,14 +176,14 @@ def test_the_same_failure_coming_back_is_current_again_without_a_second_log_line
         poll_at(src, clock, [3])  # bad again, 3 s after the first: within LOG_REPEAT
         (e,) = errors(store)
         assert e["count"] == 2 and e["resolved_ns"] is None
-        assert len(caplog.records) == 1
+        assert len(caplog.records) == 2  # the first failure and its recovery; not this one
         poll_at(src, clock, [4])
         assert errors(store)[0]["resolved_ns"] is not None
         srv.answers.append(bad)
         srv.answers.append((200, LLAMACPP))
         poll_at(src, clock, [4 + prometheus.LOG_REPEAT])  # a minute later: logged again
         poll_at(src, clock, [4 + prometheus.LOG_REPEAT + 1])
-    assert len(caplog.records) == 2
+    assert len(caplog.records) == 4
     (e,) = errors(store)
     assert e["count"] == 3 and e["resolved_ns"] is not None
 

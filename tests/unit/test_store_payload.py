@@ -26,8 +26,9 @@ def test_payload_has_the_reference_shape():
     s.add_histogram_values("lat_ns", {}, [5, 6, 7])
     s.set_resource("host", {}, {"platform.name": "Linux"})
     d = doc(s)
-    # the reference keys, plus the engine summary and the workload's end (null while it runs)
-    assert REFERENCE_KEYS <= set(d) <= REFERENCE_KEYS | {"engine", "ended_ns", "exit_status"}
+    # the reference keys, plus the engine summary, the workload's end (null while it runs) and the findings
+    assert REFERENCE_KEYS <= set(d) <= REFERENCE_KEYS | {"engine", "ended_ns", "exit_status", "findings"}
+    assert d["findings"] == []  # nothing here is a cause
     assert d["ended_ns"] is None and d["exit_status"] is None
     assert d["context"] == {"instance.id": "abc"}
     for m in d["metrics"]:

@@ -188,6 +188,32 @@ EXPORT CUresult cuCtxGetCurrent(void** ctx) {
   return 0;
 }
 EXPORT CUresult cuCtxSetCurrent(void* ctx) { return ctx == &g_ctx_token ? 0 : 1; }
+/* one device, ordinal 0, whose UUID is the bytes 0xa0..0xaf; built with
+ * -DFAKE_OLD_DRIVER, a driver without cuCtxGetDevice */
+#ifndef FAKE_OLD_DRIVER
+EXPORT CUresult cuCtxGetDevice(int* dev) {
+  *dev = 0;
+  return 0;
+}
+#endif
+EXPORT CUresult cuDeviceGet(int* dev, int ordinal) {
+  if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  *dev = 0;
+  return 0;
+}
+EXPORT CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev) {
+  int i;
+  if (dev != 0) return 101;
+  for (i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i);
+  return 0;
+}
+/* FAKE_CUDA_BUSY=1: every stream still has work queued (600, CUDA_ERROR_NOT_READY), so a sampled
+ * launch's event pair is taken as it is; else every stream is idle and the host's share comes out */
+EXPORT CUresult cuStreamQuery(void* s) {
+  const char* busy = getenv("FAKE_CUDA_BUSY");
+  (void)s;
+  return busy && *busy == '1' ? 600 : 0;
+}
 EXPORT CUresult cuEventCreate(void** e, unsigned flags) {
   (void)flags;
   *e = calloc(1, sizeof(fake_event));

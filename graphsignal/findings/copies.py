@@ -1,0 +1,98 @@
+"""Copies: pageable host memory, and a large copy or memset every step.
+
+A pageable copy is staged by the driver through a pinned bounce buffer
+and is synchronous to the host; pinned memory (and non_blocking copies)
+runs at the link's speed and overlaps. Sampled copy times
+(`duration: sampled`) are estimates; where a kind's time was never timed
+(0 ns), its bytes at PAGEABLE_BYTES_PER_S stand in (confidence low).
+"""
+from typing import Callable, List, Mapping
+
+from graphsignal.findings.facts import MEMCPY, MEMCPY_BYTES, MEMSET, MEMSET_BYTES, NS, Facts, evidence, finding
+from graphsignal.signals_model import Finding
+
+MIN_COPIES = 100  # pageable copies over the span: fewer is loading, not a loop
+MIN_PAGEABLE_SHARE = 0.03  # of the span in pageable copies
+PAGEABLE_BYTES_PER_S = 5e9  # a pageable copy's speed where its time was not measured
+MIN_STEP_BYTES = 1 << 20  # bytes per copy that make it "large"
+MIN_PER_STEP = 0.5  # copies or memsets per step
+MIN_STEP_SHARE = 0.05  # of the span in those copies
+MEMSET_BYTES_PER_S = 1e12  # a memset's speed where its time was not measured
+
+
+def _pageable(t: Mapping[str, str]) -> bool:
+    return t.get("host_memory") == "pageable"
+
+
+def _of_kind(kind: str) -> Callable[[Mapping[str, str]], bool]:
+    return lambda t: t.get("kind") == kind
+
+
+def pageable_copies(f: Facts) -> List[Finding]:
+    frames = f.frames(MEMCPY, _pageable)
+    count = sum(v[1] for v in frames.values())
+    if count < MIN_COPIES or f.seconds <= 0:
+        return []
+    ns = sum(v[0] for v in frames.values())
+    nbytes = f.total(MEMCPY_BYTES, _pageable) or 0.0
+    estimated = ns <= 0
+    if estimated:
+        ns = nbytes / PAGEABLE_BYTES_PER_S * NS
+    share = f.share(ns)
+    if share < MIN_PAGEABLE_SHARE:
+        return []
+    kind = max(frames, key=lambda k: (frames[k][0], frames[k][1]))
+    ev = [evidence(MEMCPY, "share_of_span", share, ">=", MIN_PAGEABLE_SHARE, "fraction", {"host_memory": "pageable"}),
+          evidence(MEMCPY, "calls", count, ">=", MIN_COPIES, "", {"host_memory": "pageable", "frame": kind}),
+          evidence(MEMCPY_BYTES, "total", nbytes, "", None, "bytes", {"host_memory": "pageable"})]
+    return [finding(
+        f, "pageable_copies", "copies", "%d pageable copies (%s first), %.1f%% of the time"
+        % (count, kind, 100 * share), ev, "wall_time", share / 2,
+        "half the pageable copies' time: pinned copies run about twice as fast and overlap",
+        "low" if estimated else "high",
+        [("pytorch", "allocate host tensors with pin_memory=True (DataLoader(pin_memory=True)) and copy with "
+                     ".to(device, non_blocking=True); reuse one pinned buffer rather than a new tensor each step"),
+         ("cuda", "cudaMallocHost/cudaHostRegister the host buffers and use cudaMemcpyAsync on a stream")],
+        [(MEMCPY, "zero", {"host_memory": "pageable"}), (MEMCPY, "up", {"host_memory": "pinned"})])]
+
+
+def large_transfer_every_step(f: Facts) -> List[Finding]:
+    steps = f.steps()
+    if steps <= 0 or f.seconds <= 0:
+        return []
+    best = None
+    for prof, counter, speed in ((MEMCPY, MEMCPY_BYTES, None), (MEMSET, MEMSET_BYTES, MEMSET_BYTES_PER_S)):
+        kinds = []  # (share, kind, calls, bytes per call) of each kind large enough, every step
+        for kind, (ns, calls) in f.frames(prof).items():
+            if kind == "device_to_device" or calls < MIN_COPIES:
+                continue
+            nbytes = f.total(counter, _of_kind(kind)) or 0.0
+            if speed is not None and ns <= 0:
+                ns = nbytes / speed * NS
+            if nbytes / calls >= MIN_STEP_BYTES and calls / steps >= MIN_PER_STEP:
+                kinds.append((f.share(ns), kind, calls, nbytes / calls))
+        share = sum(k[0] for k in kinds)
+        if kinds and share >= MIN_STEP_SHARE and (best is None or share > best[0]):
+            best = (share, prof, sorted(kinds, reverse=True))
+    if best is None:
+        return []
+    share, prof, kinds = best
+    what = "memset" if prof == MEMSET else "copy"
+    ev = []
+    for k_share, kind, calls, per_call in kinds:
+        ev += [evidence(prof, "bytes_per_call", per_call, ">=", MIN_STEP_BYTES, "bytes", {"frame": kind}),
+               evidence(prof, "calls_per_step", calls / steps, ">=", MIN_PER_STEP, "", {"frame": kind}),
+               evidence(prof, "share_of_span", k_share, "", None, "fraction", {"frame": kind})]
+    ev.append(evidence(prof, "share_of_span", share, ">=", MIN_STEP_SHARE, "fraction"))
+    names = " and ".join("%.1f MB %s" % (k[3] / 1e6, k[1].replace("_", " ")) for k in kinds)
+    return [finding(
+        f, "large_transfer_every_step", "copies", "a %s %s every step, %.0f%% of the time" % (names, what, 100 * share),
+        ev, "wall_time", share, "the time of those transfers", "medium",
+        [("pytorch", "keep the tensor on the GPU across steps (allocate once, update in place) instead of moving "
+                     "it each step; zero only what changed (or skip torch.zeros/zero_() on buffers that are fully "
+                     "overwritten: torch.empty)"),
+         ("cuda", "keep the buffer resident; overlap unavoidable transfers with compute on a second stream")],
+        [(prof, "down", {"frame": k[1]}) for k in kinds] + [(prof.replace("_nanoseconds", "_bytes"), "down")])]
+
+
+RULES = (pageable_copies, large_transfer_every_step)
