@@ -240,7 +240,7 @@ def test_a_database_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path):
     assert "cannot open the database postgresql://gs@127.0.0.1:%d/fleet" % port in lines[0]
 
 
-def _post(port, body, timeout=5.0):
+def _post(port, body, timeout=30.0):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         c.request("POST", "/api/v1/ingest", body=body, headers={"X-API-Key": "key-a", "Content-Encoding": "gzip"})
@@ -252,10 +252,14 @@ def _post(port, body, timeout=5.0):
 
 
 def test_a_kill_9_of_one_replica_during_uploads_from_6_clients_loses_nothing_acknowledged(pg_backend, tmp_path):
+    from support.gsrun import wait_for
+
     a, b = _two_replicas(pg_backend, tmp_path)
     acked = {}  # instance -> highest seq acknowledged
+    through = {a.port: 0, b.port: 0}  # acknowledgements by replica
     b_failures = []
     stop = threading.Event()
+    lock = threading.Lock()
 
     def client(n):
         iid = "inst-%d" % n
@@ -269,12 +273,14 @@ def test_a_kill_9_of_one_replica_during_uploads_from_6_clients_loses_nothing_ack
             for srv in ((a, b) if seq % 2 == 0 else (b,)):
                 try:
                     status = _post(srv.port, body)
-                except OSError:
-                    status = None
+                except OSError as e:
+                    status = type(e).__name__
                 if srv is b and status != 200:
                     b_failures.append((iid, seq, status))
                 if status == 200:
-                    acked[iid] = seq
+                    with lock:
+                        acked[iid] = seq
+                        through[srv.port] += 1
                     break
             time.sleep(0.01)
 
@@ -282,15 +288,16 @@ def test_a_kill_9_of_one_replica_during_uploads_from_6_clients_loses_nothing_ack
     try:
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        assert wait_for(lambda: through[a.port] >= 12 and len(acked) == 6, 60)  # both replicas take uploads
         os.kill(a.proc.pid, signal.SIGKILL)
         a.proc.wait(10)
-        before = dict(acked)
-        time.sleep(1.5)
+        with lock:
+            before = dict(acked)
+        # every client goes on through the second replica
+        assert wait_for(lambda: all(acked[k] >= before[k] + 4 for k in before), 60), (before, acked)
         stop.set()
         for t in threads:
-            t.join(30)
-        assert len(acked) == 6 and all(acked[k] > before.get(k, 0) for k in acked)  # the second went on
+            t.join(60)
         assert b_failures == []
         for iid, seq in acked.items():
             status, snap = b.get("/api/v1/signals?instance_id=" + iid)
