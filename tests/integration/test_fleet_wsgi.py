@@ -5,7 +5,6 @@ and serves it back; the app keeps its own caps there (413, 411, 401); a
 setting that cannot be used stops the server at start with one line."""
 import gzip
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,11 +29,14 @@ for i in range(150):
 
 
 def waitress_serve():
+    """waitress of this Python: its script beside the interpreter, else
+    `python -m waitress` (a waitress-serve found on PATH may belong to
+    another Python, without what this one has installed, e.g. psycopg in a
+    virtual environment made with --system-site-packages)."""
     path = os.path.join(os.path.dirname(sys.executable), "waitress-serve")
     if os.access(path, os.X_OK):
         return [path]
-    found = shutil.which("waitress-serve")
-    return [found] if found else [sys.executable, "-m", "waitress"]
+    return [sys.executable, "-m", "waitress"]
 
 
 class Waitress:
