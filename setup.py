@@ -167,8 +167,10 @@ setup(
         "otlp": ["opentelemetry-proto>=1.20"],
         # graphsignal-server's app under a production WSGI server (README)
         "server": ["waitress>=2.1"],
+        # graphsignal-server on PostgreSQL (--database postgresql://...): psycopg 3's binary wheel brings libpq
+        "server-pg": ["psycopg[binary]>=3.1"],
         "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4", "opentelemetry-proto>=1.20",
-                 "waitress>=2.1"],
+                 "waitress>=2.1", "psycopg[binary]>=3.1"],
     },
     entry_points={
         "console_scripts": [

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""graphsignal-server (JSON lines): ingest throughput and database size.
+"""graphsignal-server's capacity (JSON lines), on each backend: the SQLite
+file and PostgreSQL (a cluster of Debian's `postgresql` started in a
+temporary folder by tests/support/pg.py, fsync on, as in production;
+--backends sqlite skips it).
 
 Every simulated instance is a real MetricStore shaped like an 8-GPU box
 running a tensor-parallel engine (NVML gauges for 8 GPUs, host, 8 rank
@@ -8,49 +11,37 @@ kernels and a probe histogram, the vLLM fixtures' engine metrics: 269
 series) that changes every simulated second as a busy one does, uploaded
 by the sidecar's real Uploader (so bodies hold what changed, gzip'd).
 
-  ingest_wsgi   100 instances, each uploading once a simulated second, into
-                the app in this process on one thread: the server's CPU
-                per upload (thread time inside the app: gunzip, checks,
-                SQLite) and the uploads per second one core can take
-  ingest_http   the same bodies sent over HTTP with keep-alive from client
-                threads to a graphsignal-server process pinned to one CPU
-                (this process pinned to the other): uploads per second
-                achieved and the server's CPU per upload (/proc/PID/stat)
-  db_hour       10 instances for one simulated hour (36,000 uploads; time
-                is simulated, not waited): the database's size after it
-  db_week       1 instance uploading once a simulated minute for 8 days
-                (history at steady state: a day of minutes, the rest hourly,
-                nothing past the 7-day retention): its size, and that times
-                100 as the disk 100 instances take
+  fleet_ingest mode=inproc   100 instances uploading once a simulated second
+                             (--seconds) into the app in this process, one
+                             thread: CPU per upload in the app (gunzip, checks,
+                             the database client) plus, on PostgreSQL, its
+                             server processes' CPU; uploads per second one core
+                             takes = 1 / that
+  fleet_ingest mode=http     the same bodies over HTTP (keep-alive, --clients
+                             threads) to 1, 2 and 4 graphsignal-server processes
+                             on one PostgreSQL (1 on SQLite: one writer), round
+                             robin: uploads per second achieved on this machine,
+                             and CPU per upload of the servers and the database
+                             (uploads per second per core); clients share the
+                             machine's cores
+  fleet_read                 GET /api/v1/instances, /signals, /signals?window=300
+                             and /history latency (p50, p95, p99) from one
+                             reader while uploads arrive at 80 % of the rate the
+                             1-process HTTP run achieved
+  fleet_db                   1 instance uploading once a simulated minute for 8
+                             days (history at steady state: a day of minutes,
+                             the rest hourly, nothing past the 7-day retention):
+                             the bytes it adds in its first day (per
+                             instance-day) and at steady state (per instance),
+                             with 1,250 instances' worth (a 10,000-GPU fleet);
+                             on disk as left, and compacted (VACUUM [FULL])
 
---only hostile (the issue's "graphsignal-server has no timeouts" item; one
-line per case, against a real graphsignal-server process; --server-root DIR
-runs the server from another tree, e.g. `git archive` of an older commit,
-so the same command gives the before and after figures):
-  short_body    a POST that declares 1000 bytes and sends 10: seconds until
-                the server answers or closes (null: still held after 30 s)
-  framing       the status each malformed framing gets (duplicate or listed
-                Content-Length, Content-Length with chunked, chunked alone)
-  idle_flood    1,500 idle sockets against a server under a 1,024-file limit:
-                its threads and open files, and whether a real GET and a
-                real upload still answer (and how fast)
-  fairness      tenant A floods with 50,000-series uploads from 4 connections
-                while tenant B uploads a 269-series body every 0.25 s: B's
-                latency (p50, p95, max, how many took over 1 s and over the
-                uploader's 3 s timeout), A's accepted and refused uploads
-  big_ints      payload_ns/seq/start_ns/updated_ns/dropped_errors of 2^63,
-                2^64-1 and 2^64: the status, and whether GET /api/v1/signals
-                gives the same integers back
-  deep          a context value nested 1,000, 33 and 32 deep: the status
-  key_cmdline   whether the key is in /proc/PID/cmdline, with --api-key and
-                with --api-key-file
+--only hostile runs scripts/bench_fleet_hostile.py's cases.
 """
 import argparse
-import gzip
 import http.client
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,15 +49,15 @@ import threading
 import time
 
 import numpy as np
-import orjson
-from benchutil import ROOT, emit, percentile
+from benchutil import ROOT, emit, free_port, percentile
 from werkzeug.test import Client
 
 from graphsignal.fleet.app import make_app
-from graphsignal.fleet.db import DB
 from graphsignal.sidecar.upload import Uploader
 from graphsignal.sources import prometheus
 from graphsignal.sidecar.store import MetricStore
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 NS = 1_000_000_000
 KEY = "bench-key"
@@ -155,13 +146,13 @@ class Instance:
 
 class AppHTTP:
     """The Uploader's HTTP session, posting into the app in this process
-    and timing the server's thread CPU per request."""
+    and timing the app's CPU per request (this thread's)."""
 
     def __init__(self, app):
         self.client = Client(app)
         self.cpu = 0.0
         self.n = 0
-        self.bodies = []  # (compressed body) when keeping them for the HTTP run
+        self.bodies = []  # (compressed body) when keeping them for the HTTP runs
         self.keep = False
 
     def post(self, url, data, headers, **kw):
@@ -171,128 +162,97 @@ class AppHTTP:
         r = self.client.post("/api/v1/ingest", data=data, headers=headers)
         self.cpu += time.thread_time() - t0
         self.n += 1
-        return _Resp(r.status_code)
+        return _Resp(r.status_code, r.headers)
 
 
 class _Resp:
-    def __init__(self, status):
+    def __init__(self, status, headers):
         self.status_code = status
+        self.headers = headers
 
     def close(self):
         pass
 
 
-def simulate(n_instances, seconds, path, step_seconds=1, keep=False, clock0=1_800_000_000 * NS):
+class Backend:
+    """Where the fleet goes: "sqlite" (a new file per database()) or
+    "postgresql" (a new database per database() on one cluster)."""
+
+    def __init__(self, name, tmp):
+        self.name, self.tmp = name, tmp
+        self.server = None
+        self.n = 0
+        if name == "postgresql":
+            from support import pg
+
+            b = pg.bindir()
+            if b is None:
+                raise SystemExit("no PostgreSQL server here (apt-get install postgresql, or GS_PG_BIN=DIR)")
+            self.server = pg.PgServer(b, durable=True)
+            self.password = pg.PASSWORD
+
+    def database(self):
+        self.n += 1
+        if self.server is None:
+            return os.path.join(self.tmp, "fleet-%d.db" % self.n)
+        return self.server.new_database()
+
+    def open(self, where, **kw):
+        if self.server is None:
+            from graphsignal.fleet.db import DB
+
+            return DB(where, **kw)
+        from graphsignal.fleet.pg import PgDB
+
+        return PgDB(where, password=self.password, **kw)
+
+    def db_cpu(self):
+        """CPU seconds of the database's own processes (SQLite runs in the app's)."""
+        return self.server.cpu_seconds() if self.server else 0.0
+
+    def env(self):
+        return {"PGPASSWORD": self.password} if self.server else {}
+
+    def close(self):
+        if self.server:
+            self.server.cleanup()
+
+
+def simulate(backend, db, n_instances, seconds, step_seconds=1, keep=False, clock0=1_800_000_000 * NS,
+             clock=None, every=None):
     """Runs n_instances for `seconds` simulated seconds, one upload per
-    instance every step_seconds; returns (AppHTTP, DB)."""
-    clock = [clock0]
-    db = DB(path, clock=lambda: clock[0])
+    instance every step_seconds, into `db`; returns the AppHTTP.
+    every(simulated seconds): called after each step."""
+    clock = clock or [clock0]
     http = AppHTTP(make_app(db, [KEY]))
     http.keep = keep
     engine = engine_samples()
     insts = [Instance(i, lambda: clock[0], engine) for i in range(n_instances)]
     ups = [Uploader(x.store, KEY, "http://fleet", clock=lambda: 0.0, http=http) for x in insts]
-    for _ in range(0, seconds, step_seconds):
+    for t in range(step_seconds, seconds + 1, step_seconds):
         clock[0] += step_seconds * NS
         for inst, up in zip(insts, ups):
             inst.step()
             if not up.step():
                 raise SystemExit("an upload was refused")
-    return http, db
+        if every:
+            every(t)
+    return http
 
 
-def ingest_wsgi(args, tmp):
-    http, db = simulate(100, args.seconds, os.path.join(tmp, "wsgi.db"), keep=True)
-    per = http.cpu / http.n
-    emit(bench="fleet_ingest", mode="wsgi", instances=100, uploads=http.n,
+def ingest_inproc(args, backend):
+    clock = [1_800_000_000 * NS]
+    db = backend.open(backend.database(), clock=lambda: clock[0])
+    cpu0 = backend.db_cpu()
+    http = simulate(backend, db, 100, args.seconds, keep=True, clock=clock)
+    db_cpu = backend.db_cpu() - cpu0
+    db.close()
+    app_ms, db_ms = http.cpu / http.n * 1000, db_cpu / http.n * 1000
+    emit(bench="fleet_ingest", mode="inproc", backend=backend.name, instances=100, series=269, uploads=http.n,
          mean_body_bytes=int(sum(len(b) for b in http.bodies) / len(http.bodies)),
-         server_cpu_ms_per_upload=round(per * 1000, 3), uploads_per_second_one_core=round(1 / per, 1),
-         instances_at_one_upload_a_second_per_core=int(1 / per))
-    db.close()
+         app_cpu_ms_per_upload=round(app_ms, 3), db_cpu_ms_per_upload=round(db_ms, 3),
+         cpu_ms_per_upload=round(app_ms + db_ms, 3), uploads_per_second_per_core=round(1000 / (app_ms + db_ms), 1))
     return http.bodies
-
-
-def ingest_http(args, tmp, bodies):
-    port = _free_port()
-    env = dict(os.environ, GRAPHSIGNAL_SERVER_API_KEYS=KEY)
-    if args.server_root:
-        env["PYTHONPATH"] = os.pathsep.join([args.server_root, env.get("PYTHONPATH", "")])
-    server = subprocess.Popen([sys.executable, "-m", "graphsignal.cli.server", "--port", str(port), "--db",
-                               os.path.join(tmp, "http.db")], env=env, cwd=tmp,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              preexec_fn=lambda: os.sched_setaffinity(0, {0}))
-    try:
-        os.sched_setaffinity(0, {1} if os.cpu_count() > 1 else {0})
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", "/health")
-                c.getresponse().read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        queue = list(bodies)
-        lock = threading.Lock()
-        done = [0]
-
-        def worker():
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            while True:
-                with lock:
-                    if not queue:
-                        break
-                    body = queue.pop(0)
-                conn.request("POST", "/api/v1/ingest", body=body,
-                             headers={"X-API-Key": KEY, "Content-Encoding": "gzip",
-                                      "Content-Type": "application/json"})
-                r = conn.getresponse()
-                r.read()
-                if r.status != 200:
-                    raise SystemExit("HTTP %d" % r.status)
-                with lock:
-                    done[0] += 1
-            conn.close()
-
-        cpu0 = _proc_cpu(server.pid)
-        t0 = time.monotonic()
-        threads = [threading.Thread(target=worker) for _ in range(args.clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.monotonic() - t0
-        cpu = _proc_cpu(server.pid) - cpu0
-        emit(bench="fleet_ingest", mode="http", instances=100, uploads=done[0], clients=args.clients,
-             uploads_per_second=round(done[0] / wall, 1), server_cpu_ms_per_upload=round(cpu / done[0] * 1000, 3),
-             server_core_percent=round(cpu / wall * 100, 1))
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-def db_hour(args, tmp):
-    path = os.path.join(tmp, "hour.db")
-    http, db = simulate(10, 3600, path)
-    db.checkpoint()
-    rows = db.conn.execute("SELECT COUNT(*), SUM(LENGTH(snapshot)) FROM history").fetchone()
-    series = db.conn.execute("SELECT COUNT(*), SUM(LENGTH(doc)) FROM series").fetchone()
-    emit(bench="fleet_db", case="hour", instances=10, simulated_seconds=3600, uploads=http.n,
-         db_bytes=db.size_bytes(), history_rows=rows[0], history_bytes=rows[1], series_rows=series[0],
-         series_bytes=series[1], server_cpu_ms_per_upload=round(http.cpu / http.n * 1000, 3))
-    db.close()
-
-
-def db_week(args, tmp):
-    path = os.path.join(tmp, "week.db")
-    http, db = simulate(1, 8 * 86400, path, step_seconds=60)
-    db.checkpoint()
-    size = db.size_bytes()
-    rows = db.conn.execute("SELECT COUNT(*), SUM(LENGTH(snapshot)) FROM history").fetchone()
-    emit(bench="fleet_db", case="week", instances=1, simulated_days=8, uploads=http.n, db_bytes=size,
-         history_rows=rows[0], history_bytes=rows[1], mean_history_row_bytes=int(rows[1] / max(1, rows[0])),
-         estimate_100_instances_bytes=size * 100)
-    db.close()
 
 
 def _proc_cpu(pid):
@@ -301,405 +261,210 @@ def _proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port():
-    import socket
+class Servers:
+    """n graphsignal-server processes on one database."""
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    def __init__(self, backend, where, n, tmp):
+        self.ports, self.procs = [], []
+        env = dict(os.environ, GRAPHSIGNAL_SERVER_API_KEYS=KEY, **backend.env())
+        for i in range(n):
+            port = free_port()
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "graphsignal.cli.server", "--port", str(port), "--database", where], env=env,
+                cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "server-%d.log" % port), "wb")))
+            self.ports.append(port)
+        deadline = time.monotonic() + 30
+        for port in self.ports:
+            while True:
+                try:
+                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                    c.request("GET", "/health")
+                    c.getresponse().read()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        self.stop()
+                        raise SystemExit("graphsignal-server did not come up")
+                    time.sleep(0.1)
 
-
-# -- hostile clients (--only hostile) -------------------------------------------------------------------------------
-KEY_A, KEY_B = "tenant-a-key", "tenant-b-key"
-T0 = 1_800_000_000 * NS
-
-
-class Server:
-    """A graphsignal-server process (from --server-root's tree when given)
-    with tenant A's and B's keys from the environment."""
-
-    def __init__(self, args, tmp, name, nofile=None, cpu=None, argv=(), env_keys=True):
-        self.port = _free_port()
-        env = dict(os.environ)
-        if args.server_root:
-            env["PYTHONPATH"] = os.pathsep.join([args.server_root, env.get("PYTHONPATH", "")])
-        if env_keys:
-            env["GRAPHSIGNAL_SERVER_API_KEYS"] = "%s,%s" % (KEY_A, KEY_B)
-
-        def pre():
-            if nofile:
-                import resource
-
-                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-            if cpu is not None:
-                os.sched_setaffinity(0, {cpu})
-
-        self.stderr_path = os.path.join(tmp, name + ".stderr")
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "graphsignal.cli.server", "--port", str(self.port),
-                                          "--db", os.path.join(tmp, name + ".db")] + list(argv),
-                                         env=env, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=pre, cwd=tmp)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                if request(self.port, "GET", "/health", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit("graphsignal-server did not come up")
-
-    def threads(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            return int([line for line in f if line.startswith("Threads:")][0].split()[1])
-
-    def fds(self):
-        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+    def cpu(self):
+        return sum(_proc_cpu(p.pid) for p in self.procs)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(20)
 
 
-def request(port, method, path, body=None, key=None, timeout=10.0, gz=True):
-    """(status, parsed JSON or None) over a fresh connection."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {"X-API-Key": key} if key else {}
-        if body is not None:
-            headers.update({"Content-Type": "application/json"})
-            if gz:
-                headers["Content-Encoding"] = "gzip"
-        c.request(method, path, body=body, headers=headers)
-        r = c.getresponse()
-        data = r.read()
-        try:
-            return r.status, orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return r.status, None
-    finally:
-        c.close()
-
-
-def raw_exchange(port, data, timeout=5.0):
-    """Sends raw bytes; (status or None, seconds until the answer or the
-    close, None when neither came within timeout)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+def _post_all(ports, bodies, clients, rate=None, stop=None):
+    """Sends the bodies from `clients` threads (keep-alive; thread i to
+    ports[i % len]), at `rate` a second when given; returns (done, wall)."""
+    lock = threading.Lock()
+    nxt = [0]
+    done = [0]
     t0 = time.monotonic()
-    try:
-        s.sendall(data)
-        got = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except socket.timeout:
-                return _status_of(got), None
-            except ConnectionError:
-                return _status_of(got), round(time.monotonic() - t0, 3)
-            if not chunk:
-                return _status_of(got), round(time.monotonic() - t0, 3)
-            got += chunk
-            if b"\r\n\r\n" in got:
-                return _status_of(got), round(time.monotonic() - t0, 3)
-    finally:
-        s.close()
 
-
-def _status_of(data):
-    try:
-        return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else None
-    except (IndexError, ValueError):
-        return None
-
-
-def synthetic_body(n, iid, payload_ns, seq=1):
-    """An upload of n series (gauges, counters, histograms, 5-frame
-    profiles in turn), as JSON bytes."""
-    ms = []
-    for i in range(n):
-        tags = {"i": str(i)}
-        k = i % 4
-        if k == 0:
-            m = {"name": "g_%d" % (i % 100), "type": "gauge", "tags": tags, "stats": {"value": i * 1.5}}
-        elif k == 1:
-            m = {"name": "c_%d" % (i % 100), "type": "counter", "tags": tags, "stats": {"total": i}}
-        elif k == 2:
-            m = {"name": "h_%d" % (i % 100), "type": "histogram", "tags": tags,
-                 "stats": {"count": 3, "sum": 6.0, "min": 1, "max": 3, "mean": 2, "p50": 2, "p95": 3, "p99": 3,
-                           "bins": [1, 2, 3], "counts": [1, 1, 1]}}
-        else:
-            m = {"name": "p_%d" % (i % 100), "type": "profile", "tags": tags,
-                 "stats": {"frames": [{"name": "k%d" % j, "value": 10, "samples": 1} for j in range(5)]}}
-        m["updated_ns"] = payload_ns
-        ms.append(m)
-    return orjson.dumps({"schema": 1, "instance_id": iid, "context": {"instance.id": iid}, "payload_ns": payload_ns,
-                         "seq": seq, "metrics": ms, "errors": []})
-
-
-def small_body(iid="small", payload_ns=T0):
-    return gzip.compress(synthetic_body(3, iid, payload_ns))
-
-
-def head(method, path, headers, body=b""):
-    lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1"] + ["%s: %s" % kv for kv in headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-def hostile_short_body(args, tmp):
-    srv = Server(args, tmp, "short")
-    try:
-        data = head("POST", "/api/v1/ingest", [("X-API-Key", KEY_A), ("Content-Encoding", "gzip"),
-                                              ("Content-Length", "1000")], b"x" * 10)
-        threads0 = srv.threads()
-        status, seconds = raw_exchange(srv.port, data, timeout=30)
-        emit(bench="fleet_hostile", case="short_body", declared=1000, sent=10, status=status,
-             closed_after_s=seconds, waited_s=30, server_threads_before=threads0,
-             server_threads_after=srv.threads())
-    finally:
-        srv.stop()
-
-
-def hostile_framing(args, tmp):
-    srv = Server(args, tmp, "framing")
-    body = small_body()
-    base = [("X-API-Key", KEY_A), ("Content-Encoding", "gzip")]
-    cases = {
-        "duplicate_content_length_differing": base + [("Content-Length", str(len(body))), ("Content-Length", "3")],
-        "duplicate_content_length_equal": base + [("Content-Length", str(len(body)))] * 2,
-        "content_length_list": base + [("Content-Length", "%d, %d" % (len(body), len(body)))],
-        "content_length_and_chunked": base + [("Content-Length", str(len(body))),
-                                              ("Transfer-Encoding", "chunked")],
-        "chunked_alone": base + [("Transfer-Encoding", "chunked")],
-        "content_length_plus_sign": base + [("Content-Length", "+%d" % len(body))],
-    }
-    try:
-        for name, hdrs in cases.items():
-            payload = body
-            if "chunked" in name:
-                payload = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
-            status, seconds = raw_exchange(srv.port, head("POST", "/api/v1/ingest", hdrs, payload), timeout=10)
-            emit(bench="fleet_hostile", case="framing", what=name, status=status, answered_after_s=seconds)
-    finally:
-        srv.stop()
-
-
-def hostile_idle_flood(args, tmp, n=1500, nofile=1024):
-    srv = Server(args, tmp, "idle", nofile=nofile)
-    socks, failed = [], [0]
-    lock = threading.Lock()
-
-    deadline = time.monotonic() + 30
-
-    def opener(k):
-        for _ in range(k):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                with lock:
-                    failed[0] += 1
-                continue
-            try:
-                sk = socket.create_connection(("127.0.0.1", srv.port), timeout=left)
-            except OSError:
-                with lock:
-                    failed[0] += 1
-                continue
+    def worker(i):
+        conn = http.client.HTTPConnection("127.0.0.1", ports[i % len(ports)], timeout=60)
+        while stop is None or not stop.is_set():
             with lock:
-                socks.append(sk)
+                k = nxt[0]
+                if k >= len(bodies):
+                    break
+                nxt[0] += 1
+            if rate:
+                time.sleep(max(0.0, t0 + k / rate - time.monotonic()))
+            conn.request("POST", "/api/v1/ingest", body=bodies[k],
+                         headers={"X-API-Key": KEY, "Content-Encoding": "gzip", "Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                raise SystemExit("HTTP %d" % r.status)
+            with lock:
+                done[0] += 1
+        conn.close()
 
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0], time.monotonic() - t0
+
+
+def ingest_http(args, backend, bodies, procs, tmp):
+    srv = Servers(backend, backend.database(), procs, tmp)
     try:
-        openers = [threading.Thread(target=opener, args=(n // 50,)) for _ in range(50)]
-        for t in openers:
-            t.start()
-        for t in openers:
-            t.join()
-        time.sleep(2)
-        threads, fds = srv.threads(), srv.fds()
-        out = {}
-        for what, method, path, body, key in (("health", "GET", "/health", None, None),
-                                              ("ingest", "POST", "/api/v1/ingest", small_body(), KEY_A)):
-            t0 = time.monotonic()
-            try:
-                status = request(srv.port, method, path, body, key, timeout=10)[0]
-            except (OSError, http.client.HTTPException) as e:
-                status = type(e).__name__
-            out[what] = (status, round(time.monotonic() - t0, 3))
-        closed = 0
-        for sk in socks:
-            sk.setblocking(False)
-            try:
-                closed += sk.recv(1) == b""
-            except BlockingIOError:
-                pass
-            except OSError:
-                closed += 1
-        emit(bench="fleet_hostile", case="idle_flood", idle_sockets=n, connected=len(socks), connect_failed=failed[0],
-             nofile=nofile, server_threads=threads,
-             server_fds=fds, health_status=out["health"][0], health_s=out["health"][1],
-             ingest_status=out["ingest"][0], ingest_s=out["ingest"][1], idle_closed_by_server=closed)
+        cpu0, db0 = srv.cpu(), backend.db_cpu()
+        done, wall = _post_all(srv.ports, bodies, args.clients)
+        cpu, db_cpu = srv.cpu() - cpu0, backend.db_cpu() - db0
     finally:
-        for sk in socks:
-            sk.close()
         srv.stop()
+    per = (cpu + db_cpu) / done * 1000
+    emit(bench="fleet_ingest", mode="http", backend=backend.name, server_processes=procs, clients=args.clients,
+         uploads=done, uploads_per_second=round(done / wall, 1),
+         server_cpu_ms_per_upload=round(cpu / done * 1000, 3), db_cpu_ms_per_upload=round(db_cpu / done * 1000, 3),
+         uploads_per_second_per_core=round(1000 / per, 1), cores_busy=round((cpu + db_cpu) / wall, 2),
+         machine_cores=os.cpu_count())
+    return done / wall
 
 
-def hostile_fairness(args, tmp, seconds=20.0, flooders=4, series=50_000):
-    srv = Server(args, tmp, "fair", cpu=0)
-    os.sched_setaffinity(0, {1} if os.cpu_count() > 1 else {0})
-    big = [gzip.compress(synthetic_body(series, "flood-%d" % i, T0), 3) for i in range(flooders)]
-    small = gzip.compress(synthetic_body(269, "small", T0), 3)
+def read_latency(args, backend, bodies, capacity, tmp):
+    rate = 0.8 * capacity
+    srv = Servers(backend, backend.database(), 1, tmp)
+    lat = {"instances": [], "signals": [], "window": [], "history": []}
     stop = threading.Event()
-    flood = {"accepted": 0, "refused": 0, "failed": 0}
-    lock = threading.Lock()
 
-    def flooder(body):
+    def reader():
+        rng = random.Random(7)
+        conn = http.client.HTTPConnection("127.0.0.1", srv.ports[0], timeout=60)
         while not stop.is_set():
-            try:
-                status = request(srv.port, "POST", "/api/v1/ingest", body, KEY_A, timeout=60)[0]
-                k = "accepted" if status == 200 else "refused"
-            except (OSError, http.client.HTTPException):
-                k = "failed"
-            with lock:
-                flood[k] += 1
+            iid = "bench-%04d" % rng.randrange(100)
+            for name, path in (("instances", "/api/v1/instances"), ("signals", "/api/v1/signals?instance_id=" + iid),
+                               ("window", "/api/v1/signals?window=300&instance_id=" + iid),
+                               ("history", "/api/v1/history?seconds=3600&instance_id=" + iid)):
+                t0 = time.monotonic()
+                conn.request("GET", path, headers={"X-API-Key": KEY})
+                r = conn.getresponse()
+                r.read()
+                if r.status in (200, 404):  # 404: that instance's first upload is still to come
+                    lat[name].append(time.monotonic() - t0)
+            time.sleep(0.05)
+        conn.close()
 
     try:
-        threads = [threading.Thread(target=flooder, args=(b,), daemon=True) for b in big]
-        for t in threads:
-            t.start()
-        time.sleep(2)  # the flood is on
-        lat, statuses = [], []
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            t0 = time.monotonic()
-            try:
-                statuses.append(request(srv.port, "POST", "/api/v1/ingest", small, KEY_B, timeout=30)[0])
-            except (OSError, http.client.HTTPException) as e:
-                statuses.append(type(e).__name__)
-            lat.append(time.monotonic() - t0)
-            time.sleep(max(0.0, 0.25 - (time.monotonic() - t0)))
+        _post_all(srv.ports, bodies[:200], args.clients)  # every instance is there before reads start
+        th = threading.Thread(target=reader)
+        th.start()
+        done, wall = _post_all(srv.ports, bodies[200:], args.clients, rate=rate)
         stop.set()
-        for t in threads:
-            t.join(70)
-        emit(bench="fleet_hostile", case="fairness", flood_connections=flooders, flood_series=series,
-             flood_body_bytes=len(big[0]), small_series=269, small_uploads=len(lat),
-             small_ok=sum(1 for s in statuses if s == 200),
-             small_p50_s=round(percentile(lat, 50), 3), small_p95_s=round(percentile(lat, 95), 3),
-             small_max_s=round(max(lat), 3), small_over_1s=sum(1 for x in lat if x > 1),
-             small_over_3s=sum(1 for x in lat if x > 3), flood_accepted=flood["accepted"],
-             flood_refused=flood["refused"], flood_failed=flood["failed"], seconds=seconds)
+        th.join()
     finally:
         stop.set()
         srv.stop()
-        os.sched_setaffinity(0, set(range(os.cpu_count())))
+    out = {}
+    for name, v in lat.items():
+        out[name + "_ms"] = {"n": len(v), "p50": round(percentile(v, 50) * 1000, 1),
+                             "p95": round(percentile(v, 95) * 1000, 1), "p99": round(percentile(v, 99) * 1000, 1)}
+    emit(bench="fleet_read", backend=backend.name, server_processes=1, ingest_target_per_second=round(rate, 1),
+         ingest_achieved_per_second=round(done / wall, 1), **out)
 
 
-def hostile_big_ints(args, tmp):
-    srv = Server(args, tmp, "ints")
-    try:
-        for label, value in (("2^63", 2 ** 63), ("2^64-1", 2 ** 64 - 1), ("2^64", 2 ** 64)):
-            for field in ("payload_ns", "seq", "start_ns", "updated_ns", "dropped_errors"):
-                iid = "ints-%s-%d" % (field, value.bit_length())
-                doc = {"schema": 1, "instance_id": iid, "context": {"instance.id": iid}, "payload_ns": T0,
-                       "seq": 1, "start_ns": T0, "dropped_errors": 0, "errors": [],
-                       "metrics": [{"name": "g", "type": "gauge", "tags": {}, "stats": {"value": 1},
-                                    "updated_ns": T0}]}
-                mark = 123456789123  # written as the value itself (orjson writes at most 2^64-1)
-                if field == "updated_ns":
-                    doc["metrics"][0]["updated_ns"] = mark
-                else:
-                    doc[field] = mark
-                raw = orjson.dumps(doc).replace(b"%d" % mark, b"%d" % value)
-                status = request(srv.port, "POST", "/api/v1/ingest", gzip.compress(raw), KEY_A)[0]
-                back = None
-                if status == 200:
-                    code, snap = request(srv.port, "GET", "/api/v1/signals?instance_id=" + iid, key=KEY_A)
-                    if code == 200:
-                        got = {"payload_ns": snap.get("payload_ns"), "start_ns": snap.get("start_ns"),
-                               "updated_ns": snap["metrics"][0].get("updated_ns"),
-                               "seq": snap["instance"].get("seq"),
-                               "dropped_errors": snap["instance"].get("dropped_errors")}
-                        back = got[field] == value
-                emit(bench="fleet_hostile", case="big_ints", field=field, value=label, status=status,
-                     round_trip=back)
-    finally:
-        srv.stop()
+def db_size(args, backend):
+    where = backend.database()
+    clock = [1_800_000_000 * NS]
+    db = backend.open(where, clock=lambda: clock[0])
+    empty = _sizes(backend, db)
+    at = {}
+
+    def every(t):
+        if t in (86400, args.days * 86400):
+            at[t] = _sizes(backend, db)
+
+    http = simulate(backend, db, 1, args.days * 86400, step_seconds=60, clock=clock, every=every)
+    rows = db.fetchall("SELECT COUNT(*) FROM history")[0][0]
+    db.close()
+    (day, day_compact), (steady, steady_compact) = [(d - empty[0], c - empty[1]) for d, c in
+                                                    (at[86400], at[args.days * 86400])]
+    emit(bench="fleet_db", backend=backend.name, instances=1, simulated_days=args.days, uploads=http.n,
+         history_rows=rows, bytes_per_instance_day=day, compact_bytes_per_instance_day=day_compact,
+         steady_state_bytes_per_instance=steady, compact_steady_state_bytes_per_instance=steady_compact,
+         fleet_1250_instances_bytes=steady * 1250, empty_database_bytes=empty[0])
 
 
-def hostile_deep(args, tmp):
-    """Documents whose containers nest `depth` levels (the body object is
-    level 1, context level 2, then lists in a context value)."""
-    srv = Server(args, tmp, "deep")
-    try:
-        for depth in (1000, 33, 32):
-            lists = depth - 2
-            raw = b'{"schema":1,"instance_id":"deep","context":{"instance.id":"deep","x":%s"leaf"%s},' \
-                  b'"payload_ns":%d,"metrics":[],"errors":[]}' % (b"[" * lists, b"]" * lists, T0)
-            status, doc = request(srv.port, "POST", "/api/v1/ingest", gzip.compress(raw), KEY_A)
-            emit(bench="fleet_hostile", case="deep", document_depth=depth, status=status,
-                 error=(doc or {}).get("error", "")[:80] or None)
-    finally:
-        srv.stop()
-
-
-def hostile_key_cmdline(args, tmp):
-    secret = "cmdline-secret-%d" % os.getpid()
-    for how in ("--api-key", "--api-key-file"):
-        argv = ["--api-key", secret]
-        if how == "--api-key-file":
-            path = os.path.join(tmp, "keys")
-            with open(path, "w") as f:
-                f.write(secret + "\n")
-            os.chmod(path, 0o600)
-            argv = ["--api-key-file", path]
-        try:
-            srv = Server(args, tmp, "cmdline", argv=argv, env_keys=False)
-        except SystemExit:
-            emit(bench="fleet_hostile", case="key_cmdline", how=how, started=False)
-            continue
-        try:
-            with open("/proc/%d/cmdline" % srv.proc.pid, "rb") as f:
-                visible = secret.encode() in f.read()
-            mode = oct(os.stat("/proc/%d/cmdline" % srv.proc.pid).st_mode & 0o777)
-            works = request(srv.port, "GET", "/api/v1/instances", key=secret)[0] == 200
-            srv.stop()
-            with open(srv.stderr_path, "rb") as f:
-                warned = b"visible" in f.read()
-            emit(bench="fleet_hostile", case="key_cmdline", how=how, started=True, key_works=works,
-                 key_in_cmdline=visible, cmdline_mode=mode, warned=warned)
-        finally:
-            srv.stop()
-
-
-HOSTILE_CASES = {"short_body": hostile_short_body, "framing": hostile_framing, "idle_flood": hostile_idle_flood,
-                 "fairness": hostile_fairness, "big_ints": hostile_big_ints, "deep": hostile_deep,
-                 "key_cmdline": hostile_key_cmdline}
+def _sizes(backend, db):
+    """(bytes on disk as the server leaves them, bytes once compacted):
+    SQLite's file after a checkpoint, then VACUUM; PostgreSQL's database
+    after VACUUM (what autovacuum does in time: dead rows' room reusable,
+    the files as large), then VACUUM FULL (rewritten)."""
+    if backend.server is None:
+        db.checkpoint()
+        on_disk = db.size_bytes()
+        with db.lock:
+            db.conn.execute("VACUUM")
+        db.checkpoint()
+        return on_disk, db.size_bytes()
+    with db.pool.connection() as conn:
+        conn.execute("VACUUM")
+        on_disk = db.size_bytes()
+        conn.execute("VACUUM FULL")
+    return on_disk, db.size_bytes()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=20, help="simulated seconds of the ingest runs")
-    ap.add_argument("--clients", type=int, default=8, help="client threads of the HTTP run")
-    ap.add_argument("--only", choices=["ingest", "db", "hostile"], default=None)
-    ap.add_argument("--cases", default=",".join(HOSTILE_CASES), help="hostile cases to run (comma-separated)")
-    ap.add_argument("--server-root", default=None, help="run graphsignal-server from this tree (ingest_http and "
-                    "the hostile cases)")
+    ap.add_argument("--clients", type=int, default=8, help="client threads of the HTTP runs")
+    ap.add_argument("--processes", default="1,2,4", help="server processes on one PostgreSQL (HTTP runs)")
+    ap.add_argument("--days", type=int, default=8, help="simulated days of the database-size run")
+    ap.add_argument("--backends", default="sqlite,postgresql")
+    ap.add_argument("--only", choices=["ingest", "read", "db", "hostile"], default=None)
+    ap.add_argument("--cases", default=None, help="hostile cases to run (comma-separated)")
+    ap.add_argument("--server-root", default=None, help="run graphsignal-server from this tree (hostile cases)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gs-bench-fleet-") as tmp:
-        if args.only in (None, "ingest"):
-            bodies = ingest_wsgi(args, tmp)
-            ingest_http(args, tmp, bodies)
-        if args.only in (None, "db"):
-            db_hour(args, tmp)
-            db_week(args, tmp)
         if args.only == "hostile":
-            for case in args.cases.split(","):
-                HOSTILE_CASES[case](args, tmp)
+            import bench_fleet_hostile
+
+            args.cases = args.cases or ",".join(bench_fleet_hostile.HOSTILE_CASES)
+            bench_fleet_hostile.run(args, tmp)
+            return
+        for name in args.backends.split(","):
+            backend = Backend(name, tmp)
+            try:
+                if args.only in (None, "ingest", "read"):
+                    bodies = ingest_inproc(args, backend)
+                    capacity = None
+                    for n in [int(x) for x in args.processes.split(",")] if name == "postgresql" else [1]:
+                        got = ingest_http(args, backend, bodies, n, tmp)
+                        capacity = capacity or got
+                    if args.only in (None, "read"):
+                        read_latency(args, backend, bodies, capacity, tmp)
+                if args.only in (None, "db"):
+                    db_size(args, backend)
+            finally:
+                backend.close()
 
 
 if __name__ == "__main__":

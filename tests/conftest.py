@@ -59,3 +59,37 @@ def _graphsignal_logger_as_found():
     logger.propagate, level, handlers, logger.disabled = state
     logger.setLevel(level)
     logger.handlers[:] = handlers
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The session's real PostgreSQL (tests/support/pg.py); skips the test
+    with one line where it cannot run."""
+    from support import pg
+
+    s = pg.server()
+    if s is None:
+        pytest.skip(pg.why_not())
+    return s
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request, tmp_path):
+    """Where a graphsignal-server keeps its fleet (support.fleet.Backend):
+    a SQLite file, then a new database on the session's PostgreSQL."""
+    from support.fleet import Backend
+
+    if request.param == "sqlite":
+        b = Backend("sqlite", str(tmp_path / "fleet.db"))
+    else:
+        from support import pg
+
+        b = Backend("postgresql", request.getfixturevalue("pg_server").new_database(), pg.PASSWORD)
+    yield b
+    b.close_all()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    pg = sys.modules.get("support.pg")
+    if pg is not None:
+        pg.shutdown()

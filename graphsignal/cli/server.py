@@ -1,6 +1,7 @@
-"""graphsignal-server [--host 127.0.0.1] [--port 18260] [--db PATH] [--api-key-file PATH]
+"""graphsignal-server [--host 127.0.0.1] [--port 18260] [--database PATH|URL] [--api-key-file PATH]
 
-Serves the Signals API (graphsignal.fleet.app) from one SQLite file.
+Serves the Signals API (graphsignal.fleet.app) from one SQLite file, or
+from PostgreSQL (any number of these processes on one database).
 """
 import argparse
 import os
@@ -24,10 +25,13 @@ by the environment variables below (see README)."""
 EPILOG = """environment (the flags win; keys from every source add up):
   %s=KEY1,KEY2      accepted keys
   %s=PATH       a key file, as --api-key-file
-  %s=PATH                the database, as --db
+  %s=PATH|URL            the database, as --database
+  %s=PATH  as --database-password-file
   %s=DAYS     as --retention-days
-  %s=normal|full       as --sync""" % (settings.API_KEYS_ENV, settings.API_KEY_FILE_ENV, settings.DB_ENV,
-                                         settings.RETENTION_ENV, settings.SYNC_ENV)
+  %s=normal|full       as --sync
+  PGPASSWORD, PGPASSFILE (~/.pgpass)      PostgreSQL's password, read by libpq""" % (
+    settings.API_KEYS_ENV, settings.API_KEY_FILE_ENV, settings.DB_ENV, settings.DB_PASSWORD_FILE_ENV,
+    settings.RETENTION_ENV, settings.SYNC_ENV)
 
 DEFAULT_HOST = config.DEFAULT_LISTEN_HOST
 DEFAULT_PORT = config.DEFAULT_SERVER_PORT
@@ -55,9 +59,15 @@ def parser():
                    help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=args.port(config.BIND_PORT), default=DEFAULT_PORT,
                    help="port to listen on (default: %(default)s)")
-    p.add_argument("--db", metavar="PATH", type=args.non_empty,
-                   help="SQLite database file (default: $%s, else $XDG_DATA_HOME/graphsignal/server.db, i.e. "
-                        "~/.local/share/graphsignal/server.db)" % settings.DB_ENV)
+    p.add_argument("--database", "--db", dest="db", metavar="PATH|URL", type=_checked(settings.database),
+                   help="a SQLite file (a path, or sqlite:///PATH) or a PostgreSQL database "
+                        "(postgresql://USER@HOST:PORT/DB, needs pip install 'graphsignal[server-pg]'; the password "
+                        "from PGPASSWORD, ~/.pgpass or --database-password-file, never in this URL) (default: $%s, "
+                        "else $XDG_DATA_HOME/graphsignal/server.db, i.e. ~/.local/share/graphsignal/server.db)"
+                   % settings.DB_ENV)
+    p.add_argument("--database-password-file", metavar="PATH",
+                   help="PostgreSQL's password: the first line of this file (chmod 600); also $%s"
+                        % settings.DB_PASSWORD_FILE_ENV)
     p.add_argument("--api-key-file", metavar="PATH", action="append", default=[],
                    help="accepted API keys, one a line (blank lines and lines starting with # are skipped); the "
                         "file must not be readable or writable by other users (chmod 600); also $%s"
@@ -71,8 +81,8 @@ def parser():
                    help="history and silent instances are kept this long (default: $%s, else 7)"
                         % settings.RETENTION_ENV)
     p.add_argument("--sync", type=_checked(settings.sync_mode), metavar="{normal,full}",
-                   help="SQLite synchronous mode (default: $%s, else normal: nothing acknowledged is lost when "
-                        "the server is killed; full: nor on power loss)" % settings.SYNC_ENV)
+                   help="SQLite's synchronous mode, not PostgreSQL's (default: $%s, else normal: nothing "
+                        "acknowledged is lost when the server is killed; full: nor on power loss)" % settings.SYNC_ENV)
     p.add_argument("--max-connections", metavar="N", type=args.number(int, 16, 1_000_000),
                    default=1024, help="connections open at once (default: 1024, and never more than the "
                                       "open-file limit leaves room for); when full, the oldest idle connection "
@@ -88,8 +98,12 @@ def parse_args(argv, environ):
     ns = parser().parse(list(argv))
     if ns.show_help or ns.show_version:
         return ServerConfig(show_help=ns.show_help, show_version=ns.show_version)
+    if ns.db and settings.is_postgresql(ns.db) and settings.url_has_password(ns.db):
+        raise UsageError("--database: a password in the URL is visible to every user of this machine (ps, "
+                         "/proc/PID/cmdline): give it with PGPASSWORD, ~/.pgpass or --database-password-file")
     try:
         return settings.resolve(environ, db=ns.db, key_files=ns.api_key_file, keys=ns.api_key,
+                                db_password_file=ns.database_password_file,
                                 retention=ns.retention_days, sync=ns.sync, host=ns.host, port=ns.port,
                                 max_connections=ns.max_connections, workers=ns.workers,
                                 key_on_command_line=bool(ns.api_key))
@@ -122,14 +136,17 @@ def serve(cfg, environ):
     from graphsignal.fleet import ingest
     from graphsignal.fleet.app import make_app, tenant_of
     from graphsignal.fleet.serving import FleetServer, Limits
+    from graphsignal.fleet.storage import Unavailable
 
     gctune.tune()
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     path = cfg.db or settings.default_db(environ)
+    if settings.is_postgresql(path):
+        path = settings.redacted(path)
     try:
         db, path = settings.open_db(cfg, environ)
-    except (OSError, RuntimeError, sqlite3.Error) as e:
+    except (OSError, RuntimeError, sqlite3.Error, Unavailable) as e:
         sys.stderr.write("graphsignal-server: error: cannot open the database %s: %s\n" % (path, e))
         return 1
     try:
@@ -138,8 +155,12 @@ def serve(cfg, environ):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
         sock.listen(512)
+        # the file takes one writer at a time: a key's requests run one at a time, so a key's flood waits behind
+        # itself; PostgreSQL takes a key's uploads side by side: up to half the workers, the rest for other keys
+        inflight = max(1, cfg.workers // 2) if settings.is_postgresql(cfg.db) else 1
         srv = FleetServer(sock, make_app(db, cfg.api_keys), tenant_of(cfg.api_keys),
-                          Limits(max_connections=cfg.max_connections, workers=cfg.workers, max_body=ingest.MAX_BODY))
+                          Limits(max_connections=cfg.max_connections, workers=cfg.workers, max_body=ingest.MAX_BODY,
+                                 tenant_inflight=inflight))
     except OSError as e:
         db.close()
         sys.stderr.write("graphsignal-server: error: cannot listen on %s:%d: %s (pick another with --port)\n"

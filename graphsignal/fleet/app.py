@@ -5,7 +5,7 @@ create_app, with no arguments, builds it from the environment
 (graphsignal.fleet.settings) for a WSGI server:
 
   waitress-serve --port 18260 --threads 8 --call graphsignal.fleet.app:create_app
-  gunicorn --workers 1 --threads 8 'graphsignal.fleet.app:create_app()'
+  gunicorn --workers 1 --threads 8 'graphsignal.fleet.app:create_app()'   (SQLite; PostgreSQL: --workers N)
 
   POST /api/v1/ingest                     an upload (graphsignal.sidecar.upload's body)
   GET  /api/v1/instances[?service=NAME]   {"instances": [{instance_id, context, first_seen_ns, last_seen_ns,
@@ -39,7 +39,7 @@ from werkzeug.wrappers import Request, Response
 
 from graphsignal import __version__, findings, gctune
 from graphsignal.fleet import ingest, pages
-from graphsignal.fleet.db import Full, NoSpace, owner_of
+from graphsignal.fleet.storage import Full, NoSpace, Unavailable, owner_of
 from graphsignal.fleet.history import DEFAULT_SECONDS, history
 from graphsignal.fleet.recent import Recent
 from graphsignal.fleet.windows import MIN_SECONDS, window
@@ -51,6 +51,7 @@ NOSNIFF = (("X-Content-Type-Options", "nosniff"),)
 MAX_WINDOW = 7 * 86400
 FULL_RETRY_AFTER = 60  # seconds an uploader waits while the disk is full (it keeps what it would send)
 FULL_LINE_EVERY = 60.0  # seconds between lines while the disk stays full
+DOWN_RETRY_AFTER = 10  # seconds a client waits while the database cannot be reached
 
 
 def _json(obj, status=200):
@@ -65,12 +66,13 @@ def _error(message, status):
 
 
 class DiskFull:
-    """The lines about a full disk: the first refused upload says it, then
-    one line a minute at most (how many were refused since), and the
-    first upload stored again says that. clock: monotonic seconds."""
+    """The lines about a full disk (or, with what="cannot be reached", a
+    database that is down): the first refused request says it, then one
+    line a minute at most (how many were refused since), and the first
+    upload stored again says that. clock: monotonic seconds."""
 
-    def __init__(self, path, clock=time.monotonic):
-        self.path, self.clock = path, clock
+    def __init__(self, path, clock=time.monotonic, what=None):
+        self.path, self.clock, self.what = path, clock, what
         self.lock = threading.Lock()  # uploads of different keys fail at once
         self.refused = 0  # since the last line
         self.next_line = None  # clock seconds; None: not full
@@ -84,9 +86,15 @@ class DiskFull:
             first = self.next_line is None
             self.next_line = now + FULL_LINE_EVERY
             n, self.refused = self.refused, 0
-        if first:
+        if first and self.what:
+            logger.warning("graphsignal-server: the database %s %s (%s): requests are answered 503 with "
+                           "Retry-After until it answers", self.path, self.what, str(why).strip()[:300])
+        elif first:
             logger.warning("graphsignal-server: the disk under %s is full (%s): uploads are answered 503 with "
                            "Retry-After until there is room", self.path, why)
+        elif self.what:
+            logger.warning("graphsignal-server: the database %s still %s: %d request%s answered 503 since "
+                           "the last line", self.path, self.what, n, "" if n == 1 else "s")
         else:
             logger.warning("graphsignal-server: the disk under %s is still full: %d upload%s answered 503 since "
                            "the last line", self.path, n, "" if n == 1 else "s")
@@ -133,7 +141,9 @@ def tenant_of(keys):
 def make_app(db, keys, recent=None):
     """keys: the accepted API keys (strings); recent: the recent tier of
     per-second points (graphsignal.fleet.recent.Recent; a new one by
-    default)."""
+    default, none on a database several servers share: each replica's
+    tier would hold only the uploads it took, and replicas must answer
+    alike)."""
     owners = {owner_of(k) for k in keys}
     routes = {
         "/api/v1/ingest": ("POST", lambda req, owner: _ingest(req, owner)),
@@ -143,12 +153,18 @@ def make_app(db, keys, recent=None):
     }
     files = pages.load()
     full = DiskFull(getattr(db, "path", "the database"))
-    recent = Recent() if recent is None else recent
+    if recent is None and not getattr(db, "SHARED", False):
+        recent = Recent()
+    down = DiskFull(getattr(db, "path", "the database"), what="cannot be reached")
 
     def app(environ, start_response):
         req = Request(environ)
         try:
             resp = _route(req)
+        except Unavailable as e:  # PostgreSQL down or restarting: nothing was stored, ask again later
+            down.failed(e)
+            resp = _error("the database is unavailable: nothing was stored, send it again later", 503)
+            resp.headers["Retry-After"] = str(DOWN_RETRY_AFTER)
         except Exception as e:  # a bug must cost one request, not the server
             logger.exception("graphsignal-server: %s %s failed", req.method, req.path)
             resp = _error("internal error: %s" % type(e).__name__, 500)
@@ -201,7 +217,9 @@ def make_app(db, keys, recent=None):
             resp.headers["Retry-After"] = str(FULL_RETRY_AFTER)
             return resp
         full.stored()
-        recent.add(owner, doc["instance_id"], doc, lambda: db.snapshot(owner, doc["instance_id"]))
+        down.stored()
+        if recent is not None:
+            recent.add(owner, doc["instance_id"], doc, lambda: db.snapshot(owner, doc["instance_id"]))
         return _json(out)
 
     def _instances(req, owner):
@@ -265,9 +283,11 @@ def create_app(environ=None):
     used (or no key at all), and for a database that cannot be opened, so
     the server stops at start instead of answering errors.
 
-    One process: the database takes one writer at a time and this app
-    holds it under one lock, so threads (waitress --threads, gunicorn
-    --workers 1 --threads N), not processes, answer requests at once.
+    On the SQLite file, one process: the file takes one writer at a time
+    and this app holds it under one lock, so threads (waitress --threads,
+    gunicorn --workers 1 --threads N), not processes, answer requests at
+    once. On PostgreSQL (GRAPHSIGNAL_SERVER_DB=postgresql://...), any
+    number of processes, on any number of machines.
     The app enforces its own caps (413 over ingest.MAX_BODY, 411 without
     Content-Length, gzip expanding past ingest.MAX_JSON); timeouts are the
     WSGI server's (README)."""
@@ -286,9 +306,11 @@ def create_app(environ=None):
         raise settings.SettingError("graphsignal-server: " + settings.no_keys_message())
     try:
         db, path = settings.open_db(cfg, environ)
-    except (OSError, RuntimeError, sqlite3.Error) as e:
-        raise settings.SettingError("graphsignal-server: cannot open the database %s: %s"
-                                    % (cfg.db or settings.default_db(environ), e))
+    except (OSError, RuntimeError, sqlite3.Error, Unavailable) as e:
+        where = cfg.db or settings.default_db(environ)
+        if settings.is_postgresql(where):
+            where = settings.redacted(where)
+        raise settings.SettingError("graphsignal-server: cannot open the database %s: %s" % (where, e))
     gctune.tune()
     atexit.register(db.close)
     logger.info("graphsignal-server %s: the Signals API for a WSGI server (database %s, %d key%s)",

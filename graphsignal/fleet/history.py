@@ -6,7 +6,7 @@ the stored history: one point a minute for the last 24 hours, one an
 hour before that (db.history's rows), and the latest upload as the last
 point. The fleet page draws its charts from it."""
 from graphsignal import timeline, windowmath
-from graphsignal.fleet.db import MINUTE_ROWS_NS, NS, series_key
+from graphsignal.fleet.storage import MINUTE_ROWS_NS, NS, series_key
 
 DEFAULT_SECONDS = 86400
 

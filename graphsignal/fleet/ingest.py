@@ -175,6 +175,8 @@ def validate(doc):
     if doc.get("schema") != SCHEMA:
         raise BadBody("schema must be %d, got %r" % (SCHEMA, doc.get("schema")))
     _str(doc.get("instance_id"), "instance_id", 256)
+    if "\0" in doc["instance_id"]:  # no database's text keeps it alike (PostgreSQL's refuses it)
+        raise BadBody("instance_id must not contain NUL characters")
     _flat(doc.get("context"), "context")
     if "service.name" in doc["context"]:
         _str(doc["context"]["service.name"], "context['service.name']", MAX_NAME)

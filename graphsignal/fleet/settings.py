@@ -7,7 +7,10 @@ variables alone).
   GRAPHSIGNAL_SERVER_API_KEY_FILE   a file of accepted keys, one a line (# comments),
                                     a regular file of ours or root's, not readable
                                     or writable by other users
-  GRAPHSIGNAL_SERVER_DB             the SQLite file (default: $XDG_DATA_HOME/graphsignal/server.db)
+  GRAPHSIGNAL_SERVER_DB             the database: a SQLite file's path (or sqlite:///PATH; default:
+                                    $XDG_DATA_HOME/graphsignal/server.db), or a postgresql:// URL
+  GRAPHSIGNAL_SERVER_DB_PASSWORD_FILE  PostgreSQL's password, the first line of a file checked as key
+                                    files are (libpq's PGPASSWORD and ~/.pgpass work too)
   GRAPHSIGNAL_SERVER_RETENTION_DAYS history and silent instances are kept this long (1..3650, default 7)
   GRAPHSIGNAL_SERVER_SYNC           normal | full (SQLite's synchronous mode)
 
@@ -16,8 +19,10 @@ raises SettingError with one line naming the flag or variable it came
 from; nothing starts without a key.
 """
 import os
+import re
 import stat
-from dataclasses import dataclass
+import urllib.parse
+from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from graphsignal import config
@@ -25,6 +30,7 @@ from graphsignal import config
 API_KEYS_ENV = config.SERVER_API_KEYS_ENV
 API_KEY_FILE_ENV = "GRAPHSIGNAL_SERVER_API_KEY_FILE"
 DB_ENV = "GRAPHSIGNAL_SERVER_DB"
+DB_PASSWORD_FILE_ENV = "GRAPHSIGNAL_SERVER_DB_PASSWORD_FILE"
 RETENTION_ENV = "GRAPHSIGNAL_SERVER_RETENTION_DAYS"
 SYNC_ENV = "GRAPHSIGNAL_SERVER_SYNC"
 SYNC_CHOICES = ("normal", "full")
@@ -40,7 +46,8 @@ class SettingError(ValueError):
 class ServerConfig:
     host: str = config.DEFAULT_LISTEN_HOST
     port: int = config.DEFAULT_SERVER_PORT
-    db: Optional[str] = None  # None: default_db()
+    db: Optional[str] = None  # a SQLite path or a postgresql:// URL (database()); None: default_db()
+    db_password: Optional[str] = field(default=None, repr=False)  # PostgreSQL's, from a file
     api_keys: Tuple[str, ...] = ()
     retention_days: float = DEFAULT_RETENTION_DAYS
     sync: str = "normal"
@@ -54,6 +61,49 @@ class ServerConfig:
 def default_db(environ):
     base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "graphsignal", "server.db")
+
+
+def database(text):
+    """A --database value as stored in ServerConfig.db: a postgresql://
+    URL as given, a SQLite path (sqlite:///PATH or the path itself);
+    raises ValueError for another scheme."""
+    text = text.strip()
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    if text.startswith("sqlite://"):
+        path = text[len("sqlite://"):]
+        if not path:
+            raise ValueError("sqlite:// needs a path: sqlite:///var/lib/graphsignal/server.db")
+        return path
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        raise ValueError("%r is neither a SQLite path (or sqlite:///PATH) nor a postgresql:// URL"
+                         % text.split("://")[0] + "://...")
+    return text
+
+
+def is_postgresql(db):
+    return bool(db) and db.startswith(("postgresql://", "postgres://"))
+
+
+def url_has_password(url):
+    """Whether a postgresql:// URL carries a password (user:PASSWORD@ or ?password=)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return parts.password is not None or "password" in urllib.parse.parse_qs(parts.query)
+    except ValueError:
+        return False
+
+
+def redacted(url):
+    """A postgresql:// URL without its password (for log lines)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return "postgresql://..."
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    return urllib.parse.urlunsplit(parts._replace(netloc="%s:***@%s" % (userinfo.split(":", 1)[0], hostport)))
 
 
 def retention_days(text):
@@ -78,6 +128,25 @@ def read_key_file(path, what="--api-key-file"):
     skipped). Raises SettingError (naming it as `what`) for a file that is
     not a regular file of ours (or root's), one other users may read or
     write, one that cannot be read, or one without keys."""
+    text = _read_private(path, what)
+    keys = [line.strip() for line in text.splitlines()]
+    keys = [k for k in keys if k and not k.startswith("#")]
+    if not keys:
+        raise SettingError("%s %s has no keys (one a line)" % (what, path))
+    return keys
+
+
+def read_password_file(path, what="--database-password-file"):
+    """The password in a file (its first line, without the line end),
+    checked as key files are."""
+    lines = _read_private(path, what).splitlines()
+    if not lines or not lines[0]:
+        raise SettingError("%s %s is empty (the password is its first line)" % (what, path))
+    return lines[0]
+
+
+def _read_private(path, what):
+    """The text of a private file (see read_key_file); raises SettingError."""
     try:
         # O_NONBLOCK: a FIFO must not hang the start; it is refused below
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -95,14 +164,9 @@ def read_key_file(path, what="--api-key-file"):
     except OSError as e:
         raise SettingError("%s %s: %s" % (what, path, e.strerror or e))
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise SettingError("%s %s is not UTF-8 text" % (what, path))
-    keys = [line.strip() for line in text.splitlines()]
-    keys = [k for k in keys if k and not k.startswith("#")]
-    if not keys:
-        raise SettingError("%s %s has no keys (one a line)" % (what, path))
-    return keys
 
 
 def check_keys(keys):
@@ -115,12 +179,24 @@ def check_keys(keys):
     return tuple(dict.fromkeys(keys))
 
 
-def resolve(environ, db=None, key_files=(), keys=(), retention=None, sync=None, **rest):
+def resolve(environ, db=None, key_files=(), keys=(), retention=None, sync=None, db_password_file=None, **rest):
     """A ServerConfig: the values given (the command's flags, already
     checked) win, then the environment's; key files are read and keys from
     every source accepted together. Raises SettingError."""
     if db is None:
-        db = (environ.get(DB_ENV) or "").strip() or None
+        raw = (environ.get(DB_ENV) or "").strip()
+        try:
+            db = database(raw) if raw else None
+        except ValueError as e:
+            raise SettingError("%s: %s" % (DB_ENV, e))
+    password = None
+    what = "--database-password-file"
+    if db_password_file is None:
+        db_password_file, what = (environ.get(DB_PASSWORD_FILE_ENV) or "").strip() or None, DB_PASSWORD_FILE_ENV
+    if db_password_file:
+        if not is_postgresql(db):
+            raise SettingError("%s is for a postgresql:// database (--database URL)" % what)
+        password = read_password_file(db_password_file, what)
     if retention is None:
         raw = (environ.get(RETENTION_ENV) or "").strip()
         try:
@@ -140,7 +216,8 @@ def resolve(environ, db=None, key_files=(), keys=(), retention=None, sync=None, 
     if env_file:
         all_keys += read_key_file(env_file, API_KEY_FILE_ENV)
     all_keys += list(keys) + (environ.get(API_KEYS_ENV) or "").split(",")
-    return ServerConfig(db=db, api_keys=check_keys(all_keys), retention_days=retention, sync=sync, **rest)
+    return ServerConfig(db=db, db_password=password, api_keys=check_keys(all_keys), retention_days=retention,
+                        sync=sync, **rest)
 
 
 def no_keys_message():
@@ -149,8 +226,19 @@ def no_keys_message():
 
 
 def open_db(cfg, environ):
-    """(the DB of cfg, its path); raises OSError, RuntimeError or
-    sqlite3.Error when it cannot be opened."""
+    """(the storage of cfg, its path or URL without a password); raises
+    OSError, RuntimeError, sqlite3.Error or storage.Unavailable when it
+    cannot be opened. psycopg is imported here, for a postgresql:// URL
+    only."""
+    if is_postgresql(cfg.db):
+        try:
+            from graphsignal.fleet import pg
+        except ImportError as e:
+            raise RuntimeError("a postgresql:// database needs psycopg 3 (pip install 'graphsignal[server-pg]'): %s"
+                               % e)
+        # a connection per worker, and one for a retention pass that runs beside them
+        db = pg.PgDB(cfg.db, cfg.retention_days, password=cfg.db_password, pool_size=cfg.workers + 1)
+        return db, db.path
     from graphsignal.fleet.db import DB
 
     path = cfg.db or default_db(environ)

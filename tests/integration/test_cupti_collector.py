@@ -17,7 +17,6 @@ import uuid
 
 import pytest
 
-from support.cbuild import cache_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "csrc"))
@@ -39,21 +38,13 @@ def header_set():
 
 @pytest.fixture(scope="module")
 def libs():
-    cxx = cupti_build.compiler()
-    hs = header_set()
-    if not cxx or hs is None:
-        pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
-    out = cache_dir("fake-cupti")
-    os.makedirs(out, exist_ok=True)
-    fake = os.path.join(out, "libcupti.so.%d" % hs.major)
-    subprocess.run(cxx + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
-                          "-I", cupti_build.SRC, "-idirafter", cupti_build.COMPAT,
-                          os.path.join(ROOT, "tests", "support", "cupti", "fake_cupti.cpp"),
-                          "-Wl,-soname,libcupti.so.%d" % hs.major, "-pthread", "-o", fake], check=True)
-    lib = cupti_build.build_variant(hs._replace(libcupti=fake), out, log=lambda m: sys.stderr.write(m + "\n"),
-                                    force=True)
-    assert lib, "the injection library did not build against the fake libcupti"
-    return fake, lib
+    """(the stand-in libcupti, the injection library built against it), built once a session."""
+    from support import fake_cupti
+
+    built = fake_cupti.build()
+    if "why" in built:
+        pytest.skip(built["why"])
+    return built["fake"], built["lib"]
 
 
 DRIVER = textwrap.dedent(r"""

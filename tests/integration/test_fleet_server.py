@@ -24,7 +24,6 @@ from support.gsrun import GS_RUN, free_port, get_json, quiet_env, wait_for
 
 from graphsignal.fleet import db as fdb
 from graphsignal.fleet.app import make_app
-from graphsignal.fleet.db import DB
 from graphsignal.sidecar.upload import Uploader
 from graphsignal.sidecar.store import MetricStore
 
@@ -62,8 +61,10 @@ class _Raw:
 
 
 class Fleet:
-    def __init__(self, path, keys=("key-a", "key-b"), **kw):
-        self.db = DB(str(path), **kw)
+    """The app over a backend's storage (the `backend` fixture: SQLite, then PostgreSQL)."""
+
+    def __init__(self, backend, keys=("key-a", "key-b"), **kw):
+        self.db = backend.open(**kw)
         self.app = make_app(self.db, keys)
         self.client = Client(self.app)
 
@@ -109,8 +110,8 @@ def local_signals(store):
     return signals_snapshot(store)
 
 
-def test_an_upload_reads_back_as_the_instance_snapshot_in_the_signals_shape(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_an_upload_reads_back_as_the_instance_snapshot_in_the_signals_shape(backend):
+    f = Fleet(backend)
     s = workload_store()
     assert f.uploader(s).step()
     (inst,) = f.instances()
@@ -129,8 +130,8 @@ def test_an_upload_reads_back_as_the_instance_snapshot_in_the_signals_shape(tmp_
     assert [m for m in snap["metrics"] if not m["name"].startswith("graphsignal_upload")] == mine
 
 
-def test_the_snapshot_follows_later_uploads(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_the_snapshot_follows_later_uploads(backend):
+    f = Fleet(backend)
     s = workload_store()
     up = f.uploader(s)
     assert up.step()
@@ -146,8 +147,8 @@ def test_the_snapshot_follows_later_uploads(tmp_path):
     assert snap["instance"]["uploads"] == 2
 
 
-def test_each_key_sees_only_its_own_instances_and_unknown_keys_get_401(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_each_key_sees_only_its_own_instances_and_unknown_keys_get_401(backend):
+    f = Fleet(backend)
     assert f.uploader(workload_store(), "key-a").step()
     assert f.instances("key-b") == []
     r = f.signals("inst-1", "key-b")
@@ -164,8 +165,8 @@ def test_each_key_sees_only_its_own_instances_and_unknown_keys_get_401(tmp_path)
     assert len(f.instances("key-a")) == 1 and len(f.instances("key-b")) == 1
 
 
-def test_instances_say_their_service_and_can_be_listed_by_it(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_instances_say_their_service_and_can_be_listed_by_it(backend):
+    f = Fleet(backend)
     for iid, service in (("inst-1", "trainer"), ("inst-2", None), ("inst-3", "trainer"), ("inst-4", "server")):
         s = workload_store()
         s.context["instance.id"] = iid
@@ -222,9 +223,9 @@ BAD = [
 
 
 @pytest.mark.parametrize("what,data,encoding,status,needle", BAD, ids=[b[0] for b in BAD])
-def test_bad_bodies_are_refused_with_a_json_error_and_nothing_is_stored(tmp_path, what, data, encoding, status,
+def test_bad_bodies_are_refused_with_a_json_error_and_nothing_is_stored(backend, what, data, encoding, status,
                                                                         needle):
-    f = Fleet(tmp_path / "s.db")
+    f = Fleet(backend)
     r = f.post(data, encoding=encoding)
     assert r.status_code == status and r.mimetype == "application/json", r.data
     assert needle in r.json["error"], r.json
@@ -233,8 +234,8 @@ def test_bad_bodies_are_refused_with_a_json_error_and_nothing_is_stored(tmp_path
     assert f.post(gzip.compress(orjson.dumps(_good_body()))).status_code == 200
 
 
-def test_oversized_and_lengthless_bodies_are_refused_unread(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_oversized_and_lengthless_bodies_are_refused_unread(backend):
+    f = Fleet(backend)
     r = f.post(b"x" * (9 << 20))
     assert r.status_code == 413 and "cap" in r.json["error"]
     env = EnvironBuilder(path="/api/v1/ingest", method="POST", headers={"X-API-Key": "key-a"},
@@ -245,8 +246,8 @@ def test_oversized_and_lengthless_bodies_are_refused_unread(tmp_path):
     assert f.instances() == []
 
 
-def test_bad_queries_and_methods_are_json_errors(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_bad_queries_and_methods_are_json_errors(backend):
+    f = Fleet(backend)
     assert f.get("/api/v1/signals").status_code == 400
     assert f.get("/api/v1/signals?instance_id=x&foo=1").status_code == 400
     assert f.get("/api/v1/signals?instance_id=x&window=10").status_code == 400  # under a minute
@@ -258,8 +259,8 @@ def test_bad_queries_and_methods_are_json_errors(tmp_path):
     assert f.client.get("/api/v1/version").json == {"latest": __import__("graphsignal").__version__}
 
 
-def test_resending_an_accepted_body_changes_nothing(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_resending_an_accepted_body_changes_nothing(backend):
+    f = Fleet(backend)
     s = workload_store()
     up = f.uploader(s)
     from graphsignal.sidecar.snapshot import signals_snapshot_encoded
@@ -282,13 +283,13 @@ def test_resending_an_accepted_body_changes_nothing(tmp_path):
     assert by["myapp_requests_total"] == {"total": 99}
 
 
-def test_the_server_keeps_what_it_accepted_across_restarts(tmp_path):
-    f = Fleet(tmp_path / "s.db")
+def test_the_server_keeps_what_it_accepted_across_restarts(backend):
+    f = Fleet(backend)
     s = workload_store()
     assert f.uploader(s).step()
     before = f.signals("inst-1").json
     f.db.close()
-    g = Fleet(tmp_path / "s.db")
+    g = Fleet(backend)
     assert g.signals("inst-1").json == before
     assert [i["instance_id"] for i in g.instances()] == ["inst-1"]
 
@@ -301,10 +302,10 @@ class SimClock:
         return self.t
 
 
-def test_window_from_the_stored_history(tmp_path):
+def test_window_from_the_stored_history(backend):
     clock = SimClock(1_800_000_000 * NS)
     s = workload_store(clock)
-    f = Fleet(tmp_path / "s.db", clock=clock)
+    f = Fleet(backend, clock=clock)
     up = f.uploader(s)
     for sec in range(900):  # 15 simulated minutes, one upload a second
         clock.t += NS
@@ -332,16 +333,19 @@ def test_window_from_the_stored_history(tmp_path):
     assert w["partial"] and w["covered_seconds"] < 900
 
 
-def test_history_is_per_minute_for_a_day_hourly_for_the_retention_then_gone(tmp_path):
+def test_history_is_per_minute_for_a_day_hourly_for_the_retention_then_gone(backend):
     clock = SimClock(1_800_000_000 * NS)
     s = workload_store(clock)
-    f = Fleet(tmp_path / "s.db", clock=clock, retention_days=2)
+    f = Fleet(backend, clock=clock, retention_days=2)
     up = f.uploader(s)
-    for minute in range(3 * 24 * 60):  # three simulated days, one upload a minute
-        clock.t += 60 * NS
+    minute = 0
+    while minute < 3 * 24 * 60:  # three simulated days: an upload every 10 minutes, every minute for the last 25 h
+        step = 10 if minute < 47 * 60 else 1
+        clock.t += step * 60 * NS
+        minute += step
         s.add_counter("myapp_requests_total", {"process.pid": "7"}, 1)
         assert up.step()
-    rows = f.db.conn.execute("SELECT ts_ns FROM history").fetchall()
+    rows = f.db.fetchall("SELECT ts_ns FROM history")
     ts = sorted(fdb.dec(t) for (t,) in rows)
     end = ts[-1]  # the newest row: thinning runs as each minute's row is written
     recent = [t for t in ts if t >= end - fdb.MINUTE_ROWS_NS]
@@ -355,9 +359,9 @@ def test_history_is_per_minute_for_a_day_hourly_for_the_retention_then_gone(tmp_
     assert w["resolution_seconds"] == 3600 and w["metrics"]
 
 
-def test_instances_silent_for_the_retention_are_deleted(tmp_path):
+def test_instances_silent_for_the_retention_are_deleted(backend):
     clock = SimClock(1_800_000_000 * NS)
-    f = Fleet(tmp_path / "s.db", clock=clock, retention_days=1)
+    f = Fleet(backend, clock=clock, retention_days=1)
     assert f.uploader(workload_store(clock)).step()
     other = workload_store(clock)
     other.context["instance.id"] = "inst-2"
@@ -366,9 +370,9 @@ def test_instances_silent_for_the_retention_are_deleted(tmp_path):
     assert [i["instance_id"] for i in f.instances()] == ["inst-2"]
 
 
-def test_a_wall_clock_jump_is_no_elapsed_time_and_silence_of_up_time_still_expires(tmp_path):
+def test_a_wall_clock_jump_is_no_elapsed_time_and_silence_of_up_time_still_expires(backend):
     wall, mono = SimClock(1_800_000_000 * NS), SimClock(0)
-    f = Fleet(tmp_path / "s.db", clock=wall, elapsed=mono, retention_days=7)
+    f = Fleet(backend, clock=wall, elapsed=mono, retention_days=7)
     owner = fdb.owner_of("key-a")
     for iid in ("a", "b"):
         f.db.ingest(owner, upload_doc(iid, wall.t))
@@ -379,7 +383,7 @@ def test_a_wall_clock_jump_is_no_elapsed_time_and_silence_of_up_time_still_expir
     # a restart: the time it was down is no elapsed time either, the up time goes on from the newest upload
     f.db.close()
     mono.t = 0
-    f = Fleet(tmp_path / "s.db", clock=wall, elapsed=mono, retention_days=7)
+    f = Fleet(backend, clock=wall, elapsed=mono, retention_days=7)
     f.db.ingest(owner, upload_doc("c", wall.t + NS))
     assert sorted(i["instance_id"] for i in f.instances()) == ["a", "b", "c"]
     # 7 days and a minute of up time in which only c uploads: a and b are gone, with their history
@@ -388,13 +392,13 @@ def test_a_wall_clock_jump_is_no_elapsed_time_and_silence_of_up_time_still_expir
         wall.t += 3600 * NS
         f.db.ingest(owner, upload_doc("c", wall.t))
     assert [i["instance_id"] for i in f.instances()] == ["c"]
-    assert f.db.conn.execute("SELECT COUNT(*) FROM history WHERE instance_id != 'c'").fetchone()[0] == 0
+    assert f.db.fetchall("SELECT COUNT(*) FROM history WHERE instance_id != 'c'")[0][0] == 0
     f.db.close()
 
 
-def test_deletions_for_silence_are_bounded_per_pass(tmp_path):
+def test_deletions_for_silence_are_bounded_per_pass(backend):
     clock = SimClock(1_800_000_000 * NS)
-    f = Fleet(tmp_path / "s.db", clock=clock, retention_days=1)
+    f = Fleet(backend, clock=clock, retention_days=1)
     owner = fdb.owner_of("key-a")
     for i in range(250):
         f.db.ingest(owner, upload_doc("old-%d" % i, clock.t))
@@ -408,9 +412,9 @@ def test_deletions_for_silence_are_bounded_per_pass(tmp_path):
     f.db.close()
 
 
-def test_a_sidecar_clock_jump_keeps_its_history(tmp_path):
+def test_a_sidecar_clock_jump_keeps_its_history(backend):
     clock = SimClock(1_800_000_000 * NS)
-    f = Fleet(tmp_path / "s.db", clock=clock, retention_days=7)
+    f = Fleet(backend, clock=clock, retention_days=7)
     owner = fdb.owner_of("key-a")
     ts = clock.t
     for _ in range(30):  # half an hour, a minute apart: 29 history rows
@@ -440,8 +444,8 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_an_upload_while_the_servers_clock_is_8_days_ahead_deletes_no_instance(tmp_path):
-    srv = ServerProc(tmp_path / "fleet.db", command=[sys.executable, "-c", STEPPING_SERVER]).start()
+def test_an_upload_while_the_servers_clock_is_8_days_ahead_deletes_no_instance(backend):
+    srv = ServerProc(backend, command=[sys.executable, "-c", STEPPING_SERVER]).start()
     try:
         t = time.time_ns()
         for key, iids in (("key-a", ("a-1", "a-2", "a-3")), ("key-b", ("b-1",))):
@@ -479,8 +483,8 @@ for i in range(n):
 """
 
 
-def test_graphsignal_run_uploads_to_a_graphsignal_server(tmp_path):
-    srv = ServerProc(tmp_path / "fleet.db", env_keys="key-c,key-d").start()
+def test_graphsignal_run_uploads_to_a_graphsignal_server(backend):
+    srv = ServerProc(backend, env_keys="key-c,key-d").start()
     try:
         env = quiet_env(GRAPHSIGNAL_API_KEY="key-a", GRAPHSIGNAL_API_BASE=srv.base, GS_N=200,
                         GRAPHSIGNAL_SERVICE="trainer", GRAPHSIGNAL_TAGS="pod=p-1")

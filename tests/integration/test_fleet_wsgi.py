@@ -5,7 +5,6 @@ and serves it back; the app keeps its own caps there (413, 411, 401); a
 setting that cannot be used stops the server at start with one line."""
 import gzip
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,11 +29,14 @@ for i in range(150):
 
 
 def waitress_serve():
+    """waitress of this Python: its script beside the interpreter, else
+    `python -m waitress` (a waitress-serve found on PATH may belong to
+    another Python, without what this one has installed, e.g. psycopg in a
+    virtual environment made with --system-site-packages)."""
     path = os.path.join(os.path.dirname(sys.executable), "waitress-serve")
     if os.access(path, os.X_OK):
         return [path]
-    found = shutil.which("waitress-serve")
-    return [found] if found else [sys.executable, "-m", "waitress"]
+    return [sys.executable, "-m", "waitress"]
 
 
 class Waitress:
@@ -86,12 +88,17 @@ def waitress(tmp_path):
         w.stop()
 
 
-def test_graphsignal_run_uploads_through_waitress_and_reads_back(waitress, tmp_path):
+def test_graphsignal_run_uploads_through_waitress_and_reads_back(waitress, tmp_path, backend):
     key_file = tmp_path / "keys"
     key_file.write_text("# the fleet's keys\nkey-file-1\n")
     os.chmod(str(key_file), 0o600)
-    w = waitress(**{settings.API_KEYS_ENV: "key-a,key-b", settings.API_KEY_FILE_ENV: str(key_file),
-                    settings.RETENTION_ENV: "3", settings.SYNC_ENV: "full"})
+    env = {settings.API_KEYS_ENV: "key-a,key-b", settings.API_KEY_FILE_ENV: str(key_file),
+           settings.RETENTION_ENV: "3", settings.SYNC_ENV: "full", settings.DB_ENV: backend.location}
+    if backend.password:  # PostgreSQL's, from a file of its own
+        (tmp_path / "pw").write_text(backend.password + "\n")
+        os.chmod(str(tmp_path / "pw"), 0o600)
+        env[settings.DB_PASSWORD_FILE_ENV] = str(tmp_path / "pw")
+    w = waitress(**env)
     w.up()
     env = quiet_env(GRAPHSIGNAL_API_KEY="key-a", GRAPHSIGNAL_API_BASE="http://127.0.0.1:%d" % w.port)
     proc = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", CHILD], env=env,

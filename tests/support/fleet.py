@@ -18,14 +18,57 @@ NS = 1_000_000_000
 T0 = 1_800_000_000 * NS
 
 
+class Backend:
+    """A fleet database for tests: name "sqlite" (location: a file's path)
+    or "postgresql" (location: a URL without the password, which is
+    `password`)."""
+
+    def __init__(self, name, location, password=None):
+        self.name, self.location, self.password = name, location, password
+        self.opened = []
+
+    def open(self, **kw):
+        """The storage itself, in this process (DB's or PgDB's keywords)."""
+        if self.name == "sqlite":
+            from graphsignal.fleet.db import DB
+
+            db = DB(self.location, **kw)
+        else:
+            from graphsignal.fleet.pg import PgDB
+
+            kw.pop("sync", None)
+            db = PgDB(self.location, password=self.password, **kw)
+        self.opened.append(db)
+        return db
+
+    def close_all(self):
+        """Closes what open() made (a closed one again is harmless): a
+        test's connections go back to PostgreSQL with the test."""
+        for db in self.opened:
+            try:
+                db.close()
+            except Exception:  # sqlite3.ProgrammingError and the like: already closed
+                pass
+
+    def env(self):
+        """What a graphsignal-server process needs in its environment."""
+        return {"PGPASSWORD": self.password} if self.password else {}
+
+    def __repr__(self):
+        return "Backend(%s)" % self.name
+
+
 class ServerProc:
     """graphsignal-server on a free port. keys: given with --api-key (one
     flag each); env_keys: GRAPHSIGNAL_SERVER_API_KEYS; args: more options;
     nofile: RLIMIT_NOFILE (soft and hard) of the server process; command:
-    what starts it (default SERVER). Its stderr goes to a file (stderr())."""
+    what starts it (default SERVER). Its stderr goes to a file (stderr()).
+    db: a SQLite path, or a Backend (then its PostgreSQL password is in
+    the server's environment)."""
 
     def __init__(self, db, keys=("key-a", "key-b"), env_keys=None, port=None, args=(), nofile=None, command=None):
-        self.db, self.keys, self.env_keys = str(db), keys, env_keys
+        self.backend = db if isinstance(db, Backend) else Backend("sqlite", str(db))
+        self.db, self.keys, self.env_keys = self.backend.location, keys, env_keys
         self.command = list(command or SERVER)
         self.port = port or free_port()
         self.args, self.nofile = list(args), nofile
@@ -34,11 +77,11 @@ class ServerProc:
         os.close(fd)
 
     def start(self, wait=True):
-        env = quiet_env()
+        env = quiet_env(**self.backend.env())
         env.pop("GRAPHSIGNAL_SERVER_API_KEYS", None)
         if self.env_keys:
             env["GRAPHSIGNAL_SERVER_API_KEYS"] = self.env_keys
-        args = self.command + ["--port", str(self.port), "--db", self.db] + self.args
+        args = self.command + ["--port", str(self.port), "--database", self.db] + self.args
         for k in self.keys:
             args += ["--api-key", k]
         nofile = self.nofile

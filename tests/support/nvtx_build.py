@@ -1,15 +1,14 @@
-"""Builds what the NVTX tests run without a GPU, once per checkout (rebuilt
-when a source is newer): the stand-in libcupti (tests/support/cupti/
-fake_cupti.cpp), the injection library linked against it by the product's
-own build (csrc/cupti_build.py), and the test programs compiled with NVTX
-v3's header from the toolkit or the nvidia-nvtx wheel."""
+"""Builds what the NVTX tests run without a GPU: the test programs compiled
+with NVTX v3's header from the toolkit or the nvidia-nvtx wheel, once per
+checkout (rebuilt when a source is newer), beside the session's stand-in
+libcupti and the injection library linked against it
+(support.fake_cupti)."""
 import os
 import subprocess
-import sys
 
+from support import fake_cupti
 from support.cbuild import ROOT, cache_dir, cupti_build
 
-FAKE_SOURCE = os.path.join(ROOT, "tests", "support", "cupti", "fake_cupti.cpp")
 RANGES_SOURCE = os.path.join(ROOT, "tests", "support", "c", "nvtx_ranges.cpp")
 GPU_DRIVER_SOURCE = os.path.join(ROOT, "tests", "support", "cupti", "nvtx_gpu_driver.cpp")
 
@@ -33,13 +32,8 @@ def build():
         return {"why": "no NVTX headers (nvtx3/nvToolsExt.h) here"}
     out = cache_dir("nvtx")
     os.makedirs(out, exist_ok=True)
-    fake = os.path.join(out, "libcupti.so.%d" % hs.major)
-    if _stale(fake, FAKE_SOURCE):
-        subprocess.run(cxx + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
-                              "-I", cb.SRC, "-idirafter", cb.COMPAT, FAKE_SOURCE,
-                              "-Wl,-soname,libcupti.so.%d" % hs.major, "-pthread", "-o", fake], check=True)
-    lib = cb.build_variant(hs._replace(libcupti=fake), out, log=lambda m: sys.stderr.write(m + "\n"))
-    assert lib, "the injection library did not build against the fake libcupti"
+    shared = fake_cupti.build()  # the session's stand-in libcupti and injection library
+    fake, lib = shared["fake"], shared["lib"]
     ranges = os.path.join(out, "nvtx_ranges")
     if _stale(ranges, RANGES_SOURCE):
         subprocess.run(cxx + ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-idirafter", nvtx_inc,
@@ -48,4 +42,5 @@ def build():
     if _stale(driver, GPU_DRIVER_SOURCE, fake):
         subprocess.run(cxx + ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-idirafter", nvtx_inc,
                               GPU_DRIVER_SOURCE, fake, "-o", driver, "-pthread", "-ldl"], check=True)
-    return {"lib": lib, "fake": fake, "lib_dir": out, "ranges": ranges, "gpu_driver": driver, "major": hs.major}
+    return {"lib": lib, "fake": fake, "lib_dir": os.path.dirname(fake), "ranges": ranges, "gpu_driver": driver,
+            "major": hs.major}
