@@ -63,7 +63,8 @@ def _answers(backend, tmp):
 
     clock = [T0]
     db = backend.open(clock=lambda: clock[0], retention_days=7)
-    app = make_app(db, ["key-a", "key-b"])
+    # the stored history on both: the file's server adds a per-second tier of its own (memory), replicas none
+    app = make_app(db, ["key-a", "key-b"], recent=False)
     stores = [_store(lambda: clock[0], "inst-%d" % i) for i in (1, 2)]
     ups = [Uploader(s, "key-a", "http://fleet", clock=lambda: 0.0, http=_AppHTTP(app)) for s in stores]
     for sec in range(0, 20 * 60, 5):
