@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
-from benchutil import emit, work_dir  # noqa: E402
+from benchutil import emit, installed_library, work_dir  # noqa: E402
 
 OPS = {"sync": 0, "copy": 1, "memset": 2, "rt_copy": 3}
 CONFIGS = {"off": {"GRAPHSIGNAL_CUPTI_CALLBACKS": "0"}, "hybrid": {}, "nowrite": {"GRAPHSIGNAL_CUPTI_CB_WRITE": "0"},
@@ -57,14 +57,6 @@ for op, which in json.loads(sys.argv[3]).items():
     out[op] = fake.fake_cupti_bench(which, n, pinned, dev) / n
 print(json.dumps(out))
 """
-
-
-def installed_library(major):
-    """graphsignal/lib's injection library for this CUDA major, as pip install built it."""
-    path = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
-    if not os.path.exists(path):
-        raise SystemExit("no %s: pip install -e . builds it" % os.path.relpath(path, ROOT))
-    return path
 
 
 def build(installed=False):

@@ -33,18 +33,10 @@ sys.path.insert(0, os.path.join(ROOT, "csrc"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cupti_build  # noqa: E402
-from benchutil import emit, work_dir  # noqa: E402
+from benchutil import emit, installed_library, work_dir  # noqa: E402
 
 CONFIGS = ("bare", "ours", "ours:off")
 KINDS = ("push_pop_ns", "nested2_ns", "start_end_ns", "push_ex_ns", "mark_ns")
-
-
-def installed_library(major):
-    """graphsignal/lib's injection library for this CUDA major, as pip install built it."""
-    path = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
-    if not os.path.exists(path):
-        raise SystemExit("no %s: pip install -e . builds it" % os.path.relpath(path, ROOT))
-    return path
 
 
 def build(installed=False):

@@ -51,6 +51,17 @@ def require_gpu(script):
         sys.exit(2)
 
 
+def installed_library(major):
+    """graphsignal/lib's CUPTI injection library for this CUDA major, as pip install built it."""
+    sys.path.insert(0, os.path.join(ROOT, "csrc"))
+    import cupti_build
+
+    path = os.path.join(ROOT, "graphsignal", "lib", cupti_build.library_name(major))
+    if not os.path.exists(path):
+        raise SystemExit("no %s: pip install -e . builds it" % os.path.relpath(path, ROOT))
+    return path
+
+
 def emit(**kv):
     sys.stdout.write(json.dumps(kv, sort_keys=False) + "\n")
     sys.stdout.flush()
