@@ -216,9 +216,11 @@ class PgDB(Storage):
                 raise (_map_errors(e) or RuntimeError(str(e).strip().splitlines()[0])) from None
 
     @contextlib.contextmanager
-    def _write(self):
+    def _transaction(self, isolation, read_only):
+        """A cursor in one transaction of a pooled connection in that mode; a
+        driver error the storage names (_map_errors) comes out under its name."""
         with self.pool.connection() as conn:
-            _mode(conn, None, None)
+            _mode(conn, isolation, read_only)
             try:
                 with conn.transaction():
                     yield conn.cursor()
@@ -227,6 +229,9 @@ class PgDB(Storage):
                 if mapped is None:
                     raise
                 raise mapped from None
+
+    def _write(self):
+        return self._transaction(None, None)
 
     def _writing(self, fn):
         for attempt in range(RETRIES):
@@ -238,18 +243,8 @@ class PgDB(Storage):
                     raise
                 logger.debug("graphsignal-server: a write ran into %s; running it again", type(e).__name__)
 
-    @contextlib.contextmanager
     def _read(self):
-        with self.pool.connection() as conn:
-            _mode(conn, psycopg.IsolationLevel.REPEATABLE_READ, True)
-            try:
-                with conn.transaction():
-                    yield conn.cursor()
-            except psycopg.Error as e:
-                mapped = _map_errors(e)
-                if mapped is None:
-                    raise
-                raise mapped from None
+        return self._transaction(psycopg.IsolationLevel.REPEATABLE_READ, True)
 
     def _upsert_series(self, c, rows):
         # one statement over arrays: the executor starts once for an upload's series, not once a row
