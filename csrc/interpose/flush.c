@@ -53,6 +53,8 @@ static int g_forked;
 static char g_ring_name[256];
 
 static uint32_t g_device_sent[GS_MAX_DEVICES]; /* 1: its DEVICE record went */
+static uint32_t g_other_id;                     /* the "(other)" frame's name id, sent once */
+static uint64_t g_kernels_over_sent, g_graphs_over_sent; /* table-full launches and replays sent */
 static gs_device_counters g_sent[GS_MAX_DEVICES]; /* what went of each counter */
 
 static int ring(void) {
@@ -105,6 +107,27 @@ static uint32_t name_of(gs_slot* s, const char* fallback) {
   s->name_id = id;
   s->name_gen_sent = gen;
   return id;
+}
+
+/* Launches or replays of handles past a full table, as the "(other)" frame
+ * (the payload's frame for names past a writer's table) on device 0:
+ * counted, never dropped without a word. */
+static int flush_overflow(uint8_t type, uint64_t* over, uint64_t* sent) {
+  uint64_t n = __atomic_load_n(over, __ATOMIC_RELAXED), d = n - *sent;
+  const char* other = "(other)";
+  if (!d) return 0;
+  if (d > 0xFFFFFFFFull && type == GRAPHSIGNAL_REC_GRAPH_SAMPLED) d = 0xFFFFFFFFull;
+  if (!g_other_id) {
+    uint32_t id = graphsignal_ring_new_name_id(g_ring);
+    if (!graphsignal_ring_send_name(g_ring, id, GRAPHSIGNAL_NAME_PLAIN, other, strlen(other))) return 1;
+    g_other_id = id;
+  }
+  if (!device_ready(0) || !graphsignal_ring_write(g_ring, type, 0, 0, g_other_id,
+                                                  type == GRAPHSIGNAL_REC_GRAPH_SAMPLED ? 0 : d,
+                                                  type == GRAPHSIGNAL_REC_GRAPH_SAMPLED ? d : 0))
+    return 1;
+  *sent += d;
+  return 0;
 }
 
 static int flush_kernels(void) {
@@ -224,7 +247,9 @@ static void flush_once(void) {
   if (g_ring || anything_counted()) {
     if (ring()) {
       flush_kernels();
+      flush_overflow(GRAPHSIGNAL_REC_KERNEL_COUNT, &gs_state.kernels.overflow, &g_kernels_over_sent);
       flush_graphs();
+      flush_overflow(GRAPHSIGNAL_REC_GRAPH_SAMPLED, &gs_state.graphs.overflow, &g_graphs_over_sent);
       for (dev = 0; dev < GS_MAX_DEVICES; dev++) flush_device(dev);
     }
   }
