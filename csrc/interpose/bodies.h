@@ -143,9 +143,9 @@ static inline gs_CUresult b_end(int row, void* real, gs_CUstream s, gs_CUgraph* 
 
 /* synchronizations: host wall time around the call */
 #define TIMED_SYNC(kind, call)             \
-  uint64_t t0 = gs_now_ns();               \
+  uint64_t t0 = gs_ticks();                \
   gs_CUresult r = call;                    \
-  gs_count_sync(kind, gs_now_ns() - t0);   \
+  gs_count_sync(kind, gs_ticks() - t0);    \
   CALLS(row);                              \
   return r
 
@@ -170,11 +170,11 @@ static inline gs_CUresult b_event_sync(int row, void* real, gs_CUevent e) {
 
 /* copies: a synchronous copy also counts its wait as a synchronization */
 #define SYNC_COPY(kind, bytes, call)                       \
-  uint64_t t0 = gs_now_ns();                               \
+  uint64_t t0 = gs_ticks();                                \
   gs_CUresult r = call;                                    \
   CALLS(row);                                              \
   if (r == GS_CUDA_SUCCESS) {                              \
-    gs_count_sync(GS_SYNC_COPY, gs_now_ns() - t0);         \
+    gs_count_sync(GS_SYNC_COPY, gs_ticks() - t0);          \
     gs_count_copy(kind, bytes, NULL, 0);                   \
   }                                                        \
   return r

@@ -20,6 +20,51 @@ uint64_t gs_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The tick clock (counters.h). The calibration's first point is taken when
+ * the library loads; each conversion takes a second one, so the ratio is
+ * measured over the whole run (its error: a read's ~50 ns over the run). */
+int gs_tsc;
+static uint64_t g_tsc0, g_ns0;
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+static int tsc_invariant(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return 0;
+  if (!__get_cpuid(0x80000007u, &a, &b, &c, &d)) return 0;
+  return (d >> 8) & 1u;
+}
+#else
+static int tsc_invariant(void) { return 0; }
+#endif
+
+static void calibration_point(uint64_t* tsc, uint64_t* ns) {
+#if defined(__x86_64__)
+  /* the TSC read between two clock reads: the pair's midpoint is when it was read */
+  uint64_t a = gs_now_ns();
+  *tsc = __builtin_ia32_rdtsc();
+  *ns = a + (gs_now_ns() - a) / 2;
+#else
+  *tsc = *ns = gs_now_ns();
+#endif
+}
+
+__attribute__((constructor)) static void gs_ticks_setup(void) {
+  const char* off = getenv("GRAPHSIGNAL_INTERPOSE_NO_TSC"); /* tests compare the two clocks */
+  gs_tsc = tsc_invariant() && !(off && *off == '1');
+  calibration_point(&g_tsc0, &g_ns0);
+}
+
+uint64_t gs_ticks_to_ns(uint64_t ticks) {
+  uint64_t tsc1, ns1;
+  if (!gs_tsc || !ticks) return ticks;
+  calibration_point(&tsc1, &ns1);
+  /* under a millisecond since load (a process that exits at once): wait for one, off the hot path */
+  while (ns1 - g_ns0 < 1000000ull) calibration_point(&tsc1, &ns1);
+  if (tsc1 <= g_tsc0) return ticks; /* a TSC that went back: nothing to scale by */
+  return (uint64_t)((long double)ticks * (long double)(ns1 - g_ns0) / (long double)(tsc1 - g_tsc0));
+}
+
 static inline uint32_t hash_ptr(uintptr_t p) {
   /* handles are aligned heap addresses: mix the high bits down */
   uint64_t x = (uint64_t)p * 0x9e3779b97f4a7c15ull;
@@ -144,11 +189,11 @@ void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s) {
   gs_count_graph_slot(gs_graph_slot(exec));
 }
 
-void gs_count_sync(int kind, uint64_t ns) {
+void gs_count_sync(int kind, uint64_t ticks) {
   gs_device_counters* d = device_counters();
   if (!d) return;
   __atomic_fetch_add(&d->syncs[kind].calls, 1, RELAXED);
-  __atomic_fetch_add(&d->syncs[kind].ns, ns, RELAXED);
+  __atomic_fetch_add(&d->syncs[kind].ticks, ticks, RELAXED);
 }
 
 void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async) {

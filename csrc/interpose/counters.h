@@ -63,8 +63,10 @@ typedef struct {
   uint64_t calls, bytes;
 } gs_bytes_counter;
 
+/* `ticks`: gs_ticks() units (the TSC where it is invariant, else ns);
+ * gs_ticks_to_ns converts a total off the hot path. */
 typedef struct {
-  uint64_t calls, ns;
+  uint64_t calls, ticks;
 } gs_time_counter;
 
 /* Synchronizations, copies and memsets count per device: the ordinal of the
@@ -116,7 +118,7 @@ void gs_driver_resolve(void* libcuda_handle);
 /* The hot path. */
 void gs_count_kernel(gs_CUfunction f, gs_CUstream s);
 void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s);
-void gs_count_sync(int kind, uint64_t ns);
+void gs_count_sync(int kind, uint64_t ticks);
 void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async);
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async);
 
@@ -154,6 +156,22 @@ void gs_capture_ended(void);
 int gs_describe_graph(gs_CUgraph graph, char* out, size_t n);
 
 uint64_t gs_now_ns(void);
+
+/* Host time on the hot path: a sync's wall time is two reads of this.
+ * Where the CPU says its TSC is invariant (x86-64, CPUID 0x80000007
+ * EDX bit 8) it is the TSC (one instruction, not clock_gettime's two
+ * clock reads and scaling, ~40 ns a pair saved), converted to ns with a
+ * ratio measured against CLOCK_MONOTONIC since the library loaded;
+ * elsewhere it is CLOCK_MONOTONIC's ns and the conversion is identity. */
+extern int gs_tsc;
+static inline uint64_t gs_ticks(void) {
+#if defined(__x86_64__)
+  if (__builtin_expect(gs_tsc, 1)) return __builtin_ia32_rdtsc();
+#endif
+  return gs_now_ns();
+}
+/* A total of ticks in ns (never called per CUDA call). */
+uint64_t gs_ticks_to_ns(uint64_t ticks);
 
 /* flush.c: under graphsignal-run (GRAPHSIGNAL_RUN_ID set), a thread sends
  * what was counted to this process's interposer ring every

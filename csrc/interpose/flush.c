@@ -191,23 +191,27 @@ static int flush_device(int dev) {
   gs_device_counters* sent = &g_sent[dev];
   int i, pending = 0;
   for (i = 1; i < GS_SYNC_KINDS; i++) {
+    /* what was sent is kept in ns (sent->syncs[i].ticks holds ns): the total
+     * of ticks is converted anew each time, never below what went before */
     uint64_t n = __atomic_load_n(&c->syncs[i].calls, __ATOMIC_RELAXED);
-    uint64_t ns = __atomic_load_n(&c->syncs[i].ns, __ATOMIC_RELAXED);
     uint64_t dn = n - sent->syncs[i].calls;
+    uint64_t ns;
     if (!dn) continue;
+    ns = gs_ticks_to_ns(__atomic_load_n(&c->syncs[i].ticks, __ATOMIC_RELAXED));
+    if (ns < sent->syncs[i].ticks) ns = sent->syncs[i].ticks;
     if (dn > 0xFFFFFFFFull) { /* name_id holds 32 bits of calls; their time is sent with the last part */
       dn = 0xFFFFFFFFull;
-      ns = sent->syncs[i].ns;
+      ns = sent->syncs[i].ticks;
     }
     /* a synchronous copy's wait is sync kind 32 in the ring: not one of CUPTI's (graphsignal.rings.cuda_names) */
     if (!device_ready(dev) || !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_SYNC_AGG,
                                                       (uint8_t)(i == GS_SYNC_COPY ? 32 : i), (uint16_t)dev,
-                                                      (uint32_t)dn, ns - sent->syncs[i].ns, 0)) {
+                                                      (uint32_t)dn, ns - sent->syncs[i].ticks, 0)) {
       pending = 1;
       continue;
     }
     sent->syncs[i].calls += dn;
-    sent->syncs[i].ns = ns;
+    sent->syncs[i].ticks = ns;
   }
   for (i = 0; i < GS_COPY_KINDS; i++) {
     uint64_t n = __atomic_load_n(&c->copies[i].calls, __ATOMIC_RELAXED);

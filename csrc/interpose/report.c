@@ -87,7 +87,7 @@ static void totals(gs_device_counters* t) {
     gs_device_counters* c = &gs_state.dev[d];
     for (i = 0; i < GS_SYNC_KINDS; i++) {
       t->syncs[i].calls += __atomic_load_n(&c->syncs[i].calls, __ATOMIC_RELAXED);
-      t->syncs[i].ns += __atomic_load_n(&c->syncs[i].ns, __ATOMIC_RELAXED);
+      t->syncs[i].ticks += __atomic_load_n(&c->syncs[i].ticks, __ATOMIC_RELAXED);
     }
     for (i = 0; i < GS_COPY_KINDS; i++) {
       t->copies[i].calls += __atomic_load_n(&c->copies[i].calls, __ATOMIC_RELAXED);
@@ -142,7 +142,7 @@ static void write_report(void) {
   for (i = 1, first = 1; i < GS_SYNC_KINDS; i++) {
     if (!sync_names[i][0]) continue;
     fprintf(f, "%s\"%s\":[%llu,%llu]", first ? "" : ",", sync_names[i],
-            (unsigned long long)all.syncs[i].calls, (unsigned long long)all.syncs[i].ns);
+            (unsigned long long)all.syncs[i].calls, (unsigned long long)gs_ticks_to_ns(all.syncs[i].ticks));
     first = 0;
   }
   fprintf(f, "},\"copies\":{");

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -98,6 +99,21 @@ def assert_counts(did, rep):
     assert rep["captured"] == did["captured"]
     assert rep["graph_captures"] == 1 and rep["graphs_unnamed"] == 0
     assert rep["kernels_overflow"] == 0 and rep["graphs_overflow"] == 0
+
+
+@pytest.mark.parametrize("tsc", ["1", "0"], ids=["tsc", "clock_gettime"])
+def test_sync_wall_time_is_the_calls_wait(built, tmp_path, tsc):
+    """Each stream sync of the stand-in sleeps 3 ms: the report's sync time is at least that per call and at
+    most the threads' wall time, whether the hot path reads the TSC (scaled against CLOCK_MONOTONIC) or the clock."""
+    env = {"FAKE_CUDA_SYNC_US": "3000"}
+    if tsc == "0":
+        env["GRAPHSIGNAL_INTERPOSE_NO_TSC"] = "1"
+    t0 = time.monotonic()
+    did, rep, _ = run(built, tmp_path, args=("2", "60", "0"), env=env)
+    wall_ns = (time.monotonic() - t0) * 1e9
+    calls, ns = rep["syncs"]["stream"]
+    assert calls == did["stream_syncs"] > 0
+    assert calls * 3_000_000 * 0.999 <= ns <= 2 * wall_ns, (calls, ns, wall_ns)
 
 
 @pytest.mark.parametrize("flags", ["0", "2"], ids=["legacy-stream", "per-thread-stream"])

@@ -7,11 +7,14 @@
  * FAKE_CUDA_INTERNAL=1: cuGetProcAddress answers internal entry points
  * (not the exported functions) for the launch and sync families, as a
  * driver may; the interposer must then bind them by name and flavour.
+ * FAKE_CUDA_SYNC_US=N: cuStreamSynchronize sleeps N microseconds (a wait of
+ * known length, for the interposer's sync time).
  * fake_calls() tells how often each entry point really ran. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -144,7 +147,14 @@ EXPORT CUresult cuGraphChildGraphNodeGetGraph(void* node, void** graph) {
   return 0;
 }
 EXPORT CUresult cuStreamSynchronize(void* s) {
+  const char* us = getenv("FAKE_CUDA_SYNC_US");
   (void)s;
+  if (us && *us) {
+    long n = atol(us);
+    struct timespec t = {n / 1000000, (n % 1000000) * 1000};
+    while (nanosleep(&t, &t) != 0) {
+    }
+  }
   run(R_SYNC_STREAM);
   return 0;
 }
