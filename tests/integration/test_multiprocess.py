@@ -3,10 +3,12 @@ drained and removed once its writer is gone; host/process metrics cover
 the whole tree."""
 import os
 import sys
+import tempfile
 import textwrap
+import threading
 
 from support.cbuild import compile_c
-from support.gsrun import free_port, metrics, run_wrapped
+from support.gsrun import free_port, json_or_none, metrics, run_wrapped, wait_for
 
 
 def test_forked_writers_rings_are_found_drained_and_removed():
@@ -82,7 +84,26 @@ def test_a_process_that_begins_to_exit_keeps_its_last_readings_and_its_peak():
     # before: a reading taken while the process exited was the one kept (RSS 13.9 MB where 64 MB were held;
     # here 0: its main thread exits first, and /proc reads its memory as 0 until the last thread ends)
     exe = compile_c("leader_exits.c")
-    proc, signals = run_wrapped([exe])
+    port = free_port()
+    go = tempfile.mktemp(prefix="gs-leader-go-")
+
+    def release_once_read():
+        # the program holds its 64 MiB until a reading of them is shown (on a loaded machine the sidecar's first
+        # readings can come late), then lets its leader exit
+        def held(doc):
+            return any(m["name"] == "process_memory_usage_bytes" and (m["stats"].get("value") or 0) >= 64 << 20
+                       for m in (doc or {}).get("metrics", ()))
+        wait_for(lambda: held(json_or_none("http://127.0.0.1:%d/signals" % port, timeout=1)), timeout=50)
+        open(go, "w").close()
+
+    t = threading.Thread(target=release_once_read, daemon=True)
+    t.start()
+    try:
+        proc, signals = run_wrapped([exe, go], listen_port=port)
+    finally:
+        t.join(60)
+        if os.path.exists(go):
+            os.unlink(go)
     assert proc.returncode == 0, proc.stderr
     pid = proc.stdout.decode().split()[0]
     rss = metrics(signals, "process_memory_usage_bytes", **{"process.pid": pid})[0]["stats"]["value"]
