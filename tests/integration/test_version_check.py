@@ -6,6 +6,8 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import pytest
@@ -28,10 +30,39 @@ def env_for(base, **extra):
     return env
 
 
-def run(env, seconds=2.0, timeout=120):
+def run(env, seconds=2.0, timeout=120, until_asked=None):
+    """graphsignal-run of a workload that prints hello and sleeps `seconds`. With until_asked (a Recorder), the
+    workload first waits (at most 30 s) until the recorder has the version request: the sidecar starts after the
+    workload, and on a loaded machine it may ask later than a fixed sleep lasts. proc.released is when it was seen."""
+    flag = None
     code = "import time, sys; print('hello'); sys.stdout.flush(); time.sleep(%r)" % seconds
-    return subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", code], env=env,
-                          capture_output=True, timeout=timeout)
+    if until_asked is not None:
+        fd, flag = tempfile.mkstemp(prefix="gs-version-asked-")
+        os.close(fd)
+        os.unlink(flag)
+        code = ("import os, time, sys; print('hello'); sys.stdout.flush(); end = time.monotonic() + 30\n"
+                "while not os.path.exists(%r) and time.monotonic() < end: time.sleep(0.02)\n"
+                "time.sleep(%r)" % (flag, seconds))
+    released = []
+
+    def release():
+        wait_for(lambda: until_asked.matching(VERSION), 30)
+        released.append(time.monotonic())
+        open(flag, "w").close()
+
+    t = threading.Thread(target=release, daemon=True) if flag else None
+    if t:
+        t.start()
+    try:
+        proc = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), sys.executable, "-c", code], env=env,
+                              capture_output=True, timeout=timeout)
+    finally:
+        if t:
+            t.join(35)
+            if os.path.exists(flag):
+                os.unlink(flag)
+    proc.released = released[0] if released else None
+    return proc
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +85,7 @@ def answers(version_reply):
 
 def test_a_newer_release_is_one_line_and_the_request_carries_only_our_version(baseline):
     with Recorder(answers((200, b'{"latest": "99.0.0"}'))) as rec:
-        proc = run(env_for(rec.base, GRAPHSIGNAL_API_KEY="secret-key"))
+        proc = run(env_for(rec.base, GRAPHSIGNAL_API_KEY="secret-key"), until_asked=rec)
         assert proc.returncode == 0 and proc.stdout == b"hello\n"
         lines = sorted(proc.stderr.decode().splitlines())
         assert lines == sorted(baseline + ["graphsignal: version 99.0.0 is available (this is %s): "
@@ -80,8 +111,8 @@ def test_a_newer_release_is_one_line_and_the_request_carries_only_our_version(ba
 ])
 def test_failures_and_non_answers_are_silent(reply, baseline):
     with Recorder(answers(reply)) as rec:
-        proc = run(env_for(rec.base), seconds=1.5)
-        assert wait_for(lambda: rec.matching(VERSION), 30)
+        proc = run(env_for(rec.base), seconds=1.5, until_asked=rec)
+        assert rec.matching(VERSION)
     assert proc.returncode == 0 and proc.stdout == b"hello\n"
     assert sorted(proc.stderr.decode().splitlines()) == baseline
 
@@ -100,15 +131,14 @@ def test_disable_version_check_turns_it_off(baseline):
 
 def test_a_hung_server_never_holds_the_exit(baseline):
     with Recorder(answers(lambda req: (time.sleep(30), (200, b'{"latest": "99.0.0"}'))[1])) as rec:
-        t0 = time.monotonic()
-        # long enough for the sidecar to start and ask (a workload that is
-        # already gone gets no sidecar at all, so no version check either)
-        proc = run(env_for(rec.base), seconds=1.5)
-        took = time.monotonic() - t0
-        assert wait_for(lambda: rec.matching(VERSION), 30)
+        # the workload runs on until the sidecar has asked (a workload that is already gone gets no sidecar at
+        # all, so no version check either), then 1.5 s more
+        proc = run(env_for(rec.base), seconds=1.5, until_asked=rec)
+        took = time.monotonic() - proc.released
+        assert rec.matching(VERSION)
     assert proc.returncode == 0 and proc.stdout == b"hello\n"
     assert sorted(proc.stderr.decode().splitlines()) == baseline
-    assert took < 20, took  # the server would have answered after 30 s
+    assert took < 20, took  # from the request to the exit: the server would have answered after 30 s
 
 
 def test_only_a_higher_final_release_is_news():

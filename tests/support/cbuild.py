@@ -41,8 +41,15 @@ def compile_c(src, out_name=None, cxx=False, extra=(), std=None):
     cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", "-I", INCLUDE]
     if std:
         cmd.append("-std=" + std)
-    cmd += [path, "-o", out, "-pthread"] + list(extra)
-    subprocess.run(cmd, check=True)
+    # built beside and renamed: a test running in parallel (another pytest worker) never execs a half-written file
+    tmp = "%s.tmp-%d" % (out, os.getpid())
+    cmd += [path, "-o", tmp, "-pthread"] + list(extra)
+    try:
+        subprocess.run(cmd, check=True)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return out
 
 
