@@ -33,16 +33,19 @@ def built():
     os.makedirs(fake_dir, exist_ok=True)
     warn = ["-O2", "-Wall", "-Wextra", "-Werror"]
     # -Bsymbolic: the stand-in's own references bind inside it, as the real driver's do
-    subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-Wl,-Bsymbolic", "-o", os.path.join(fake_dir, "libcuda.so.1"),
-                                                         os.path.join(SUPPORT, "fake_libcuda.c")], check=True)
+    # every build renamed into place (cbuild.build_to): test_cuda_trace_light builds the same in another pytest worker
+    cbuild.build_to(os.path.join(fake_dir, "libcuda.so.1"), ["gcc", "-shared", "-fPIC"] + warn + [
+        "-Wl,-Bsymbolic", os.path.join(SUPPORT, "fake_libcuda.c")])
     old_dir = os.path.join(d, "fake-old")  # a driver that lacks cuCtxGetDevice
     os.makedirs(old_dir, exist_ok=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-DFAKE_OLD_DRIVER"] + warn + [
-        "-Wl,-Bsymbolic", "-o", os.path.join(old_dir, "libcuda.so.1"), os.path.join(SUPPORT, "fake_libcuda.c")],
-        check=True)
+    cbuild.build_to(os.path.join(old_dir, "libcuda.so.1"), ["gcc", "-shared", "-fPIC", "-DFAKE_OLD_DRIVER"] + warn + [
+        "-Wl,-Bsymbolic", os.path.join(SUPPORT, "fake_libcuda.c")])
     link = os.path.join(fake_dir, "libcuda.so")
-    if not os.path.exists(link):
-        os.symlink("libcuda.so.1", link)
+    if not os.path.lexists(link):
+        try:
+            os.symlink("libcuda.so.1", link)
+        except FileExistsError:  # made by another worker meanwhile
+            pass
     progs = {
         "runtime": [os.path.join(SUPPORT, "cuda_user.c"), "-ldl", "-lpthread"],
         "linked": ["-DLINKED", os.path.join(SUPPORT, "cuda_user.c"), "-L" + fake_dir, "-lcuda", "-ldl", "-lpthread"],
@@ -50,12 +53,11 @@ def built():
     out = {}
     for name, args in progs.items():
         out[name] = os.path.join(d, "cuda_user_" + name)
-        subprocess.run(["gcc"] + warn + ["-o", out[name]] + args, check=True)
+        cbuild.build_to(out[name], ["gcc"] + warn + args)
     out["fork"] = os.path.join(d, "fork_user")
-    subprocess.run(["gcc"] + warn + ["-o", out["fork"], os.path.join(SUPPORT, "fork_user.c"), "-ldl"], check=True)
+    cbuild.build_to(out["fork"], ["gcc"] + warn + [os.path.join(SUPPORT, "fork_user.c"), "-ldl"])
     out["next"] = os.path.join(d, "libnext_getpid.so")
-    subprocess.run(["gcc", "-shared", "-fPIC"] + warn + ["-o", out["next"], os.path.join(SUPPORT, "next_getpid.c"),
-                                                         "-ldl"], check=True)
+    cbuild.build_to(out["next"], ["gcc", "-shared", "-fPIC"] + warn + [os.path.join(SUPPORT, "next_getpid.c"), "-ldl"])
     return lib, fake_dir, out
 
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from support.cbuild import INCLUDE, ROOT, compile_c
-from support.gsrun import metrics, quiet_env, run_wrapped
+from support.gsrun import metrics, quiet_env, rings_of, run_wrapped
 
 BIG_RING = quiet_env(GRAPHSIGNAL_RING_CAPACITY=1 << 24)  # 10M+ records, no drops
 
@@ -101,11 +101,13 @@ def test_two_translation_units_share_one_ring(tmp_path):
 def test_inert_outside_graphsignal_run_creates_no_shared_memory():
     exe = compile_c("probe_exact.c")
     env = {k: v for k, v in os.environ.items() if k != "GRAPHSIGNAL_RUN_ID"}
-    before = set(os.listdir("/dev/shm"))
-    out = subprocess.run([exe, "fork"], env=env, capture_output=True, text=True, check=True)
-    after = set(os.listdir("/dev/shm"))
-    assert "active 0" in out.stdout and "idempotent 1" in out.stdout
-    assert after - before == set()
+    proc = subprocess.Popen([exe, "fork"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "active 0" in stdout and "idempotent 1" in stdout
+    child = [int(ln.split()[1]) for ln in stdout.splitlines() if ln.startswith("child ")]
+    assert len(child) == 1
+    assert rings_of(proc.pid, *child) == set()
 
 
 PY_PROBES = textwrap.dedent(r"""
@@ -141,10 +143,11 @@ def test_python_probes_reach_signals():
 
 def test_python_probes_are_inert_outside_graphsignal_run():
     env = {k: v for k, v in os.environ.items() if k != "GRAPHSIGNAL_RUN_ID"}
-    before = set(os.listdir("/dev/shm"))
-    out = subprocess.run([sys.executable, "-c", PY_PROBES], env=env, capture_output=True, text=True)
-    assert out.stdout == "ok\n", out.stderr
-    assert set(os.listdir("/dev/shm")) - before == set()
+    proc = subprocess.Popen([sys.executable, "-c", PY_PROBES], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert stdout == "ok\n", stderr
+    assert rings_of(proc.pid) == set()
 
 
 def test_registering_100000_instruments_under_graphsignal_run():

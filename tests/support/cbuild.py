@@ -41,11 +41,16 @@ def compile_c(src, out_name=None, cxx=False, extra=(), std=None):
     cmd = [cc, "-O2", "-Wall", "-Wextra", "-Werror", "-I", INCLUDE]
     if std:
         cmd.append("-std=" + std)
-    # built beside and renamed: a test running in parallel (another pytest worker) never execs a half-written file
+    return build_to(out, cmd + [path, "-pthread"] + list(extra))
+
+
+def build_to(out, argv):
+    """Runs the compiler argv (without -o) into a file beside out, then renames it into place: a test running in
+    parallel (another pytest worker) never runs or loads a half-written file, and one that has the previous build
+    loaded keeps it. Returns out."""
     tmp = "%s.tmp-%d" % (out, os.getpid())
-    cmd += [path, "-o", tmp, "-pthread"] + list(extra)
     try:
-        subprocess.run(cmd, check=True)
+        subprocess.run(list(argv) + ["-o", tmp], check=True)
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

@@ -5,10 +5,9 @@ every test that runs them (the collector, ring, environment-bounds, diff
 and NVTX tests): each of those modules used to build the same pair again,
 some 25 s a time."""
 import os
-import subprocess
 import sys
 
-from support.cbuild import ROOT, cache_dir, cupti_build
+from support.cbuild import ROOT, build_to, cache_dir, cupti_build
 
 FAKE_SOURCE = os.path.join(ROOT, "tests", "support", "cupti", "fake_cupti.cpp")
 _built = {}
@@ -29,9 +28,9 @@ def build():
     out = cache_dir("fake-cupti")
     os.makedirs(out, exist_ok=True)
     fake = os.path.join(out, "libcupti.so.%d" % hs.major)
-    subprocess.run(cxx + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
+    build_to(fake, cxx + ["-std=c++17", "-O1", "-fPIC", "-shared", "-I", hs.cupti_include, "-I", hs.cuda_include,
                           "-I", cb.SRC, "-idirafter", cb.COMPAT, FAKE_SOURCE,
-                          "-Wl,-soname,libcupti.so.%d" % hs.major, "-pthread", "-o", fake], check=True)
+                          "-Wl,-soname,libcupti.so.%d" % hs.major, "-pthread"])
     lib = cb.build_variant(hs._replace(libcupti=fake), out, log=lambda m: sys.stderr.write(m + "\n"), force=True)
     assert lib, "the injection library did not build against the fake libcupti"
     _built.update(fake=fake, lib=lib, major=hs.major, header_set=hs)

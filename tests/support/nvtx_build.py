@@ -4,10 +4,9 @@ checkout (rebuilt when a source is newer), beside the session's stand-in
 libcupti and the injection library linked against it
 (support.fake_cupti)."""
 import os
-import subprocess
 
 from support import fake_cupti
-from support.cbuild import ROOT, cache_dir, cupti_build
+from support.cbuild import ROOT, build_to, cache_dir, cupti_build
 
 RANGES_SOURCE = os.path.join(ROOT, "tests", "support", "c", "nvtx_ranges.cpp")
 GPU_DRIVER_SOURCE = os.path.join(ROOT, "tests", "support", "cupti", "nvtx_gpu_driver.cpp")
@@ -36,11 +35,11 @@ def build():
     fake, lib = shared["fake"], shared["lib"]
     ranges = os.path.join(out, "nvtx_ranges")
     if _stale(ranges, RANGES_SOURCE):
-        subprocess.run(cxx + ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-idirafter", nvtx_inc,
-                              RANGES_SOURCE, "-o", ranges, "-pthread", "-ldl"], check=True)
+        build_to(ranges, cxx + ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-idirafter", nvtx_inc,
+                                RANGES_SOURCE, "-pthread", "-ldl"])
     driver = os.path.join(out, "nvtx_gpu_driver")
     if _stale(driver, GPU_DRIVER_SOURCE, fake):
-        subprocess.run(cxx + ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-idirafter", nvtx_inc,
-                              GPU_DRIVER_SOURCE, fake, "-o", driver, "-pthread", "-ldl"], check=True)
+        build_to(driver, cxx + ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-idirafter", nvtx_inc,
+                                GPU_DRIVER_SOURCE, fake, "-pthread", "-ldl"])
     return {"lib": lib, "fake": fake, "lib_dir": os.path.dirname(fake), "ranges": ranges, "gpu_driver": driver,
             "major": hs.major}
