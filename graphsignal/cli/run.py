@@ -157,7 +157,7 @@ def main(argv=None) -> int:
         sys.stdout.write(config.print_config(s, os.environ, refused))
         return 0
     if cfg.check:
-        from graphsignal import doctor
+        from graphsignal.cli import doctor
 
         return 1 if doctor.check() else 0
     from graphsignal.launch.supervisor import run

@@ -27,6 +27,10 @@ RULES = [
     ("graphsignal.naming", "graphsignal.fleet"),
     ("graphsignal.httpserve", "graphsignal.sidecar"),
     ("graphsignal.httpserve", "graphsignal.fleet"),
+    # graphsignal-diff reads payloads, never a store, a live sidecar or the fleet
+    ("graphsignal.diff", "graphsignal.sidecar"),
+    ("graphsignal.diff", "graphsignal.fleet"),
+    ("graphsignal.diff", "graphsignal.top"),
 ]
 
 
