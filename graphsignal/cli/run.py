@@ -109,7 +109,8 @@ def parse_args(argv):
 
 def _as_a_run_sees_it(s):
     """(Settings with the command line redacted as /signals shows it, {setting:
-    why a run refuses its value}) for --print-config."""
+    why a run refuses its value}) for --print-config. What config.resolve
+    amended (Settings.amended) it shows itself."""
     import dataclasses
 
     from graphsignal import safefs
@@ -117,9 +118,6 @@ def _as_a_run_sees_it(s):
     from graphsignal.sources.host import redact_command_line
 
     refused = {}
-    if s.nvtx == "gpu" and s.cuda_trace != "on":
-        refused["nvtx"] = ("GPU time per range needs CUDA tracing through CUPTI (--cuda-trace on), which is %s: "
-                           "the run collects host time (on)" % s.cuda_trace)
     if s.signals_file:
         try:
             safefs.output_folder(s.signals_file)

@@ -71,6 +71,17 @@ def built_libraries(lib_dir=LIB_DIR):
     return out
 
 
+def rocm_tracing_library(lib_dir=LIB_DIR):
+    """The ROCm kernel-tracing library of this build in lib_dir, or None
+    (this build has none: ROCm GPUs get AMD SMI telemetry and probe_rocm.h
+    probes)."""
+    try:
+        names = sorted(n for n in os.listdir(lib_dir) if n.startswith("libgraphsignal_rocm") and n.endswith(".so"))
+    except OSError:
+        return None
+    return os.path.join(lib_dir, names[0]) if names else None
+
+
 # -- the workload's Python --------------------------------------------------------
 def _which(name, env):
     return shutil.which(name, path=env.get("PATH", os.defpath))

@@ -32,7 +32,6 @@ Process layout.
   - Writers that outlive the workload (a daemon holding its stdout) get a
     detached copy of the pump that lives until the last of them closes.
 """
-import dataclasses
 import errno
 import fcntl
 import functools
@@ -133,7 +132,7 @@ class Supervisor:
         env.pop(config.SIGNALS_TOKEN_ENV, None)  # the endpoint's, not the workload's
         env[GRAPH_TRACE_ENV] = s.cuda_graph_trace
         env[ROCM_TRACE_ENV] = s.rocm_kernel_trace
-        if s.rocm_kernel_trace != "none" and config.rocm_tracing_library(injection.LIB_DIR) is None:
+        if s.rocm_kernel_trace != "none" and injection.rocm_tracing_library() is None:
             self.reporter.say("--rocm-kernel-trace %s does nothing in this build: it has no ROCm kernel-tracing "
                               "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
                               % s.rocm_kernel_trace)
@@ -146,12 +145,8 @@ class Supervisor:
             env[config.CUDA_TRACE_ENV] = "light"
             self._guard("CUDA interposer setup", interposer.prepare_interposer, env, self._note)
         nvtx = s.nvtx
-        if nvtx == "gpu" and not activity:
-            # GPU time per range is CUPTI's kernel records: host time per range is what is left
-            self.reporter.say("NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing through CUPTI "
-                              "(--cuda-trace on), which is %s: NVTX ranges get their host time only"
-                              % s.cuda_trace)
-            nvtx = "on"
+        if s.amendment("nvtx"):  # gpu without CUPTI: config.resolve made it on (host time per range)
+            self.reporter.say(s.amendment("nvtx"))
         env[config.NVTX_ENV] = nvtx  # the library's mode: off, on, gpu
         collected = self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
         if not lib and nvtx != "off" and not collected and s.origin("nvtx") != config.DEFAULT \
@@ -178,23 +173,20 @@ class Supervisor:
                 "the interposer counts graph replays, not the kernels inside them (use --cuda-trace on)"))
 
     def _checked_output(self, s):
-        """Settings without a signals file that could never be written
-        safely (a device, a directory, another user's symlink): said now,
-        once, rather than after a long run. A file that can be written is
-        held by its absolute path (the sidecar has another working folder).
-        A folder that is missing or not writable raises OutputRefused: a
-        typo in a path, which the user fixes before a run, not after it."""
+        """The settings, once the output's amendment is said (config.resolve
+        drops an output that could never be written safely, said now, once,
+        rather than after a long run). A folder that is missing or not
+        writable raises OutputRefused: a typo in a path, which the user
+        fixes before a run, not after it."""
+        if s.amendment("signals_file"):
+            self.reporter.say(s.amendment("signals_file"))
         if s.signals_file:
             try:
                 safefs.output_folder(s.signals_file)
-            except safefs.UnsafePath as e:
-                self.reporter.say("%s: the final payload will not be written" % e)
-                return dataclasses.replace(s, signals_file=None)
-            except safefs.NoFolder as e:
+            except (safefs.NoFolder, safefs.UnsafePath) as e:  # (unsafe now: changed since resolve() looked)
                 flag = "--output" if s.origin("signals_file").startswith("flag") else config.SIGNALS_FILE_ENV
                 raise OutputRefused("%s %s: %s; the workload was not started (make the folder or name another "
                                     "file)" % (flag, s.signals_file, e))
-            return dataclasses.replace(s, signals_file=os.path.abspath(s.signals_file))
         return s
 
     def prepare_command(self):

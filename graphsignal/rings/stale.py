@@ -25,10 +25,11 @@ import os
 import stat
 import time
 
-from graphsignal import config, procfs
+from graphsignal import procfs
+from graphsignal.rings import header
 
-SHM_DIR = config.SHM_DIR
-PREFIX = config.RING_PREFIX
+SHM_DIR = header.string("GRAPHSIGNAL_SHM_DIR")
+PREFIX = header.string("GRAPHSIGNAL_RING_PREFIX")
 LOCK_SUFFIX = ".run"
 UNLOCKED_AGE = 60.0  # seconds since a ring of a run without a lock file last changed
 
