@@ -42,6 +42,7 @@ import socket
 import sys
 import tempfile
 import time
+from typing import Any, Dict
 
 from graphsignal import procfs
 
@@ -248,7 +249,7 @@ def receive(sock):
         return msg[:1], msg[1:]
 
 
-def write_config(cfg):
+def write_config(cfg: Dict[str, Any]) -> int:
     """An inheritable descriptor of an unlinked file holding cfg as JSON."""
     data = json.dumps(cfg).encode()
     try:
