@@ -14,7 +14,7 @@ from graphsignal.textsafe import clean
 from graphsignal.top import client
 from graphsignal.top.client import DEFAULT_HOST, DEFAULT_PORT, cannot_show
 from graphsignal.top.screen import run_interactive, run_once
-from graphsignal.top.state import KERNELS, TABLES
+from graphsignal.top.tables import KERNELS, TABLES
 
 MAX_WINDOW = 600  # the sidecar keeps ten minutes of per-second snapshots
 

@@ -21,7 +21,7 @@ def of_payload(payload):
 
 
 def section(model, once, line):
-    """The section's lines; line(*segments) makes one (render._line)."""
+    """The section's lines; line(*segments) makes one (graphsignal.top.text.line)."""
     found = model.findings or []
     how = " (computed from this payload)" if model.findings_computed else ""
     if not found and model.fetched_at is None:
