@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from graphsignal import __version__, config
+from graphsignal import config
 from graphsignal.cli import args
 
 PROG = "graphsignal-run"
@@ -132,13 +132,9 @@ def _as_a_run_sees_it(s):
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        cfg = parse_args(argv)
-    except UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal-run %s" % __version__):
-        return 0
+    cfg, status = args.start(PROG, parse_args, lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     if cfg.explain is not None:
         from graphsignal import explain
 

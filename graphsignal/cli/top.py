@@ -8,7 +8,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from graphsignal import __version__, config
+from graphsignal import config
 from graphsignal.cli import args
 from graphsignal.textsafe import clean
 from graphsignal.top import client
@@ -95,12 +95,9 @@ def _source(cfg):
 
 
 def main(argv=None) -> int:
-    try:
-        cfg = parse(sys.argv[1:] if argv is None else argv)
-    except args.UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal-top " + __version__):
-        return 0
+    cfg, status = args.start(PROG, parse, lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     client.DEADLINE = cfg.timeout  # the screen fetches with the client's defaults
     if cfg.once:
         try:

@@ -10,8 +10,9 @@ frame is never ranked as a frame, totals of runs that did not do the same
 work, and times or counts estimated on one side only, are warned about,
 and --per NAME missing on a run refuses the comparison (CannotCompare)
 rather than dividing by nothing."""
+import operator
 import statistics
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from graphsignal import naming
 from graphsignal.diff import collections
@@ -261,24 +262,23 @@ def _how(kinds: Set[str], estimate: str) -> str:
 def _check_estimates(B: List[Side], A: List[Side], warnings: List[str]) -> None:
     """One warning per metric whose time, or whose counts, were taken
     differently on the two sides (the series still match: VOLATILE_TAGS)."""
+    checks = (
+        ("time", "sampled", "sampled",
+         "%s: the time is %s in BEFORE and %s in AFTER (duration: sampled is an estimate from sampling windows): "
+         "compare its counts and bytes, not its time"),
+        ("count", "estimated", "counted",
+         "%s: the counts are %s in BEFORE and %s in AFTER (count: estimated: per CUDA graph replay as sampling "
+         "windows saw it): small differences in its calls may be the estimate's"))
     said = set()
-    keys: Set[Key] = set().union(*(s.sampled for s in B)) & set().union(*(s.sampled for s in A))
-    for key in sorted(keys):
-        hb = _how(set().union(*(s.sampled.get(key, set()) for s in B)), "sampled")
-        ha = _how(set().union(*(s.sampled.get(key, set()) for s in A)), "sampled")
-        if hb != ha and ("time", key[0]) not in said:
-            said.add(("time", key[0]))
-            warnings.append("%s: the time is %s in BEFORE and %s in AFTER (duration: sampled is an estimate from "
-                            "sampling windows): compare its counts and bytes, not its time" % (key[0], hb, ha))
-    keys = set().union(*(s.counted for s in B)) & set().union(*(s.counted for s in A))
-    for key in sorted(keys):
-        hb = _how(set().union(*(s.counted.get(key, set()) for s in B)), "estimated")
-        ha = _how(set().union(*(s.counted.get(key, set()) for s in A)), "estimated")
-        if hb != ha and ("count", key[0]) not in said:
-            said.add(("count", key[0]))
-            warnings.append("%s: the counts are %s in BEFORE and %s in AFTER (count: estimated: per CUDA graph "
-                            "replay as sampling windows saw it): small differences in its calls may be the "
-                            "estimate's" % (key[0], hb, ha))
+    for what, estimate, attr, line in checks:  # attr: the Side's {key: how it was taken}
+        taken: Callable[[Side], Dict[Key, Set[str]]] = operator.attrgetter(attr)
+        keys: Set[Key] = set().union(*(taken(s) for s in B)) & set().union(*(taken(s) for s in A))
+        for key in sorted(keys):
+            hb = _how(set().union(*(taken(s).get(key, set()) for s in B)), estimate)
+            ha = _how(set().union(*(taken(s).get(key, set()) for s in A)), estimate)
+            if hb != ha and (what, key[0]) not in said:
+                said.add((what, key[0]))
+                warnings.append(line % (key[0], hb, ha))
 
 
 def _profiles(B: List[Side], A: List[Side], norm: Norm, warnings: List[str]) -> List[Change]:

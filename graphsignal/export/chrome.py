@@ -184,18 +184,19 @@ class _Groups:
         return pid
 
     def host(self) -> int:
-        if self.root is not None:
-            return self.process({"process.pid": str(self.root)})
-        self.names.setdefault(HOST_PID, "host")
-        self.sort.setdefault(HOST_PID, 100)
-        return HOST_PID
+        return self._run_track(HOST_PID, "host", 100)
 
     def engine(self) -> int:
+        return self._run_track(ENGINE_PID, "engine", 101)
+
+    def _run_track(self, pid: int, name: str, sort: int) -> int:
+        """The host's or the engine's track: the run's root process when
+        the payload names it, else one of its own."""
         if self.root is not None:
             return self.process({"process.pid": str(self.root)})
-        self.names.setdefault(ENGINE_PID, "engine")
-        self.sort.setdefault(ENGINE_PID, 101)
-        return ENGINE_PID
+        self.names.setdefault(pid, name)
+        self.sort.setdefault(pid, sort)
+        return pid
 
     def of(self, group: str, tags: Mapping[str, Any]) -> int:
         if group == "gpu":

@@ -465,33 +465,22 @@ class Aggregator:
         self._flush_bad(st, bad)
 
     def _on_profile(self, st, g, ts):
-        frame_ids = g["extra"]
-        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
-            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
-        key, width = compose(g["name_id"], frame_ids)
+        """Profile samples, one a record: extra frame id, value the sample."""
+        key, width = compose(g["name_id"], _frame_ids(g["extra"]))
         uniq, counts, (sums,) = group_sums(key, g["value"])
-        frames = {}
-        bad = {}
-        for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
-            nid, fid = divmod(k, width)
-            frames.setdefault(nid, []).append((self._frame_name(st, fid, c, bad), int(s), int(c)))
-        for nid, fr in frames.items():
-            inst = self._instrument(st, nid, "profile")
-            if inst is None:
-                self._unknown_instrument(bad, "profile", nid, sum(f[2] for f in fr))
-                continue
-            self.store.add_profile(inst[0], inst[1], fr, ts)
-        self._flush_bad(st, bad)
+        self._add_profiles(st, uniq, width, sums, counts, ts)
 
     def _on_profile_agg(self, st, g, ts):
         """Profile frames the writer aggregated (the CUPTI library's NVTX
         ranges): extra frame id | samples << 32, value their sum."""
         extra = g["extra"]
-        frame_ids = extra & np.uint64(0xFFFFFFFF)
-        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
-            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
-        key, width = compose(g["name_id"], frame_ids)
+        key, width = compose(g["name_id"], _frame_ids(extra & np.uint64(0xFFFFFFFF)))
         uniq, _, (sums, samples) = group_sums(key, g["value"], extra >> np.uint64(32))
+        self._add_profiles(st, uniq, width, sums, samples, ts)
+
+    def _add_profiles(self, st, uniq, width, sums, samples, ts):
+        """One profile per instrument from the sums and samples per
+        (instrument, frame) key."""
         frames = {}
         bad = {}
         for k, s, c in zip(uniq.tolist(), sums.tolist(), samples.tolist()):
@@ -528,3 +517,11 @@ class Aggregator:
         L.REC_MEMCPY_COUNT: _on_memcpy_count,
         L.REC_MEMSET_COUNT: _on_memset_count,
     }
+
+
+def _frame_ids(ids):
+    """A profile's frame ids; one no writer hands out (past MAX_NAME_ID) is
+    0, the unnamed frame."""
+    if ids.size and int(ids.max()) > MAX_NAME_ID:
+        return np.where(ids > MAX_NAME_ID, 0, ids)
+    return ids
