@@ -32,7 +32,7 @@ of real pids (at most 2^22 on Linux): GPU_PID + index, HOST_PID, ENGINE_PID.
 
 Times are microseconds since the payload's start_ns (otherData.start_ns
 has the epoch)."""
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import orjson
 
@@ -173,7 +173,7 @@ class _Groups:
     def process(self, tags: Mapping[str, Any]) -> int:
         raw = tags.get("process.pid", tags.get("process.root_pid"))
         try:
-            pid = int(raw)  # type: ignore[arg-type]
+            pid = int(raw)
         except (TypeError, ValueError):
             pid = HOST_PID - 1  # process.pid "exited": the processes folded together
         if pid not in self.names:
@@ -208,7 +208,7 @@ class _Groups:
         return self.process(tags)
 
 
-def _real_pids(payload: Mapping[str, Any]) -> set:
+def _real_pids(payload: Mapping[str, Any]) -> Set[int]:
     """The pids a payload names (resources, series, errors)."""
     found = set()
     tagsets = [r.get("tags") for r in payload.get("resources") or [] if isinstance(r, dict)]

@@ -8,12 +8,17 @@ exact, in uint64 while every sum provably fits in 53 bits (float64
 bincount is exact there) and as Python ints beyond (a sum past 2**64 does
 not wrap), whatever values a ring carries.
 """
+from typing import Any, Dict, List, Optional, Tuple
+
 import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
 
 _EXACT_F64 = 1 << 53
 
 
-def exact_bincount(idx, values, n):
+def exact_bincount(idx: Array, values: Array, n: int) -> Array:
     """Per-bin sums of non-negative integer values, exact: a uint64 array
     while every sum provably fits in 53 bits (the common case), else an
     object array of Python ints (sums beyond 2**64 do not wrap)."""
@@ -35,7 +40,7 @@ def exact_bincount(idx, values, n):
     return out
 
 
-def group(keys):
+def group(keys: Array) -> Tuple[Array, Array, Array]:
     """(unique keys, inverse index, counts) for non-negative int64 keys,
     by bincount when the key range is small, else by sort."""
     kmax = int(keys.max())
@@ -51,13 +56,13 @@ def group(keys):
     return uniq, inv.reshape(-1), np.bincount(inv.reshape(-1))
 
 
-def group_sums(keys, *value_arrays):
+def group_sums(keys: Array, *value_arrays: Array) -> Tuple[Array, Array, List[Array]]:
     """(unique keys, counts, [sums per value array])."""
     uniq, inv, counts = group(keys)
     return uniq, counts, [exact_bincount(inv, v, uniq.size) for v in value_arrays]
 
 
-def compose(a, b):
+def compose(a: Array, b: Array) -> Tuple[Array, int]:
     """Dense int64 key from two non-negative integer columns; returns
     (key, width of b) so a = key // width, b = key % width."""
     width = int(b.max()) + 1 if b.size else 1
@@ -73,11 +78,12 @@ class Batch:
 
     __slots__ = ("recs", "mask", "_cache", "size")
 
-    def __init__(self, recs, mask=None):
-        self.recs, self.mask, self._cache = recs, mask, {}
+    def __init__(self, recs: Array, mask: Optional[Array] = None) -> None:
+        self.recs, self.mask = recs, mask
+        self._cache: Dict[str, Array] = {}
         self.size = int(recs.size if mask is None else np.count_nonzero(mask))
 
-    def __getitem__(self, field):
+    def __getitem__(self, field: str) -> Array:
         v = self._cache.get(field)
         if v is None:
             v = self.recs[field] if self.mask is None else self.recs[field][self.mask]
