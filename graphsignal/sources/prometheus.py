@@ -57,17 +57,19 @@ import math
 import socket
 import threading
 import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set
 
 import requests
 import urllib3
 
 from graphsignal.report import Reporter
-from graphsignal.sources import Source
+from graphsignal.signals_model import SeriesKey
+from graphsignal.sources import Source, SourceContext
 from graphsignal.sources.prometheus_text import MAX_LINES as MAX_LINES
 from graphsignal.sources.prometheus_text import MAX_SERIES as MAX_SERIES
 from graphsignal.sources.prometheus_text import ParseReport as ParseReport
 from graphsignal.sources.prometheus_text import parse_exposition as parse_exposition
-from graphsignal.sources.prometheus_text import quote
+from graphsignal.sources.prometheus_text import Sample, quote
 from graphsignal.textsafe import clean
 
 logger = logging.getLogger("graphsignal")
@@ -93,15 +95,15 @@ _HINTS = {
 
 
 class ScrapeError(Exception):
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         Exception.__init__(self, message)
         self.status = status  # the HTTP status, when the endpoint answered with one
 
 
-def apply(store, samples, ts=None):
+def apply(store: Any, samples: Iterable[Sample], ts: Optional[int] = None) -> Set[SeriesKey]:
     """Writes parsed samples into the store; returns the set of series keys
     written, as (name, type, tags tuple)."""
-    keys = set()
+    keys: Set[SeriesKey] = set()
     with store.batch():
         for kind, name, tags, value in samples:
             if kind == "gauge":
@@ -118,7 +120,7 @@ def apply(store, samples, ts=None):
     return keys
 
 
-def _finite(v):
+def _finite(v: Optional[float]) -> Optional[float]:
     """NaN/Inf are "not measured" in the payload (null), not a number."""
     return v if v is None or math.isfinite(v) else None
 
@@ -128,7 +130,8 @@ class PrometheusSource(Source):
     interval = 1.0
     stop_wait = 0.25  # seconds SourceThread.stop waits for an interrupted scrape before leaving it
 
-    def __init__(self, store, url, engine=None, clock=time.monotonic, session=None, alive=None):
+    def __init__(self, store: Any, url: str, engine: Optional[str] = None, clock: Callable[[], float] = time.monotonic,
+                 session: Optional[requests.Session] = None, alive: Optional[Callable[[], bool]] = None) -> None:
         """alive: callable -> bool, whether the engine's process still runs
         (once it has exited, failing to reach it is no news)."""
         self.store, self.url, self.engine, self.session = store, url, engine, session
@@ -140,9 +143,9 @@ class PrometheusSource(Source):
         self._backoff = 0.0
         self._ever_up = False
         self._lost = False  # the last scrape after a good one failed to connect (see _failed)
-        self._started = None
-        self._said = {}  # message -> clock() when last logged
-        self._keys = set()
+        self._started: Optional[float] = None
+        self._said: Dict[str, float] = {}  # message -> clock() when last logged
+        self._keys: Set[SeriesKey] = set()
         self.scrapes_ok = 0
         self.failures = 0
         self._error_tags = {"source": self.name, "url": url}
@@ -151,19 +154,19 @@ class PrometheusSource(Source):
         self._logged = False  # the current failure's line was logged (not only its entry)
         self._halting = False  # shutdown has begun: the next scrape is the last, with FINAL_DEADLINE
         self._interrupted = threading.Event()  # set by interrupt(): the scrape in flight gives up
-        self._inflight = None  # the response being read (interrupt() cuts its socket)
-        self._conn = None  # the connection of the request in flight (_session sets it)
+        self._inflight: Optional[requests.Response] = None  # the response being read (interrupt() cuts its socket)
+        self._conn: Any = None  # the connection of the request in flight (_session sets it)
         self._inflight_lock = threading.Lock()
         self._exposition = Reporter(store, dict(self._error_tags, problem="exposition"))
 
-    def setup(self):
+    def setup(self) -> None:
         if self.session is None:
             self.session = _session(self)
         self._started = self.clock()
         self.store.set_gauge(UP_METRIC, self.tags, 0)
         self.store.set_counter(FAILURES_METRIC, self.tags, 0)
 
-    def poll(self):
+    def poll(self) -> None:
         now = self.clock()
         if self._started is None:
             self._started = now
@@ -175,7 +178,7 @@ class PrometheusSource(Source):
         budget = FINAL_DEADLINE if self._halting else SCRAPE_DEADLINE
         t_end = time.monotonic() + budget
 
-        def give_up():
+        def give_up() -> bool:
             return self._interrupted.is_set() or time.monotonic() >= t_end
 
         try:
@@ -209,7 +212,7 @@ class PrometheusSource(Source):
         self._lost = False
         self.scrapes_ok += 1
 
-    def _fetch(self, budget):
+    def _fetch(self, budget: float) -> str:
         """The body, read within `budget` seconds: a watchdog cuts the
         connection when they pass (a read timeout alone is per read, and an
         engine that trickles a byte a second would hold us forever)."""
@@ -219,6 +222,7 @@ class PrometheusSource(Source):
         timer.daemon = True
         timer.start()
         try:
+            assert self.session is not None  # setup() made one
             resp = self.session.get(self.url, timeout=(min(CONNECT_TIMEOUT, budget), min(READ_TIMEOUT, budget)),
                                     stream=True, headers={"Accept": "text/plain;version=0.0.4"})
             try:
@@ -230,7 +234,8 @@ class PrometheusSource(Source):
                     hint = _HINTS.get(resp.status_code)
                     raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""),
                                       status=resp.status_code)
-                parts, size = [], 0
+                parts: List[bytes] = []
+                size = 0
                 for part in resp.iter_content(chunk_size=1 << 16):
                     size += len(part)
                     if size > MAX_BODY:
@@ -256,11 +261,11 @@ class PrometheusSource(Source):
             timer.cancel()
         return b"".join(parts).decode("utf-8", errors="replace")
 
-    def _deadline(self, expired):
+    def _deadline(self, expired: threading.Event) -> None:
         expired.set()
         self._cut()
 
-    def _cut(self):
+    def _cut(self) -> None:
         """Shuts down the socket of the response being read, if any: the
         blocked read returns at once."""
         with self._inflight_lock:
@@ -272,7 +277,7 @@ class PrometheusSource(Source):
             except OSError:
                 pass
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         """Shutdown has begun: cut the scrape in flight; the last scrape
         (SourceThread.stop's final poll) gets FINAL_DEADLINE."""
         self._halting = True
@@ -280,7 +285,7 @@ class PrometheusSource(Source):
         self._interrupted.set()
         self._cut()
 
-    def _report_parse(self, report):
+    def _report_parse(self, report: ParseReport) -> None:
         """One error per kind of cut (and per first bad line), not per scrape.
         These describe the exposition, not a failed scrape: tagged
         problem=exposition, so a recovery of the endpoint leaves them be."""
@@ -301,14 +306,15 @@ class PrometheusSource(Source):
             say("series", "scraping %s: more than %d series; %d were not imported"
                 % (self.url, MAX_SERIES, report.cut_series))
 
-    def _failed(self, now, e):
+    def _failed(self, now: float, e: Exception) -> None:
         self.failures += 1
         self.store.set_gauge(UP_METRIC, self.tags, 0)
         self.store.add_counter(FAILURES_METRIC, self.tags, 1)
         self._backoff = min(BACKOFF_MAX, max(self.interval, self._backoff * 2))
         self._next_try = now + self._backoff
         refused = isinstance(e, requests.ConnectionError)
-        not_ready = isinstance(e, ScrapeError) and e.status in NOT_READY
+        status = e.status if isinstance(e, ScrapeError) else None
+        not_ready = status in NOT_READY
         if refused and self.alive is not None and not self.alive():
             return  # the engine has exited (the supervisor records how): nothing to say
         if refused and self._ever_up and not self._lost:
@@ -324,12 +330,12 @@ class PrometheusSource(Source):
             # The entry is "info" (starting is no error); the line is seen at the default level.
             self._say("info", "no engine metrics yet: %s %s; trying again every few seconds (still "
                               "loading? another port: --metrics-port)"
-                      % (self.url, "answers HTTP %d (not ready)" % e.status if not_ready
+                      % (self.url, "answers HTTP %s (not ready)" % status if not_ready
                          else "refuses connections"), now, logging.WARNING)
-            if now - self._started >= NEVER_UP_WARN:
+            if self._started is not None and now - self._started >= NEVER_UP_WARN:
                 if not_ready:
-                    self._say("warning", "%s has answered HTTP %d (not ready) for %d s; is the engine still "
-                                         "loading?" % (self.url, e.status, NEVER_UP_WARN), now)
+                    self._say("warning", "%s has answered HTTP %s (not ready) for %d s; is the engine still "
+                                         "loading?" % (self.url, status, NEVER_UP_WARN), now)
                 else:
                     self._say("warning", "no answer from %s for %d s; is the engine up, and is this its "
                                          "metrics port? (set it with --metrics-port)" % (self.url, NEVER_UP_WARN),
@@ -341,7 +347,7 @@ class PrometheusSource(Source):
             reason = _one_line(e) if isinstance(e, ScrapeError) else type(e).__name__
         self._say("warning", "scraping %s failed: %s" % (self.url, reason), now)
 
-    def _say(self, level, message, now, log_level=None):
+    def _say(self, level: str, message: str, now: float, log_level: Optional[int] = None) -> None:
         """One error entry per distinct message while it lasts; its log line
         once, and again after a recovery only if LOG_REPEAT has passed."""
         if self._unresolved and message in self._said:
@@ -355,12 +361,12 @@ class PrometheusSource(Source):
             self._reporter.entry(message, level)
         self._unresolved = True
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         if self.session is not None:
             self.session.close()
 
 
-def _labels(labels):
+def _labels(labels: Mapping[str, str]) -> str:
     """{a="x",b="y"} for a line, short and safe; "" for none."""
     if not labels:
         return ""
@@ -368,12 +374,12 @@ def _labels(labels):
     return "{%s}" % (text[:200] + "..." if len(text) > 200 else text)
 
 
-def _one_line(e):
+def _one_line(e: Exception) -> str:
     text = clean(" ".join(str(e).split()))
     return text[:300] + "..." if len(text) > 300 else text
 
 
-def _session(source):
+def _session(source: PrometheusSource) -> requests.Session:
     """A requests session that tells `source` which connection each request
     uses (source._conn), so a scrape stuck even before its headers can be
     cut (see PrometheusSource._cut)."""
@@ -382,7 +388,7 @@ def _session(source):
     session.trust_env = False
 
     class _Pool(urllib3.HTTPConnectionPool):
-        def _get_conn(self, timeout=None):
+        def _get_conn(self, timeout: Optional[float] = None) -> Any:
             conn = urllib3.HTTPConnectionPool._get_conn(self, timeout)
             source._conn = conn
             return conn
@@ -395,9 +401,9 @@ def _session(source):
     return session
 
 
-def _socket_of(resp):
+def _socket_of(resp: Any) -> Any:
     """The socket under a requests response (urllib3 1.26 and 2.x), or None."""
-    raw = getattr(resp, "raw", None)
+    raw: Any = getattr(resp, "raw", None)
     for conn in (getattr(raw, "connection", None), getattr(raw, "_connection", None)):
         sock = getattr(conn, "sock", None)
         if sock is not None:
@@ -408,7 +414,7 @@ def _socket_of(resp):
         return None
 
 
-def make_source(ctx):
+def make_source(ctx: SourceContext) -> Optional[PrometheusSource]:
     """A PrometheusSource for a run (a graphsignal.sources.SourceContext),
     or None when there is nothing to scrape (no engine recognized and no
     --metrics-port)."""

@@ -14,6 +14,7 @@ ParseReport for the one line that says so; a line is quoted only cleaned
 and cut short.
 """
 import math
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -21,6 +22,10 @@ from graphsignal.textsafe import clean
 
 MAX_LINES = 10000  # sample lines parsed per scrape (a real engine has a few thousand at most)
 MAX_SERIES = 2000  # series imported per scrape (the store holds 5000 of everything)
+
+# (kind, name, tags, value): kind "gauge" / "counter" (value: a number) or "histogram" (value: (count, sum,
+# le list, cumulative list))
+Sample = Tuple[str, str, Dict[str, str], Any]
 
 
 class ParseReport:
@@ -31,18 +36,21 @@ class ParseReport:
 
     __slots__ = ("skipped", "first_bad", "cut_lines", "cut_series", "cut_histogram_lines", "cut_histograms")
 
-    def __init__(self):
-        self.skipped, self.first_bad, self.cut_lines, self.cut_series = 0, None, 0, 0
-        self.cut_histogram_lines, self.cut_histograms = 0, []
+    def __init__(self) -> None:
+        self.skipped, self.cut_lines, self.cut_series = 0, 0, 0
+        self.first_bad: Optional[str] = None
+        self.cut_histogram_lines = 0
+        self.cut_histograms: List[Tuple[str, Dict[str, str]]] = []
 
     @property
-    def skipped_lines(self):
+    def skipped_lines(self) -> int:
         """What prometheus_scrape_skipped_lines says: malformed lines and
         the lines of histograms without a total."""
         return self.skipped + self.cut_histogram_lines
 
 
-def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up=None):
+def parse_exposition(text: str, report: Optional[ParseReport] = None, max_lines: Optional[int] = None,
+                     max_series: Optional[int] = None, give_up: Optional[Callable[[], bool]] = None) -> List[Sample]:
     """Parses Prometheus text into a list of (kind, name, tags, value) with
     kind "gauge" / "counter" (value: a number) or "histogram" (value:
     (count, sum, le list, cumulative list)). A malformed line is skipped
@@ -53,7 +61,7 @@ def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up
     report = report if report is not None else ParseReport()
     max_lines = MAX_LINES if max_lines is None else max_lines
     max_series = MAX_SERIES if max_series is None else max_series
-    out = []
+    out: List[Sample] = []
     for block in _blocks(text, max_lines, report):
         if give_up is not None and give_up():
             break
@@ -69,13 +77,18 @@ def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up
 CHUNK = 1000  # sample lines per parser call for families whose samples stand alone
 
 
-def _blocks(text, max_lines, report):
+def _blocks(text: str, max_lines: int, report: ParseReport) -> List[List[str]]:
     """The text as blocks of lines, one metric family each (a block starts
     at each # HELP / # TYPE of a new name; a gauge or counter family is cut
     into blocks of CHUNK samples, each with the family's # lines, so that a
     deadline is checked often), at most max_lines sample lines in all (the
     rest is counted in report.cut_lines)."""
-    blocks, cur, head, family, kind, n, samples = [], [], [], None, None, 0, 0
+    blocks: List[List[str]] = []
+    cur: List[str] = []
+    head: List[str] = []
+    family: Optional[str] = None
+    kind: Optional[str] = None
+    n, samples = 0, 0
     lines = text.split("\n")
     for i, line in enumerate(lines):
         s = line.strip()
@@ -106,7 +119,7 @@ def _blocks(text, max_lines, report):
     return blocks
 
 
-def _parse_block(lines, report):
+def _parse_block(lines: List[str], report: ParseReport) -> List[Sample]:
     try:
         return _convert("\n".join(lines) + "\n", report)
     except Exception:
@@ -137,10 +150,11 @@ def _parse_block(lines, report):
         return []
 
 
-def _convert(text, report=None):
+def _convert(text: str, report: Optional[ParseReport] = None) -> List[Sample]:
     """The samples of `text`; histograms without a total go to `report`
     once the whole text has parsed (a text that fails counts nothing)."""
-    out, cut = [], []
+    out: List[Sample] = []
+    cut: List[Tuple[str, Dict[str, str], int]] = []
     for fam in text_string_to_metric_families(text):
         if fam.type in ("histogram", "gaugehistogram"):
             out.extend(_histograms(fam, cut))
@@ -167,7 +181,7 @@ def _convert(text, report=None):
 MAX_CUT_NAMED = 16  # histograms without a total named per scrape (all are counted)
 
 
-def quote(line):
+def quote(line: Optional[str]) -> str:
     """A line of the exposition, safe and short enough for a log line."""
     if line is None:
         return "none"
@@ -175,9 +189,9 @@ def quote(line):
     return repr(text[:120] + ("..." if len(text) > 120 else ""))
 
 
-def _group(fam, drop_label):
+def _group(fam: Any, drop_label: str) -> Iterable[Dict[str, Any]]:
     """Samples of a family grouped by their labels without `drop_label`."""
-    groups = {}
+    groups: Dict[Tuple[Tuple[str, str], ...], Dict[str, Any]] = {}
     for s in fam.samples:
         labels = {k: v for k, v in s.labels.items() if k != drop_label}
         key = tuple(sorted(labels.items()))
@@ -198,11 +212,11 @@ def _group(fam, drop_label):
     return groups.values()
 
 
-def _le(raw):
+def _le(raw: str) -> float:
     return float("inf") if raw in ("+Inf", "Inf", "inf") else float(raw)
 
 
-def _histograms(fam, cut):
+def _histograms(fam: Any, cut: List[Tuple[str, Dict[str, str], int]]) -> List[Sample]:
     """The histograms of a family; cut gets (name, labels, lines) of each
     without a total."""
     out = []
@@ -224,8 +238,8 @@ def _histograms(fam, cut):
     return out
 
 
-def _summaries(fam):
-    out = []
+def _summaries(fam: Any) -> List[Sample]:
+    out: List[Sample] = []
     for g in _group(fam, "quantile"):
         for q, v in g["quantiles"]:
             out.append(("gauge", fam.name, dict(g["labels"], quantile=q), v))
@@ -235,7 +249,7 @@ def _summaries(fam):
     return out
 
 
-def _num(v):
+def _num(v: Any) -> Any:
     """Counts arrive as floats ("27.0"); integral ones become ints."""
     if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
         return int(v)

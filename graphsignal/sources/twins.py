@@ -86,10 +86,10 @@ class ProcessCpuTotals:
     start time) counts as a new process."""
 
     def __init__(self) -> None:
-        self.live: Dict[int, Tuple[Optional[int], int]] = {}  # pid -> (start time, ns)
+        self.live: Dict[int, Tuple[Optional[float], int]] = {}  # pid -> (start time, ns)
         self.gone_ns = 0
 
-    def update(self, pid: int, started: Optional[int], ns: int) -> None:
+    def update(self, pid: int, started: Optional[float], ns: int) -> None:
         prev = self.live.get(pid)
         if prev is not None and prev[0] != started:
             self.gone_ns += prev[1]
