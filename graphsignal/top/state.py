@@ -9,10 +9,16 @@ the network, the demangler or the payload's size. The four tables
 """
 import collections
 import time
+from typing import Any, Callable, DefaultDict, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
 from graphsignal import naming
 from graphsignal.top import findings_view
-from graphsignal.top.tables import TABLES, Table, build_table, stat, tkey
+from graphsignal.naming import Names
+from graphsignal.top.tables import TABLES, Series, Table, TKey, build_table, stat, tkey
+
+ByName = Mapping[str, List[Series]]
+ByKey = Mapping[Tuple[str, TKey], Series]
+Payload = Dict[str, Any]
 
 # built-in families that also carry a process.pid tag (NVTX ranges have a section of their own)
 _NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_", "nvtx_")
@@ -33,45 +39,46 @@ class Model:
     """What one frame shows. `ok` is False while the endpoint is
     unreachable; the last good data stays (with its age) under the error."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.endpoint = ""
         self.ok = False
-        self.error = None
-        self.fetched_at = None  # time.time() of the data shown
-        self.attempt_at = None
-        self.context = {}
-        self.version = None
-        self.uptime_s = None
-        self.window = None  # {"seconds", "covered_seconds", "partial"} or None
-        self.window_asked = None
-        self.window_note = None
-        self.host = {}
-        self.processes = []
-        self.gpus = []
-        self.engine = None
-        self.engine_scrape = None  # {"url", "up", "reason"}: where the engine's metrics are read, and why not
-        self.engine_tokens_hist = []
-        self.probes = []
-        self.nvtx = []  # [NvtxRow], the largest in the window first
-        self.errors = []
+        self.error: Optional[str] = None
+        self.fetched_at: Optional[float] = None  # time.time() of the data shown
+        self.attempt_at: Optional[float] = None
+        self.context: Dict[str, Any] = {}
+        self.version: Optional[str] = None
+        self.uptime_s: Optional[float] = None
+        self.window: Optional[Dict[str, Any]] = None  # {"seconds", "covered_seconds", "partial"} or None
+        self.window_asked: Optional[int] = None
+        self.window_note: Optional[str] = None
+        self.host: Dict[str, Any] = {}
+        self.processes: List[Dict[str, Any]] = []
+        self.gpus: List[Dict[str, Any]] = []
+        self.engine: Optional[Dict[str, Any]] = None
+        # {"url", "up", "reason"}: where the engine's metrics are read, and why not
+        self.engine_scrape: Optional[Dict[str, Any]] = None
+        self.engine_tokens_hist: List[Any] = []
+        self.probes: List[Dict[str, Any]] = []
+        self.nvtx: List[NvtxRow] = []  # the largest in the window first
+        self.errors: List[Dict[str, Any]] = []
         self.errors_total = 0
         self.tables = {t: Table(t) for t in TABLES}
-        self.trace_mode = None
-        self.findings = []  # the payload's (graphsignal.top.findings_view)
+        self.trace_mode: Optional[str] = None
+        self.findings: List[Dict[str, Any]] = []  # the payload's (graphsignal.top.findings_view)
         self.findings_computed = False
 
 
 # -- small helpers ------------------------------------------------------------------
-def _index(metrics):
-    by_name = collections.defaultdict(list)
-    by_key = {}
+def _index(metrics: Any) -> Tuple[DefaultDict[str, List[Series]], Dict[Tuple[str, TKey], Series]]:
+    by_name: DefaultDict[str, List[Series]] = collections.defaultdict(list)
+    by_key: Dict[Tuple[str, TKey], Series] = {}
     for m in metrics or ():
         by_name[m.get("name")].append(m)
         by_key[(m.get("name"), tkey(m.get("tags")))] = m
     return by_name, by_key
 
 
-def _engine_from_module(payload, prev_payload=None):
+def _engine_from_module(payload: Payload, prev_payload: Optional[Payload] = None) -> Any:
     """The engine summary computed here from the payload's metrics, for a
     sidecar whose payload has no "engine" key (an older version); with the
     previous payload, its window (token rates, recent latency) spans the
@@ -93,11 +100,12 @@ def _engine_from_module(payload, prev_payload=None):
         return None
 
 
-def _num(v):
+def _num(v: Any) -> Optional[float]:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _latency(summary, window, concept):
+def _latency(summary: Dict[str, Any], window: Any,
+             concept: str) -> Tuple[Optional[float], Optional[float], Optional[bool]]:
     """(p50, p95, over the window?) for a latency concept: the window's
     quantiles when requests finished in it, else those since start."""
     key = concept + "_seconds"
@@ -110,7 +118,7 @@ def _latency(summary, window, concept):
     return None, None, None
 
 
-def engine_view(summary):
+def engine_view(summary: Any) -> Optional[Dict[str, Any]]:
     """What the engine block shows, from graphsignal.engine_summary's
     document (see its module doc); None without a summary."""
     if not isinstance(summary, dict) or not summary:
@@ -141,19 +149,21 @@ def engine_view(summary):
 class TopState:
     """Builds Models from payloads; keeps the histories sparklines need."""
 
-    def __init__(self, endpoint="", window=5, names=None, clock=time.time):
+    def __init__(self, endpoint: str = "", window: Optional[int] = 5, names: Optional[Names] = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.endpoint = endpoint
         self.window_seconds = window
         self.names = names or naming.NAMES
         self.clock = clock
-        self.util_hist = {}  # gpu key -> deque of utilization %
-        self.tokens_hist = collections.deque(maxlen=HISTORY)
-        self.prev_payload = None  # for an engine window computed here (older sidecars)
+        self.util_hist: Dict[Any, Deque[Any]] = {}  # gpu key -> deque of utilization %
+        self.tokens_hist: Deque[Any] = collections.deque(maxlen=HISTORY)
+        self.prev_payload: Optional[Payload] = None  # for an engine window computed here (older sidecars)
         self.model = Model()
         self.model.endpoint = endpoint
         self.model.window_asked = window
 
-    def update(self, payload=None, error=None, note=None):
+    def update(self, payload: Optional[Payload] = None, error: Optional[str] = None,
+               note: Optional[str] = None) -> Model:
         """A new frame from a payload, or the last one marked with `error`."""
         now = self.clock()
         if payload is None:
@@ -173,13 +183,15 @@ class TopState:
         return m
 
 
-def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None, prev_payload=None):
+def build_model(payload: Payload, names: Names, window_seconds: Optional[int],
+                util_hist: Optional[Dict[Any, Deque[Any]]] = None, tokens_hist: Optional[Deque[Any]] = None,
+                prev_payload: Optional[Payload] = None) -> Model:
     m = Model()
     m.window_asked = window_seconds
     metrics = payload.get("metrics") or []
     by_name, by_key = _index(metrics)
     win = payload.get("window")
-    w_by_key = {}
+    w_by_key: Dict[Tuple[str, TKey], Series] = {}
     if isinstance(win, dict):
         m.window = {"seconds": win.get("seconds"), "covered_seconds": win.get("covered_seconds"),
                     "partial": win.get("partial")}
@@ -214,8 +226,8 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     return m
 
 
-def _host(m, by_name, resources):
-    h = {}
+def _host(m: Model, by_name: ByName, resources: List[Any]) -> None:
+    h: Dict[str, Any] = {}
     for r in resources:
         if r.get("kind") == "host":
             attrs = r.get("attributes") or {}
@@ -228,15 +240,15 @@ def _host(m, by_name, resources):
     m.host = h
 
 
-def _processes(m, by_name, resources):
-    cmd = {}
+def _processes(m: Model, by_name: ByName, resources: List[Any]) -> None:
+    cmd: Dict[str, str] = {}
     for r in resources:
         if r.get("kind") == "process":
             pid = (r.get("tags") or {}).get("process.pid")
             line = (r.get("attributes") or {}).get("process.command_line")
             if pid and line:
                 cmd[pid] = line
-    procs = {}
+    procs: Dict[str, Dict[str, Any]] = {}
     for name, field in (("process_cpu_usage_percent", "cpu"), ("process_memory_usage_bytes", "rss")):
         for s in by_name.get(name, ()):
             pid = (s.get("tags") or {}).get("process.pid")
@@ -246,7 +258,7 @@ def _processes(m, by_name, resources):
     m.processes = sorted(procs.values(), key=lambda p: (-(p["cpu"] or 0), int(p["pid"]) if p["pid"].isdigit() else 0))
 
 
-def _gpu_key(tags):
+def _gpu_key(tags: Mapping[str, Any]) -> Any:
     return tags.get("device.uuid") or tags.get("device.bus_id") or tags.get("device.index")
 
 
@@ -263,10 +275,11 @@ _GPU_GAUGES = {
 }
 
 
-def _gpus(m, by_name, w_by_key, resources, util_hist):
-    gpus = {}
+def _gpus(m: Model, by_name: ByName, w_by_key: ByKey, resources: List[Any],
+          util_hist: Optional[Dict[Any, Deque[Any]]]) -> None:
+    gpus: Dict[Any, Dict[str, Any]] = {}
 
-    def gpu(tags):
+    def gpu(tags: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         k = _gpu_key(tags)
         if k is None:
             return None
@@ -316,13 +329,14 @@ def _gpus(m, by_name, w_by_key, resources, util_hist):
             g["util_hist"] = [g["util"]]
         out.append(g)
 
-    def order(g):
+    def order(g: Dict[str, Any]) -> Tuple[int, Any]:
         idx = g["index"]
         return (0, int(idx)) if idx is not None and str(idx).isdigit() else (1, str(g["key"]))
     m.gpus = sorted(out, key=order)
 
 
-def _engine(m, payload, tokens_hist, prev_payload=None):
+def _engine(m: Model, payload: Payload, tokens_hist: Optional[Deque[Any]],
+            prev_payload: Optional[Payload] = None) -> None:
     if "engine" in payload:
         summary = payload["engine"]  # null: the sidecar found no engine metrics
     else:
@@ -336,7 +350,7 @@ def _engine(m, payload, tokens_hist, prev_payload=None):
     m.engine = v
 
 
-def _engine_scrape(by_name, errors):
+def _engine_scrape(by_name: ByName, errors: List[Any]) -> Optional[Dict[str, Any]]:
     """The engine's metrics endpoint (prometheus_scrape_up's url tag),
     whether its last scrape worked, and the newest unresolved entry the
     scraper made about it; None without a scrape."""
@@ -354,16 +368,16 @@ def _engine_scrape(by_name, errors):
     return None
 
 
-def is_probe_metric(name, tags):
+def is_probe_metric(name: Any, tags: Any) -> bool:
     """Probe series come from a process's ring, so the poller tags them
     with its pid; engine (Prometheus) and GPU series have no pid."""
     return bool(name) and "process.pid" in (tags or {}) and not name.startswith(_NOT_PROBES)
 
 
-def _probes(m, metrics, w_by_key):
+def _probes(m: Model, metrics: List[Series], w_by_key: ByKey) -> None:
     rows = []
     for s in metrics:
-        name = s.get("name")
+        name: Any = s.get("name")
         if not is_probe_metric(name, s.get("tags")):
             continue
         w = w_by_key.get((name, tkey(s.get("tags"))))
@@ -380,15 +394,19 @@ class NvtxRow:
     __slots__ = ("domain", "frame", "window_value", "window_samples", "total_value", "total_samples",
                  "gpu_window", "gpu_total", "pids")
 
-    def __init__(self, domain, frame):
+    def __init__(self, domain: str, frame: str) -> None:
         self.domain, self.frame = domain, frame
-        self.window_value = self.window_samples = self.total_value = self.total_samples = 0
-        self.gpu_window = self.gpu_total = None
-        self.pids = set()
+        self.window_value: float = 0
+        self.window_samples: float = 0
+        self.total_value: float = 0
+        self.total_samples: float = 0
+        self.gpu_window: Optional[float] = None
+        self.gpu_total: Optional[float] = None
+        self.pids: Set[str] = set()
 
 
-def nvtx_rows(by_name, w_by_key):
-    rows = {}
+def nvtx_rows(by_name: ByName, w_by_key: ByKey) -> List[NvtxRow]:
+    rows: Dict[Tuple[str, str], NvtxRow] = {}
     for metric in (NVTX_HOST, NVTX_GPU):
         for s in by_name.get(metric, ()):
             if s.get("type") != "profile":

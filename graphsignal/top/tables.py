@@ -11,6 +11,10 @@ memory), the sidecar's own names and categories win where it sent them,
 and a missing stat or frame reads as nothing rather than failing the
 frame.
 """
+from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from graphsignal.naming import Names
+
 KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
 TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
 
@@ -29,7 +33,11 @@ _BYTES_FOR = {"cuda_memcpy_nanoseconds": "cuda_memcpy_bytes", "cuda_memset_nanos
 COUNT_PROFILES = frozenset(("cuda_kernel_launches", "cuda_memcpy_calls", "cuda_memset_calls"))
 
 
-def tkey(tags):
+Series = Dict[str, Any]  # a payload's series (name, type, tags, stats)
+TKey = Tuple[Tuple[str, Any], ...]
+
+
+def tkey(tags: Optional[Mapping[str, Any]]) -> TKey:
     return tuple(sorted((tags or {}).items()))
 
 
@@ -40,52 +48,55 @@ class Row:
     __slots__ = ("key", "name", "short", "category", "full", "window_value", "window_samples", "total_value",
                  "total_samples", "window_bytes", "total_bytes", "procs", "pids", "ranks")
 
-    def __init__(self, key, name):
+    def __init__(self, key: Hashable, name: str) -> None:
         self.key = key
         self.name = name
         self.short = name
         self.category = ""
         self.full = name
-        self.window_value = 0
-        self.window_samples = 0
-        self.total_value = 0
-        self.total_samples = 0
-        self.window_bytes = None
-        self.total_bytes = None
-        self.procs = []  # [ProcSplit]
-        self.pids = set()  # processes that ran it
-        self.ranks = set()  # their ranks, where they have one
+        self.window_value: float = 0
+        self.window_samples: float = 0
+        self.total_value: float = 0
+        self.total_samples: float = 0
+        self.window_bytes: Optional[float] = None
+        self.total_bytes: Optional[float] = None
+        self.procs: List[ProcSplit] = []
+        self.pids: Set[str] = set()  # processes that ran it
+        self.ranks: Set[str] = set()  # their ranks, where they have one
 
 
 class ProcSplit:
     __slots__ = ("label", "window_value", "window_samples", "total_value", "total_samples")
 
-    def __init__(self, label):
+    def __init__(self, label: str) -> None:
         self.label = label
-        self.window_value = self.window_samples = self.total_value = self.total_samples = 0
+        self.window_value: float = 0
+        self.window_samples: float = 0
+        self.total_value: float = 0
+        self.total_samples: float = 0
 
 
 class Table:
-    def __init__(self, kind):
+    def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.rows = []
+        self.rows: List[Row] = []
         self.measured = False  # any series of this table exists
-        self.window_value = 0  # sum of the rows' window values (for shares)
+        self.window_value: float = 0  # sum of the rows' window values (for shares)
         self.untimed = False  # counted without time (--cuda-trace light): time columns show "-"
-        self.pids = set()  # processes with a frame in this table
+        self.pids: Set[str] = set()  # processes with a frame in this table
         self.ranked = False  # every one of them has a rank tag
         # "PID" or "RANK" when more than one process contributes: rows
         # then say whose they are
-        self.who = None
+        self.who: Optional[str] = None
 
 
-def stat(m, field):
+def stat(m: Optional[Series], field: str) -> Any:
     if not m:
         return None
     return (m.get("stats") or {}).get(field)
 
 
-def proc_label(tags):
+def proc_label(tags: Mapping[str, str]) -> str:
     parts = []
     if "process.pid" in tags:
         parts.append("pid " + tags["process.pid"])
@@ -102,13 +113,14 @@ def proc_label(tags):
     return " ".join(parts) or "-"
 
 
-def build_table(kind, by_name, by_key, w_by_key, names):
+def build_table(kind: str, by_name: Mapping[str, List[Series]], by_key: Mapping[Tuple[str, TKey], Series],
+                w_by_key: Mapping[Tuple[str, TKey], Series], names: Names) -> Table:
     """The table of `kind` from the payload's series (by name, by key) and
     its window's (by key); kernel names made readable by `names`."""
     t = Table(kind)
-    rows = {}
-    labels = {}  # key -> (display name, category) the sidecar gave its frames
-    ranks = {}  # pid -> rank tag or None
+    rows: Dict[Hashable, Row] = {}
+    labels: Dict[Hashable, Tuple[Any, Any]] = {}  # key -> (display name, category) the sidecar gave its frames
+    ranks: Dict[str, Optional[str]] = {}  # pid -> rank tag or None
     for metric in _TABLE_METRICS[kind]:
         for s in by_name.get(metric, ()):
             if s.get("type") != "profile":
@@ -177,7 +189,7 @@ def build_table(kind, by_name, by_key, w_by_key, names):
     return t
 
 
-def who_cell(row, who, width=8):
+def who_cell(row: Row, who: Optional[str], width: int = 8) -> str:
     """Whose a row is, for the PID / RANK column: one process or rank,
     else the ranks as ranges (`0-3,6`) or a count."""
     if who == "RANK":
@@ -192,7 +204,7 @@ def who_cell(row, who, width=8):
     return "%d pids" % len(vals)
 
 
-def _ranges(vals):
+def _ranges(vals: Sequence[Any]) -> Optional[str]:
     """'0-3,6' for [0, 1, 2, 3, 6]; None when a rank is not a number."""
     if not all(str(v).isdigit() for v in vals):
         return None
@@ -208,7 +220,7 @@ def _ranges(vals):
     return ",".join(out)
 
 
-def _row_key(kind, metric, frame, tags):
+def _row_key(kind: str, metric: str, frame: str, tags: Mapping[str, str]) -> Tuple[Hashable, str]:
     if kind != MEMORY:
         return frame, frame
     op = "memset" if "memset" in metric else "memcpy"
