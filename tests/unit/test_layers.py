@@ -101,7 +101,18 @@ def test_the_walk_sees_what_it_must():
     assert layer("graphsignal.cli.server", known) == (3, None)
     assert layer("graphsignal.fleet.app", known) == (2, "graphsignal.fleet")
     assert layer("graphsignal.config", known) == (0, None)
+    # the rooms split along their seams keep their layers
     assert layer("graphsignal.diff.compare", known) == (2, "graphsignal.diff")
+    assert layer("graphsignal.diff.collections", known) == (2, "graphsignal.diff")
     assert layer("graphsignal.cli.doctor", known) == (3, None)
+    assert layer("graphsignal.config_values", known) == (0, None)
+    assert layer("graphsignal.launch.workload_env", known) == (2, "graphsignal.launch")
+    assert layer("graphsignal.launch.sidecar_start", known) == (2, "graphsignal.launch")
+    for name in ("feed", "grouping", "refused"):
+        assert layer("graphsignal.sidecar." + name, known) == (2, "graphsignal.sidecar")
+    for name in ("tables", "text"):
+        assert layer("graphsignal.top." + name, known) == (2, "graphsignal.top")
+    for name in ("prometheus_text", "nvml_library"):
+        assert layer("graphsignal.sources." + name, known) == (1, None)
     # and a rule it must enforce: a room importing another is reported
     assert layer("graphsignal.sidecar.store", known)[1] != layer("graphsignal.top.state", known)[1]
