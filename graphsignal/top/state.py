@@ -14,7 +14,7 @@ from typing import Any, Callable, DefaultDict, Deque, Dict, List, Mapping, Optio
 from graphsignal import naming
 from graphsignal.top import findings_view
 from graphsignal.naming import Names
-from graphsignal.top.tables import TABLES, Series, Table, TKey, build_table, stat, tkey
+from graphsignal.top.tables import TABLES, Series, Sums, Table, TKey, build_table, stat, tkey
 
 ByName = Mapping[str, List[Series]]
 ByKey = Mapping[Tuple[str, TKey], Series]
@@ -386,20 +386,16 @@ def _probes(m: Model, metrics: List[Series], w_by_key: ByKey) -> None:
     m.probes = rows
 
 
-class NvtxRow:
+class NvtxRow(Sums):
     """One NVTX range path of one domain, summed over processes: host time
     and ranges (in the window and since start), and the GPU time of the
     kernels launched inside (--nvtx gpu; None without it)."""
 
-    __slots__ = ("domain", "frame", "window_value", "window_samples", "total_value", "total_samples",
-                 "gpu_window", "gpu_total", "pids")
+    __slots__ = ("domain", "frame", "gpu_window", "gpu_total", "pids")
 
     def __init__(self, domain: str, frame: str) -> None:
+        Sums.__init__(self)
         self.domain, self.frame = domain, frame
-        self.window_value: float = 0
-        self.window_samples: float = 0
-        self.total_value: float = 0
-        self.total_samples: float = 0
         self.gpu_window: Optional[float] = None
         self.gpu_total: Optional[float] = None
         self.pids: Set[str] = set()

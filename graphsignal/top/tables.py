@@ -41,23 +41,32 @@ def tkey(tags: Optional[Mapping[str, Any]]) -> TKey:
     return tuple(sorted((tags or {}).items()))
 
 
-class Row:
+class Sums:
+    """A value and its samples (calls, ranges) in the window and since
+    start, summed over what a row gathers."""
+
+    __slots__ = ("window_value", "window_samples", "total_value", "total_samples")
+
+    def __init__(self) -> None:
+        self.window_value: float = 0
+        self.window_samples: float = 0
+        self.total_value: float = 0
+        self.total_samples: float = 0
+
+
+class Row(Sums):
     """One line of a table: a kernel, graph, copy kind or sync kind,
     summed over every process and device that ran it."""
 
-    __slots__ = ("key", "name", "short", "category", "full", "window_value", "window_samples", "total_value",
-                 "total_samples", "window_bytes", "total_bytes", "procs", "pids", "ranks")
+    __slots__ = ("key", "name", "short", "category", "full", "window_bytes", "total_bytes", "procs", "pids", "ranks")
 
     def __init__(self, key: Hashable, name: str) -> None:
+        Sums.__init__(self)
         self.key = key
         self.name = name
         self.short = name
         self.category = ""
         self.full = name
-        self.window_value: float = 0
-        self.window_samples: float = 0
-        self.total_value: float = 0
-        self.total_samples: float = 0
         self.window_bytes: Optional[float] = None
         self.total_bytes: Optional[float] = None
         self.procs: List[ProcSplit] = []
@@ -65,15 +74,14 @@ class Row:
         self.ranks: Set[str] = set()  # their ranks, where they have one
 
 
-class ProcSplit:
-    __slots__ = ("label", "window_value", "window_samples", "total_value", "total_samples")
+class ProcSplit(Sums):
+    """A row's share of one process (and device)."""
+
+    __slots__ = ("label",)
 
     def __init__(self, label: str) -> None:
+        Sums.__init__(self)
         self.label = label
-        self.window_value: float = 0
-        self.window_samples: float = 0
-        self.total_value: float = 0
-        self.total_samples: float = 0
 
 
 class Table:
