@@ -170,7 +170,7 @@ static int gs_munmap(void* p, size_t size) { return munmap(p, size); }
 """
 
 
-def include_dir():
+def include_dir() -> str:
     for d in INCLUDE_CANDIDATES:
         if os.path.exists(os.path.join(d, "graphsignal", "probe.h")):
             return os.path.abspath(d)

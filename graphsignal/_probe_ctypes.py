@@ -10,6 +10,7 @@ has one code path; `register` builds the C argument arrays.
 """
 import ctypes
 import os
+from typing import Any, List, Optional
 
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libgraphsignal_probes.so")
 
@@ -37,7 +38,7 @@ _c.graphsignal_py_now_ns.restype = ctypes.c_uint64
 _TYPES = (ctypes.c_int * 4).in_dll(_c, "graphsignal_py_types")
 
 
-def _unsigned(v):
+def _unsigned(v: int) -> int:
     # ctypes wraps a negative into 2**64 - v; cffi refuses it: refuse it too
     if v < 0:
         raise OverflowError("can't convert negative number to unsigned")
@@ -51,24 +52,25 @@ class _Lib:
     graphsignal_now_ns = staticmethod(_c.graphsignal_py_now_ns)
 
     @staticmethod
-    def graphsignal_record(e, value):
+    def graphsignal_record(e: Any, value: int) -> None:
         _c.graphsignal_py_record(e, _unsigned(value))
 
     @staticmethod
-    def graphsignal_add(e, delta):
+    def graphsignal_add(e: Any, delta: int) -> None:
         _c.graphsignal_py_add(e, _unsigned(delta))
 
     @staticmethod
-    def graphsignal_profile_add_by_name(e, frame, value):
+    def graphsignal_profile_add_by_name(e: Any, frame: bytes, value: int) -> None:
         _c.graphsignal_py_profile_add(e, frame, _unsigned(value))
 
 
 lib = _Lib()
 
 
-def register(name, type_, keys, values):
+def register(name: bytes, type_: int, keys: List[bytes], values: List[bytes]) -> Optional[int]:
     """An entry pointer (an int), or None when probe.h refused it."""
     n = len(keys)
     ckeys = (ctypes.c_char_p * n)(*keys) if n else None
     cvalues = (ctypes.c_char_p * n)(*values) if n else None
-    return _c.graphsignal_py_register(name, type_, ckeys, cvalues, n)
+    entry: Optional[int] = _c.graphsignal_py_register(name, type_, ckeys, cvalues, n)
+    return entry

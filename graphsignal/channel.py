@@ -42,6 +42,7 @@ import socket
 import sys
 import tempfile
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
 from graphsignal import procfs
 
@@ -66,7 +67,7 @@ EXIT_REPORTED = 75  # the sidecar's exit status when it has said itself, in one 
 _FLAGS = getattr(socket, "MSG_DONTWAIT", 0x40) | getattr(socket, "MSG_NOSIGNAL", 0x4000)
 
 
-def pair():
+def pair() -> Tuple[socket.socket, socket.socket]:
     """(supervisor end, sidecar end); the sidecar's end is inheritable."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -83,13 +84,13 @@ class LineCutter:
     passes over a chunk and Python work per limit-sized stretch, not per
     line."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.run = 0  # length of the current (unfinished) line so far
 
-    def cut(self, data):
+    def cut(self, data: bytes) -> bytes:
         limit, n = self.limit, len(data)
-        out = None  # pieces kept, once something has been cut
+        out: Optional[List[bytes]] = None  # pieces kept, once something has been cut
         keep_from = 0  # start of the bytes not yet added to out
         pos, run = 0, self.run
         while pos < n:
@@ -126,7 +127,7 @@ class LineCutter:
         return b"".join(out)
 
 
-def _first_eol(data, pos):
+def _first_eol(data: bytes, pos: int) -> int:
     a, b = data.find(b"\n", pos), data.find(b"\r", pos)
     if a < 0:
         return b
@@ -138,14 +139,14 @@ class Sender:
     closed() for its own stream, so the per-stream state needs no lock.
     line_limit: lines are cut to this many bytes (None: sent whole)."""
 
-    def __init__(self, sock, line_limit=None):
+    def __init__(self, sock: socket.socket, line_limit: Optional[int] = None) -> None:
         self.sock = sock
         self.dead = False  # the sidecar is gone: nothing is sent any more
         self.pending_gap = {"stdout": 0, "stderr": 0}  # bytes dropped and not yet announced
         self.dropped = {"stdout": 0, "stderr": 0}  # bytes dropped in all
         self.cutters = {name: LineCutter(line_limit) for name in DATA} if line_limit else None
 
-    def _send(self, tag, payload):
+    def _send(self, tag: bytes, payload: bytes) -> bool:
         if self.dead:
             return False
         try:
@@ -159,7 +160,7 @@ class Sender:
             self.dead = True  # EPIPE, ECONNRESET, EBADF: the sidecar has exited
             return False
 
-    def data(self, stream, chunk):
+    def data(self, stream: str, chunk: bytes) -> None:
         if self.dead:
             return
         if self.cutters is not None:
@@ -174,14 +175,14 @@ class Sender:
         if not self._send(DATA[stream], chunk):
             self._drop(stream, len(chunk))
 
-    def _drop(self, stream, n):
+    def _drop(self, stream: str, n: int) -> None:
         self.pending_gap[stream] += n
         self.dropped[stream] += n
 
-    def closed(self, stream):
+    def closed(self, stream: str) -> None:
         self._send(CLOSED, stream.encode())
 
-    def exit(self, returncode, ended_ns=None):
+    def exit(self, returncode: int, ended_ns: Optional[int] = None) -> bool:
         """The last message; the gaps not yet announced travel with it. Waits
         (up to 2 s) for room: this one must arrive if the sidecar lives."""
         payload = json.dumps({"returncode": returncode, "gaps": self.pending_gap, "ended_ns": ended_ns}).encode()
@@ -195,7 +196,7 @@ class Sender:
             self.dead = True
             return False
 
-    def heard(self):
+    def heard(self) -> bool:
         """True when a heartbeat came from the sidecar since the last call
         (never blocks; reads whatever is queued)."""
         heard = False
@@ -214,14 +215,14 @@ class Sender:
                 return heard
             heard = heard or msg[:1] == HEARTBEAT
 
-    def close(self):
+    def close(self) -> None:
         try:
             self.sock.close()
         except OSError:
             pass
 
 
-def beat_until_closed(sock, interval=BEAT_INTERVAL):
+def beat_until_closed(sock: socket.socket, interval: float = BEAT_INTERVAL) -> None:
     """The sidecar's heartbeat loop (a daemon thread's body): ends when the
     supervisor's end is gone, or with the process."""
     while True:
@@ -234,7 +235,7 @@ def beat_until_closed(sock, interval=BEAT_INTERVAL):
         time.sleep(interval)
 
 
-def receive(sock):
+def receive(sock: socket.socket) -> Tuple[Optional[bytes], Optional[bytes]]:
     """(tag, payload) of the next message, or (None, None) at EOF."""
     while True:
         try:
@@ -248,7 +249,7 @@ def receive(sock):
         return msg[:1], msg[1:]
 
 
-def write_config(cfg):
+def write_config(cfg: Dict[str, Any]) -> int:
     """An inheritable descriptor of an unlinked file holding cfg as JSON."""
     data = json.dumps(cfg).encode()
     try:
@@ -265,7 +266,7 @@ def write_config(cfg):
     return fd
 
 
-def read_config(fd):
+def read_config(fd: int) -> Any:
     chunks = []
     while True:
         b = os.read(fd, 1 << 20)
@@ -277,7 +278,7 @@ def read_config(fd):
 
 
 # -- shared by both processes ---------------------------------------------------------
-def setup_logging(level):
+def setup_logging(level: int) -> None:
     """graphsignal's log lines go to stderr, at `level` (a logging level:
     config.log_level_of() before Settings exist, Settings.log_level after)."""
     logger = logging.getLogger("graphsignal")
@@ -293,7 +294,7 @@ def setup_logging(level):
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
-def describe_status(rc):
+def describe_status(rc: int) -> str:
     """'exit code 1' / 'killed by SIGKILL' for a Popen-style returncode."""
     if rc >= 0:
         return "exit code %d" % rc
@@ -303,7 +304,7 @@ def describe_status(rc):
         return "killed by signal %d" % -rc
 
 
-def start_time(pid):
+def start_time(pid: int) -> Optional[int]:
     """The process's start time in clock ticks since boot (with the pid, it
     names one process even after the pid is reused)."""
     return procfs.start_time(pid)

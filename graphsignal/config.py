@@ -11,16 +11,34 @@ the workload before any native module loads, reads the header's text
 (graphsignal.rings.header), and tests/unit/test_header_constants.py holds
 the two equal.
 
+One option's raw text is made into its value by graphsignal.config_values
+(ports, choices, yes/no words, host names, printable text); the otlp_*
+settings are read by graphsignal.otelenv. resolve() also amends what a run
+cannot do as asked (Settings.amended), so --print-config prints what runs.
+
 Standard library only: the supervisor imports this before the workload
 starts.
 """
+import dataclasses
 import logging
 import os
-import re
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from graphsignal import otelenv
+from graphsignal.config_values import ANY_HOST as ANY_HOST
+from graphsignal.config_values import BIND_PORT as BIND_PORT
+from graphsignal.config_values import CONNECT_PORT as CONNECT_PORT
+from graphsignal.config_values import DEFAULT as DEFAULT
+from graphsignal.config_values import ENVIRONMENT as ENVIRONMENT
+from graphsignal.config_values import FLAG as FLAG
+from graphsignal.config_values import MAX_ALLOW_HOSTS as MAX_ALLOW_HOSTS
+from graphsignal.config_values import PortRange as PortRange
+from graphsignal.config_values import allowed_host as allowed_host
+from graphsignal.config_values import choice, host_list, log_level, switch, table, text, yes
+from graphsignal.config_values import level_number as level_number
+from graphsignal.config_values import printable as printable
+from graphsignal.config_values import shown_url as shown_url
 from graphsignal.rings import header
 
 logger = logging.getLogger("graphsignal")
@@ -64,8 +82,6 @@ CUDA_TRACE_CHOICES = ("on", "off", "light")
 ROCM_TRACE_CHOICES = ("none", "all")
 NVTX_CHOICES = ("off", "on", "gpu")  # GRAPHSIGNAL_NVTX also takes 0 and 1
 SIDECAR_PRIORITY_CHOICES = ("normal", "low", "idle")  # as the workload; nice 19; SCHED_IDLE (else nice 19)
-TRUE_WORDS = ("1", "true", "yes", "on")  # what a yes/no variable accepts as yes (any case)
-FALSE_WORDS = ("0", "false", "no", "off")
 
 # -- defaults, each defined once ------------------------------------------------------
 DEFAULT_LISTEN_HOST = "127.0.0.1"  # /signals is local unless --listen-host says otherwise
@@ -78,7 +94,7 @@ DEFAULT_ROCM_TRACE = "none"
 DEFAULT_NVTX = "on"  # costs nothing until the workload's first NVTX call (SKILL.md has the measured cost)
 DEFAULT_SIDECAR_PRIORITY = "idle"
 DEFAULT_TOP_FRAMES = 50  # /metrics: frames exported per profile
-MAX_TOP_FRAMES = 250  # what /signals itself lists per profile
+MAX_TOP_FRAMES = 250  # what /signals itself lists per profile (its windows, the diff and /metrics too)
 DEFAULT_LOG_LEVEL = "WARNING"
 # The workload's own device selection, which GPU telemetry follows (unless
 # GRAPHSIGNAL_ALL_GPUS): each backend reads the names it knows, in its order.
@@ -90,78 +106,6 @@ def ring_prefix(run_id: str, prefix: str = RING_PREFIX) -> str:
     passes the header's prefix as the compiled helper carries it
     (graphsignal.rings.layout.RING_PREFIX)."""
     return "%s%s-" % (prefix, run_id)
-
-
-# -- ports ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PortRange:
-    """The ports one kind of option accepts (every port option of every
-    command is checked by one of the two below)."""
-
-    what: str
-    low: int
-    high: int
-
-    def parse(self, raw: str) -> int:
-        """The port in `raw`; raises ValueError with the reason."""
-        text = raw.strip()
-        if not (text.isascii() and text.isdigit()):
-            raise ValueError("expects a port number, got %r" % raw)
-        port = int(text) if len(text) <= 6 else self.high + 1  # (int() refuses thousands of digits)
-        if not self.low <= port <= self.high:
-            shown = text if len(text) <= 12 else text[:12] + "..."
-            raise ValueError("expects %s, between %d and %d, got %s" % (self.what, self.low, self.high, shown))
-        return port
-
-
-BIND_PORT = PortRange("a port to bind (0 picks a free one)", 0, 65535)
-CONNECT_PORT = PortRange("a port to connect to", 1, 65535)
-
-
-# -- one value per option --------------------------------------------------------------
-FLAG, ENVIRONMENT, DEFAULT = "flag", "environment", "default"
-
-
-def _choice(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
-            default: str, shown: Optional[str] = None) -> Tuple[str, str]:
-    """(value, origin): the flag wins; an env value outside `choices` warns
-    (naming `shown`, else the choices) and falls back to the default."""
-    if flag_value is not None:
-        return flag_value, FLAG
-    raw = environ.get(env_name)
-    if raw is None or raw == "":
-        return default, DEFAULT
-    val = raw.strip().lower()
-    if val not in choices:
-        logger.warning("graphsignal: %s=%r is not one of %s; using %s", env_name, raw, shown or "|".join(choices),
-                       default)
-        return default, DEFAULT
-    return val, ENVIRONMENT
-
-
-def _switch(flag_value: Optional[str], environ: Mapping[str, str], env_name: str, choices: Sequence[str],
-            default: str) -> Tuple[str, str]:
-    """_choice for a setting whose variable also takes the yes/no words
-    (1, true, yes; 0, false, no) as on and off, as the native library reads
-    them (GRAPHSIGNAL_NVTX, GRAPHSIGNAL_CUDA_TRACE)."""
-    raw = environ.get(env_name)
-    word = (raw or "").strip().lower()
-    value = "on" if word in TRUE_WORDS else "off" if word in FALSE_WORDS else raw
-    env = {env_name: value} if value is not None else {}
-    return _choice(flag_value, env, env_name, choices, default, "|".join(choices) + "|1|0|true|false|yes|no")
-
-
-def _yes(environ: Mapping[str, str], name: str) -> Tuple[bool, str]:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return False, DEFAULT
-    return raw.strip().lower() in TRUE_WORDS, ENVIRONMENT
-
-
-def _text(environ: Mapping[str, str], name: str, strip: bool = True) -> Tuple[Optional[str], str]:
-    raw = environ.get(name)
-    value = (raw or "").strip() if strip else raw
-    return (value, ENVIRONMENT) if value else (None, DEFAULT)
 
 
 def top_frames(environ: Mapping[str, str]) -> Tuple[int, str]:
@@ -178,21 +122,6 @@ def top_frames(environ: Mapping[str, str]) -> Tuple[int, str]:
 
 
 MAX_TOKEN = 1024  # characters of GRAPHSIGNAL_SIGNALS_TOKEN (an HTTP header must carry it)
-
-
-def printable(text: str) -> str:
-    """text safe to print anywhere: bytes that were not UTF-8 as \\xNN,
-    control characters as \\xNN."""
-    from graphsignal.textsafe import clean, utf8
-
-    return clean(utf8(text, "backslashreplace"))
-
-
-def shown_url(url: str) -> str:
-    """A URL as it may be logged, stored or printed: credentials in it
-    (user:password@, a query string) replaced by ***."""
-    url = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1***@", url)
-    return re.sub(r"[?#].*$", "?***", url, flags=re.S)
 
 
 def token_problem(token: Optional[str]) -> Optional[str]:
@@ -214,62 +143,10 @@ def linger_seconds(raw: Optional[str]) -> float:
     return float(envcheck.value({LINGER_ENV: raw}, LINGER_ENV) or 0.0) if raw else 0.0
 
 
-# -- names the endpoint answers besides its own (--allow-host) -------------------------
-ANY_HOST = "*"  # turns the Host check off
-MAX_ALLOW_HOSTS = 64
-_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
-
-
-def allowed_host(raw: str) -> str:
-    """A name of --allow-host / GRAPHSIGNAL_ALLOW_HOSTS as the endpoint's
-    Host check compares it (lowercase, without a trailing dot, an IPv6
-    address without brackets), or ANY_HOST; raises ValueError with the
-    reason for anything else (a port, a path, a pattern, spaces)."""
-    import ipaddress
-
-    text = raw.strip().lower()
-    if text == ANY_HOST:
-        return text
-    if "*" in text:
-        raise ValueError("%r: only * alone is accepted (it turns the Host check off)" % raw)
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        pass
-    name, colon, port = text.partition(":")
-    name = name[:-1] if name.endswith(".") else name
-    good = bool(name) and len(name) <= 253 and name.isascii() and all(_LABEL.match(x) for x in name.split("."))
-    if good and colon and port.isascii() and port.isdigit():
-        raise ValueError("%r: give the name without a port (the check compares names; any port passes)" % raw)
-    if not good or colon:
-        raise ValueError("%r is not a host name or an IP address" % printable(raw[:300]))
-    return name
-
-
 def allow_hosts(environ: Mapping[str, str]) -> Tuple[Tuple[str, ...], str]:
     """(names, origin) of GRAPHSIGNAL_ALLOW_HOSTS (a comma list); a name
     that is none gets one line and is left out, the others are kept."""
-    raw = environ.get(ALLOW_HOSTS_ENV) or ""
-    names: List[str] = []
-    bad: List[str] = []
-    for part in raw.split(","):
-        if not part.strip():
-            continue
-        try:
-            names.append(allowed_host(part))
-        except ValueError as e:
-            bad.append(str(e))
-    if bad:
-        logger.warning("graphsignal: %s: %s; left out", ALLOW_HOSTS_ENV, "; ".join(bad[:3]) + (
-            "; and %d more" % (len(bad) - 3) if len(bad) > 3 else ""))
-    names = list(dict.fromkeys(names))
-    if len(names) > MAX_ALLOW_HOSTS:
-        logger.warning("graphsignal: %s names %d hosts; the first %d are used", ALLOW_HOSTS_ENV, len(names),
-                       MAX_ALLOW_HOSTS)
-        del names[MAX_ALLOW_HOSTS:]
-    return (tuple(names), ENVIRONMENT) if names else ((), DEFAULT)
+    return host_list(environ.get(ALLOW_HOSTS_ENV) or "", ALLOW_HOSTS_ENV)
 
 
 @dataclass(frozen=True)
@@ -358,7 +235,9 @@ class Settings:
     endpoint's Host check answers besides this machine's (ANY_HOST: the
     check is off); sidecar_priority: "normal" | "low" | "idle", how the
     sidecar's threads are scheduled next to the workload's. origins: (setting, where
-    its value came from), for --print-config."""
+    its value came from), for --print-config; amended: (setting, the line
+    that says what resolve() changed in what was asked, and why), said by
+    the supervisor and shown by --print-config."""
 
     command: Tuple[str, ...] = ()
     metrics_port: Optional[int] = None
@@ -390,6 +269,7 @@ class Settings:
     nvtx: str = DEFAULT_NVTX
     sidecar_priority: str = DEFAULT_SIDECAR_PRIORITY
     origins: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
+    amended: Tuple[Tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def uploads(self) -> bool:
@@ -420,6 +300,10 @@ class Settings:
             return "environment " + env
         return DEFAULT
 
+    def amendment(self, name: str) -> Optional[str]:
+        """The line that says how resolve() amended setting `name`, or None."""
+        return dict(self.amended).get(name)
+
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON types, for the channel (from_dict() reads it back)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -430,6 +314,7 @@ class Settings:
         d["otlp_resource"] = [list(p) for p in self.otlp_resource]
         d["allow_hosts"] = list(self.allow_hosts)
         d["origins"] = [list(p) for p in self.origins]
+        d["amended"] = [list(p) for p in self.amended]
         return d
 
     @classmethod
@@ -450,7 +335,7 @@ class Settings:
         UTF-8 escaped)."""
         rows = []
         for f in fields(self):
-            if f.name == "origins":
+            if f.name in ("origins", "amended"):
                 continue
             v = getattr(self, f.name)
             if f.name in SECRET:
@@ -477,6 +362,9 @@ class Settings:
                          "otlp_endpoint": "(not exporting)"}.get(f.name, "(none)")
             else:
                 shown = str(v)
+            note = self.amendment(f.name)
+            if note:
+                shown = "%s (amended: %s)" % (shown, note)
             if refused and f.name in refused:
                 shown = "%s (refused: %s; not used)" % (shown, refused[f.name])
             rows.append((f.name, printable(shown), self.origin(f.name)))
@@ -490,7 +378,7 @@ _KINDS: Dict[str, Tuple[type, ...]] = {
     "api_base": (str, type(None)), "version_check": (bool,), "all_gpus": (bool,), "visible_devices": (list,),
     "metrics_top_frames": (int,), "metrics_engine": (bool,), "log_level": (str,), "nvtx": (str,),
     "sidecar_priority": (str,),
-    "allow_hosts": (list,), "origins": (list,),
+    "allow_hosts": (list,), "origins": (list,), "amended": (list,),
     "service": (str, type(None)), "tags": (dict,), "otlp": (bool,), "otlp_endpoint": (str, type(None)),
     "otlp_headers": (list,), "otlp_interval": (float, int), "otlp_gzip": (bool,), "otlp_resource": (list,),
 }
@@ -511,7 +399,7 @@ def _typed(name: str, given: Any) -> Any:
         if not all(isinstance(a, str) for a in v):
             raise ValueError("settings: command holds something other than strings")
         return tuple(v)
-    if name in ("visible_devices", "origins", "otlp_headers", "otlp_resource"):
+    if name in ("visible_devices", "origins", "amended", "otlp_headers", "otlp_resource"):
         return _pairs(name, v)
     if name == "allow_hosts":
         if not all(isinstance(a, str) for a in v):
@@ -533,7 +421,44 @@ def _typed(name: str, given: Any) -> Any:
 def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
     """Settings from a RunConfig and an environment: the flag wins, then
     the environment, then the default (a bad environment value gets one
-    line and its default)."""
+    line and its default); then what a run cannot do as asked is amended
+    (_amend), so the Settings are what runs."""
+    return _amend(_resolved(cfg, environ))
+
+
+def _amend(s: Settings) -> Settings:
+    """The settings as a run uses them, each change with its line
+    (Settings.amended): NVTX GPU time needs CUPTI's kernel records, so
+    without --cuda-trace on NVTX ranges get their host time only; an output
+    that could never be written safely (a device, a directory, another
+    user's symlink) is dropped, said now rather than after a long run; one
+    that can be is held by its absolute path (the sidecar has another
+    working folder). An output whose folder is missing stays: the run
+    refuses to start (graphsignal.launch.supervisor), a typo in a path that
+    the user fixes before a run."""
+    from graphsignal import safefs
+
+    changed: Dict[str, Any] = {}
+    notes: List[Tuple[str, str]] = []
+    if s.nvtx == "gpu" and s.cuda_trace != "on":
+        changed["nvtx"] = "on"
+        notes.append(("nvtx", "NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing through CUPTI "
+                              "(--cuda-trace on), which is %s: NVTX ranges get their host time only" % s.cuda_trace))
+    if s.signals_file:
+        try:
+            safefs.output_folder(s.signals_file)
+        except safefs.UnsafePath as e:
+            changed["signals_file"] = None
+            notes.append(("signals_file", "%s: the final payload will not be written" % e))
+        except safefs.NoFolder:
+            pass
+        else:
+            changed["signals_file"] = os.path.abspath(s.signals_file)
+    return dataclasses.replace(s, amended=tuple(notes), **changed)
+
+
+def _resolved(cfg: Flags, environ: Mapping[str, str]) -> Settings:
+    """Settings as asked for (resolve() without the amendments)."""
     origins: List[Tuple[str, str]] = []
 
     def take(name: str, value_origin: Tuple[Any, str]) -> Any:
@@ -555,60 +480,33 @@ def resolve(cfg: Flags, environ: Mapping[str, str]) -> Settings:
         metrics_port=flag("metrics_port", cfg.metrics_port, None),
         listen_host=flag("listen_host", cfg.listen_host, DEFAULT_LISTEN_HOST),
         listen_port=flag("listen_port", cfg.listen_port, DEFAULT_LISTEN_PORT),
-        cuda_graph_trace=take("cuda_graph_trace", _choice(cfg.cuda_graph_trace, environ, GRAPH_TRACE_ENV,
+        cuda_graph_trace=take("cuda_graph_trace", choice(cfg.cuda_graph_trace, environ, GRAPH_TRACE_ENV,
                                                           GRAPH_TRACE_CHOICES, DEFAULT_GRAPH_TRACE)),
-        cuda_trace=take("cuda_trace", _switch(cfg.cuda_trace, environ, CUDA_TRACE_ENV, CUDA_TRACE_CHOICES,
+        cuda_trace=take("cuda_trace", switch(cfg.cuda_trace, environ, CUDA_TRACE_ENV, CUDA_TRACE_CHOICES,
                                               DEFAULT_CUDA_TRACE)),
-        rocm_kernel_trace=take("rocm_kernel_trace", _choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV,
+        rocm_kernel_trace=take("rocm_kernel_trace", choice(cfg.rocm_kernel_trace, environ, ROCM_TRACE_ENV,
                                                             ROCM_TRACE_CHOICES, DEFAULT_ROCM_TRACE)),
-        signals_file=take("signals_file", (cfg.output, FLAG) if cfg.output else _text(environ, SIGNALS_FILE_ENV,
+        signals_file=take("signals_file", (cfg.output, FLAG) if cfg.output else text(environ, SIGNALS_FILE_ENV,
                                                                                        strip=False)),
         linger=take("linger", (linger, ENVIRONMENT if linger else DEFAULT)),
         signals_token=take("signals_token", (token, ENVIRONMENT if token else DEFAULT)),
-        api_key=take("api_key", _text(environ, API_KEY_ENV)),
-        api_base=take("api_base", _text(environ, API_BASE_ENV)),
-        version_check=not take("version_check", _yes(environ, DISABLE_VERSION_CHECK_ENV)),
-        all_gpus=take("all_gpus", _yes(environ, ALL_GPUS_ENV)),
+        api_key=take("api_key", text(environ, API_KEY_ENV)),
+        api_base=take("api_base", text(environ, API_BASE_ENV)),
+        version_check=not take("version_check", yes(environ, DISABLE_VERSION_CHECK_ENV)),
+        all_gpus=take("all_gpus", yes(environ, ALL_GPUS_ENV)),
         visible_devices=take("visible_devices", (visible, ENVIRONMENT if visible else DEFAULT)),
         metrics_top_frames=take("metrics_top_frames", top_frames(environ)),
-        metrics_engine=take("metrics_engine", _yes(environ, METRICS_ENGINE_ENV)),
+        metrics_engine=take("metrics_engine", yes(environ, METRICS_ENGINE_ENV)),
         log_level=take("log_level", _log_level(environ)),
         service=take("service", (service, "%s %s" % (ENVIRONMENT, service_from)) if service else (None, DEFAULT)),
         tags=take("tags", (tags, ENVIRONMENT if tags else DEFAULT)),
-        **_otlp(environ, take),
+        **otelenv.otlp_settings(environ, take),
         allow_hosts=take("allow_hosts", (tuple(cfg.allow_hosts), FLAG) if cfg.allow_hosts else allow_hosts(environ)),
-        nvtx=take("nvtx", _switch(cfg.nvtx, environ, NVTX_ENV, NVTX_CHOICES, DEFAULT_NVTX)),
-        sidecar_priority=take("sidecar_priority", _choice(None, environ, SIDECAR_PRIORITY_ENV,
+        nvtx=take("nvtx", switch(cfg.nvtx, environ, NVTX_ENV, NVTX_CHOICES, DEFAULT_NVTX)),
+        sidecar_priority=take("sidecar_priority", choice(None, environ, SIDECAR_PRIORITY_ENV,
                                                           SIDECAR_PRIORITY_CHOICES, DEFAULT_SIDECAR_PRIORITY)),
         origins=tuple(origins),
     )
-
-
-def _otlp(environ: Mapping[str, str], take: Callable[[str, Tuple[Any, str]], Any]) -> Dict[str, Any]:
-    """The otlp_* settings: read (and their bad values said) only with
-    GRAPHSIGNAL_OTLP=1, since a workload sets OTEL_* for itself."""
-    on, how = _yes(environ, OTLP_ENV)
-    out: Dict[str, Any] = {"otlp": take("otlp", (on, how))}
-    if not on:
-        return out
-    otelenv.otlp_notes(environ)
-    url, url_from = otelenv.otlp_endpoint(environ)
-    headers, headers_from = otelenv.otlp_headers(environ)
-    interval, interval_set = otelenv.otlp_interval(environ)
-    gzip, gzip_set = otelenv.otlp_gzip(environ)
-    resource = otelenv.resource_attributes(environ.get(otelenv.OTEL_RESOURCE_ATTRIBUTES) or "")
-
-    def env(value: Any, source: Optional[str]) -> Tuple[Any, str]:
-        return (value, "%s %s" % (ENVIRONMENT, source)) if source else (value, DEFAULT)
-
-    out["otlp_endpoint"] = take("otlp_endpoint", env(url, None if url_from == DEFAULT else url_from))
-    out["otlp_headers"] = take("otlp_headers", env(headers, headers_from))
-    out["otlp_interval"] = take("otlp_interval", (interval, ENVIRONMENT if interval_set else DEFAULT))
-    out["otlp_gzip"] = take("otlp_gzip", env(gzip, (otelenv.OTEL_METRICS_COMPRESSION
-                                                    if environ.get(otelenv.OTEL_METRICS_COMPRESSION)
-                                                    else otelenv.OTEL_COMPRESSION) if gzip_set else None))
-    out["otlp_resource"] = take("otlp_resource", (tuple(resource.items()), ENVIRONMENT if resource else DEFAULT))
-    return out
 
 
 def identity_labels(settings: Settings) -> Dict[str, str]:
@@ -648,28 +546,13 @@ def from_environ(environ: Mapping[str, str], command: Sequence[str] = ()) -> Set
 
 
 def _log_level(environ: Mapping[str, str], warn: bool = True) -> Tuple[str, str]:
-    raw = (environ.get(LOG_LEVEL_ENV) or "").strip().upper()
-    if not raw:
-        return DEFAULT_LOG_LEVEL, DEFAULT
-    if isinstance(logging.getLevelName(raw), int):
-        return raw, ENVIRONMENT
-    if warn:
-        logger.warning("graphsignal: %s=%r is not a log level (debug, info, warning, error); using %s", LOG_LEVEL_ENV,
-                       environ.get(LOG_LEVEL_ENV), DEFAULT_LOG_LEVEL.lower())
-    return DEFAULT_LOG_LEVEL, DEFAULT
+    return log_level(environ, LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL, warn)
 
 
 def log_level_of(environ: Mapping[str, str]) -> int:
     """GRAPHSIGNAL_LOG_LEVEL as a logging level (WARNING when unset or not
     a level's name), for the moment before Settings exist."""
     return level_number(_log_level(environ, warn=False)[0])
-
-
-def level_number(name: str) -> int:
-    """A level's name (Settings.log_level) as a logging level; WARNING for
-    a name that is none."""
-    level = logging.getLevelName(name)
-    return level if isinstance(level, int) else logging.WARNING
 
 
 def print_config(s: Settings, environ: Mapping[str, str], refused: Optional[Mapping[str, str]] = None) -> str:
@@ -688,21 +571,4 @@ def print_config(s: Settings, environ: Mapping[str, str], refused: Optional[Mapp
             rows.append((name, "%s (%s)" % (default, unit), DEFAULT))
         else:
             rows.append((name, "%s (%s)" % (v, unit), "environment " + name))
-    return _table(rows)
-
-
-def _table(rows: Sequence[Tuple[str, str, str]]) -> str:
-    w0 = max(len(r[0]) for r in rows)
-    w1 = min(48, max(len(r[1]) for r in rows))
-    return "".join("%-*s  %-*s  %s\n" % (w0, a, w1, b, c) for a, b, c in rows)
-
-
-def rocm_tracing_library(lib_dir: str) -> Optional[str]:
-    """The ROCm kernel-tracing library of this build in lib_dir, or None
-    (this build has none: ROCm GPUs get AMD SMI telemetry and probe_rocm.h
-    probes)."""
-    try:
-        names = sorted(n for n in os.listdir(lib_dir) if n.startswith("libgraphsignal_rocm") and n.endswith(".so"))
-    except OSError:
-        return None
-    return os.path.join(lib_dir, names[0]) if names else None
+    return table(rows)

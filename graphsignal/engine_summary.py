@@ -82,7 +82,7 @@ payloads; from_snapshot() builds the same input from a store snapshot
 (graphsignal.signals_model.StoreSnapshot) and its per-second history.
 """
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from graphsignal import histo
 from graphsignal.signals_model import StoreSnapshot
@@ -494,7 +494,8 @@ def _rate(cur, prev, seconds):
     return (cur - prev) / seconds
 
 
-def summarize(metrics, prev_metrics=None, seconds=None):
+def summarize(metrics: Sequence[Any], prev_metrics: Optional[Sequence[Any]] = None,
+              seconds: Optional[float] = None) -> Optional[Dict[str, Any]]:
     """The engine summary (a dict) from a payload's `metrics` list, or None
     when no engine's metrics are there.
 

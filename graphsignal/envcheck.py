@@ -9,6 +9,7 @@ import logging
 import math
 from typing import List, Mapping, MutableMapping, Optional, Tuple, Union
 
+from graphsignal.config import LINGER_ENV
 from graphsignal.rings import header
 
 logger = logging.getLogger("graphsignal")
@@ -22,7 +23,7 @@ RING_CAPACITY_BOUNDS = (header.integer("GRAPHSIGNAL_RING_MIN_CAPACITY"),
 # name: (kind, lowest, highest, unit, default as users read it)
 NUMERIC = {
     RING_CAPACITY_ENV: (int, *RING_CAPACITY_BOUNDS, "records per ring", "sized from the free space of /dev/shm"),
-    "GRAPHSIGNAL_LINGER": (float, 0, 3600, "seconds", "0"),
+    LINGER_ENV: (float, 0, 3600, "seconds", "0"),
     "GRAPHSIGNAL_PROBE_CUDA_INTERVAL_MS": (int, 10, 3_600_000, "milliseconds", "1000"),
     # the CUPTI library's own ranges (csrc/cupti/collector.cpp, CollectorConfig::from_env);
     # tests/integration/test_cupti_env_bounds.py holds them equal against the built library

@@ -32,6 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import orjson
 
@@ -48,23 +49,23 @@ CHUNK = 1 << 20
 _CONTROL_IN_JSON = re.compile(rb"\\u00[0189][0-9a-fA-F]|\\u007[fF]|\x7f|\xc2[\x80-\x9f]")
 
 
-_FROM_ENV = object()
+_FROM_ENV: Any = object()  # token: GRAPHSIGNAL_SIGNALS_TOKEN when set
 
 
 class FetchError(Exception):
     """One printable line; `status` is the HTTP status when there was one."""
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         Exception.__init__(self, message)
         self.status = status
 
 
-def _quote(text):
+def _quote(text: object) -> str:
     text = clean(text)
     return text if len(text) <= MAX_LINE else text[:MAX_LINE] + "..."
 
 
-def _mb(n):
+def _mb(n: int) -> str:
     return "%d MB" % (n >> 20) if n >= 1 << 20 else "%d bytes" % n
 
 
@@ -73,20 +74,21 @@ class _Deadline:
     are watched through a dup of their descriptor, so a socket that TLS
     wrapped (and detached) is still reached; the dups are closed at the end."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.end = time.monotonic() + seconds
         self.expired = False
         self._lock = threading.Lock()
-        self._socks = []
+        self._socks: List[socket.socket] = []
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
         self._timer.start()
 
-    def left(self):
+    def left(self) -> float:
         return self.end - time.monotonic()
 
-    def connect(self, address, timeout=None, source_address=None, *args, **kwargs):
+    def connect(self, address: Any, timeout: Any = None, source_address: Any = None, *args: Any,
+                **kwargs: Any) -> socket.socket:
         """http.client's _create_connection, with connect bounded by what is left."""
         left = self.left()
         if left <= 0:
@@ -102,7 +104,7 @@ class _Deadline:
             self._socks.append(sock.dup())
         return sock
 
-    def _expire(self):
+    def _expire(self) -> None:
         with self._lock:
             self.expired = True
             for s in self._socks:
@@ -111,7 +113,7 @@ class _Deadline:
                 except OSError:
                     pass
 
-    def close(self):
+    def close(self) -> None:
         self._timer.cancel()
         with self._lock:
             for s in self._socks:
@@ -119,27 +121,27 @@ class _Deadline:
             self._socks = []
 
 
-def _opener(deadline):
-    def hooked(http_class):
-        def make(host, **kw):
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    def hooked(http_class: Any) -> Callable[..., Any]:
+        def make(host: str, **kw: Any) -> Any:
             conn = http_class(host, **kw)
             conn._create_connection = deadline.connect
             return conn
         return make
 
     class HTTP(urllib.request.HTTPHandler):
-        def do_open(self, http_class, req, **kw):
+        def do_open(self, http_class: Any, req: Any, **kw: Any) -> Any:
             return urllib.request.HTTPHandler.do_open(self, hooked(http_class), req, **kw)
 
     class HTTPS(urllib.request.HTTPSHandler):
-        def do_open(self, http_class, req, **kw):
+        def do_open(self, http_class: Any, req: Any, **kw: Any) -> Any:
             return urllib.request.HTTPSHandler.do_open(self, hooked(http_class), req, **kw)
 
     # no proxies: the endpoint is local or on the operator's own network
     return urllib.request.build_opener(urllib.request.ProxyHandler({}), HTTP(), HTTPS())
 
 
-def _read(resp, limit):
+def _read(resp: Any, limit: int) -> bytearray:
     buf = bytearray()
     while True:
         chunk = resp.read(min(CHUNK, limit + 1 - len(buf)))
@@ -150,7 +152,7 @@ def _read(resp, limit):
             raise FetchError("the answer is larger than %s (a /signals payload is a few MB)" % _mb(limit))
 
 
-def _error_detail(e):
+def _error_detail(e: urllib.error.HTTPError) -> str:
     try:
         detail = jsonsafe.loads(e.read(MAX_ERROR_BODY), MAX_DEPTH).get("error")
     except Exception:  # the body is whatever the server sent; the status is enough
@@ -158,7 +160,8 @@ def _error_detail(e):
     return ": " + _quote(detail) if isinstance(detail, str) and detail else ""
 
 
-def get(url, timeout, deadline, max_bytes=MAX_BYTES, token=_FROM_ENV, since=None):
+def get(url: str, timeout: float, deadline: float, max_bytes: int = MAX_BYTES, token: Optional[str] = _FROM_ENV,
+        since: Optional[float] = None) -> bytes:
     """The body at `url` (bytes, at most max_bytes), within `timeout`
     seconds per connect or read and `deadline` seconds in all, counted
     from `since` (time.monotonic(); default: now). token: the bearer
@@ -202,7 +205,7 @@ def get(url, timeout, deadline, max_bytes=MAX_BYTES, token=_FROM_ENV, since=None
         d.close()
 
 
-def reason(e):
+def reason(e: BaseException) -> str:
     """One line for an exception of urllib, http.client or the socket."""
     if isinstance(e, urllib.error.URLError) and not isinstance(e, urllib.error.HTTPError):
         r = e.reason
@@ -236,7 +239,7 @@ def reason(e):
     return "%s: %s" % (type(e).__name__, _quote(e))
 
 
-def _looks_binary(data):
+def _looks_binary(data: Union[bytes, bytearray]) -> bool:
     head = bytes(data[:4096])
     if b"\x00" in head:
         return True
@@ -247,7 +250,7 @@ def _looks_binary(data):
     return False
 
 
-def parse_signals(data):
+def parse_signals(data: Union[bytes, bytearray]) -> Dict[str, Any]:
     """bytes -> a /signals payload (a dict with a metrics list), or
     FetchError saying what the bytes are instead."""
     try:
@@ -270,10 +273,10 @@ def parse_signals(data):
     return doc
 
 
-def _clean_strings(doc):
+def _clean_strings(doc: Dict[str, Any]) -> None:
     """Every string of doc (keys too) with control characters escaped, in
     place; a loop, not recursion (JSON may nest deeper than Python's stack)."""
-    stack = [doc]
+    stack: List[Any] = [doc]
     while stack:
         c = stack.pop()
         if isinstance(c, dict):

@@ -2,6 +2,7 @@
 graphsignal-server's front (graphsignal.fleet.serving) share of serving
 HTTP: Werkzeug's request handler, quiet."""
 import logging
+from typing import Any, Union
 
 from werkzeug.serving import WSGIRequestHandler
 
@@ -13,9 +14,9 @@ class QuietHandler(WSGIRequestHandler):
 
     logger = logging.getLogger("graphsignal")
 
-    def log_request(self, code="-", size="-"):
+    def log_request(self, code: Union[int, str] = "-", size: Union[int, str] = "-") -> None:
         pass
 
-    def log(self, type, message, *args):
+    def log(self, type: str, message: str, *args: Any) -> None:
         if type == "error":
             self.logger.debug("graphsignal: server: " + message, *args)

@@ -41,8 +41,10 @@ reads it before the workload starts).
 """
 import logging
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote
+
+from graphsignal.config_values import DEFAULT, ENVIRONMENT, yes
 
 logger = logging.getLogger("graphsignal")
 
@@ -272,3 +274,31 @@ def otlp_notes(environ: Mapping[str, str]) -> None:
     raw = (environ.get(OTEL_TEMPORALITY) or "").strip().lower()
     if raw and raw != "cumulative":
         _say("%s=%r: graphsignal's OTLP export sends cumulative temporality only" % (OTEL_TEMPORALITY, _shown(raw)))
+
+
+def otlp_settings(environ: Mapping[str, str], take: Callable[[str, Tuple[Any, str]], Any]) -> Dict[str, Any]:
+    """config.resolve()'s otlp_* settings, each passed through take(name,
+    (value, origin)): read (and their bad values said) only with
+    GRAPHSIGNAL_OTLP=1, since a workload sets OTEL_* for itself."""
+    on, how = yes(environ, OTLP_ENV)
+    out: Dict[str, Any] = {"otlp": take("otlp", (on, how))}
+    if not on:
+        return out
+    otlp_notes(environ)
+    url, url_from = otlp_endpoint(environ)
+    headers, headers_from = otlp_headers(environ)
+    interval, interval_set = otlp_interval(environ)
+    gzip, gzip_set = otlp_gzip(environ)
+    resource = resource_attributes(environ.get(OTEL_RESOURCE_ATTRIBUTES) or "")
+
+    def env(value: Any, source: Optional[str]) -> Tuple[Any, str]:
+        return (value, "%s %s" % (ENVIRONMENT, source)) if source else (value, DEFAULT)
+
+    out["otlp_endpoint"] = take("otlp_endpoint", env(url, None if url_from == DEFAULT else url_from))
+    out["otlp_headers"] = take("otlp_headers", env(headers, headers_from))
+    out["otlp_interval"] = take("otlp_interval", (interval, ENVIRONMENT if interval_set else DEFAULT))
+    out["otlp_gzip"] = take("otlp_gzip", env(gzip, (OTEL_METRICS_COMPRESSION
+                                                    if environ.get(OTEL_METRICS_COMPRESSION)
+                                                    else OTEL_COMPRESSION) if gzip_set else None))
+    out["otlp_resource"] = take("otlp_resource", (tuple(resource.items()), ENVIRONMENT if resource else DEFAULT))
+    return out

@@ -172,7 +172,7 @@ def output_target(path):
     raise UnsafePath("%s: too many levels of symbolic links" % path)
 
 
-def output_folder(path):
+def output_folder(path: str) -> str:
     """The folder write_atomic(path) makes its temporary file in (that of
     output_target(path)). Raises UnsafePath as output_target does, and
     NoFolder when the folder does not exist, is not a folder, or this

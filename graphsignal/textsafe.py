@@ -37,5 +37,5 @@ class SafeFormatter(logging.Formatter):
     """A Formatter whose lines carry no control characters (one line per
     record: a newline inside a message is shown as \\x0a)."""
 
-    def format(self, record):
+    def format(self, record: logging.LogRecord) -> str:
         return clean(logging.Formatter.format(self, record))

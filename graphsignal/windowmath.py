@@ -42,7 +42,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Unio
 import numpy as np
 import numpy.typing as npt
 
-from graphsignal import histo
+from graphsignal import config, histo
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -50,7 +50,7 @@ HISTOGRAM = "histogram"
 PROFILE = "profile"
 
 NS = 1_000_000_000
-MAX_FRAMES = 250  # frames a profile's window lists (the largest)
+MAX_FRAMES = config.MAX_TOP_FRAMES  # frames a profile's window lists (the largest), as /signals does
 QUANTILES = (0.5, 0.95, 0.99)
 
 Doc = Dict[str, Any]

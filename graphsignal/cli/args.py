@@ -76,6 +76,22 @@ def usage_error(prog, error):
     return 2
 
 
+def start(prog, parse, help_text, argv):
+    """A command's configuration from its arguments (None: sys.argv[1:]),
+    with -h and -V answered: (config, None) to run with, else (None, the
+    exit status: 2 after a usage error's line, 0 after the help (the text
+    help_text() returns) or the version)."""
+    try:
+        cfg = parse(sys.argv[1:] if argv is None else argv)
+    except UsageError as e:
+        return None, usage_error(prog, e)
+    from graphsignal import __version__
+
+    if help_or_version(cfg, help_text(), "%s %s" % (prog, __version__)):
+        return None, 0
+    return cfg, None
+
+
 def help_or_version(cfg, help_text, version_line):
     """Writes the help or the version when cfg asks (show_help,
     show_version); whether it did."""

@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 
 import orjson
 
-from graphsignal import __version__, diff, httpfetch
+from graphsignal import diff, httpfetch
 from graphsignal.cli import args
 from graphsignal.textsafe import clean
 
@@ -46,6 +46,8 @@ class DiffConfig:
 
 
 PROG = "graphsignal-diff"
+# what load() reads besides a file (graphsignal-export's SOURCE too)
+SOURCES = "'-' for stdin, or an http:// URL of a live endpoint (http://127.0.0.1:18259 means its /signals)."
 _top = args.number(int, 0, 1_000_000)
 _seconds = args.number(float, 0, 3600, low_open=True, unit="seconds")
 
@@ -61,8 +63,7 @@ def parser():
                     "services, or per unit of --per NAME. With several runs a side (BEFORE... -- AFTER...) "
                     "each change carries its run-to-run spread, and changes inside it are marked and ranked "
                     "last.",
-        epilog="BEFORE/AFTER: a file (graphsignal-run --output, or curl -s .../signals > before.json), '-' for "
-               "stdin, or an http:// URL of a live endpoint (http://127.0.0.1:18259 means its /signals).")
+        epilog="BEFORE/AFTER: a file (graphsignal-run --output, or curl -s .../signals > before.json), " + SOURCES)
     p.add_argument("payloads", nargs="*", metavar="PAYLOAD", help="BEFORE AFTER, or BEFORE runs -- AFTER runs")
     p.add_argument("--per", metavar="NAME",
                    help="compare per unit of NAME: a probe counter of steps or requests, a histogram's count or a "
@@ -163,12 +164,9 @@ def load(src, stdin=None, timeout=DEADLINE, max_bytes=httpfetch.MAX_BYTES, since
 
 
 def main(argv=None):
-    try:
-        cfg = parse(sys.argv[1:] if argv is None else argv)
-    except args.UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal-diff " + __version__):
-        return 0
+    cfg, status = args.start(PROG, parse, lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     since = time.monotonic()  # one deadline for every URL: N slow endpoints must not take N times it
     try:
         before = [load(src, timeout=cfg.timeout, since=since) for src in cfg.before]

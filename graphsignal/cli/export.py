@@ -26,9 +26,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from graphsignal import __version__, httpfetch, safefs
+from graphsignal import httpfetch, safefs
 from graphsignal.cli import args
-from graphsignal.cli.diff import LoadError, load
+from graphsignal.cli.diff import SOURCES, LoadError, load
 from graphsignal.textsafe import clean
 
 PROG = "graphsignal-export"
@@ -61,8 +61,7 @@ def parser() -> args.Parser:
                             "by device, kind, category and kernel; NVTX ranges by nesting path; probe profiles) "
                             "or a trace (Chrome trace JSON for Perfetto and chrome://tracing: counter tracks per "
                             "second from the payload's history block, errors as instant events).",
-                epilog="SOURCE: a payload file (graphsignal-run --output), '-' for stdin, or an http:// URL of a "
-                       "live endpoint (http://127.0.0.1:18259 means its /signals).")
+                epilog="SOURCE: a payload file (graphsignal-run --output), " + SOURCES)
     p.add_argument("source", metavar="SOURCE", nargs="?", help="payload file, '-', or http:// URL")
     p.add_argument("--format", "-f", choices=FORMATS,
                    help="the file to write (default: from -o's name, else speedscope)")
@@ -160,12 +159,9 @@ def render(cfg: ExportConfig, payload: Dict[str, Any]) -> bytes:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    try:
-        cfg = parse(sys.argv[1:] if argv is None else argv, tty=sys.stdout.isatty())
-    except args.UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "%s %s" % (PROG, __version__)):
-        return 0
+    cfg, status = args.start(PROG, lambda a: parse(a, tty=sys.stdout.isatty()), lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     try:
         payload = read(cfg)
         data = render(cfg, payload)

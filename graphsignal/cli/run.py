@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from graphsignal import __version__, config
+from graphsignal import config
 from graphsignal.cli import args
 
 PROG = "graphsignal-run"
@@ -109,7 +109,8 @@ def parse_args(argv):
 
 def _as_a_run_sees_it(s):
     """(Settings with the command line redacted as /signals shows it, {setting:
-    why a run refuses its value}) for --print-config."""
+    why a run refuses its value}) for --print-config. What config.resolve
+    amended (Settings.amended) it shows itself."""
     import dataclasses
 
     from graphsignal import safefs
@@ -117,9 +118,6 @@ def _as_a_run_sees_it(s):
     from graphsignal.sources.host import redact_command_line
 
     refused = {}
-    if s.nvtx == "gpu" and s.cuda_trace != "on":
-        refused["nvtx"] = ("GPU time per range needs CUDA tracing through CUPTI (--cuda-trace on), which is %s: "
-                           "the run collects host time (on)" % s.cuda_trace)
     if s.signals_file:
         try:
             safefs.output_folder(s.signals_file)
@@ -134,13 +132,9 @@ def _as_a_run_sees_it(s):
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        cfg = parse_args(argv)
-    except UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal-run %s" % __version__):
-        return 0
+    cfg, status = args.start(PROG, parse_args, lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     if cfg.explain is not None:
         from graphsignal import explain
 
@@ -157,7 +151,7 @@ def main(argv=None) -> int:
         sys.stdout.write(config.print_config(s, os.environ, refused))
         return 0
     if cfg.check:
-        from graphsignal import doctor
+        from graphsignal.cli import doctor
 
         return 1 if doctor.check() else 0
     from graphsignal.launch.supervisor import run

@@ -112,14 +112,10 @@ def parse_args(argv, environ):
 
 
 def main(argv=None, environ=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
-    try:
-        cfg = parse_args(argv, environ)
-    except UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal-server %s" % __version__):
-        return 0
+    cfg, status = args.start(PROG, lambda a: parse_args(a, environ), lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     if not cfg.api_keys:
         return args.usage_error(PROG, settings.no_keys_message())
     if cfg.key_on_command_line:

@@ -8,13 +8,13 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from graphsignal import __version__, config
+from graphsignal import config
 from graphsignal.cli import args
 from graphsignal.textsafe import clean
 from graphsignal.top import client
 from graphsignal.top.client import DEFAULT_HOST, DEFAULT_PORT, cannot_show
 from graphsignal.top.screen import run_interactive, run_once
-from graphsignal.top.state import KERNELS, TABLES
+from graphsignal.top.tables import KERNELS, TABLES
 
 MAX_WINDOW = 600  # the sidecar keeps ten minutes of per-second snapshots
 
@@ -95,12 +95,9 @@ def _source(cfg):
 
 
 def main(argv=None) -> int:
-    try:
-        cfg = parse(sys.argv[1:] if argv is None else argv)
-    except args.UsageError as e:
-        return args.usage_error(PROG, e)
-    if args.help_or_version(cfg, parser().format_help(), "graphsignal-top " + __version__):
-        return 0
+    cfg, status = args.start(PROG, parse, lambda: parser().format_help(), argv)
+    if cfg is None:
+        return status
     client.DEADLINE = cfg.timeout  # the screen fetches with the client's defaults
     if cfg.once:
         try:

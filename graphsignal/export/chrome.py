@@ -32,7 +32,7 @@ of real pids (at most 2^22 on Linux): GPU_PID + index, HOST_PID, ENGINE_PID.
 
 Times are microseconds since the payload's start_ns (otherData.start_ns
 has the epoch)."""
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import orjson
 
@@ -173,7 +173,7 @@ class _Groups:
     def process(self, tags: Mapping[str, Any]) -> int:
         raw = tags.get("process.pid", tags.get("process.root_pid"))
         try:
-            pid = int(raw)  # type: ignore[arg-type]
+            pid = int(raw)
         except (TypeError, ValueError):
             pid = HOST_PID - 1  # process.pid "exited": the processes folded together
         if pid not in self.names:
@@ -184,18 +184,19 @@ class _Groups:
         return pid
 
     def host(self) -> int:
-        if self.root is not None:
-            return self.process({"process.pid": str(self.root)})
-        self.names.setdefault(HOST_PID, "host")
-        self.sort.setdefault(HOST_PID, 100)
-        return HOST_PID
+        return self._run_track(HOST_PID, "host", 100)
 
     def engine(self) -> int:
+        return self._run_track(ENGINE_PID, "engine", 101)
+
+    def _run_track(self, pid: int, name: str, sort: int) -> int:
+        """The host's or the engine's track: the run's root process when
+        the payload names it, else one of its own."""
         if self.root is not None:
             return self.process({"process.pid": str(self.root)})
-        self.names.setdefault(ENGINE_PID, "engine")
-        self.sort.setdefault(ENGINE_PID, 101)
-        return ENGINE_PID
+        self.names.setdefault(pid, name)
+        self.sort.setdefault(pid, sort)
+        return pid
 
     def of(self, group: str, tags: Mapping[str, Any]) -> int:
         if group == "gpu":
@@ -207,7 +208,7 @@ class _Groups:
         return self.process(tags)
 
 
-def _real_pids(payload: Mapping[str, Any]) -> set:
+def _real_pids(payload: Mapping[str, Any]) -> Set[int]:
     """The pids a payload names (resources, series, errors)."""
     found = set()
     tagsets = [r.get("tags") for r in payload.get("resources") or [] if isinstance(r, dict)]

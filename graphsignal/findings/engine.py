@@ -55,7 +55,7 @@ def _gauge(f: Facts, concept: str) -> Tuple[Optional[str], Optional[float], Opti
     return None, None, None, None
 
 
-def _waiting(f: Facts):
+def _waiting(f: Facts) -> Optional[Tuple[str, Optional[str], float, float, bool, bool, Optional[float]]]:
     wname, wlast, wmean, wmax = _gauge(f, "requests_waiting")
     rname, rlast, rmean, _ = _gauge(f, "requests_running")
     if wname is None:

@@ -46,6 +46,7 @@ import re
 import shutil
 import sys
 from collections import namedtuple
+from typing import Optional
 
 from graphsignal.launch.cuda_discovery import (SUPPORTED_MAJORS, driver_cuda_major, find_libcupti, header_wheels,
                                                ld_library_path, unique_dirs, workload_cuda_major)
@@ -69,6 +70,17 @@ def built_libraries(lib_dir=LIB_DIR):
         if m:
             out[int(m.group(1))] = p
     return out
+
+
+def rocm_tracing_library(lib_dir: str = LIB_DIR) -> Optional[str]:
+    """The ROCm kernel-tracing library of this build in lib_dir, or None
+    (this build has none: ROCm GPUs get AMD SMI telemetry and probe_rocm.h
+    probes)."""
+    try:
+        names = sorted(n for n in os.listdir(lib_dir) if n.startswith("libgraphsignal_rocm") and n.endswith(".so"))
+    except OSError:
+        return None
+    return os.path.join(lib_dir, names[0]) if names else None
 
 
 # -- the workload's Python --------------------------------------------------------

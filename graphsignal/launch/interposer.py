@@ -9,6 +9,7 @@ counts to the process's interposer ring (GRAPHSIGNAL_KIND_INTERPOSE).
 It is put first in LD_PRELOAD: the user's own preloads stay, after it."""
 import logging
 import os
+from typing import Callable, List, MutableMapping, Optional
 
 from graphsignal.launch.injection import LIB_DIR
 from graphsignal.report import Reporter
@@ -19,12 +20,13 @@ LIBRARY = "libgraphsignal_interpose.so"
 ENV_PRELOAD = "LD_PRELOAD"
 
 
-def preload_entries(value):
+def preload_entries(value: Optional[str]) -> List[str]:
     """LD_PRELOAD's entries: ld.so splits it on spaces and colons."""
     return [e for e in (value or "").replace(":", " ").split() if e]
 
 
-def prepare_interposer(env, report=None, lib_dir=LIB_DIR):
+def prepare_interposer(env: MutableMapping[str, str], report: Optional[Callable[[str], None]] = None,
+                       lib_dir: str = LIB_DIR) -> Optional[str]:
     """Puts the interposer first in env's LD_PRELOAD. Returns its path, or
     None when this run counts no CUDA activity (said once, through report):
     a build without the library (no C compiler, not x86-64), or a path that
@@ -49,6 +51,6 @@ def prepare_interposer(env, report=None, lib_dir=LIB_DIR):
     return path
 
 
-def _say(report, msg):
+def _say(report: Optional[Callable[[str], None]], msg: str) -> None:
     """One line for the user and, through report(msg), one entry."""
     Reporter(on_error=report).say(msg, entry=report is not None)

@@ -11,7 +11,9 @@ sidecar (graphsignal.channel drops and counts), and when the
 sidecar dies the run goes on, unprofiled, with one line saying so.
 
 Imports are kept to the standard library and the light parts of this
-package: the workload's start waits for them.
+package: the workload's start waits for them. The workload's environment
+is made by graphsignal.launch.workload_env, the sidecar started by
+graphsignal.launch.sidecar_start; this module runs the two processes.
 
 Process layout.
   - The workload runs in its own process group. A signal sent to our
@@ -32,10 +34,8 @@ Process layout.
   - Writers that outlive the workload (a daemon holding its stdout) get a
     detached copy of the pump that lives until the last of them closes.
 """
-import dataclasses
 import errno
 import fcntl
-import functools
 import logging
 import os
 import resource
@@ -46,11 +46,10 @@ import sys
 import threading
 import time
 
-import graphsignal
-from graphsignal import config, envcheck, procfs, report, safefs
-from graphsignal.config import GRAPH_TRACE_ENV, ROCM_TRACE_ENV, RUN_ID_ENV
-from graphsignal.launch import engines, injection, interposer
+from graphsignal import config, procfs, report, safefs
+from graphsignal.launch import engines, sidecar_start
 from graphsignal.launch.pumps import Pump, Stream, detach_pump, same_destination
+from graphsignal.launch.workload_env import workload_env
 from graphsignal.rings import stale
 from graphsignal import channel
 from graphsignal.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
@@ -62,21 +61,6 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 HANDLED = FORWARDED + (signal.SIGCHLD, signal.SIGWINCH, signal.SIGCONT, signal.SIGTSTP, signal.SIGTTIN,
                        signal.SIGTTOU)
 JOB_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
-
-# The sidecar's own thread pools: numpy's BLAS would otherwise start one
-# spinning thread per core at import, for a process that does no BLAS.
-# Set in the sidecar's environment only, never the workload's.
-SIDECAR_THREAD_CAPS = {name: "1" for name in (
-    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS", "GOTO_NUM_THREADS")}
-
-# Interpreter settings of the user's that would make the sidecar print
-# (a faulthandler dump, warnings) or linger (inspect mode) on the
-# workload's stderr; the sidecar is ours, not the user's Python program.
-# PYTHONPATH too: the sidecar gets its sys.path whole (sidecar_path).
-SIDECAR_DROPPED_ENV = ("PYTHONINSPECT", "PYTHONFAULTHANDLER", "PYTHONWARNINGS", "PYTHONVERBOSE", "PYTHONDEVMODE",
-                       "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME", "PYTHONDEBUG", "PYTHONASYNCIODEBUG",
-                       "PYTHONPATH")
 
 EOF_GRACE = 0.25  # seconds the pumps get to see EOF after the workload exits, before writers left are handed over
 WINSIZE_POLL = 0.1  # seconds between checks of the terminal's size (see _sync_winsize)
@@ -124,77 +108,21 @@ class Supervisor:
     def _note(self, msg):
         self.notes.append(("warning", msg))
 
-    # -- environment ------------------------------------------------------------
-    def child_env(self, command):
-        env = dict(self.environ)
-        envcheck.sanitize(env)  # one line per bad number; the workload's writers then use their defaults
-        s = self.settings
-        env[RUN_ID_ENV] = self.run_id
-        env.pop(config.SIGNALS_TOKEN_ENV, None)  # the endpoint's, not the workload's
-        env[GRAPH_TRACE_ENV] = s.cuda_graph_trace
-        env[ROCM_TRACE_ENV] = s.rocm_kernel_trace
-        if s.rocm_kernel_trace != "none" and config.rocm_tracing_library(injection.LIB_DIR) is None:
-            self.reporter.say("--rocm-kernel-trace %s does nothing in this build: it has no ROCm kernel-tracing "
-                              "library (ROCm GPUs get AMD SMI telemetry and probe_rocm.h probes)"
-                              % s.rocm_kernel_trace)
-        activity = s.cuda_trace == "on"  # CUPTI; light counts through the driver interposer instead
-        if not activity:
-            self._cuda_trace_off_notes(env)
-        lib = self._guard("CUDA injection setup", functools.partial(injection.prepare_injection, activity=activity),
-                          env, command, self._note)
-        if s.cuda_trace == "light":
-            env[config.CUDA_TRACE_ENV] = "light"
-            self._guard("CUDA interposer setup", interposer.prepare_interposer, env, self._note)
-        nvtx = s.nvtx
-        if nvtx == "gpu" and not activity:
-            # GPU time per range is CUPTI's kernel records: host time per range is what is left
-            self.reporter.say("NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing through CUPTI "
-                              "(--cuda-trace on), which is %s: NVTX ranges get their host time only"
-                              % s.cuda_trace)
-            nvtx = "on"
-        env[config.NVTX_ENV] = nvtx  # the library's mode: off, on, gpu
-        collected = self._guard("NVTX injection setup", injection.prepare_nvtx, env, lib, nvtx)
-        if not lib and nvtx != "off" and not collected and s.origin("nvtx") != config.DEFAULT \
-                and not env.get(injection.ENV_NVTX_INJECTION):
-            # asked for by name and lost for want of a driver: say so (by default it is part of the driver line)
-            self.reporter.say("--nvtx %s: NVTX ranges are not collected on this host: their injection is "
-                              "graphsignal's CUPTI library, which needs the NVIDIA driver (libcuda.so.1) and is "
-                              "not loaded without it; probes (graphsignal.probes, probe.h) work without one" % nvtx)
-        return env
-
-    def _cuda_trace_off_notes(self, env):
-        """One line each for what --cuda-trace off or light cannot do: an
-        injection set in the environment still loads in the workload (it is
-        left alone, as always), and node mode has nothing to trace."""
-        mode = self.settings.cuda_trace
-        user = env.get(injection.ENV_INJECTION)
-        if user:
-            self.reporter.say("%s=%s is set in the environment and stays: with --cuda-trace %s graphsignal adds no "
-                              "CUPTI, but that library still loads in the workload (and CUPTI with it, if it uses "
-                              "it)" % (injection.ENV_INJECTION, user, mode))
-        if self.settings.cuda_graph_trace == "node":
-            self.reporter.say("--cuda-graph-trace node does nothing with --cuda-trace %s: %s" % (
-                mode, "no CUDA activity is collected" if mode == "off" else
-                "the interposer counts graph replays, not the kernels inside them (use --cuda-trace on)"))
-
     def _checked_output(self, s):
-        """Settings without a signals file that could never be written
-        safely (a device, a directory, another user's symlink): said now,
-        once, rather than after a long run. A file that can be written is
-        held by its absolute path (the sidecar has another working folder).
-        A folder that is missing or not writable raises OutputRefused: a
-        typo in a path, which the user fixes before a run, not after it."""
+        """The settings, once the output's amendment is said (config.resolve
+        drops an output that could never be written safely, said now, once,
+        rather than after a long run). A folder that is missing or not
+        writable raises OutputRefused: a typo in a path, which the user
+        fixes before a run, not after it."""
+        if s.amendment("signals_file"):
+            self.reporter.say(s.amendment("signals_file"))
         if s.signals_file:
             try:
                 safefs.output_folder(s.signals_file)
-            except safefs.UnsafePath as e:
-                self.reporter.say("%s: the final payload will not be written" % e)
-                return dataclasses.replace(s, signals_file=None)
-            except safefs.NoFolder as e:
+            except (safefs.NoFolder, safefs.UnsafePath) as e:  # (unsafe now: changed since resolve() looked)
                 flag = "--output" if s.origin("signals_file").startswith("flag") else config.SIGNALS_FILE_ENV
                 raise OutputRefused("%s %s: %s; the workload was not started (make the folder or name another "
                                     "file)" % (flag, s.signals_file, e))
-            return dataclasses.replace(s, signals_file=os.path.abspath(s.signals_file))
         return s
 
     def prepare_command(self):
@@ -398,34 +326,8 @@ class Supervisor:
             "settings": self.settings.to_dict(),
             "notes": self.notes,
         }
-        cfg_fd = None
-        try:
-            cfg_fd = channel.write_config(cfg)
-            fds = [theirs.fileno(), cfg_fd] + [fd for fd in (self.lock_fd, pidfd) if fd is not None]
-            argv = ["--channel-fd", str(theirs.fileno()), "--config-fd", str(cfg_fd)]
-            if pidfd is not None:
-                argv += ["--child-pidfd", str(pidfd)]
-            env = {k: v for k, v in self.environ.items() if k not in SIDECAR_DROPPED_ENV}
-            env.update(SIDECAR_THREAD_CAPS)
-            # Not `-m`: that would put the working directory first on
-            # sys.path, where a stray numpy.py or graphsignal/ would win.
-            # Our signal mask (HANDLED blocked) is inherited through exec:
-            # unblock first thing, so SIGTERM ends it even during start-up.
-            code = ("import sys; sys.path[:] = %r; import signal; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-                    "from graphsignal.sidecar.process import main; sys.exit(main(sys.argv[1:]))"
-                    % sidecar_path(sys.path, self.environ.get("PYTHONPATH", "")))
-            stderr_fd = dict(self.out_fds)["stderr"]
-            self.sidecar = subprocess.Popen([sys.executable, "-c", code] + argv, env=env, pass_fds=fds,
-                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=None if stderr_fd == 2 else stderr_fd, close_fds=True,
-                                            start_new_session=True)
-        finally:
-            # Ours closed, the sidecar's end lives only in the sidecar: if it
-            # never started, the pumps' sends fail at once and stop.
-            theirs.close()
-            for fd in (cfg_fd, pidfd):
-                if fd is not None:
-                    os.close(fd)
+        self.sidecar = sidecar_start.start(theirs, cfg, self.environ, dict(self.out_fds)["stderr"], self.lock_fd,
+                                           pidfd)
 
     def _sidecar_exited(self, rc):
         if self.sender is not None:
@@ -539,7 +441,7 @@ class Supervisor:
             sys.stderr.write("graphsignal-run: error: %s\n" % e)
             return 2  # a usage error: nothing started yet
         command = self.prepare_command()
-        env = self.child_env(command)
+        env = workload_env(self.settings, self.environ, self.run_id, command, self.reporter, self._note)
         self.lock_fd = self._guard("run lock", stale.hold_run_lock, self.run_id)
         self.streams = [Stream(name, fd, fd in closed) for name, fd in self.out_fds]
         self.ctty = self._open_ctty()
@@ -569,7 +471,7 @@ class Supervisor:
             s.close_child_end()
         self._guard("the profiler's channel", self._open_channel)
         if self.sender is None:
-            self.sender = _NoSidecar()
+            self.sender = sidecar_start.NoSidecar()
         self._wake_r, self._wake_w = os.pipe()
         out, err = self.streams
         groups = [[out, err]] if same_destination(out.out_fd, err.out_fd) else [[out], [err]]
@@ -643,39 +545,6 @@ class Supervisor:
         except (OSError, ValueError):
             pass
         return 128 + sig
-
-
-class _NoSidecar:
-    """Stands in for channel.Sender while there is no sidecar."""
-    dead = True
-
-    def data(self, stream, chunk):
-        pass
-
-    def closed(self, stream):
-        pass
-
-    def exit(self, returncode, ended_ns=None):
-        return False
-
-    def close(self):
-        pass
-
-
-def sidecar_path(path, pythonpath):
-    """The sidecar's sys.path: graphsignal's own environment first, which
-    is the directory graphsignal came from, then this interpreter's
-    sys.path without PYTHONPATH's entries (its site-packages, the user
-    site), and PYTHONPATH's entries last, so that a dependency found only
-    there (an install with --target) is still found, but a numpy the
-    workload's PYTHONPATH carries never wins over graphsignal's own. Never
-    the working directory ('' or a relative entry), where a stray numpy.py
-    or graphsignal/ would win."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
-    extra = {os.path.abspath(p) for p in pythonpath.split(os.pathsep) if p}
-    entries = [os.path.abspath(p) for p in path if p and os.path.isabs(p)]
-    out = [root] + [p for p in entries if p not in extra] + [p for p in entries if p in extra]
-    return list(dict.fromkeys(out))
 
 
 def _reserve_std_fds():

@@ -1,5 +1,6 @@
 """Names for the CUPTI enum values that CUPTI records carry (copy kinds,
 memory kinds, synchronization types), as they appear in frames and tags."""
+from typing import Optional
 
 _MEMCPY = {
     0: "unknown", 1: "host_to_device", 2: "device_to_host", 3: "host_to_array", 4: "array_to_host",
@@ -19,19 +20,19 @@ _HOST_SRC = {1, 3, 9}
 _HOST_DST = {2, 4, 9}
 
 
-def memcpy_kind(v):
+def memcpy_kind(v: int) -> str:
     return _MEMCPY.get(v, "kind_%d" % v)
 
 
-def memory_kind(v):
+def memory_kind(v: int) -> str:
     return _MEMORY.get(v, "memory_%d" % v)
 
 
-def sync_kind(v):
+def sync_kind(v: int) -> str:
     return _SYNC.get(v, "sync_%d" % v)
 
 
-def host_memory(copy_kind, src_kind, dst_kind):
+def host_memory(copy_kind: int, src_kind: int, dst_kind: int) -> Optional[str]:
     """pinned / pageable / managed for the host side of a copy, or None
     when no host memory is involved or CUPTI did not say."""
     kinds = []
@@ -39,7 +40,7 @@ def host_memory(copy_kind, src_kind, dst_kind):
         kinds.append(src_kind)
     if copy_kind in _HOST_DST:
         kinds.append(dst_kind)
-    names = [_MEMORY.get(k) for k in kinds if k in (1, 2, 5)]
+    names = [_MEMORY[k] for k in kinds if k in (1, 2, 5)]
     if not names:
         return None
     return names[0] if len(set(names)) == 1 else "+".join(names)

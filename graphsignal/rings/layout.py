@@ -127,7 +127,7 @@ class LayoutMismatch(RuntimeError):
     pass
 
 
-def check_layout():
+def check_layout() -> None:
     """Raises LayoutMismatch if the numpy dtypes disagree with the C layout."""
     out = ffi.new("uint64_t[]", 64)
     n = lib.gs_layout(out, 64)
@@ -138,7 +138,7 @@ def check_layout():
         if what == "sizeof":
             py = (HEADER_DTYPE if field == "header" else RECORD_DTYPE).itemsize
         else:
-            py = (HEADER_DTYPE if what == "header" else RECORD_DTYPE).fields[field][1]
+            py = (HEADER_DTYPE if what == "header" else RECORD_DTYPE).fields[field][1]  # type: ignore[index]
         if c != py:
             raise LayoutMismatch("%s %s: C says %d, numpy says %d" % (what, field, c, py))
     if HEADER_DTYPE.itemsize != HEADER_SIZE or RECORD_DTYPE.itemsize != RECORD_SIZE:

@@ -24,20 +24,22 @@ import fcntl
 import os
 import stat
 import time
+from typing import Dict, List, Optional, Tuple, Union
 
-from graphsignal import config, procfs
+from graphsignal import procfs
+from graphsignal.rings import header
 
-SHM_DIR = config.SHM_DIR
-PREFIX = config.RING_PREFIX
+SHM_DIR = header.string("GRAPHSIGNAL_SHM_DIR")
+PREFIX = header.string("GRAPHSIGNAL_RING_PREFIX")
 LOCK_SUFFIX = ".run"
 UNLOCKED_AGE = 60.0  # seconds since a ring of a run without a lock file last changed
 
 
-def lock_path(run_id, shm_dir=SHM_DIR):
+def lock_path(run_id: str, shm_dir: str = SHM_DIR) -> str:
     return os.path.join(shm_dir, PREFIX + run_id + LOCK_SUFFIX)
 
 
-def hold_run_lock(run_id, shm_dir=SHM_DIR):
+def hold_run_lock(run_id: str, shm_dir: str = SHM_DIR) -> int:
     """Creates and locks this run's lock file; returns its descriptor (not
     inheritable: pass it on to the processes that keep the run alive). The
     file is locked under a private name and then renamed, so no one ever
@@ -55,16 +57,16 @@ def hold_run_lock(run_id, shm_dir=SHM_DIR):
     return fd
 
 
-def pid_alive(pid, proc_root="/proc"):
+def pid_alive(pid: Union[int, str], proc_root: str = "/proc") -> bool:
     """False for a pid that is gone or a zombie (exited, not yet reaped)."""
     return procfs.alive(pid, proc_root)
 
 
-def _ascii_int(s):
+def _ascii_int(s: str) -> Optional[int]:
     return int(s) if s.isascii() and s.isdigit() else None
 
 
-def parse(name):
+def parse(name: str) -> Optional[Tuple[str, Optional[int], Optional[str]]]:
     """'gs-<run>-<pid>-<kind>[.<n>|.none]' -> (run, pid, kind); 'gs-<run>.run' -> (run, None, None); else None."""
     if not name.startswith(PREFIX):
         return None
@@ -72,8 +74,8 @@ def parse(name):
     if rest.endswith(LOCK_SUFFIX) and "-" not in rest:
         return rest[:-len(LOCK_SUFFIX)], None, None
     run, _, tail = rest.partition("-")
-    pid, _, kind = tail.partition("-")
-    pid = _ascii_int(pid)
+    number, _, kind = tail.partition("-")
+    pid = _ascii_int(number)
     if not run or pid is None or not kind:
         return None
     base, dot, suffix = kind.rpartition(".")
@@ -82,7 +84,7 @@ def parse(name):
     return run, pid, kind
 
 
-def owned(path):
+def owned(path: str) -> bool:
     """True when path itself (lstat: not what a symlink names) is a regular
     file or a symlink of this process's effective uid (unlinking a symlink
     removes the link, never its target)."""
@@ -93,7 +95,7 @@ def owned(path):
     return (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) and st.st_uid == os.geteuid()
 
 
-def run_is_over(run_id, shm_dir=SHM_DIR):
+def run_is_over(run_id: str, shm_dir: str = SHM_DIR) -> Optional[bool]:
     """True when no process holds the run's lock, None when it has no lock
     file, False while it lives. A lock file that is not ours (another
     user's, a symlink) counts as alive: that run is not ours to clean."""
@@ -123,7 +125,8 @@ def run_is_over(run_id, shm_dir=SHM_DIR):
         os.close(fd)  # the lock, if we got it, goes with the descriptor
 
 
-def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
+def remove_stale(own_run_id: Optional[str], shm_dir: str = SHM_DIR, proc_root: str = "/proc",
+                 now: Optional[float] = None) -> List[str]:
     """Unlinks the rings (and markers) of other runs that are over and whose
     writers are gone, and those runs' lock files once they have no ring
     left. Returns the names removed. Only our own files go (see owned):
@@ -133,7 +136,7 @@ def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
         names = os.listdir(shm_dir)
     except OSError:
         return []
-    runs = {}
+    runs: Dict[str, List[Tuple[str, Optional[int]]]] = {}
     for name in names:
         parsed = parse(name)
         if parsed is None or parsed[0] == own_run_id:
@@ -166,7 +169,7 @@ def remove_stale(own_run_id, shm_dir=SHM_DIR, proc_root="/proc", now=None):
     return removed
 
 
-def remove_run(run_id, shm_dir=SHM_DIR):
+def remove_run(run_id: str, shm_dir: str = SHM_DIR) -> None:
     """Unlinks every ring and marker of this run and its lock file (the run
     is ending): our own files only (see owned); a name another user took
     stays theirs."""
@@ -180,19 +183,19 @@ def remove_run(run_id, shm_dir=SHM_DIR):
             remove_own(os.path.join(shm_dir, name))
 
 
-def remove_own(path):
+def remove_own(path: str) -> bool:
     """Unlinks path when it is our own (see owned); True when it is gone."""
     return owned(path) and _unlink(path)
 
 
-def _older(path, t):
+def _older(path: str, t: float) -> bool:
     try:
         return os.lstat(path).st_mtime < t
     except OSError:
         return False
 
 
-def _unlink(path):
+def _unlink(path: str) -> bool:
     try:
         os.unlink(path)
         return True

@@ -14,6 +14,7 @@ from graphsignal import histo
 from graphsignal.rings import cuda_names
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import MAX_NAME_ID
+from graphsignal.sidecar.grouping import Batch, compose, exact_bincount, group_sums
 from graphsignal.sidecar.store import tags_key
 
 # Calls counted by the CUPTI library's API callbacks, aggregated per thread
@@ -36,82 +37,6 @@ CUDA_PROFILES = ("cuda_kernels_nanoseconds", "cuda_graphs_nanoseconds", "cuda_me
 LIGHT_PROFILES = (("cuda_kernel_launches", None), ("cuda_graphs_nanoseconds", SAMPLED_TAGS),
                   ("cuda_memcpy_calls", None), ("cuda_memset_calls", None), ("cuda_sync_nanoseconds", None))
 TIMED_REPLAYS = "cuda_graph_timed_replays"
-
-_EXACT_F64 = 1 << 53
-
-
-# -- vectorized grouping ------------------------------------------------------
-def _exact_bincount(idx, values, n):
-    """Per-bin sums of non-negative integer values, exact: a uint64 array
-    while every sum provably fits in 53 bits (the common case), else an
-    object array of Python ints (sums beyond 2**64 do not wrap)."""
-    v = values.astype(np.uint64, copy=False)
-    if v.size == 0:
-        return np.zeros(n, dtype=np.uint64)
-    if int(v.max()) * v.size < _EXACT_F64:
-        return np.bincount(idx, weights=v.astype(np.float64), minlength=n).astype(np.uint64)
-    lo_t = np.zeros(n, dtype=np.uint64)
-    hi_t = np.zeros(n, dtype=np.uint64)
-    step = 1 << 20  # chunk so each float64 partial stays exact (2**20 * 2**32 < 2**53)
-    for s in range(0, v.size, step):
-        vi, ii = v[s:s + step], idx[s:s + step]
-        # each chunk's partials are below 2**52, so up to 4096 chunks add up in uint64 exactly
-        lo_t += np.bincount(ii, weights=(vi & np.uint64(0xFFFFFFFF)).astype(np.float64), minlength=n).astype(np.uint64)
-        hi_t += np.bincount(ii, weights=(vi >> np.uint64(32)).astype(np.float64), minlength=n).astype(np.uint64)
-    out = np.empty(n, dtype=object)
-    out[:] = [(h << 32) + lo for h, lo in zip(hi_t.tolist(), lo_t.tolist())]
-    return out
-
-
-def group(keys):
-    """(unique keys, inverse index, counts) for non-negative int64 keys,
-    by bincount when the key range is small, else by sort."""
-    kmax = int(keys.max())
-    if kmax < (1 << 22):
-        counts = np.bincount(keys, minlength=kmax + 1)
-        uniq = np.flatnonzero(counts)
-        if uniq.size == kmax + 1:
-            return uniq, keys, counts
-        remap = np.zeros(kmax + 1, dtype=np.int64)
-        remap[uniq] = np.arange(uniq.size)
-        return uniq, remap[keys], counts[uniq]
-    uniq, inv = np.unique(keys, return_inverse=True)
-    return uniq, inv.reshape(-1), np.bincount(inv.reshape(-1))
-
-
-def group_sums(keys, *value_arrays):
-    """(unique keys, counts, [sums per value array])."""
-    uniq, inv, counts = group(keys)
-    return uniq, counts, [_exact_bincount(inv, v, uniq.size) for v in value_arrays]
-
-
-def _compose(a, b):
-    """Dense int64 key from two non-negative integer columns; returns
-    (key, width of b) so a = key // width, b = key % width."""
-    width = int(b.max()) + 1 if b.size else 1
-    if width == 1:  # the common case (one device): no arithmetic
-        return a.astype(np.int64), 1
-    return a.astype(np.int64) * width + b.astype(np.int64), width
-
-
-class Batch:
-    """The records of one type in a drained batch. Fields are taken on
-    demand, each as one contiguous copy of just that field, instead of
-    copying whole records per type."""
-
-    __slots__ = ("recs", "mask", "_cache", "size")
-
-    def __init__(self, recs, mask=None):
-        self.recs, self.mask, self._cache = recs, mask, {}
-        self.size = int(recs.size if mask is None else np.count_nonzero(mask))
-
-    def __getitem__(self, field):
-        v = self._cache.get(field)
-        if v is None:
-            v = self.recs[field] if self.mask is None else self.recs[field][self.mask]
-            self._cache[field] = v
-        return v
-
 
 # -- what a ring's records can be refused for ---------------------------------
 UNNAMED = "(unnamed)"  # the frame of records whose name never arrived (one frame, not one per id)
@@ -258,7 +183,7 @@ class Aggregator:
                 self.store.set_gauge("cuda_graph_trace_mode", st.base_tags, int(value), ts)
 
     def _profile_by_name_device(self, metric, st, g, ts):
-        key, width = _compose(g["name_id"], g["device"])
+        key, width = compose(g["name_id"], g["device"])
         uniq, counts, (sums,) = group_sums(key, g["value"])
         by_tags = {}
         bad = {}
@@ -285,8 +210,8 @@ class Aggregator:
         """[(copy kind, memory kinds src | dst << 8, device, records, sums
         of values...)] per distinct key of copy records; a key with a field
         out of range is counted (bad_field), not returned."""
-        k1, w1 = _compose(g["sub"], g["name_id"] & 0xFFFF)
-        key, w2 = _compose(k1, g["device"])
+        k1, w1 = compose(g["sub"], g["name_id"] & 0xFFFF)
+        key, w2 = compose(k1, g["device"])
         uniq, counts, sums = group_sums(key, *values)
         out = []
         bad = {}
@@ -304,7 +229,7 @@ class Aggregator:
         """[(kind, device, records, sums of values...)] per distinct (sub,
         device) of memset or sync records (`what` names the kind in the
         line said); a key out of range is counted (bad_field), not returned."""
-        key, width = _compose(g["sub"], g["device"])
+        key, width = compose(g["sub"], g["device"])
         uniq, counts, sums = group_sums(key, *values)
         out = []
         bad = {}
@@ -376,7 +301,7 @@ class Aggregator:
     # -- the interposer's counts (--cuda-trace light) --
     def _on_kernel_count(self, st, g, ts):
         """Launches per kernel symbol: name_id symbol, value launches."""
-        key, width = _compose(g["name_id"], g["device"])
+        key, width = compose(g["name_id"], g["device"])
         uniq, _, (sums,) = group_sums(key, g["value"])
         by_dev = {}
         bad = {}
@@ -393,7 +318,7 @@ class Aggregator:
     def _on_graph_sampled(self, st, g, ts):
         """Replays per graph: value estimated ns, extra replays | timed << 32."""
         extra = g["extra"]
-        key, width = _compose(g["name_id"], g["device"])
+        key, width = compose(g["name_id"], g["device"])
         uniq, _, (ns, replays, timed) = group_sums(key, g["value"], extra & np.uint64(0xFFFFFFFF),
                                                    extra >> np.uint64(32))
         by_dev = {}
@@ -416,19 +341,20 @@ class Aggregator:
 
     def _on_memcpy_count(self, st, g, ts):
         """Copies per kind: sub copy kind, value calls, extra bytes."""
-        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, "memcpy kind", g["value"], g["extra"]):
-            name = cuda_names.memcpy_kind(kind)
-            tags = st.device_tags(dev)
-            self.store.add_profile("cuda_memcpy_calls", tags, [(name, int(calls), int(calls))], ts)
-            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=name), int(nbytes), ts)
+        self._add_counts(st, g, ts, "memcpy kind", cuda_names.memcpy_kind, "cuda_memcpy")
 
     def _on_memset_count(self, st, g, ts):
         """Memsets: value calls, extra bytes (the memory's kind unknown)."""
-        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, "memory kind", g["value"], g["extra"]):
-            name = cuda_names.memory_kind(kind)
+        self._add_counts(st, g, ts, "memory kind", cuda_names.memory_kind, "cuda_memset")
+
+    def _add_counts(self, st, g, ts, what, name_of, family):
+        """Calls and bytes per kind and device as the interposer counts
+        them: <family>_calls (a count profile) and <family>_bytes by kind."""
+        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, what, g["value"], g["extra"]):
+            name = name_of(kind)
             tags = st.device_tags(dev)
-            self.store.add_profile("cuda_memset_calls", tags, [(name, int(calls), int(calls))], ts)
-            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=name), int(nbytes), ts)
+            self.store.add_profile(family + "_calls", tags, [(name, int(calls), int(calls))], ts)
+            self.store.add_counter(family + "_bytes", dict(tags, kind=name), int(nbytes), ts)
 
     def _unknown_instrument(self, bad, want, nid, n):
         self._count(bad, "unknown_instrument", n, "record for unknown %s instrument %d" % (want, nid))
@@ -487,7 +413,7 @@ class Aggregator:
         mins = np.minimum.reduceat(vals_s, starts)
         maxs = np.maximum.reduceat(vals_s, starts)
         inst_idx = np.repeat(np.arange(uniq.size), counts)
-        sums = _exact_bincount(inst_idx, vals_s, uniq.size)
+        sums = exact_bincount(inst_idx, vals_s, uniq.size)
         bins = histo.bin_index(vals_s)
         if uniq.size * histo.NBINS <= 1 << 20:
             mat = np.bincount(inst_idx * histo.NBINS + bins, minlength=uniq.size * histo.NBINS)
@@ -539,33 +465,22 @@ class Aggregator:
         self._flush_bad(st, bad)
 
     def _on_profile(self, st, g, ts):
-        frame_ids = g["extra"]
-        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
-            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
-        key, width = _compose(g["name_id"], frame_ids)
+        """Profile samples, one a record: extra frame id, value the sample."""
+        key, width = compose(g["name_id"], _frame_ids(g["extra"]))
         uniq, counts, (sums,) = group_sums(key, g["value"])
-        frames = {}
-        bad = {}
-        for k, c, s in zip(uniq.tolist(), counts.tolist(), sums.tolist()):
-            nid, fid = divmod(k, width)
-            frames.setdefault(nid, []).append((self._frame_name(st, fid, c, bad), int(s), int(c)))
-        for nid, fr in frames.items():
-            inst = self._instrument(st, nid, "profile")
-            if inst is None:
-                self._unknown_instrument(bad, "profile", nid, sum(f[2] for f in fr))
-                continue
-            self.store.add_profile(inst[0], inst[1], fr, ts)
-        self._flush_bad(st, bad)
+        self._add_profiles(st, uniq, width, sums, counts, ts)
 
     def _on_profile_agg(self, st, g, ts):
         """Profile frames the writer aggregated (the CUPTI library's NVTX
         ranges): extra frame id | samples << 32, value their sum."""
         extra = g["extra"]
-        frame_ids = extra & np.uint64(0xFFFFFFFF)
-        if frame_ids.size and int(frame_ids.max()) > MAX_NAME_ID:  # no writer hands out such an id
-            frame_ids = np.where(frame_ids > MAX_NAME_ID, 0, frame_ids)
-        key, width = _compose(g["name_id"], frame_ids)
+        key, width = compose(g["name_id"], _frame_ids(extra & np.uint64(0xFFFFFFFF)))
         uniq, _, (sums, samples) = group_sums(key, g["value"], extra >> np.uint64(32))
+        self._add_profiles(st, uniq, width, sums, samples, ts)
+
+    def _add_profiles(self, st, uniq, width, sums, samples, ts):
+        """One profile per instrument from the sums and samples per
+        (instrument, frame) key."""
         frames = {}
         bad = {}
         for k, s, c in zip(uniq.tolist(), sums.tolist(), samples.tolist()):
@@ -602,3 +517,11 @@ class Aggregator:
         L.REC_MEMCPY_COUNT: _on_memcpy_count,
         L.REC_MEMSET_COUNT: _on_memset_count,
     }
+
+
+def _frame_ids(ids):
+    """A profile's frame ids; one no writer hands out (past MAX_NAME_ID) is
+    0, the unnamed frame."""
+    if ids.size and int(ids.max()) > MAX_NAME_ID:
+        return np.where(ids > MAX_NAME_ID, 0, ids)
+    return ids

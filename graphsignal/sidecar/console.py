@@ -50,6 +50,7 @@ import logging
 import re
 import threading
 import time
+from typing import Any, Callable, Deque, Dict, Optional, OrderedDict, Set, Tuple
 
 from graphsignal.channel import CUT, MAX_LINE  # a line keeps its first MAX_LINE bytes, the rest is cut
 from graphsignal.report import Reporter
@@ -193,7 +194,8 @@ class ConsoleCapture:
     """Turns console bytes into error entries. feed() and close_stream()
     never raise for any input; they are called from the pump threads."""
 
-    def __init__(self, store, pid_fn, clock=time.monotonic, max_queued=MAX_QUEUED):
+    def __init__(self, store: Any, pid_fn: Callable[[], Any], clock: Callable[[], float] = time.monotonic,
+                 max_queued: int = MAX_QUEUED) -> None:
         self.store = store
         self.pid_fn = pid_fn
         self.clock = clock
@@ -201,23 +203,24 @@ class ConsoleCapture:
         # feed() only queues: the pump that calls it goes back to the workload's
         # pipe at once, and a flood the scanner cannot keep up with is skipped
         # (counted), never waited for
-        self._queue = collections.deque()  # (stream, bytes or None for "closed", done event)
+        # (stream, bytes or None for "closed", resync, done event)
+        self._queue: Deque[Tuple[str, Optional[bytes], bool, Optional[threading.Event]]] = collections.deque()
         self._queued = 0
         self._qlock = threading.Condition(threading.Lock())
         self._worker = None
-        self._resync = set()  # streams with skipped bytes since their last queued chunk
+        self._resync: Set[str] = set()  # streams with skipped bytes since their last queued chunk
         self.unscanned = 0  # bytes skipped
         self._lock = threading.Lock()
-        self._streams = {}
+        self._streams: Dict[str, _Stream] = {}
         self._tokens = BURST
         self._refill_at = clock()
-        self._recent = collections.OrderedDict()  # recent entries (their repeats cost no token)
+        self._recent: OrderedDict[Any, bool] = collections.OrderedDict()  # recent entries (their repeats cost no token)
         self._flusher = None
         self._reporter = Reporter()  # a log line only: the capture's own bug is no workload error
         self.dropped = 0
 
     # -- input ------------------------------------------------------------------
-    def feed(self, stream, data):
+    def feed(self, stream: str, data: bytes) -> None:
         """Queues a chunk (bytes) of `stream` ("stdout"/"stderr") for the
         scanner thread; never waits for it. Beyond max_queued bytes waiting,
         the chunk is not scanned (counted in UNSCANNED_METRIC)."""
@@ -237,7 +240,7 @@ class ConsoleCapture:
         if skipped:
             self.store.add_counter(UNSCANNED_METRIC, {"stream": stream}, skipped)
 
-    def close_stream(self, stream, timeout=CLOSE_WAIT):
+    def close_stream(self, stream: str, timeout: float = CLOSE_WAIT) -> None:
         """At EOF: the unfinished last line and every open block are
         recorded, once what was queued before is scanned (waits at most
         `timeout` seconds for that)."""

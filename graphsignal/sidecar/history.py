@@ -152,14 +152,9 @@ class History:
     def __iter__(self) -> Iterator[Tuple[int, "HistorySnapshot"]]:
         return iter(self.view())
 
-    @overload
-    def __getitem__(self, i: int) -> Tuple[int, "HistorySnapshot"]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> List[Tuple[int, "HistorySnapshot"]]: ...
-
     def __getitem__(self, i: Union[int, slice]) -> Union[Tuple[int, "HistorySnapshot"],
                                                           List[Tuple[int, "HistorySnapshot"]]]:
+        """A view's item (HistoryView.__getitem__), of a view taken now."""
         return self.view()[i]
 
     def __reversed__(self) -> Iterator[Tuple[int, "HistorySnapshot"]]:

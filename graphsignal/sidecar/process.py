@@ -26,198 +26,14 @@ import time
 
 from graphsignal import __version__, config, safefs
 from graphsignal.report import Reporter
+from graphsignal.sidecar.feed import Feed, Workload
 from graphsignal.rings import stale
 from graphsignal import channel
-from graphsignal.channel import EXIT_REPORTED, describe_status, setup_logging, start_time
+from graphsignal.channel import EXIT_REPORTED, setup_logging
 
 logger = logging.getLogger("graphsignal")
 
 SUPERVISOR_GONE_WAIT = 10.0  # seconds the workload gets to exit after our SIGTERM, for the final payload
-DROPPED_CONSOLE_METRIC = "graphsignal_dropped_console_bytes"
-
-
-class Workload:
-    """The supervisor's child as the sources see it (pid, poll()); its exit
-    status arrives through the channel."""
-
-    def __init__(self, pid, start_time=None, pidfd=None):
-        self.pid = pid
-        self.start_time = start_time
-        self.pidfd = pidfd
-        self.returncode = None
-
-    def poll(self):
-        return self.returncode
-
-    def signal(self, sig):
-        """Sends sig to the workload, never to a process that reused its pid."""
-        if self.pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, sig)
-            except ProcessLookupError:
-                pass
-            return
-        if self.start_time is not None and start_time(self.pid) == self.start_time:
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def kill_group(self):
-        """SIGKILL to the workload's process group (its own, made by the
-        supervisor), then to the workload itself. The group is signalled
-        only while the workload, its leader, is alive: then its id cannot
-        name another group."""
-        try:
-            if self.alive() and os.getpgid(self.pid) == self.pid:
-                os.killpg(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.signal(signal.SIGKILL)
-
-    def alive(self):
-        if self.pidfd is not None:
-            r, _, _ = select.select([self.pidfd], [], [], 0)
-            return not r
-        return self.start_time is not None and start_time(self.pid) == self.start_time and stale.pid_alive(self.pid)
-
-    def wait_gone(self, timeout):
-        """True once the workload has exited (pidfd readable, or the pid no
-        longer names it), within timeout seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.pidfd is not None:
-                r, _, _ = select.select([self.pidfd], [], [], max(0.0, deadline - time.monotonic()))
-                if r:
-                    return True
-                continue
-            if not stale.pid_alive(self.pid):
-                return True
-            time.sleep(0.05)
-        return False
-
-
-class EarlyStore:
-    """Stands in for the MetricStore while the sidecar imports the rest, so
-    the console capture runs from the workload's first byte: calls are
-    kept (bounded, with their time) and replayed into the store once it is
-    attached, then passed straight through."""
-
-    MAX_CALLS = 10000
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._calls = []
-        self._store = None
-        self.dropped = 0
-
-    def clock(self):
-        store = self._store
-        return store.clock() if store is not None else time.time_ns()
-
-    def attach(self, store):
-        with self._lock:
-            for name, args, kwargs in self._calls:
-                try:
-                    getattr(store, name)(*args, **kwargs)
-                except Exception as e:
-                    logger.debug("graphsignal: replaying %s: %s", name, e)
-            self._calls = None
-            self._store = store
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        store = self._store
-        if store is not None:
-            return getattr(store, name)
-
-        def record(*args, **kwargs):
-            with self._lock:
-                if self._store is not None:
-                    return getattr(self._store, name)(*args, **kwargs)
-                kwargs.setdefault("ts", time.time_ns())
-                if len(self._calls) < self.MAX_CALLS:
-                    self._calls.append((name, args, kwargs))
-                else:
-                    self.dropped += 1
-        return record
-
-
-class Feed(threading.Thread):
-    """Reads the channel from the sidecar's first moments: console bytes
-    into the capture, gaps, and at the end the workload's exit status.
-    `ended` is True when the exit arrived, False when the channel closed
-    first (the supervisor is gone)."""
-
-    def __init__(self, sock, child):
-        threading.Thread.__init__(self, name="graphsignal-channel", daemon=True)
-        self.sock = sock
-        self.child = child
-        self.store = EarlyStore()
-        self.console = None
-        self.ended = None
-        self._gap_reporter = Reporter(self.store, {"source": "sidecar"})
-
-    def start_console(self):
-        from graphsignal.sidecar import console
-
-        self.console = console.ConsoleCapture(self.store, lambda: self.child.pid)
-
-    def run(self):
-        try:
-            self.ended = self._serve()
-        except Exception as e:
-            logger.warning("graphsignal: the console channel failed: %s: %s", type(e).__name__, e)
-            self.ended = False
-
-    def _serve(self):
-        while True:
-            tag, payload = channel.receive(self.sock)
-            if tag is None:
-                return False
-            stream = channel.STREAM_OF.get(tag)
-            if stream is not None:
-                if self.console is not None:
-                    self.console.feed(stream, payload)
-            elif tag == channel.GAP:
-                d = _json(payload)
-                self._gap(d.get("stream"), d.get("bytes"))
-            elif tag == channel.CLOSED:
-                if self.console is not None:
-                    self.console.close_stream(payload.decode("ascii", "replace"))
-            elif tag == channel.EXIT:
-                # From now on the supervisor waits for our final work, as
-                # long as it hears from us (channel.HEARTBEAT).
-                threading.Thread(target=channel.beat_until_closed, args=(self.sock,), name="graphsignal-heartbeat",
-                                 daemon=True).start()
-                d = _json(payload)
-                for stream, n in (d.get("gaps") or {}).items():
-                    self._gap(stream, n)
-                rc = d.get("returncode")
-                if isinstance(rc, int):
-                    self.child.returncode = rc
-                    self._record_exit(rc)
-                    self.store.set_ended(d.get("ended_ns"), rc)
-                return True
-
-    def _gap(self, stream, n):
-        if stream not in channel.DATA or not isinstance(n, int) or n <= 0:
-            return
-        self.store.add_counter(DROPPED_CONSOLE_METRIC, {"stream": stream}, n)
-        if self.console is not None:
-            self.console.close_stream(stream)  # what follows a gap is not the same line or traceback
-        self._gap_reporter.once(stream, "console error capture fell behind on %s: %d bytes went through to the "
-                                "console unscanned (counted in %s)" % (stream, n, DROPPED_CONSOLE_METRIC))
-
-    def _record_exit(self, rc):
-        pid = str(self.child.pid)
-        if rc < 0:
-            self.store.add_error("error", "process %s was %s" % (pid, describe_status(rc)),
-                                 tags={"process.pid": pid, "exit.signal": str(-rc)})
-        elif rc != 0:
-            self.store.add_error("error", "process %s exited with code %d" % (pid, rc),
-                                 tags={"process.pid": pid, "exit.code": str(rc)})
 
 
 class Part:
@@ -548,16 +364,6 @@ def _tune_gc():
     gctune.tune()  # after the parts' imports and set-up: that is what gc.freeze() keeps out of every pass
     logger.debug("graphsignal: garbage collector: thresholds %s, %d objects set aside (graphsignal.gctune)",
                  gc.get_threshold(), gc.get_freeze_count())
-
-
-def _json(payload):
-    import json
-
-    try:
-        d = json.loads(payload)
-    except ValueError:
-        return {}
-    return d if isinstance(d, dict) else {}
 
 
 def parse_args(argv):

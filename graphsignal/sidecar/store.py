@@ -32,13 +32,12 @@ estimate past them, in bounded memory); the first one is an error entry
 and a log line, and while the count grows one more line at most once a
 minute says it.
 """
-import math
 import collections
 import logging
 import threading
 import time
 import types
-from typing import (Any, Callable, Deque, Dict, Hashable, Iterable, List, Mapping, Optional, OrderedDict, Set, Tuple,
+from typing import (Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, OrderedDict, Set, Tuple,
                     Type, Union)
 
 import numpy as np
@@ -46,6 +45,7 @@ import numpy as np
 from graphsignal import histo, naming
 from graphsignal.report import Reporter
 from graphsignal.sidecar.history import NS, History, HistorySnapshot, HistoryView
+from graphsignal.sidecar.refused import RefusedSeries
 from graphsignal.sidecar.series import (CHECKPOINT_EVERY, COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT,
                                         PROFILE, TYPES, BucketHistogram, Counter, DeltaBins, Gauge, LogHistogram,
                                         Profile, Series, SeriesView, SparseBins, bins_diff, dumps)
@@ -67,8 +67,6 @@ PER_PROCESS_TAGS = ("process.pid", "rank", "local_rank", "world_size")
 DROPPED_SERIES_METRIC = "graphsignal_dropped_series"
 FOLDED_METRIC = "graphsignal_folded_processes"
 _INTERNAL = (DROPPED_SERIES_METRIC, FOLDED_METRIC)  # exempt from the cap: they report it
-MAX_REFUSED_KEPT = 65536  # refused series remembered exactly (their keys' hashes: about 4 MB at most)
-REFUSED_BITS = 1 << 20  # past them, a bitmap of this many bits (128 KiB) estimates the distinct rest
 SAY_EVERY_NS = 60 * 10**9  # a loss that keeps growing is said again at most this often
 
 Tags = Optional[Mapping[str, Any]]  # a series' tags as a writer gives them (values become str in its key)
@@ -83,59 +81,6 @@ def tags_key(tags: Tags) -> Tuple[Tuple[str, str], ...]:
 
 def _payload_order(key: SeriesKey) -> Tuple[str, Tuple[Tuple[str, str], ...], str]:
     return (key[0], key[2], key[1])
-
-
-class RefusedSeries:
-    """How many distinct series were refused, in bounded memory.
-
-    The first MAX_REFUSED_KEPT distinct keys are remembered (by hash) and
-    counted exactly: the same series refused on every record batch counts
-    once. Past them, each new key sets one bit of a REFUSED_BITS bitmap and
-    the count adds the linear-counting estimate of how many distinct keys
-    set the bits (m * ln(m / zeros): within a fraction of a percent up to
-    about a million more, and it only grows). Why not a plain set: another
-    process can make up series names without end, and the sidecar's memory
-    must not follow them."""
-
-    __slots__ = ("_kept", "_bits", "_ones")
-
-    def __init__(self) -> None:
-        self._kept: Set[int] = set()
-        self._bits: Optional[bytearray] = None  # made when the kept set is full
-        self._ones = 0
-
-    def add(self, key: Hashable) -> bool:
-        """Counts key if it was not counted yet; returns whether it was new."""
-        h = hash(key)
-        kept = self._kept
-        if h in kept:
-            return False
-        if len(kept) < MAX_REFUSED_KEPT:
-            kept.add(h)
-            return True
-        if self._bits is None:
-            self._bits = bytearray(REFUSED_BITS // 8)
-        bit = (h ^ (h >> 29)) % REFUSED_BITS  # the hash's high bits too
-        byte, mask = bit >> 3, 1 << (bit & 7)
-        if self._bits[byte] & mask:
-            return False
-        self._bits[byte] |= mask
-        self._ones += 1
-        return True
-
-    def __contains__(self, key: Hashable) -> bool:
-        h = hash(key)
-        if h in self._kept:
-            return True
-        bit = (h ^ (h >> 29)) % REFUSED_BITS
-        return self._bits is not None and bool(self._bits[bit >> 3] & (1 << (bit & 7)))
-
-    def __len__(self) -> int:
-        n = len(self._kept)
-        if self._ones:
-            zeros = REFUSED_BITS - self._ones
-            n += round(REFUSED_BITS * math.log(REFUSED_BITS / zeros)) if zeros else REFUSED_BITS * 14
-        return n
 
 
 class _Meta:

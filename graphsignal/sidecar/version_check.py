@@ -18,6 +18,7 @@ workload's start nor graphsignal-run's exit.
 import logging
 import re
 import threading
+from typing import Any, Optional, Tuple
 
 import requests
 
@@ -33,7 +34,7 @@ MAX_ANSWER = 4096  # bytes read of the answer
 _RELEASE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
 
-def release(text):
+def release(text: Any) -> Optional[Tuple[int, int, int]]:
     """(major, minor, patch) of a final release "X.Y[.Z]"; None for
     anything else (pre-releases and dev builds are never announced)."""
     m = _RELEASE.match(text.strip()) if isinstance(text, str) else None
@@ -42,13 +43,13 @@ def release(text):
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-def newer(latest, current=__version__):
+def newer(latest: Any, current: str = __version__) -> bool:
     """True when `latest` is a final release above `current`."""
     a, b = release(latest), release(current.split("+")[0].split(".dev")[0])
     return a is not None and b is not None and a > b
 
 
-def check(base, http=None, current=__version__):
+def check(base: str, http: Optional[requests.Session] = None, current: str = __version__) -> Optional[str]:
     """The latest release the server names when it is newer than ours, else
     None. Raises nothing."""
     url = base + VERSION_PATH
@@ -66,10 +67,10 @@ def check(base, http=None, current=__version__):
     except (requests.RequestException, ValueError, AttributeError, OSError) as e:
         logger.debug("graphsignal: version check failed: %s: %s", type(e).__name__, e)
         return None
-    return latest if newer(latest, current) else None
+    return str(latest) if newer(latest, current) else None
 
 
-def run(store, base, http=None):
+def run(store: Any, base: str, http: Optional[requests.Session] = None) -> None:
     latest = check(base, http)
     if latest is None:
         return
@@ -78,7 +79,7 @@ def run(store, base, http=None):
     store.set_resource("host", {}, {"profiler.latest_version": latest})
 
 
-def start(store, base=None):
+def start(store: Any, base: Optional[str] = None) -> Optional[threading.Thread]:
     """Starts the check on a daemon thread (the caller asks only when
     GRAPHSIGNAL_DISABLE_VERSION_CHECK is not set: config.Settings.version_check);
     None when the base URL (None: the default) is not usable (silently:

@@ -10,8 +10,9 @@ which a 1 s telemetry loop cannot afford).
 import importlib
 import logging
 import time
+from typing import Any, Callable, Dict, List, Optional, Union
 
-from graphsignal.sources.gpu import Backend, BackendUnavailable, Device
+from graphsignal.sources.gpu import Backend, BackendUnavailable, Device, Reading
 from graphsignal.sources.twins import BusyTime
 from graphsignal.sources.vendor import VendorLibrary
 
@@ -21,10 +22,10 @@ STATUS_NOT_SUPPORTED = 2  # AMDSMI_STATUS_NOT_SUPPORTED (amdsmi.h); the module's
 STATUS_NO_PERM = 10  # AMDSMI_STATUS_NO_PERM
 
 # PCIe transfer rate (MT/s, as AMD SMI reports it) -> generation
-PCIE_GENERATIONS = {2500: 1, 5000: 2, 8000: 3, 16000: 4, 32000: 5, 64000: 6}
+PCIE_GENERATIONS: Dict[float, int] = {2500: 1, 5000: 2, 8000: 3, 16000: 4, 32000: 5, 64000: 6}
 
 
-def load_module():
+def load_module() -> Any:
     """The amdsmi module, or None when it is not installed or cannot load
     its library (its import opens libamd_smi.so)."""
     try:
@@ -39,7 +40,7 @@ def load_module():
         return None
 
 
-def _num(value):
+def _num(value: Any) -> Optional[Union[int, float]]:
     """A number AMD SMI returned, or None for its "N/A" and sentinels."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -57,27 +58,27 @@ class AmdSmi(VendorLibrary):
     label = "AMD SMI"
     module_label = "amdsmi"
 
-    def __init__(self, module, on_error=None):
+    def __init__(self, module: Any, on_error: Optional[Callable[[str], None]] = None) -> None:
         VendorLibrary.__init__(self, on_error)
         self.mod = module
         wrapper = getattr(module, "amdsmi_wrapper", None)
         self._not_supported = getattr(wrapper, "AMDSMI_STATUS_NOT_SUPPORTED", STATUS_NOT_SUPPORTED)
         self._no_perm = getattr(wrapper, "AMDSMI_STATUS_NO_PERM", STATUS_NO_PERM)
 
-    def _open(self):
+    def _open(self) -> None:
         mod = self.mod
         try:
             mod.amdsmi_init(mod.AmdSmiInitFlags.INIT_AMD_GPUS)
         except mod.AmdSmiException as e:
             raise BackendUnavailable("AMD SMI init failed: %s; no AMD GPU telemetry" % _one_line(e))
 
-    def _close(self):
+    def _close(self) -> None:
         try:
             self.mod.amdsmi_shut_down()
         except self.mod.AmdSmiException as e:
             logger.debug("graphsignal: amdsmi_shut_down: %s", _one_line(e))
 
-    def call(self, fn, *args, device=None, variant=None, default=None):
+    def call(self, fn: str, *args: Any, device: Optional[int] = None, variant: Any = None, default: Any = None) -> Any:
         """amdsmi.<fn>(*args), or `default` when AMD SMI cannot answer."""
         if variant is None:
             variant = tuple(a for a in args[1:] if isinstance(a, (int, str)))
@@ -106,7 +107,7 @@ class AmdSmi(VendorLibrary):
             return default
 
 
-def _one_line(e):
+def _one_line(e: Exception) -> str:
     return " ".join(str(e).split())
 
 
@@ -115,11 +116,11 @@ class AmdSmiBackend(Backend):
     # ROCR's list narrows what HIP sees; HIP also honours CUDA_VISIBLE_DEVICES.
     visible_env = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
-    def __init__(self, smi, clock=time.monotonic):
+    def __init__(self, smi: AmdSmi, clock: Callable[[], float] = time.monotonic) -> None:
         self.smi = smi
         self.clock = clock  # monotonic seconds (busy time)
 
-    def open(self):
+    def open(self) -> List[Device]:
         self.smi.init()
         call = self.smi.call
         handles = call("amdsmi_get_processor_handles") or []
@@ -132,7 +133,7 @@ class AmdSmiBackend(Backend):
             devices.append(d)
         return devices
 
-    def prepare(self, d):
+    def prepare(self, d: Device) -> None:
         call, mod, h, k = self.smi.call, self.smi.mod, d.handle, d.index
         asic = call("amdsmi_get_gpu_asic_info", h, device=k) or {}
         driver = call("amdsmi_get_gpu_driver_info", h, device=k) or {}
@@ -146,7 +147,7 @@ class AmdSmiBackend(Backend):
         d.attributes.update({a: str(v) for a, v in attrs.items() if v not in (None, "N/A", "")})
         d.state["fan_max"] = _num(call("amdsmi_get_gpu_fan_speed_max", h, 0, device=k))
 
-    def read(self, d, r):
+    def read(self, d: Device, r: Reading) -> None:
         call, mod, h, k = self.smi.call, self.smi.mod, d.handle, d.index
         act = call("amdsmi_get_gpu_activity", h, device=k) or {}
         util = _pct(act.get("gfx_activity"))
@@ -209,10 +210,10 @@ class AmdSmiBackend(Backend):
         r.counter("gpu_ecc_errors", _num(ecc.get("correctable_count")), {"kind": "corrected"})
         r.counter("gpu_ecc_errors", _num(ecc.get("uncorrectable_count")), {"kind": "uncorrected"})
 
-    def close(self):
+    def close(self) -> None:
         self.smi.shutdown()
 
 
-def _pct(value):
+def _pct(value: Any) -> Optional[float]:
     v = _num(value)
     return float(v) if v is not None and v <= 100 else None

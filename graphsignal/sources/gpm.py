@@ -37,8 +37,12 @@ restricted to administrators): one line, and the series are absent, never
 answered, a failed read is null (not measured then).
 """
 import logging
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-from graphsignal.sources.gpu import DeviceLost
+from graphsignal.sources.gpu import Device, DeviceLost, Reading
+
+if TYPE_CHECKING:
+    from graphsignal.sources.nvml_library import Nvml
 
 logger = logging.getLogger("graphsignal")
 
@@ -76,18 +80,18 @@ class _Target:
 
     __slots__ = ("gi", "mig", "tags", "buffers", "spare", "prev", "prev_t", "answered", "off")
 
-    def __init__(self, gi, buffers, mig=False):
+    def __init__(self, gi: Optional[int], buffers: List[Any], mig: bool = False) -> None:
         self.gi = gi
         self.mig = mig  # the GPU is in MIG mode
         self.tags = {TAG: str(gi)} if gi is not None else None
         self.buffers = buffers
         self.spare = 0  # index of the buffer the next sample goes into
-        self.prev = None  # the buffer holding the last sample, or None
-        self.prev_t = None  # backend clock (s) when it was taken
-        self.answered = set()  # series this target has given a value for (null after that, never absent)
+        self.prev: Any = None  # the buffer holding the last sample, or None
+        self.prev_t: Optional[float] = None  # backend clock (s) when it was taken
+        self.answered: Set[str] = set()  # series this target has given a value for (null after that, never absent)
         self.off = False  # refused or not supported: not asked again
 
-    def where(self, k):
+    def where(self, k: int) -> str:
         return "GPU %s" % k if self.gi is None else "GPU %s GPU instance %s" % (k, self.gi)
 
 
@@ -95,14 +99,14 @@ class Gpm:
     """GPM for one NvmlBackend: `nvml` is its door (graphsignal.sources.nvml.Nvml),
     `clock` monotonic seconds."""
 
-    def __init__(self, nvml, clock):
+    def __init__(self, nvml: "Nvml", clock: Callable[[], float]) -> None:
         self.nvml = nvml
         self.clock = clock
-        self._query = None  # one nvmlGpmMetricsGet_t, reused by every read (~19 KB)
-        self._targets = []  # (target, device index): what close() frees
+        self._query: Any = None  # one nvmlGpmMetricsGet_t, reused by every read (~19 KB)
+        self._targets: List[Tuple[_Target, int]] = []  # (target, device index): what close() frees
 
     # -- setup -------------------------------------------------------------------
-    def prepare(self, d):
+    def prepare(self, d: Device) -> None:
         """Finds whether device `d` has GPM and its GPU instances, and
         allocates their sample buffers. d.state["gpm"]: the targets."""
         d.state["gpm"] = []
@@ -132,13 +136,13 @@ class Gpm:
             if len(t.buffers) == 2:
                 d.state["gpm"].append(t)
 
-    def _gpu_instances(self, d):
+    def _gpu_instances(self, d: Device) -> List[int]:
         """The GPU instance ids of a GPU in MIG mode (sorted), else []."""
         nv, call, h, k = self.nvml.nv, self.nvml.call, d.handle, d.index
         mode = call("nvmlDeviceGetMigMode", h, device=k)
         if not mode or mode[0] != getattr(nv, "NVML_DEVICE_MIG_ENABLE", MIG_ENABLE):
             return []
-        gis = set()
+        gis: Set[int] = set()
         for i in range(call("nvmlDeviceGetMaxMigDeviceCount", h, device=k) or 0):
             try:
                 mig = call("nvmlDeviceGetMigDeviceHandleByIndex", h, i, device=k, variant=(i,),
@@ -151,16 +155,16 @@ class Gpm:
                     gis.add(int(gi))  # compute instances of one GPU instance share its counters
         return sorted(gis)
 
-    def _refusals(self):
+    def _refusals(self) -> Tuple[int, ...]:
         nv = self.nvml.nv
         return (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_NO_PERMISSION, nv.NVML_ERROR_FUNCTION_NOT_FOUND)
 
-    def _say_unsupported(self, where, why="it needs Hopper or newer"):
+    def _say_unsupported(self, where: str, why: str = "it needs Hopper or newer") -> None:
         self.nvml.log_once(("gpm-unsupported", where), logging.INFO,
                            "NVML GPM is not supported on %s (%s): its SM, tensor and DRAM activity series are "
                            "absent" % (where, why))
 
-    def _say_off(self, t, k, e):
+    def _say_off(self, t: _Target, k: int, e: Exception) -> None:
         """One line for a GPM call the driver refuses or cannot answer: a
         refusal is also an `errors` entry (someone can lift it), the rest
         a fact of the hardware or driver."""
@@ -179,7 +183,7 @@ class Gpm:
             self._say_unsupported(where)
 
     # -- polling -------------------------------------------------------------------
-    def read(self, d, r):
+    def read(self, d: Device, r: Reading) -> None:
         """Takes a sample of each target of `d`; where a previous one is
         kept, puts the metrics over the two into reading `r`."""
         targets = d.state.get("gpm")
@@ -214,7 +218,7 @@ class Gpm:
                 self._emit(t, r, values or {})
             t.prev, t.prev_t, t.spare = cur, now, 1 - t.spare
 
-    def _metrics(self, t, k, s1, s2):
+    def _metrics(self, t: _Target, k: int, s1: Any, s2: Any) -> Optional[Dict[str, Optional[float]]]:
         """{series: percent} of the metrics the driver answered over
         samples (s1, s2); None when the call failed."""
         nv = self.nvml.nv
@@ -230,7 +234,7 @@ class Gpm:
             q.metrics[i].value = 0.0
         if self.nvml.call("nvmlGpmMetricsGet", q, device=k, variant=("gpm", t.gi), expect=self._refusals()) is None:
             return None
-        out = {}
+        out: Dict[str, Optional[float]] = {}
         for i, m in enumerate(METRICS):
             got = q.metrics[i]
             if got.nvmlReturn != nv.NVML_SUCCESS:
@@ -249,7 +253,7 @@ class Gpm:
             out[m[0]] = round(min(v, 100.0), 2)  # float rounding may overshoot 100 by a hair
         return out
 
-    def _emit(self, t, r, values):
+    def _emit(self, t: _Target, r: Reading, values: Mapping[str, Optional[float]]) -> None:
         """The answered series into the reading; a series answered before
         but not now is null (not measured this time), never 0 and never
         dropped while the store still holds its last value."""
@@ -261,7 +265,7 @@ class Gpm:
                 r.gauge(name, None, t.tags)
 
     # -- shutdown ------------------------------------------------------------------------
-    def close(self):
+    def close(self) -> None:
         """Frees every sample buffer (before NVML shuts down)."""
         for t, k in self._targets:
             for b in t.buffers:

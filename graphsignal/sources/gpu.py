@@ -58,7 +58,7 @@ PCI_BUS_ID. GRAPHSIGNAL_ALL_GPUS=1 watches every GPU on the host.
 """
 import logging
 import time
-from typing import Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from graphsignal import config
 from graphsignal.sources import Source, SourceUnavailable
@@ -67,6 +67,10 @@ logger = logging.getLogger("graphsignal")
 
 ENV_ALL_GPUS = config.ALL_GPUS_ENV
 MAX_EVENTS_PER_POLL = 64  # an XID storm must not stall the telemetry thread
+
+Num = Union[int, float]
+Value = Optional[Num]  # None: not measured
+TKey = Tuple[Tuple[str, str], ...]  # extra tags, sorted
 
 # Counters whose per-poll delta also makes a rate gauge: KiB/s from bytes.
 RATES = {
@@ -116,18 +120,19 @@ class Device:
 
     __slots__ = ("index", "uuid", "bus_id", "handle", "attributes", "cuda_index", "lost", "state", "tags")
 
-    def __init__(self, index, uuid, bus_id, handle=None, lost=None):
+    def __init__(self, index: int, uuid: Optional[str], bus_id: Optional[str], handle: Any = None,
+                 lost: Optional[str] = None) -> None:
         self.index = index
         self.uuid = uuid or ""
         self.bus_id = bus_id or ""
         self.handle = handle
-        self.attributes = {}
-        self.cuda_index = None
+        self.attributes: Dict[str, Any] = {}
+        self.cuda_index: Optional[int] = None
         self.lost = lost  # None, or why the device cannot be read
-        self.state = {}
+        self.state: Dict[Any, Any] = {}
         self.tags = {"device.uuid": self.uuid, "device.bus_id": self.bus_id, "device.index": str(index)}
 
-    def label(self):
+    def label(self) -> str:
         return "GPU %d (%s)" % (self.index, self.uuid or "uuid unknown")
 
 
@@ -137,18 +142,18 @@ class Reading:
 
     __slots__ = ("gauges", "counters")
 
-    def __init__(self):
-        self.gauges = {}
-        self.counters = {}
+    def __init__(self) -> None:
+        self.gauges: Dict[Tuple[str, TKey], Value] = {}
+        self.counters: Dict[Tuple[str, TKey], Value] = {}
 
-    def gauge(self, name, value, tags=None):
+    def gauge(self, name: str, value: Value, tags: Optional[Mapping[str, str]] = None) -> None:
         self.gauges[(name, _tkey(tags))] = value
 
-    def counter(self, name, raw_total, tags=None):
+    def counter(self, name: str, raw_total: Value, tags: Optional[Mapping[str, str]] = None) -> None:
         self.counters[(name, _tkey(tags))] = raw_total
 
 
-def _tkey(tags):
+def _tkey(tags: Optional[Mapping[str, str]]) -> TKey:
     return tuple(sorted(tags.items())) if tags else ()
 
 
@@ -158,41 +163,41 @@ class Backend:
     vendor = "unknown"
     visible_env: Tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
 
-    def open(self):
+    def open(self) -> List[Device]:
         """Every GPU on the host as a list of Device; raises BackendUnavailable."""
         raise NotImplementedError
 
-    def resolve(self, token):
+    def resolve(self, token: str) -> Optional[str]:
         """The GPU UUID behind a visible-devices entry that is neither an
         index nor a GPU UUID (e.g. a MIG UUID), or None."""
         return None
 
-    def prepare(self, dev):
+    def prepare(self, dev: Device) -> None:
         """One-time setup of a selected device: static attributes, events."""
 
-    def read(self, dev, reading):
+    def read(self, dev: Device, reading: Reading) -> None:
         """Fills `reading`; raises DeviceLost."""
         raise NotImplementedError
 
-    def events_supported(self, dev):
+    def events_supported(self, dev: Device) -> bool:
         return False
 
-    def events(self, dev):
+    def events(self, dev: Device) -> List[int]:
         """XID codes seen since the last call; raises DeviceLost."""
         return []
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
 # -- scoping --------------------------------------------------------------------
-def parse_visible(value):
+def parse_visible(value: Optional[str]) -> Optional[List[Union[int, str]]]:
     """A CUDA_VISIBLE_DEVICES value as a list of entries (int indices or
     UUID strings), or None when unset (everything is visible). Like CUDA,
     the list ends at the first entry that is not valid."""
     if value is None:
         return None
-    out = []
+    out: List[Union[int, str]] = []
     for raw in value.split(","):
         tok = raw.strip()
         if not tok:
@@ -207,12 +212,13 @@ def parse_visible(value):
     return out
 
 
-def _bare(uuid):
+def _bare(uuid: str) -> str:
     u = uuid.lower()
     return u[4:] if u.startswith("gpu-") else u
 
 
-def _match_uuid(devices, token, resolve):
+def _match_uuid(devices: Sequence[Device], token: str,
+                resolve: Optional[Callable[[str], Optional[str]]]) -> Optional[Device]:
     low = token.lower()
     if low.startswith("mig-"):
         parent = resolve(token) if resolve is not None else None
@@ -224,17 +230,19 @@ def _match_uuid(devices, token, resolve):
     return hits[0] if len(hits) == 1 else None
 
 
-def select_devices(devices, entries, resolve=None):
+def select_devices(devices: Sequence[Device], entries: Optional[Sequence[Union[int, str]]],
+                   resolve: Optional[Callable[[str], Optional[str]]] = None) -> List[Device]:
     """The devices named by `entries` (from parse_visible), in that order,
     each with its CUDA ordinal; all devices when entries is None. An entry
     that names no device, or a device twice, ends the list (CUDA's rule);
     MIG entries watch their parent GPU once."""
     if entries is None:
-        for i, d in enumerate(devices):
-            d.cuda_index = i
+        for i, dev in enumerate(devices):
+            dev.cuda_index = i
         return list(devices)
     by_index = {d.index: d for d in devices}
-    out, seen = [], set()
+    out: List[Device] = []
+    seen: Set[int] = set()
     for entry in entries:
         d = by_index.get(entry) if isinstance(entry, int) else _match_uuid(devices, entry, resolve)
         if d is None:
@@ -250,7 +258,8 @@ def select_devices(devices, entries, resolve=None):
     return out
 
 
-def scope(devices, backend, visible, all_gpus=False):
+def scope(devices: Sequence[Device], backend: Backend, visible: Mapping[str, str],
+          all_gpus: bool = False) -> Tuple[List[Device], Optional[str]]:
     """(selected devices, one-line note when none). visible: the
     workload's device-selection variables (config.VISIBLE_DEVICES_ENVS)
     that are set; all_gpus: GRAPHSIGNAL_ALL_GPUS."""
@@ -271,17 +280,17 @@ def scope(devices, backend, visible, all_gpus=False):
 class _Counter:
     __slots__ = ("last", "total", "t")
 
-    def __init__(self):
-        self.last = None
-        self.total = None
-        self.t = None  # monotonic seconds of the last reading (rates span two readings)
+    def __init__(self) -> None:
+        self.last: Value = None
+        self.total: Value = None
+        self.t: Optional[float] = None  # monotonic seconds of the last reading (rates span two readings)
 
-    def advance(self, raw):
+    def advance(self, raw: Value) -> Value:
         """Adds the growth since the last raw reading; a reading below the
         last one means the driver's counter restarted (reset, reload)."""
         if raw is None:
             return self.total
-        if self.last is None:
+        if self.last is None or self.total is None:
             self.total = 0
         elif raw >= self.last:
             self.total += raw - self.last
@@ -303,20 +312,21 @@ class GpuTelemetry(Source):
     name = "gpu"
     interval = 1.0
 
-    def __init__(self, store, backends, visible=None, all_gpus=False, clock=time.monotonic):
+    def __init__(self, store: Any, backends: Iterable[Backend], visible: Optional[Mapping[str, str]] = None,
+                 all_gpus: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.backends = list(backends)
         self.visible = dict(visible or {})
         self.all_gpus = all_gpus
         self.clock = clock
-        self.active = []  # (backend, [Device])
-        self._counters = {}  # (id(dev), key) -> _Counter
-        self._tags = {}  # (id(dev), tkey) -> merged tags
-        self._xid_totals = {}
-        self._emitted = {}  # id(dev) -> set of gauge keys (nulled if the GPU is lost)
+        self.active: List[Tuple[Backend, List[Device]]] = []
+        self._counters: Dict[Tuple[int, Tuple[str, TKey]], _Counter] = {}  # (id(dev), key) -> _Counter
+        self._tags: Dict[Tuple[int, TKey], Dict[str, str]] = {}  # (id(dev), tkey) -> merged tags
+        self._xid_totals: Dict[int, int] = {}
+        self._emitted: Dict[int, Set[Tuple[str, TKey]]] = {}  # id(dev) -> gauge keys (nulled if the GPU is lost)
         self._closed = False
 
-    def setup(self):
+    def setup(self) -> None:
         reasons = []
         absent = True  # every vendor's driver is missing: a host without GPUs, nothing to warn about
         for b in self.backends:
@@ -351,10 +361,10 @@ class GpuTelemetry(Source):
         for why in reasons:  # e.g. no NVIDIA driver on an AMD host: not worth an error entry
             logger.info("graphsignal: %s", why)
 
-    def devices(self):
+    def devices(self) -> List[Device]:
         return [d for _, devs in self.active for d in devs]
 
-    def poll(self):
+    def poll(self) -> None:
         if self._closed:
             return
         store = self.store
@@ -374,14 +384,14 @@ class GpuTelemetry(Source):
                 self._emit(d, reading, xids, now, ts)
                 store.set_resource("device", d.tags, d.attributes, ts)
 
-    def _tags_for(self, d, tkey):
+    def _tags_for(self, d: Device, tkey: TKey) -> Dict[str, str]:
         k = (id(d), tkey)
         t = self._tags.get(k)
         if t is None:
             t = self._tags[k] = dict(d.tags, **dict(tkey)) if tkey else d.tags
         return t
 
-    def _emit(self, d, reading, xids, now, ts):
+    def _emit(self, d: Device, reading: Reading, xids: Optional[List[int]], now: float, ts: int) -> None:
         store = self.store
         emitted = self._emitted[id(d)]
         for key, value in reading.gauges.items():
@@ -410,7 +420,7 @@ class GpuTelemetry(Source):
                 # over the time between this reading and the last one, which
                 # is several polls apart for fields read on the slow tier
                 dt = (now - prev_t) if prev_t is not None else None
-                if before is not None and dt and dt > 0:
+                if before is not None and total is not None and dt and dt > 0:
                     rate = round((total - before) / 1024.0 / dt, 1)
                 store.set_gauge(rate_name, tags, rate, ts)
                 emitted.add((rate_name, key[1]))
@@ -422,13 +432,13 @@ class GpuTelemetry(Source):
             self._xid_totals[id(d)] += len(xids)
             store.set_counter("gpu_xid_errors", d.tags, self._xid_totals[id(d)], ts)
 
-    def _xid(self, d, code):
+    def _xid(self, d: Device, code: int) -> None:
         text = XID_TEXT.get(code)
         msg = "XID %d on %s%s" % (code, d.label(), (": " + text) if text else "")
         logger.warning("graphsignal: %s", msg)
         self.store.add_error("error", msg, tags=dict(d.tags, xid=str(code)))
 
-    def _lose(self, d, why):
+    def _lose(self, d: Device, why: str) -> None:
         """One error entry; the device is not polled again and its gauges
         turn null (no longer measured); counters keep their totals."""
         d.lost = why
@@ -442,7 +452,7 @@ class GpuTelemetry(Source):
         d.attributes["status"] = "lost"
         store.set_resource("device", d.tags, d.attributes, ts)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Takes one last reading, then releases the vendor libraries.
 
         The sidecar polls once more after shutdown() so that a short run

@@ -11,6 +11,7 @@ the payload is served over HTTP, to the network with --listen-host.
 import functools
 import os
 import re
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 import psutil
 
@@ -87,7 +88,7 @@ _TOKEN_SHAPES = re.compile(
     r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:(?!-----END)[\s\S])*(?:-----END[A-Z ]*PRIVATE KEY-----)?")  # PEM
 
 
-def says_secret(name):
+def says_secret(name: str) -> bool:
     words = [w.lower() for w in _WORDS.findall(name)]
     if not words or words[-1] in _LOCATION_WORDS:
         return False
@@ -99,7 +100,7 @@ def says_secret(name):
     return any(w in SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words)
 
 
-def _user_value(value):
+def _user_value(value: str) -> str:
     """user:password (or smbclient's user%password) with the password
     hidden; user:group ids (1000:1000) and plain user names stay."""
     for sep in (":", "%"):
@@ -109,15 +110,15 @@ def _user_value(value):
     return value
 
 
-def _header(text):
+def _header(text: str) -> Optional[str]:
     m = _HEADER.match(text)
     return text[:m.start(2)] + REDACTED if m and says_secret(m.group(1)) else None
 
 
-def _redact_words(words):
+def _redact_words(words: Iterable[str]) -> List[Optional[str]]:
     """Rule 1 over a list of words; None where a word is left to the text rules."""
-    out = []
-    pending = None  # what the previous word says of this one
+    out: List[Optional[str]] = []
+    pending: Optional[Callable[[str], str]] = None  # what the previous word says of this one
     program = ""
     prev = ""
     for w in words:
@@ -185,21 +186,21 @@ def _redact_words(words):
     return out
 
 
-def _hide(_value):
+def _hide(_value: str) -> str:
     return REDACTED
 
 
-def _cookie(value):
+def _cookie(value: str) -> str:
     return REDACTED if "=" in value else value  # curl -b NAME=VALUE; without "=" it names a file
 
 
-def _unquoted(token):
+def _unquoted(token: str) -> Tuple[str, str]:
     if len(token) >= 2 and token[0] in "\"'" and token[-1] == token[0]:
         return token[0], token[1:-1]
     return "", token
 
 
-def _redact_script(text):
+def _redact_script(text: str) -> str:
     """Rule 2: rule 1 over the words of one argument, quoting kept, and
     the shell's separators after a word (TOKEN=x; next) kept too."""
     spans = []
@@ -210,7 +211,8 @@ def _redact_script(text):
     done = _redact_words([inner for _, _, (_, inner) in spans])
     if not any(d is not None for d in done):
         return text
-    parts, at = [], 0
+    parts: List[str] = []
+    at = 0
     for (start, end, (quote, inner)), d in zip(spans, done):
         if d is not None and d != inner:
             parts.append(text[at:start] + quote + d + quote)
@@ -222,7 +224,7 @@ _SEPARATORS = ";&|)"  # what ends a word of a shell script without a space: TOKE
 _SCRIPT_FLAG = re.compile(r"^-[a-z]*c$")  # sh -c, bash -lc, sh -ec: the next argument is a script
 
 
-def _userinfo(m):
+def _userinfo(m: "re.Match[str]") -> str:
     scheme, info = m.group(1), m.group(2)
     user, colon, _ = info.partition(":")
     if colon:
@@ -232,11 +234,12 @@ def _userinfo(m):
     return m.group(0)
 
 
-def _kv_text(text):
+def _kv_text(text: str) -> str:
     """NAME=VALUE pairs anywhere (query strings, a=1,b=2 lists, libpq's
     "host=h password=p"), also inside another pair's value
     (--from-literal=password=x)."""
-    parts, at = [], 0
+    parts: List[str] = []
+    at = 0
     for m in _KV_NAME.finditer(text):
         if m.start() < at or not says_secret(m.group(1)):
             continue
@@ -247,7 +250,7 @@ def _kv_text(text):
     return "".join(parts) + text[at:] if parts else text
 
 
-def _json(m):
+def _json(m: "re.Match[str]") -> str:
     if not says_secret(m.group(2)):
         return m.group(0)
     v = m.group(4)
@@ -255,11 +258,11 @@ def _json(m):
     return m.group(1) + m.group(2) + m.group(1) + m.group(3) + q + REDACTED + q
 
 
-def _colon(m):
+def _colon(m: "re.Match[str]") -> str:
     return m.group(1) + m.group(2) + REDACTED if says_secret(m.group(1)) else m.group(0)
 
 
-def _redact_text(text):
+def _redact_text(text: str) -> str:
     """Rule 3."""
     if "://" in text:
         text = _URL_USERINFO.sub(_userinfo, text)
@@ -278,7 +281,7 @@ _CACHED_LENGTH = 8192  # longer command lines are not kept in the cache
 
 
 @functools.lru_cache(maxsize=256)
-def _redact_cached(args):
+def _redact_cached(args: Tuple[str, ...]) -> Tuple[str, ...]:
     out = []
     for arg, done in zip(args, _redact_words(args)):
         if done is None:
@@ -287,19 +290,19 @@ def _redact_cached(args):
     return tuple(out)
 
 
-def redact_command_line(args):
+def redact_command_line(args: Iterable[Any]) -> List[str]:
     """args with secrets replaced by *** and their names kept (the rules
     above): "--api-key ***", "HF_TOKEN=***", "Authorization: ***",
     "postgres://me:***@db", "mysql -p***", '{"password": "***"}'. Runs
     once per new process (a command line is read once); the same command
     line (a pool of workers) is redacted once."""
-    args = tuple(str(a) for a in args)
-    if sum(len(a) for a in args) > _CACHED_LENGTH:
-        return list(_redact_cached.__wrapped__(args))
-    return list(_redact_cached(args))
+    words = tuple(str(a) for a in args)
+    if sum(len(a) for a in words) > _CACHED_LENGTH:
+        return list(_redact_cached.__wrapped__(words))
+    return list(_redact_cached(words))
 
 
-def peak_rss(pid, proc_root="/proc"):
+def peak_rss(pid: int, proc_root: str = "/proc") -> Optional[int]:
     """The process's peak resident memory (VmHWM) in bytes, or None."""
     try:
         with open("%s/%d/status" % (proc_root, pid), "rb") as f:
@@ -314,11 +317,11 @@ def peak_rss(pid, proc_root="/proc"):
 class ProcessTree:
     """The workload's processes: the root and its descendants."""
 
-    def __init__(self, root_pid_fn):
+    def __init__(self, root_pid_fn: Callable[[], Optional[int]]) -> None:
         self.root_pid_fn = root_pid_fn
-        self.procs = {}  # pid -> psutil.Process (kept so cpu_percent has a baseline)
+        self.procs: Dict[int, psutil.Process] = {}  # pid -> psutil.Process (kept so cpu_percent has a baseline)
 
-    def refresh(self):
+    def refresh(self) -> List[psutil.Process]:
         root = self.root_pid_fn()
         if root is None:
             return []
@@ -333,7 +336,7 @@ class ProcessTree:
         self.procs = alive
         return list(alive.values())
 
-    def pids(self):
+    def pids(self) -> List[int]:
         return sorted(self.procs)
 
 
@@ -341,20 +344,20 @@ class HostSource(Source):
     name = "host"
     interval = 1.0
 
-    def __init__(self, store, root_pid_fn, clock=None):
+    def __init__(self, store: Any, root_pid_fn: Callable[[], Optional[int]], clock: Any = None) -> None:
         self.store = store
         self.tree = ProcessTree(root_pid_fn)
-        self.cmdline_read = set()  # pids whose command line is in their resource
+        self.cmdline_read: Set[int] = set()  # pids whose command line is in their resource
         self.cpu_count = psutil.cpu_count() or os.cpu_count() or 1
         self.cpu_totals = ProcessCpuTotals()  # process_cpu_time_nanoseconds over the tree
 
-    def setup(self):
+    def setup(self) -> None:
         try:
             psutil.cpu_percent(interval=None)  # baseline for the first reading
         except Exception as e:
             raise SourceUnavailable("psutil cannot read host CPU: %s" % e)
 
-    def poll(self):
+    def poll(self) -> None:
         s = self.store
         ts = s.clock()
         # the host's share (100 = every core busy: what its name and /metrics'

@@ -1,22 +1,20 @@
 """NVIDIA GPU telemetry through NVML (the `pynvml` module of nvidia-ml-py).
 
-`Nvml.call` is the one door every NVML call goes through: it initializes
-NVML lazily, shuts it down at exit, turns "not supported" into None (null
-in /signals, never 0) and stops asking for it, logs each failing function
-once per device, turns a lost GPU into DeviceLost, and a missing library or
-driver into one clear line. `NvmlBackend` reads a device through that door
-into the shared metric names of gpu.py, and the GPU's own activity
-counters (GPM) through gpm.py, by the same door.
+`NvmlBackend` reads a device through the one door every NVML call goes
+through (graphsignal.sources.nvml_library.Nvml) into the shared metric
+names of gpu.py, and the GPU's own activity counters (GPM) through gpm.py,
+by the same door.
 """
-import ctypes
-import importlib
 import logging
 import time
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 from graphsignal.sources.gpm import Gpm
-from graphsignal.sources.gpu import MAX_EVENTS_PER_POLL, Backend, BackendUnavailable, Device, DeviceLost
+from graphsignal.sources.gpu import MAX_EVENTS_PER_POLL, Backend, Device, DeviceLost, Reading, Value
+from graphsignal.sources.nvml_library import Nvml as Nvml
+from graphsignal.sources.nvml_library import NvmlUnavailable as NvmlUnavailable
+from graphsignal.sources.nvml_library import one_call_samples, sample_value, text_of
 from graphsignal.sources.twins import BusyTime
-from graphsignal.sources.vendor import VendorLibrary
 
 logger = logging.getLogger("graphsignal")
 
@@ -39,9 +37,6 @@ REASONS = (
 ARCHITECTURES = {2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere", 8: "Ada",
                  9: "Hopper", 10: "Blackwell", 13: "Rubin"}
 
-# nvmlValue_t member per NVML_VALUE_TYPE_*
-_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-
 # NVLink error totals (field id names in pynvml) -> `kind` tag
 _NVLINK_ERROR_FIELDS = (
     ("NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "crc_flit"),
@@ -54,157 +49,7 @@ _NVLINK_ERROR_FIELDS = (
 _NVLINK_UP = (1, 2)  # NVML_NVLINK_STATE_ACTIVE, _SLEEP (a low-power link is still up)
 
 
-def _text(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if value is None else str(value)
-
-
-def sample_value(value_type, value):
-    """The number in an nvmlValue_t union of the given NVML_VALUE_TYPE."""
-    member = _VALUE_MEMBER.get(value_type)
-    return getattr(value, member) if member is not None else None
-
-
-class NvmlUnavailable(BackendUnavailable):
-    pass
-
-
-class Nvml(VendorLibrary):
-    """The one door to NVML. `module`: pynvml or a fake with the same names
-    (None imports pynvml on first use); `on_error(message)`: called once per
-    unexpected failure so it shows in `errors` (the shared rules:
-    graphsignal.sources.vendor)."""
-
-    label = "NVML"
-    module_label = "nvidia-ml-py"
-
-    def __init__(self, module=None, on_error=None):
-        VendorLibrary.__init__(self, on_error)
-        self._module = module
-
-    # -- lifecycle -----------------------------------------------------------
-    @property
-    def nv(self):
-        if self._module is None:
-            try:
-                self._module = importlib.import_module("pynvml")
-            except ImportError:
-                raise NvmlUnavailable("NVML unavailable: the nvidia-ml-py package is not installed "
-                                      "(pip install nvidia-ml-py); no NVIDIA GPU telemetry")
-        return self._module
-
-    def _open(self):
-        nv = self.nv
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as e:
-            raise NvmlUnavailable(self._init_line(nv, e),
-                                  absent=getattr(e, "value", None) == nv.NVML_ERROR_LIBRARY_NOT_FOUND)
-
-    @staticmethod
-    def _init_line(nv, e):
-        code = getattr(e, "value", None)
-        hint = {
-            nv.NVML_ERROR_LIBRARY_NOT_FOUND: "no NVIDIA driver here (libnvidia-ml.so.1 not found)",
-            nv.NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA driver is not loaded",
-            nv.NVML_ERROR_NO_PERMISSION: "no permission to open the NVIDIA driver",
-            nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "NVIDIA driver and library versions differ "
-                                                   "(reload the driver or reboot)",
-        }.get(code)
-        return "%s; no NVIDIA GPU telemetry" % (hint or "NVML init failed: %s" % e)
-
-    def _close(self):
-        nv = self._module
-        try:
-            nv.nvmlShutdown()
-        except nv.NVMLError as e:
-            logger.debug("graphsignal: nvmlShutdown: %s", e)
-
-    # -- the door ------------------------------------------------------------
-    def call(self, fn, *args, device=None, variant=None, expect=(), default=None):
-        """nv.<fn>(*args), or `default` when NVML cannot answer.
-
-        device: the device index (for logging and the lost-GPU rule);
-        variant: what tells apart calls of one function on one device
-        (default: its plain-valued arguments); expect: NVML error codes
-        the caller handles itself (re-raised as the library's NVMLError).
-        Raises DeviceLost when the GPU is gone, NvmlUnavailable when NVML
-        cannot be initialized."""
-        func = None
-        if callable(fn):  # our own binding of an NVML function (see one_call_samples)
-            func, fn = fn, fn.__name__
-        if variant is None:
-            # handles are not part of the key (the device is); plain
-            # arguments (clock type, counter, ...) are
-            variant = tuple(a for a in args if isinstance(a, (int, str, bytes, float)))
-        key = (fn, device, variant)
-        if not self.ask(key):
-            return default
-        nv = self._module
-        if func is None:
-            func = getattr(nv, fn, None)
-        if func is None:
-            self.missing(fn, key)
-            return default
-        try:
-            return func(*args)
-        except nv.NVMLError as e:
-            code = getattr(e, "value", None)
-            if code in expect:
-                raise
-            if code == nv.NVML_ERROR_UNINITIALIZED:
-                # Someone shut NVML down under us (it is refcounted per
-                # process): initialize again and retry once.
-                self._ready = False
-                self.init()
-                try:
-                    return func(*args)
-                except nv.NVMLError as e2:
-                    e, code = e2, getattr(e2, "value", None)
-            return self._failed(nv, fn, device, key, e, code, default)
-
-    def _failed(self, nv, fn, device, key, e, code, default):
-        where = "GPU %s" % device if device is not None else "the system"
-        if code in (nv.NVML_ERROR_GPU_IS_LOST, nv.NVML_ERROR_RESET_REQUIRED) and device is not None:
-            raise DeviceLost("NVML %s: %s" % (fn, e))
-        if code == nv.NVML_ERROR_NOT_SUPPORTED:
-            self.not_supported(fn, device, where, key)
-            return default
-        if code in (nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_NO_PERMISSION):
-            self.give_up(key)
-        self.failed(fn, device, where, e)
-        return default
-
-
 SLOW_EVERY = 5  # polls between reads of slow-changing, costly fields
-SAMPLES_CAP = 128  # samples per nvmlDeviceGetSamples read (the driver keeps fewer per type)
-
-
-def one_call_samples(nv):
-    """nvmlDeviceGetSamples as one driver call into a preallocated buffer.
-    pynvml's wrapper makes two (the first only sizes the buffer), and this
-    call is the telemetry cycle's costliest. None where the module is not
-    pynvml (e.g. a test fake): callers then use nv.nvmlDeviceGetSamples."""
-    getfp = getattr(nv, "_nvmlGetFunctionPointer", None)
-    sample_t = getattr(nv, "c_nvmlSample_t", None)
-    check = getattr(nv, "_nvmlCheckReturn", None)
-    if getfp is None or sample_t is None or check is None:
-        return None
-
-    def nvmlDeviceGetSamples(handle, sampling_type, last_seen):
-        fn = getfp("nvmlDeviceGetSamples")
-        count = ctypes.c_uint(SAMPLES_CAP)
-        vtype = ctypes.c_uint(0)
-        buf = (sample_t * SAMPLES_CAP)()
-        ret = fn(handle, ctypes.c_uint(sampling_type), ctypes.c_ulonglong(last_seen), ctypes.byref(vtype),
-                 ctypes.byref(count), buf)
-        if ret == getattr(nv, "NVML_ERROR_INSUFFICIENT_SIZE", -1):
-            return nv.nvmlDeviceGetSamples(handle, sampling_type, last_seen)
-        check(ret)
-        return vtype.value, buf[:count.value]
-
-    return nvmlDeviceGetSamples
 
 
 class NvmlBackend(Backend):
@@ -213,37 +58,35 @@ class NvmlBackend(Backend):
     vendor = "nvidia"
     visible_env = ("CUDA_VISIBLE_DEVICES",)
 
-    def __init__(self, nvml, interval=1.0, slow_every=SLOW_EVERY, clock=time.monotonic):
+    def __init__(self, nvml: Nvml, interval: float = 1.0, slow_every: int = SLOW_EVERY,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.nvml = nvml
         self.interval = interval
         self.slow_every = slow_every
         self.clock = clock  # monotonic seconds: busy time where the GPU has no samples
-        self._event_sets = []
-        self._sampler = None  # one_call_samples(nv) once NVML is up
+        self._event_sets: List[Tuple[Any, int]] = []
+        # one_call_samples(nv) once NVML is up (False: not looked for yet)
+        self._samples_fn: Union[bool, None, Callable[[Any, int, int], Any]] = False
         self.gpm = Gpm(nvml, clock)  # SM, tensor, DRAM activity (Hopper and newer)
 
     @property
-    def _sampler(self):
-        if self.__sampler is False:
-            self.__sampler = one_call_samples(self.nv)
-        return self.__sampler
-
-    @_sampler.setter
-    def _sampler(self, value):
-        self.__sampler = False if value is None else value
+    def _sampler(self) -> Optional[Callable[[Any, int, int], Any]]:
+        if self._samples_fn is False:
+            self._samples_fn = one_call_samples(self.nv)
+        return self._samples_fn if callable(self._samples_fn) else None
 
     @property
-    def nv(self):
+    def nv(self) -> Any:
         return self.nvml.nv
 
     # -- discovery -----------------------------------------------------------
-    def open(self):
+    def open(self) -> List[Device]:
         self.nvml.init()  # raises NvmlUnavailable with the one line
         call = self.nvml.call
         count = call("nvmlDeviceGetCount")
         if count is None:
             raise NvmlUnavailable("NVML could not count the GPUs; no NVIDIA GPU telemetry")
-        driver = _text(call("nvmlSystemGetDriverVersion"))
+        driver = text_of(call("nvmlSystemGetDriverVersion"))
         cuda = call("nvmlSystemGetCudaDriverVersion")
         cuda = "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None
         devices = []
@@ -252,9 +95,9 @@ class NvmlBackend(Backend):
                 h = call("nvmlDeviceGetHandleByIndex", i, device=i, variant=())
                 if h is None:
                     continue  # not ours to read (e.g. another container's GPU): logged by the door
-                uuid = _text(call("nvmlDeviceGetUUID", h, device=i))
+                uuid = text_of(call("nvmlDeviceGetUUID", h, device=i))
                 pci = call("nvmlDeviceGetPciInfo", h, device=i)
-                d = Device(i, uuid, _text(pci.busId) if pci is not None else None, h)
+                d = Device(i, uuid, text_of(pci.busId) if pci is not None else None, h)
             except DeviceLost as e:
                 d = Device(i, None, None, None, lost=str(e))
             d.attributes["vendor"] = "nvidia"
@@ -263,7 +106,7 @@ class NvmlBackend(Backend):
             devices.append(d)
         return devices
 
-    def resolve(self, token):
+    def resolve(self, token: str) -> Optional[str]:
         """A MIG device UUID -> its parent GPU's UUID."""
         call, nv = self.nvml.call, self.nv
         try:
@@ -274,12 +117,12 @@ class NvmlBackend(Backend):
         if mig is None:
             return None
         parent = call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig)
-        return _text(call("nvmlDeviceGetUUID", parent)) if parent is not None else None
+        return text_of(call("nvmlDeviceGetUUID", parent)) if parent is not None else None
 
-    def prepare(self, d):
+    def prepare(self, d: Device) -> None:
         """Static attributes, maxima, NVLink layout and XID events."""
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
-        name = _text(call("nvmlDeviceGetName", h, device=k))
+        name = text_of(call("nvmlDeviceGetName", h, device=k))
         arch = call("nvmlDeviceGetArchitecture", h, device=k)
         cc = call("nvmlDeviceGetCudaComputeCapability", h, device=k)
         mem = self._memory(d)
@@ -310,13 +153,14 @@ class NvmlBackend(Backend):
         self._prepare_events(d)
         self.gpm.prepare(d)  # last: its one line names the model
 
-    def _prepare_fields(self, d):
+    def _prepare_fields(self, d: Device) -> None:
         """One nvmlDeviceGetFieldValues request per poll carries memory
         temperature and, with NVLink, each link's state and data counters
         plus the error totals (one driver round trip instead of ~60)."""
         nv, st = self.nv, d.state
-        fields = []  # (field id, scope id)
-        slots = []  # what each field is: ("mem_temp",), ("state", link), ("tx", link), ("rx", link), ("err", kind)
+        fields: List[Tuple[int, int]] = []  # (field id, scope id)
+        # what each field is: ("mem_temp",), ("state", link), ("tx", link), ("rx", link), ("err", kind)
+        slots: List[Tuple[Any, ...]] = []
         mem_temp = getattr(nv, "NVML_FI_DEV_MEMORY_TEMP", None)
         if mem_temp is not None:
             fields.append((mem_temp, 0))
@@ -344,7 +188,7 @@ class NvmlBackend(Backend):
                     slots.append(("err", kind))
         st["fields"], st["slots"] = fields, slots
 
-    def _prepare_events(self, d):
+    def _prepare_events(self, d: Device) -> None:
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
         xid = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
         d.state["event_set"] = None
@@ -361,7 +205,7 @@ class NvmlBackend(Backend):
         self._event_sets.append((es, k))
 
     # -- polling -------------------------------------------------------------
-    def read(self, d, r):
+    def read(self, d: Device, r: Reading) -> None:
         """One poll of device `d` into reading `r` under gpu.py's names.
         NVML's milliwatts and millijoules become watts and joules; PCIe
         throughput stays in NVML's KB/s; NVLink KiB become bytes."""
@@ -375,7 +219,7 @@ class NvmlBackend(Backend):
         # SLOW_EVERY-th poll; between reads their series keep the last value.
         st["polls"] = st.get("polls", -1) + 1
         slow = st["polls"] % self.slow_every == 0
-        rates = []  # nvmlDeviceGetUtilizationRates, read at most once per poll
+        rates: List[Any] = []  # nvmlDeviceGetUtilizationRates, read at most once per poll
         r.gauge("gpu_utilization_percent", self._utilization(d, "gpu", rates))
         # its cumulative twin, from the same samples (see _utilization)
         r.counter("gpu_busy_time_nanoseconds", st["busy"].ns if "busy" in st else None)
@@ -438,7 +282,7 @@ class NvmlBackend(Backend):
             # CPU per GPU on an NVLink H200; rates span the two reads
             self._read_fields(d, r)
 
-    def _utilization(self, d, kind, rates):
+    def _utilization(self, d: Device, kind: str, rates: List[Any]) -> Optional[float]:
         """Percent, averaged over NVML's samples since the last read (the
         driver samples several times a second; one instantaneous read would
         alias). Falls back to nvmlDeviceGetUtilizationRates when samples are
@@ -473,7 +317,7 @@ class NvmlBackend(Backend):
                         if busy is not None:
                             busy.samples([(t, v) for t, v in pairs if v is not None and 0 <= v <= 100],
                                          self.clock())
-                        return round(avg, 1)
+                        return float(round(avg, 1))
                     self.nvml.log_once(("samples-range", k), logging.WARNING,
                                        "NVML utilization samples out of range on GPU %s (%s); "
                                        "using instantaneous readings" % (k, avg))
@@ -486,7 +330,7 @@ class NvmlBackend(Backend):
             busy.reading(value if value is not None and 0 <= value <= 100 else None, self.clock())
         return value
 
-    def _memory(self, d):
+    def _memory(self, d: Device) -> Any:
         """nvmlMemory_v2 (with `reserved`) where the driver has it, else v1."""
         call, nv, h, k = self.nvml.call, self.nv, d.handle, d.index
         version = getattr(nv, "nvmlMemory_v2", None)
@@ -497,7 +341,7 @@ class NvmlBackend(Backend):
             d.state["mem_v1"] = True
         return call("nvmlDeviceGetMemoryInfo", h, device=k)
 
-    def _fields(self, d, fields, variant):
+    def _fields(self, d: Device, fields: List[Tuple[int, int]], variant: str) -> List[Any]:
         """Values of (field id, scope id) pairs; None where not answered.
         `variant` names the request (the door remembers refusals per name)."""
         nv = self.nv
@@ -514,7 +358,7 @@ class NvmlBackend(Backend):
                 out.append(None)
         return out
 
-    def _read_fields(self, d, r):
+    def _read_fields(self, d: Device, r: Reading) -> None:
         st = d.state
         fields, slots = st["fields"], st["slots"]
         vals = self._fields(d, fields, "poll") if fields else []
@@ -541,9 +385,7 @@ class NvmlBackend(Backend):
         links = st["nvlinks"]
         if not links:
             return
-        if not states:
-            up = self._link_states(d, links)
-        r.gauge("gpu_nvlink_active_links", up)
+        r.gauge("gpu_nvlink_active_links", up if states else self._link_states(d, links))
         # NVML counts NVLink data in KiB
         r.counter("gpu_nvlink_tx_bytes", tx * 1024 if tx is not None else None)
         r.counter("gpu_nvlink_rx_bytes", rx * 1024 if rx is not None else None)
@@ -551,7 +393,7 @@ class NvmlBackend(Backend):
             if kind in errors:
                 r.counter("gpu_nvlink_errors", errors[kind], {"kind": kind})
 
-    def _link_states(self, d, links):
+    def _link_states(self, d: Device, links: List[int]) -> Optional[int]:
         """Active links the old way (one call per link), when the driver
         does not answer the link-state field."""
         call, k = self.nvml.call, d.index
@@ -564,10 +406,10 @@ class NvmlBackend(Backend):
         return up if answered else None
 
     # -- XID events ----------------------------------------------------------
-    def events_supported(self, d):
+    def events_supported(self, d: Device) -> bool:
         return d.state.get("event_set") is not None
 
-    def events(self, d):
+    def events(self, d: Device) -> List[int]:
         """XIDs since the last call: a 0 ms wait per pending event."""
         nv, es = self.nv, d.state.get("event_set")
         xid = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
@@ -584,7 +426,7 @@ class NvmlBackend(Backend):
                 out.append(int(data.eventData))
         return out
 
-    def close(self):
+    def close(self) -> None:
         for es, k in self._event_sets:
             try:
                 self.nvml.call("nvmlEventSetFree", es, device=k)
@@ -595,5 +437,5 @@ class NvmlBackend(Backend):
         self.nvml.shutdown()
 
 
-def _scale(value, divisor):
+def _scale(value: Value, divisor: float) -> Value:
     return value / divisor if value is not None else None

@@ -57,13 +57,19 @@ import math
 import socket
 import threading
 import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set
 
 import requests
 import urllib3
-from prometheus_client.parser import text_string_to_metric_families
 
 from graphsignal.report import Reporter
-from graphsignal.sources import Source
+from graphsignal.signals_model import SeriesKey
+from graphsignal.sources import Source, SourceContext
+from graphsignal.sources.prometheus_text import MAX_LINES as MAX_LINES
+from graphsignal.sources.prometheus_text import MAX_SERIES as MAX_SERIES
+from graphsignal.sources.prometheus_text import ParseReport as ParseReport
+from graphsignal.sources.prometheus_text import parse_exposition as parse_exposition
+from graphsignal.sources.prometheus_text import Sample, quote
 from graphsignal.textsafe import clean
 
 logger = logging.getLogger("graphsignal")
@@ -77,8 +83,6 @@ NOT_READY = (503,)  # HTTP statuses of a server that is up while its engine stil
 MAX_BODY = 32 << 20  # bytes; an exposition larger than this is not read
 SCRAPE_DEADLINE = 3.0  # seconds for a whole scrape, connect to last byte
 FINAL_DEADLINE = 0.5  # seconds for the last scrape at shutdown
-MAX_LINES = 10000  # sample lines parsed per scrape (a real engine has a few thousand at most)
-MAX_SERIES = 2000  # series imported per scrape (the store holds 5000 of everything)
 SKIPPED_METRIC = "prometheus_scrape_skipped_lines"
 UP_METRIC = "prometheus_scrape_up"
 FAILURES_METRIC = "prometheus_scrape_failures_total"
@@ -91,234 +95,15 @@ _HINTS = {
 
 
 class ScrapeError(Exception):
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         Exception.__init__(self, message)
         self.status = status  # the HTTP status, when the endpoint answered with one
 
 
-class ParseReport:
-    """What parse_exposition left out: malformed lines (skipped, with the
-    first as an example), lines beyond MAX_LINES and series beyond
-    MAX_SERIES (cut), and the lines of histograms without a total
-    (cut_histogram_lines; cut_histograms names them: family, labels)."""
-
-    __slots__ = ("skipped", "first_bad", "cut_lines", "cut_series", "cut_histogram_lines", "cut_histograms")
-
-    def __init__(self):
-        self.skipped, self.first_bad, self.cut_lines, self.cut_series = 0, None, 0, 0
-        self.cut_histogram_lines, self.cut_histograms = 0, []
-
-    @property
-    def skipped_lines(self):
-        """What prometheus_scrape_skipped_lines says: malformed lines and
-        the lines of histograms without a total."""
-        return self.skipped + self.cut_histogram_lines
-
-
-def parse_exposition(text, report=None, max_lines=None, max_series=None, give_up=None):
-    """Parses Prometheus text into a list of (kind, name, tags, value) with
-    kind "gauge" / "counter" (value: a number) or "histogram" (value:
-    (count, sum, le list, cumulative list)). A malformed line is skipped
-    (counted in `report`, a ParseReport); raises ValueError only when the
-    text has malformed lines and not one good sample (not an exposition).
-    give_up: a callable checked between families; when it returns True the
-    parse stops there (the caller then drops the partial result)."""
-    report = report if report is not None else ParseReport()
-    max_lines = MAX_LINES if max_lines is None else max_lines
-    max_series = MAX_SERIES if max_series is None else max_series
-    out = []
-    for block in _blocks(text, max_lines, report):
-        if give_up is not None and give_up():
-            break
-        out.extend(_parse_block(block, report))
-    if report.skipped and not out:
-        raise ValueError("no line is a Prometheus sample (first: %s)" % _quote(report.first_bad))
-    if len(out) > max_series:
-        report.cut_series = len(out) - max_series
-        del out[max_series:]
-    return out
-
-
-CHUNK = 1000  # sample lines per parser call for families whose samples stand alone
-
-
-def _blocks(text, max_lines, report):
-    """The text as blocks of lines, one metric family each (a block starts
-    at each # HELP / # TYPE of a new name; a gauge or counter family is cut
-    into blocks of CHUNK samples, each with the family's # lines, so that a
-    deadline is checked often), at most max_lines sample lines in all (the
-    rest is counted in report.cut_lines)."""
-    blocks, cur, head, family, kind, n, samples = [], [], [], None, None, 0, 0
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        s = line.strip()
-        if not s:
-            continue
-        if s.startswith("#"):
-            parts = s.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] != family:
-                if cur:
-                    blocks.append(cur)
-                cur, head, family, kind, n = [], [], parts[2], None, 0
-            if len(parts) >= 4 and parts[1] == "TYPE":
-                kind = parts[3].strip()
-            cur.append(line)
-            head.append(line)
-            continue
-        if samples >= max_lines:
-            report.cut_lines = sum(1 for x in lines[i:] if x.strip() and not x.lstrip().startswith("#"))
-            break
-        if n >= CHUNK and kind in (None, "gauge", "counter", "untyped", "unknown"):
-            blocks.append(cur)
-            cur, n = list(head), 0
-        samples += 1
-        n += 1
-        cur.append(line)
-    if cur:
-        blocks.append(cur)
-    return blocks
-
-
-def _parse_block(lines, report):
-    try:
-        return _convert("\n".join(lines) + "\n", report)
-    except Exception:
-        pass
-    # Something in this family is malformed: keep the lines that parse on
-    # their own (with the family's # lines), then parse those together.
-    head = [x for x in lines if x.lstrip().startswith("#")]
-    good = []
-    for x in lines:
-        if x.lstrip().startswith("#"):
-            continue
-        try:
-            list(text_string_to_metric_families("\n".join(head + [x]) + "\n"))
-        except Exception:
-            report.skipped += 1
-            if report.first_bad is None:
-                report.first_bad = x
-            continue
-        good.append(x)
-    if not good:
-        return []
-    try:
-        return _convert("\n".join(head + good) + "\n", report)
-    except Exception:
-        report.skipped += len(good)
-        if report.first_bad is None:
-            report.first_bad = good[0]
-        return []
-
-
-def _convert(text, report=None):
-    """The samples of `text`; histograms without a total go to `report`
-    once the whole text has parsed (a text that fails counts nothing)."""
-    out, cut = [], []
-    for fam in text_string_to_metric_families(text):
-        if fam.type in ("histogram", "gaugehistogram"):
-            out.extend(_histograms(fam, cut))
-        elif fam.type == "summary":
-            out.extend(_summaries(fam))
-        elif fam.type == "counter":
-            for s in fam.samples:
-                if s.name.endswith("_created"):
-                    continue
-                out.append(("counter", s.name, dict(s.labels), s.value))
-        else:  # gauge, untyped ("unknown"), info, stateset
-            for s in fam.samples:
-                if s.name.endswith("_created"):
-                    continue
-                out.append(("gauge", s.name, dict(s.labels), s.value))
-    if report is not None:
-        for name, labels, lines in cut:
-            report.cut_histogram_lines += lines
-            if len(report.cut_histograms) < MAX_CUT_NAMED:
-                report.cut_histograms.append((name, labels))
-    return out
-
-
-MAX_CUT_NAMED = 16  # histograms without a total named per scrape (all are counted)
-
-
-def _quote(line):
-    """A line of the exposition, safe and short enough for a log line."""
-    if line is None:
-        return "none"
-    text = clean(line.strip())
-    return repr(text[:120] + ("..." if len(text) > 120 else ""))
-
-
-def _group(fam, drop_label):
-    """Samples of a family grouped by their labels without `drop_label`."""
-    groups = {}
-    for s in fam.samples:
-        labels = {k: v for k, v in s.labels.items() if k != drop_label}
-        key = tuple(sorted(labels.items()))
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = {"labels": labels, "buckets": [], "count": None, "sum": None, "quantiles": [],
-                               "lines": 0}
-        suffix = s.name[len(fam.name):]
-        g["lines"] += 1
-        if suffix == "_bucket" and drop_label in s.labels:
-            g["buckets"].append((_le(s.labels[drop_label]), s.value))
-        elif suffix in ("_count", "_gcount"):
-            g["count"] = s.value
-        elif suffix in ("_sum", "_gsum"):
-            g["sum"] = s.value
-        elif suffix == "" and drop_label in s.labels:
-            g["quantiles"].append((s.labels[drop_label], s.value))
-    return groups.values()
-
-
-def _le(raw):
-    return float("inf") if raw in ("+Inf", "Inf", "inf") else float(raw)
-
-
-def _histograms(fam, cut):
-    """The histograms of a family; cut gets (name, labels, lines) of each
-    without a total."""
-    out = []
-    for g in _group(fam, "le"):
-        buckets = sorted(g["buckets"])
-        count = g["count"]
-        if count is None and buckets and buckets[-1][0] == math.inf:
-            count = buckets[-1][1]
-        if count is None:
-            # Neither _count nor the +Inf bucket: the exposition was cut and
-            # the total is unknown; better no histogram than a wrong one, and
-            # said (the payload's histograms always carry their count).
-            cut.append((fam.name, g["labels"], g["lines"]))
-            continue
-        le = [b for b, _ in buckets]
-        cum = [_num(c) for _, c in buckets]
-        out.append(("histogram", fam.name, g["labels"],
-                    (_num(count), g["sum"], le, cum)))
-    return out
-
-
-def _summaries(fam):
-    out = []
-    for g in _group(fam, "quantile"):
-        for q, v in g["quantiles"]:
-            out.append(("gauge", fam.name, dict(g["labels"], quantile=q), v))
-        if g["count"] is not None:
-            out.append(("histogram", fam.name, g["labels"],
-                        (_num(g["count"]), g["sum"], [], [])))
-    return out
-
-
-def _num(v):
-    """Counts arrive as floats ("27.0"); integral ones become ints."""
-    if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
-        return int(v)
-    return v
-
-
-def apply(store, samples, ts=None):
+def apply(store: Any, samples: Iterable[Sample], ts: Optional[int] = None) -> Set[SeriesKey]:
     """Writes parsed samples into the store; returns the set of series keys
     written, as (name, type, tags tuple)."""
-    keys = set()
+    keys: Set[SeriesKey] = set()
     with store.batch():
         for kind, name, tags, value in samples:
             if kind == "gauge":
@@ -335,7 +120,7 @@ def apply(store, samples, ts=None):
     return keys
 
 
-def _finite(v):
+def _finite(v: Optional[float]) -> Optional[float]:
     """NaN/Inf are "not measured" in the payload (null), not a number."""
     return v if v is None or math.isfinite(v) else None
 
@@ -345,15 +130,12 @@ class PrometheusSource(Source):
     interval = 1.0
     stop_wait = 0.25  # seconds SourceThread.stop waits for an interrupted scrape before leaving it
 
-    def __init__(self, store, url, engine=None, clock=time.monotonic, session=None, alive=None):
+    def __init__(self, store: Any, url: str, engine: Optional[str] = None, clock: Callable[[], float] = time.monotonic,
+                 session: Optional[requests.Session] = None, alive: Optional[Callable[[], bool]] = None) -> None:
         """alive: callable -> bool, whether the engine's process still runs
         (once it has exited, failing to reach it is no news)."""
-        self.store = store
-        self.alive = alive
-        self.url = url
-        self.engine = engine
-        self.clock = clock
-        self.session = session
+        self.store, self.url, self.engine, self.session = store, url, engine, session
+        self.alive, self.clock = alive, clock
         self.tags = {"url": url}
         if engine:
             self.tags["engine"] = engine
@@ -361,9 +143,9 @@ class PrometheusSource(Source):
         self._backoff = 0.0
         self._ever_up = False
         self._lost = False  # the last scrape after a good one failed to connect (see _failed)
-        self._started = None
-        self._said = {}  # message -> clock() when last logged
-        self._keys = set()
+        self._started: Optional[float] = None
+        self._said: Dict[str, float] = {}  # message -> clock() when last logged
+        self._keys: Set[SeriesKey] = set()
         self.scrapes_ok = 0
         self.failures = 0
         self._error_tags = {"source": self.name, "url": url}
@@ -372,19 +154,19 @@ class PrometheusSource(Source):
         self._logged = False  # the current failure's line was logged (not only its entry)
         self._halting = False  # shutdown has begun: the next scrape is the last, with FINAL_DEADLINE
         self._interrupted = threading.Event()  # set by interrupt(): the scrape in flight gives up
-        self._inflight = None  # the response being read (interrupt() cuts its socket)
-        self._conn = None  # the connection of the request in flight (_session sets it)
+        self._inflight: Optional[requests.Response] = None  # the response being read (interrupt() cuts its socket)
+        self._conn: Any = None  # the connection of the request in flight (_session sets it)
         self._inflight_lock = threading.Lock()
         self._exposition = Reporter(store, dict(self._error_tags, problem="exposition"))
 
-    def setup(self):
+    def setup(self) -> None:
         if self.session is None:
             self.session = _session(self)
         self._started = self.clock()
         self.store.set_gauge(UP_METRIC, self.tags, 0)
         self.store.set_counter(FAILURES_METRIC, self.tags, 0)
 
-    def poll(self):
+    def poll(self) -> None:
         now = self.clock()
         if self._started is None:
             self._started = now
@@ -396,7 +178,7 @@ class PrometheusSource(Source):
         budget = FINAL_DEADLINE if self._halting else SCRAPE_DEADLINE
         t_end = time.monotonic() + budget
 
-        def give_up():
+        def give_up() -> bool:
             return self._interrupted.is_set() or time.monotonic() >= t_end
 
         try:
@@ -430,7 +212,7 @@ class PrometheusSource(Source):
         self._lost = False
         self.scrapes_ok += 1
 
-    def _fetch(self, budget):
+    def _fetch(self, budget: float) -> str:
         """The body, read within `budget` seconds: a watchdog cuts the
         connection when they pass (a read timeout alone is per read, and an
         engine that trickles a byte a second would hold us forever)."""
@@ -440,6 +222,7 @@ class PrometheusSource(Source):
         timer.daemon = True
         timer.start()
         try:
+            assert self.session is not None  # setup() made one
             resp = self.session.get(self.url, timeout=(min(CONNECT_TIMEOUT, budget), min(READ_TIMEOUT, budget)),
                                     stream=True, headers={"Accept": "text/plain;version=0.0.4"})
             try:
@@ -451,7 +234,8 @@ class PrometheusSource(Source):
                     hint = _HINTS.get(resp.status_code)
                     raise ScrapeError("HTTP %d%s" % (resp.status_code, "; " + hint if hint else ""),
                                       status=resp.status_code)
-                parts, size = [], 0
+                parts: List[bytes] = []
+                size = 0
                 for part in resp.iter_content(chunk_size=1 << 16):
                     size += len(part)
                     if size > MAX_BODY:
@@ -477,11 +261,11 @@ class PrometheusSource(Source):
             timer.cancel()
         return b"".join(parts).decode("utf-8", errors="replace")
 
-    def _deadline(self, expired):
+    def _deadline(self, expired: threading.Event) -> None:
         expired.set()
         self._cut()
 
-    def _cut(self):
+    def _cut(self) -> None:
         """Shuts down the socket of the response being read, if any: the
         blocked read returns at once."""
         with self._inflight_lock:
@@ -493,7 +277,7 @@ class PrometheusSource(Source):
             except OSError:
                 pass
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         """Shutdown has begun: cut the scrape in flight; the last scrape
         (SourceThread.stop's final poll) gets FINAL_DEADLINE."""
         self._halting = True
@@ -501,7 +285,7 @@ class PrometheusSource(Source):
         self._interrupted.set()
         self._cut()
 
-    def _report_parse(self, report):
+    def _report_parse(self, report: ParseReport) -> None:
         """One error per kind of cut (and per first bad line), not per scrape.
         These describe the exposition, not a failed scrape: tagged
         problem=exposition, so a recovery of the endpoint leaves them be."""
@@ -509,7 +293,7 @@ class PrometheusSource(Source):
         if report.skipped:
             say(("skipped", report.first_bad), "scraping %s: %d malformed line%s skipped (first: %s); the rest of "
                 "the exposition is imported" % (self.url, report.skipped, "" if report.skipped == 1 else "s",
-                                                _quote(report.first_bad)))
+                                                quote(report.first_bad)))
         for name, labels in report.cut_histograms:
             say(("histogram", name, tuple(sorted(labels.items()))),
                 "scraping %s: histogram %s%s has neither _count nor a +Inf bucket (the exposition is cut inside "
@@ -522,14 +306,15 @@ class PrometheusSource(Source):
             say("series", "scraping %s: more than %d series; %d were not imported"
                 % (self.url, MAX_SERIES, report.cut_series))
 
-    def _failed(self, now, e):
+    def _failed(self, now: float, e: Exception) -> None:
         self.failures += 1
         self.store.set_gauge(UP_METRIC, self.tags, 0)
         self.store.add_counter(FAILURES_METRIC, self.tags, 1)
         self._backoff = min(BACKOFF_MAX, max(self.interval, self._backoff * 2))
         self._next_try = now + self._backoff
         refused = isinstance(e, requests.ConnectionError)
-        not_ready = isinstance(e, ScrapeError) and e.status in NOT_READY
+        status = e.status if isinstance(e, ScrapeError) else None
+        not_ready = status in NOT_READY
         if refused and self.alive is not None and not self.alive():
             return  # the engine has exited (the supervisor records how): nothing to say
         if refused and self._ever_up and not self._lost:
@@ -545,12 +330,12 @@ class PrometheusSource(Source):
             # The entry is "info" (starting is no error); the line is seen at the default level.
             self._say("info", "no engine metrics yet: %s %s; trying again every few seconds (still "
                               "loading? another port: --metrics-port)"
-                      % (self.url, "answers HTTP %d (not ready)" % e.status if not_ready
+                      % (self.url, "answers HTTP %s (not ready)" % status if not_ready
                          else "refuses connections"), now, logging.WARNING)
-            if now - self._started >= NEVER_UP_WARN:
+            if self._started is not None and now - self._started >= NEVER_UP_WARN:
                 if not_ready:
-                    self._say("warning", "%s has answered HTTP %d (not ready) for %d s; is the engine still "
-                                         "loading?" % (self.url, e.status, NEVER_UP_WARN), now)
+                    self._say("warning", "%s has answered HTTP %s (not ready) for %d s; is the engine still "
+                                         "loading?" % (self.url, status, NEVER_UP_WARN), now)
                 else:
                     self._say("warning", "no answer from %s for %d s; is the engine up, and is this its "
                                          "metrics port? (set it with --metrics-port)" % (self.url, NEVER_UP_WARN),
@@ -562,7 +347,7 @@ class PrometheusSource(Source):
             reason = _one_line(e) if isinstance(e, ScrapeError) else type(e).__name__
         self._say("warning", "scraping %s failed: %s" % (self.url, reason), now)
 
-    def _say(self, level, message, now, log_level=None):
+    def _say(self, level: str, message: str, now: float, log_level: Optional[int] = None) -> None:
         """One error entry per distinct message while it lasts; its log line
         once, and again after a recovery only if LOG_REPEAT has passed."""
         if self._unresolved and message in self._said:
@@ -576,12 +361,12 @@ class PrometheusSource(Source):
             self._reporter.entry(message, level)
         self._unresolved = True
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         if self.session is not None:
             self.session.close()
 
 
-def _labels(labels):
+def _labels(labels: Mapping[str, str]) -> str:
     """{a="x",b="y"} for a line, short and safe; "" for none."""
     if not labels:
         return ""
@@ -589,12 +374,12 @@ def _labels(labels):
     return "{%s}" % (text[:200] + "..." if len(text) > 200 else text)
 
 
-def _one_line(e):
+def _one_line(e: Exception) -> str:
     text = clean(" ".join(str(e).split()))
     return text[:300] + "..." if len(text) > 300 else text
 
 
-def _session(source):
+def _session(source: PrometheusSource) -> requests.Session:
     """A requests session that tells `source` which connection each request
     uses (source._conn), so a scrape stuck even before its headers can be
     cut (see PrometheusSource._cut)."""
@@ -603,7 +388,7 @@ def _session(source):
     session.trust_env = False
 
     class _Pool(urllib3.HTTPConnectionPool):
-        def _get_conn(self, timeout=None):
+        def _get_conn(self, timeout: Optional[float] = None) -> Any:
             conn = urllib3.HTTPConnectionPool._get_conn(self, timeout)
             source._conn = conn
             return conn
@@ -616,9 +401,9 @@ def _session(source):
     return session
 
 
-def _socket_of(resp):
+def _socket_of(resp: Any) -> Any:
     """The socket under a requests response (urllib3 1.26 and 2.x), or None."""
-    raw = getattr(resp, "raw", None)
+    raw: Any = getattr(resp, "raw", None)
     for conn in (getattr(raw, "connection", None), getattr(raw, "_connection", None)):
         sock = getattr(conn, "sock", None)
         if sock is not None:
@@ -629,7 +414,7 @@ def _socket_of(resp):
         return None
 
 
-def make_source(ctx):
+def make_source(ctx: SourceContext) -> Optional[PrometheusSource]:
     """A PrometheusSource for a run (a graphsignal.sources.SourceContext),
     or None when there is nothing to scrape (no engine recognized and no
     --metrics-port)."""

@@ -14,6 +14,7 @@ a diff of two runs still tells busy from idle:
 Their window rate divided by 1e9 is CPU cores used and the GPU's busy
 fraction over the window.
 """
+from typing import Container, Dict, Iterable, Optional, Tuple
 
 NS_PER_US = 1000
 
@@ -30,27 +31,27 @@ class BusyTime:
 
     __slots__ = ("total", "last_ts", "period", "last_t", "measured")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.total = 0.0  # ns
-        self.last_ts = None  # microseconds of the last sample integrated (the driver's clock)
-        self.period = None  # the driver's sampling period, microseconds
-        self.last_t = None  # seconds (monotonic) of the last reading
+        self.last_ts: Optional[float] = None  # microseconds of the last sample integrated (the driver's clock)
+        self.period: Optional[float] = None  # the driver's sampling period, microseconds
+        self.last_t: Optional[float] = None  # seconds (monotonic) of the last reading
         self.measured = False
 
-    def samples(self, pairs, now):
+    def samples(self, pairs: Iterable[Tuple[float, float]], now: float) -> None:
         """pairs: [(timestamp_us, percent)], percent within 0..100. The
         first sample ever only anchors the next. A sample covers the
         driver's sampling period before it, so a longer gap (the driver
         stops sampling an idle GPU) counts as 1.5 periods at most: a
         period plus room for the driver's jitter."""
-        pairs = sorted(pairs)
-        gaps = [b[0] - a[0] for a, b in zip(pairs, pairs[1:]) if b[0] > a[0]]
+        ordered = sorted(pairs)
+        gaps = [b[0] - a[0] for a, b in zip(ordered, ordered[1:]) if b[0] > a[0]]
         if len(gaps) >= 2:
             self.period = sorted(gaps)[len(gaps) // 2]
         elif gaps and self.period is None:
             self.period = gaps[0]
         cap = 1.5 * self.period if self.period else None
-        for ts, pct in pairs:
+        for ts, pct in ordered:
             if self.last_ts is not None and ts > self.last_ts:
                 dt = ts - self.last_ts
                 if cap is not None and dt > cap:
@@ -61,7 +62,7 @@ class BusyTime:
         self.last_t = now
         self.measured = True
 
-    def reading(self, percent, now):
+    def reading(self, percent: Optional[float], now: float) -> None:
         """One instantaneous percent at `now` (seconds), or None when the
         driver answered nothing."""
         if percent is not None:
@@ -73,7 +74,7 @@ class BusyTime:
         self.last_ts = None
 
     @property
-    def ns(self):
+    def ns(self) -> Optional[int]:
         """Busy nanoseconds so far, or None before anything was measured."""
         return int(round(self.total)) if self.measured else None
 
@@ -84,21 +85,21 @@ class ProcessCpuTotals:
     live less than a poll interval are missed), and a reused pid (another
     start time) counts as a new process."""
 
-    def __init__(self):
-        self.live = {}  # pid -> (start time, ns)
+    def __init__(self) -> None:
+        self.live: Dict[int, Tuple[Optional[float], int]] = {}  # pid -> (start time, ns)
         self.gone_ns = 0
 
-    def update(self, pid, started, ns):
+    def update(self, pid: int, started: Optional[float], ns: int) -> None:
         prev = self.live.get(pid)
         if prev is not None and prev[0] != started:
             self.gone_ns += prev[1]
             prev = None
         self.live[pid] = (started, max(ns, prev[1]) if prev is not None else ns)
 
-    def retire(self, alive):
+    def retire(self, alive: Container[int]) -> None:
         """Folds the processes not in `alive` (pids) into the total."""
         for pid in [p for p in self.live if p not in alive]:
             self.gone_ns += self.live.pop(pid)[1]
 
-    def total(self):
+    def total(self) -> int:
         return self.gone_ns + sum(ns for _, ns in self.live.values())

@@ -11,6 +11,7 @@ windows is asked again), httpfetch.MAX_BYTES per body.
 """
 import threading
 import time
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from graphsignal import config, httpfetch
 from graphsignal.textsafe import clean
@@ -21,13 +22,17 @@ TIMEOUT = 2.0  # seconds: a refresh a second must not hang on a dead host
 DEADLINE = 5.0  # seconds for a whole answer, however slowly it trickles (graphsignal-top --timeout)
 
 
-def signals_url(host, port, window=None):
+def signals_url(host: str, port: int, window: Optional[int] = None) -> str:
     h = "[%s]" % host if ":" in host and not host.startswith("[") else host
     url = "http://%s:%d/signals" % (h, port)
     return url + ("?window=%d" % window if window else "")
 
 
-def fetch(host, port, window=None, timeout=TIMEOUT, deadline=None):
+Fetched = Tuple[Optional[Dict[str, Any]], Optional[str], Optional[str]]  # (payload, error, note)
+
+
+def fetch(host: str, port: int, window: Optional[int] = None, timeout: float = TIMEOUT,
+          deadline: Optional[float] = None) -> Fetched:
     """(payload dict or None, error text or None, note or None). A sidecar
     that refuses ?window (older versions) is asked again without it.
     `deadline` (default: DEADLINE, read at each call) bounds the whole
@@ -49,13 +54,13 @@ def fetch(host, port, window=None, timeout=TIMEOUT, deadline=None):
     return payload, err, None
 
 
-def cannot_show(e):
+def cannot_show(e: Exception) -> str:
     """One line for an exception raised while reading a payload (a foreign
     or hostile endpoint's JSON of the right outline and the wrong insides)."""
     return "cannot show this payload: %s: %s" % (type(e).__name__, clean(str(e))[:200])
 
 
-def _parse(data):
+def _parse(data: Union[bytes, bytearray]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     try:
         return httpfetch.parse_signals(data), None
     except httpfetch.FetchError as e:
@@ -66,7 +71,8 @@ class SnapshotThread(threading.Thread):
     """Fetches every `interval` seconds and hands each result to
     state.update(); `seq` counts updates so the screen knows when to draw."""
 
-    def __init__(self, state, host, port, window, interval=1.0, fetcher=fetch):
+    def __init__(self, state: Any, host: str, port: int, window: Optional[int], interval: float = 1.0,
+                 fetcher: Callable[[str, int, Optional[int]], Fetched] = fetch) -> None:
         threading.Thread.__init__(self, name="graphsignal-top-snapshot", daemon=True)
         self.state = state
         self.host, self.port, self.window = host, port, window
@@ -75,13 +81,13 @@ class SnapshotThread(threading.Thread):
         self.seq = 0
         self._halt = threading.Event()
 
-    def run(self):
+    def run(self) -> None:
         while not self._halt.is_set():
             t0 = time.monotonic()
             self.refresh()
             self._halt.wait(max(0.05, self.interval - (time.monotonic() - t0)))
 
-    def refresh(self):
+    def refresh(self) -> None:
         payload, error, note = self.fetcher(self.host, self.port, self.window)
         try:
             self.state.update(payload, error, note)
@@ -89,5 +95,5 @@ class SnapshotThread(threading.Thread):
             self.state.update(None, cannot_show(e))
         self.seq += 1
 
-    def stop(self):
+    def stop(self) -> None:
         self._halt.set()

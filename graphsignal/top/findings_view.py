@@ -4,7 +4,11 @@ render module's segments). A payload without `findings` (a file saved
 before they existed, an older sidecar) gets them computed here from the
 same document, and the section says so.
 """
+from typing import Any, Callable, Dict, List, Mapping, Tuple, cast
+
 from graphsignal import findings
+from graphsignal.signals_model import Signals
+from graphsignal.top.text import Line
 
 ONCE_FINDINGS = 5  # findings --once lists, each with its first change and what to confirm
 LIVE_FINDINGS = 2
@@ -12,16 +16,16 @@ IMPACT_OF = {"wall_time": "of the time", "gpu_time": "of GPU time", "tokens_per_
              "requests": "of requests", "data": "of the data"}
 
 
-def of_payload(payload):
+def of_payload(payload: Mapping[str, Any]) -> Tuple[List[Dict[str, Any]], bool]:
     """(findings, computed here?) of a payload."""
     got = payload.get("findings")
     if isinstance(got, list):
         return [f for f in got if isinstance(f, dict)], False
-    return findings.compute(payload), True
+    return cast(List[Dict[str, Any]], findings.compute(cast(Signals, payload))), True
 
 
-def section(model, once, line):
-    """The section's lines; line(*segments) makes one (render._line)."""
+def section(model: Any, once: bool, line: Callable[..., Line]) -> List[Line]:
+    """The section's lines; line(*segments) makes one (graphsignal.top.text.line)."""
     found = model.findings or []
     how = " (computed from this payload)" if model.findings_computed else ""
     if not found and model.fetched_at is None:
@@ -33,7 +37,8 @@ def section(model, once, line):
     for i, f in enumerate(found[:ONCE_FINDINGS if once else LIVE_FINDINGS]):
         impact = f.get("impact") or {}
         share = impact.get("share") or 0.0
-        lines.append(line("   %d. " % (i + 1), ("%3.0f%% %-13s" % (100 * share, IMPACT_OF.get(impact.get("of"), "")),
+        of = IMPACT_OF.get(str(impact.get("of")), "")
+        lines.append(line("   %d. " % (i + 1), ("%3.0f%% %-13s" % (100 * share, of),
                                                  "bad" if share >= 0.2 else "warn"),
                           " %s " % f.get("id"), (str(f.get("title") or ""), None),
                           (" [%s]" % f.get("confidence"), "dim")))
@@ -51,7 +56,7 @@ def section(model, once, line):
     return lines
 
 
-def _tags(tags):
+def _tags(tags: Any) -> str:
     if not isinstance(tags, dict) or not tags:
         return ""
     return "{%s}" % ",".join("%s=%s" % kv for kv in sorted(tags.items()))

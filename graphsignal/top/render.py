@@ -4,11 +4,14 @@ render() returns a list of lines, each a list of (text, style) segments;
 the curses screen and `--once` (plain or ANSI) both print these, so the
 tests see exactly what a person sees. Styles are names (see STYLES);
 the front end decides what each looks like, or ignores them (NO_COLOR).
+Numbers in their units and lines clipped to the width are text.py's.
 """
 import time
 
 from graphsignal.top import findings_view
-from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TABLES, who_cell
+from graphsignal.top.tables import GRAPHS, KERNELS, MEMORY, SYNC, TABLES, who_cell
+from graphsignal.top.text import (Glyphs, clip, fit, fmt_age, fmt_bytes, fmt_count, fmt_ns, fmt_num, fmt_pct, fmt_s,
+                                  line, sparkline)
 
 STYLES = ("title", "head", "dim", "ok", "warn", "bad", "sel", "bar", "key")
 CATEGORY_STYLE = {"gemm": "ok", "attention": "bar", "communication": "warn", "memory": "key"}
@@ -33,127 +36,6 @@ class UI:
             self.selected, self.offset = 0, 0
             return
         self.selected = max(0, min(self.selected, n_rows - 1))
-
-
-class Glyphs:
-    def __init__(self, unicode=True):
-        self.unicode = unicode
-        self.spark = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588" if unicode else "_.-:=+*#"
-        self.ellipsis = "\u2026" if unicode else "~"
-        self.sep = "\u2502" if unicode else "|"
-        self.up_down = "\u2191\u2193" if unicode else "up/down"
-
-
-# -- number formatting ----------------------------------------------------------------
-def fmt_ns(ns):
-    if ns is None:
-        return "-"
-    ns = float(ns)
-    a = abs(ns)
-    if a >= 60e9:
-        return "%.1f min" % (ns / 60e9)
-    if a >= 1e9:
-        return "%.2f s" % (ns / 1e9)
-    if a >= 1e6:
-        return "%.2f ms" % (ns / 1e6)
-    if a >= 1e3:
-        return "%.1f us" % (ns / 1e3)
-    return "%d ns" % ns
-
-
-def fmt_s(s):
-    return "-" if s is None else fmt_ns(s * 1e9)
-
-
-def fmt_bytes(b):
-    if b is None:
-        return "-"
-    b = float(b)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(b) < 1024 or unit == "TiB":
-            return ("%d %s" % (b, unit)) if unit == "B" else ("%.1f %s" % (b, unit))
-        b /= 1024.0
-    return "%.1f TiB" % b
-
-
-def fmt_count(n):
-    if n is None:
-        return "-"
-    n = float(n)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= div * 10:
-            return "%.1f%s" % (n / div, suffix)
-    return ("%d" % n) if n == int(n) else ("%.1f" % n)
-
-
-def fmt_pct(p, digits=0):
-    return "-" if p is None else ("%.*f%%" % (digits, p))
-
-
-def fmt_num(v, digits=0):
-    if v is None:
-        return "-"
-    return ("%.*f" % (digits, v)) if isinstance(v, float) else str(v)
-
-
-def fmt_age(s):
-    if s is None:
-        return "-"
-    s = int(s)
-    if s < 60:
-        return "%ds" % s
-    if s < 3600:
-        return "%dm%02ds" % (s // 60, s % 60)
-    return "%dh%02dm" % (s // 3600, (s % 3600) // 60)
-
-
-def sparkline(values, width, glyphs, vmax=None):
-    """The last `width` values as bars; unmeasured samples are blank."""
-    vals = list(values)[-width:] if width > 0 else []
-    nums = [v for v in vals if v is not None]
-    if not nums:
-        return " " * len(vals)
-    top = vmax if vmax else max(nums)
-    top = top or 1.0
-    out = []
-    for v in vals:
-        if v is None:
-            out.append(" ")
-        else:
-            i = int(round(max(0.0, min(1.0, v / top)) * (len(glyphs.spark) - 1)))
-            out.append(glyphs.spark[i])
-    return "".join(out)
-
-
-def clip(text, width, glyphs):
-    if width <= 0:
-        return ""
-    if len(text) <= width:
-        return text
-    return text[:max(0, width - 1)] + glyphs.ellipsis
-
-
-# -- line helpers -----------------------------------------------------------------------
-def _line(*segs):
-    return [s if isinstance(s, tuple) else (s, None) for s in segs if s]
-
-
-def line_text(line):
-    return "".join(t for t, _ in line)
-
-
-def _fit(line, width, glyphs):
-    """Clips a line's segments to width (keeping styles)."""
-    out, used = [], 0
-    for text, style in line:
-        if used >= width:
-            break
-        room = width - used
-        if len(text) > room:
-            text = clip(text, room, glyphs)
-        out.append((text, style))
-        used += len(text)
-    return out
 
 
 # -- sections ---------------------------------------------------------------------------
@@ -191,16 +73,16 @@ def _title(model, ui, now, g, once):
         msg += "" if once else "; retrying every second"
         if model.fetched_at:
             msg += " (data below is %s old)" % fmt_age(now - model.fetched_at)
-        lines.append(_line((" " + msg, "bad")))
+        lines.append(line((" " + msg, "bad")))
     if model.window_note:
-        lines.append(_line((" " + model.window_note, "warn")))
+        lines.append(line((" " + model.window_note, "warn")))
     return lines
 
 
 def _host_section(model, once, g):
     h = model.host
     if not any(v is not None for v in h.values()) and not model.processes:
-        return [_line((" HOST ", "head"), ("no host metrics", "dim"))]
+        return [line((" HOST ", "head"), ("no host metrics", "dim"))]
     cpu = fmt_pct(h.get("cpu"))
     cores = h.get("cpu_count")
     mem = "%s / %s" % (fmt_bytes(h.get("mem_used")), fmt_bytes(h.get("mem_total")))
@@ -209,18 +91,18 @@ def _host_section(model, once, g):
     if busy is not None:
         of += " (%.2f busy)" % busy
     # the host's figure is a share of all its cores; a process's below is top's (100% = one core)
-    lines = [_line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (cpu, of, mem, len(model.processes)))]
+    lines = [line((" HOST ", "head"), "cpu %s%s  mem %s  processes %d" % (cpu, of, mem, len(model.processes)))]
     limit = len(model.processes) if once else 4
     for p in model.processes[:limit]:
-        lines.append(_line("   pid %-7s cpu %6s  rss %10s  " % (p["pid"], fmt_pct(p["cpu"], 1), fmt_bytes(p["rss"])),
+        lines.append(line("   pid %-7s cpu %6s  rss %10s  " % (p["pid"], fmt_pct(p["cpu"], 1), fmt_bytes(p["rss"])),
                            (p["cmd"] or "", "dim")))
     return lines
 
 
 def _gpu_section(model, width, g):
     if not model.gpus:
-        return [_line((" GPU  ", "head"), ("no GPU telemetry (no NVML/AMD SMI data from this profiler)", "dim"))]
-    lines = [_line((" GPU", "head"))]
+        return [line((" GPU  ", "head"), ("no GPU telemetry (no NVML/AMD SMI data from this profiler)", "dim"))]
+    lines = [line((" GPU", "head"))]
     spark_w = max(8, min(30, width - 120)) if width else 20
     for gp in model.gpus:
         util = gp["util"]
@@ -230,7 +112,7 @@ def _gpu_section(model, width, g):
         mem = "%s / %s" % (fmt_bytes(gp["mem_used"]), fmt_bytes(gp["mem_total"]))
         if gp["mem_used"] is not None and gp["mem_total"]:
             mem += " (%d%%)" % round(100.0 * gp["mem_used"] / gp["mem_total"])
-        first = _line(
+        first = line(
             ("  %-3s" % idx, "head"), "%-18s " % clip(str(name), 18, g),
             "util ", ("%4s" % fmt_pct(util), ustyle), " ",
             (sparkline(gp["util_hist"], spark_w, g, vmax=100.0), "bar"),
@@ -249,7 +131,7 @@ def _gpu_section(model, width, g):
         xid = gp["xid"]
         reasons = [r for r in (gp["reasons"] or [])]
         throttled = [r for r in reasons if r not in ("gpu_idle", "applications_clocks_setting")]
-        second = _line(
+        second = line(
             "      clocks sm %s / %s MHz  mem %s MHz  %s  " % (
                 fmt_num(gp["sm_clock"]), fmt_num(gp["sm_clock_max"]), fmt_num(gp["mem_clock"]), pcie),
             ("xid %s" % fmt_num(xid), "bad" if xid else None),
@@ -266,14 +148,14 @@ def _engine_section(model, width, g):
     if not e:
         sc = model.engine_scrape
         if sc and not sc["up"]:  # where it looks, and what it got (a wrong --metrics-port shows here)
-            return [_line((" ENGINE ", "head"), ("no engine metrics from %s: " % sc["url"], "warn"),
+            return [line((" ENGINE ", "head"), ("no engine metrics from %s: " % sc["url"], "warn"),
                           (sc["reason"] or "no answer yet", "dim"))]
-        return [_line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)",
+        return [line((" ENGINE ", "head"), ("no engine metrics (no inference engine's Prometheus metrics in /signals)",
                                              "dim"))]
     spark_w = max(8, min(24, width - 130)) if width else 16
     head = " ENGINE " + (e.get("name") + " " if e.get("name") else "")
     ws = e.get("window_seconds")
-    first = _line((head, "head"), "running %s  waiting %s  kv-cache %s  tokens/s%s prompt %s gen %s " % (
+    first = line((head, "head"), "running %s  waiting %s  kv-cache %s  tokens/s%s prompt %s gen %s " % (
         fmt_num(e.get("running")), fmt_num(e.get("waiting")), fmt_pct(e.get("kv_percent"), 1),
         (" (last %ss)" % fmt_num(round(ws, 1))) if ws else "", fmt_count(e.get("prompt_tps")),
         fmt_count(e.get("gen_tps"))),
@@ -296,7 +178,7 @@ def _engine_section(model, width, g):
         extra.append("busy slots/decode %s" % fmt_num(round(e["busy_slots"], 2), 2))
     if e.get("decode_tps_request") is not None:
         extra.append("decode %s tokens/s per request" % fmt_count(round(e["decode_tps_request"])))
-    second = _line("   " + "   ".join(parts + extra))
+    second = line("   " + "   ".join(parts + extra))
     return [first, second]
 
 
@@ -337,18 +219,18 @@ def _probe_line(p, g):
                                   for f in frames[:4]) if frames else "no frames"
     else:
         text = ""
-    return _line("   ", ("%-48s " % clip(label, 48, g), None), (text, None))
+    return line("   ", ("%-48s " % clip(label, 48, g), None), (text, None))
 
 
 def _probes_section(model, once, g):
     if not model.probes:
-        return [_line((" PROBES ", "head"), ("no probe metrics", "dim"))]
+        return [line((" PROBES ", "head"), ("no probe metrics", "dim"))]
     limit = len(model.probes) if once else 4
-    lines = [_line((" PROBES ", "head"), ("%d series" % len(model.probes), "dim"))]
+    lines = [line((" PROBES ", "head"), ("%d series" % len(model.probes), "dim"))]
     for p in model.probes[:limit]:
         lines.append(_probe_line(p, g))
     if len(model.probes) > limit:
-        lines.append(_line(("   ... %d more (graphsignal-top --once lists all)" % (len(model.probes) - limit), "dim")))
+        lines.append(line(("   ... %d more (graphsignal-top --once lists all)" % (len(model.probes) - limit), "dim")))
     return lines
 
 
@@ -364,24 +246,24 @@ def _nvtx_section(model, once, g):
     domains = {r.domain for r in rows}
     head = "%d paths%s" % (len(rows), "" if windowed else ", nothing in the window: totals since start")
     cols = "   %10s %9s %10s" + (" %10s" if gpu else "%s") + "  %s"
-    lines = [_line((" NVTX RANGES ", "head"), (head, "dim")),
-             _line((cols % ("TIME", "RANGES", "AVG", "GPU" if gpu else "", "NAME"), "dim"))]
+    lines = [line((" NVTX RANGES ", "head"), (head, "dim")),
+             line((cols % ("TIME", "RANGES", "AVG", "GPU" if gpu else "", "NAME"), "dim"))]
     for r in rows[:limit]:
         value, samples = (r.window_value, r.window_samples) if windowed else (r.total_value, r.total_samples)
         gpu_ns = (r.gpu_window if windowed else r.gpu_total) if gpu else None
         name = r.frame if domains == {"default"} else "%s: %s" % (r.domain, r.frame)
-        lines.append(_line(cols % (fmt_ns(value), fmt_count(samples), fmt_ns(value / samples if samples else None),
+        lines.append(line(cols % (fmt_ns(value), fmt_count(samples), fmt_ns(value / samples if samples else None),
                                    fmt_ns(gpu_ns) if gpu else "", clip(name, 200, g))))
     if len(rows) > limit:
-        lines.append(_line(("   ... %d more (graphsignal-top --once lists %d)" % (len(rows) - limit, ONCE_ROWS),
+        lines.append(line(("   ... %d more (graphsignal-top --once lists %d)" % (len(rows) - limit, ONCE_ROWS),
                             "dim")))
     return lines
 
 
 def _errors_section(model, once, now, g):
     if not model.errors:
-        return [_line((" ERRORS ", "head"), ("none", "dim"))]
-    lines = [_line((" ERRORS ", "head"), ("%d (newest first)" % model.errors_total, "dim"))]
+        return [line((" ERRORS ", "head"), ("none", "dim"))]
+    lines = [line((" ERRORS ", "head"), ("%d (newest first)" % model.errors_total, "dim"))]
     limit = 10 if once else 2
     for e in model.errors[:limit]:
         ts = e.get("last_ns") or e.get("timestamp_ns")
@@ -392,11 +274,11 @@ def _errors_section(model, once, now, g):
         resolved = e.get("resolved_ns")
         if resolved:
             # the condition has cleared (e.g. the engine's endpoint answers again): history, not news
-            lines.append(_line(("   %s %-7s %s%s (resolved %s)" % (
+            lines.append(line(("   %s %-7s %s%s (resolved %s)" % (
                 when, level, msg, " (x%d)" % cnt if cnt > 1 else "",
                 time.strftime("%H:%M:%S", time.localtime(resolved / 1e9))), "dim")))
             continue
-        lines.append(_line("   %s " % when, ("%-7s" % level, "bad" if level in ("error", "critical") else "warn"),
+        lines.append(line("   %s " % when, ("%-7s" % level, "bad" if level in ("error", "critical") else "warn"),
                            " " + msg + (" (x%d)" % cnt if cnt > 1 else "")))
     return lines
 
@@ -494,17 +376,17 @@ def _table_lines(model, ui, width, max_rows, g):
             keep.remove(drop_order.pop(0))
     cols = [all_cols[i] for i in keep]
     head = " " + " ".join(("%*s" % (w, h)) if h != "CATEGORY" else ("%-*s" % (w, h)) for h, w in cols) + " NAME"
-    header = [_tabs(model, ui), _line((head, "head"))]
+    header = [_tabs(model, ui), line((head, "head"))]
     if ui.table == GRAPHS and model.trace_mode == "node":
-        header.append(_line(("   node mode: kernels inside graphs are timed one by one in the kernel table", "dim")))
+        header.append(line(("   node mode: kernels inside graphs are timed one by one in the kernel table", "dim")))
     if not t.rows:
         empty = (_NONE_YET if t.measured else _EMPTY)[ui.table]
         if model.trace_mode == "off":
             empty = "CUDA tracing is off (--cuda-trace off): no CUDA activity is collected"
-        header.append(_line(("   " + empty, "dim")))
+        header.append(line(("   " + empty, "dim")))
         return header, []
     if t.measured and not t.window_value and model.window and not t.untimed:
-        header.append(_line(("   nothing in the last %s s; sorted by totals since start"
+        header.append(line(("   nothing in the last %s s; sorted by totals since start"
                              % fmt_num((model.window or {}).get("seconds")), "dim")))
     rows = []
     for i, r in enumerate(t.rows):
@@ -523,38 +405,38 @@ def _table_lines(model, ui, width, max_rows, g):
 def _details(model, ui, width, g):
     t = model.tables[ui.table]
     if not t.rows:
-        return [_line((" DETAILS ", "head"), ("nothing selected", "dim"))]
+        return [line((" DETAILS ", "head"), ("nothing selected", "dim"))]
     r = t.rows[min(ui.selected, len(t.rows) - 1)]
     covered = (model.window or {}).get("covered_seconds")
-    lines = [_line((" DETAILS ", "head"), (" %s " % TABLE_LABELS[ui.table], "sel"), "  ", (r.short, "head"),
+    lines = [line((" DETAILS ", "head"), (" %s " % TABLE_LABELS[ui.table], "sel"), "  ", (r.short, "head"),
                    ("   (Enter or Esc: back)", "dim"))]
     if r.category:
-        lines.append(_line("   category   ", (r.category, CATEGORY_STYLE.get(r.category))))
+        lines.append(line("   category   ", (r.category, CATEGORY_STYLE.get(r.category))))
 
     def wrapped(label, text):
         room = max(20, (width or 200) - 14)
         out = []
         for i in range(0, max(1, len(text)), room):
-            out.append(_line(("   %-10s " % (label if i == 0 else ""), None), (text[i:i + room], None)))
+            out.append(line(("   %-10s " % (label if i == 0 else ""), None), (text[i:i + room], None)))
         return out
 
     lines += wrapped("symbol", r.name)
     if r.full and r.full != r.name:
         lines += wrapped("demangled", r.full)
     rate = (r.window_value / covered) if covered else None
-    lines.append(_line("   last %s s  time %s (%s/s)  calls %s  avg %s%s" % (
+    lines.append(line("   last %s s  time %s (%s/s)  calls %s  avg %s%s" % (
         fmt_num(round(covered, 1)) if covered else "-", fmt_ns(r.window_value), fmt_ns(rate),
         fmt_count(r.window_samples), fmt_ns(r.window_value / r.window_samples if r.window_samples else None),
         ("  bytes %s" % fmt_bytes(r.window_bytes)) if r.window_bytes is not None else "")))
-    lines.append(_line("   since start  time %s  calls %s  avg %s%s" % (
+    lines.append(line("   since start  time %s  calls %s  avg %s%s" % (
         fmt_ns(r.total_value), fmt_count(r.total_samples),
         fmt_ns(r.total_value / r.total_samples if r.total_samples else None),
         ("  bytes %s" % fmt_bytes(r.total_bytes)) if r.total_bytes is not None else "")))
-    lines.append(_line(("   per process", "head")))
-    lines.append(_line(("     %-28s %12s %9s %12s %10s" % ("PROCESS", "TIME (WIN)", "CALLS", "TIME (ALL)", "CALLS"),
+    lines.append(line(("   per process", "head")))
+    lines.append(line(("     %-28s %12s %9s %12s %10s" % ("PROCESS", "TIME (WIN)", "CALLS", "TIME (ALL)", "CALLS"),
                         "dim")))
     for p in r.procs:
-        lines.append(_line("     %-28s %12s %9s %12s %10s" % (
+        lines.append(line("     %-28s %12s %9s %12s %10s" % (
             clip(p.label, 28, g), fmt_ns(p.window_value), fmt_count(p.window_samples), fmt_ns(p.total_value),
             fmt_count(p.total_samples))))
     return lines
@@ -563,7 +445,7 @@ def _details(model, ui, width, g):
 def _footer(model, ui, now, g):
     age = ("refreshed %s ago" % fmt_age(now - model.fetched_at)) if model.fetched_at else "waiting for data"
     keys = "q quit  %s select  Enter details  k/g/m/s tables" % g.up_down
-    return _line((" " + keys + "   ", "key"), (age, "dim"))
+    return line((" " + keys + "   ", "key"), (age, "dim"))
 
 
 # -- the frame --------------------------------------------------------------------------
@@ -577,7 +459,7 @@ def render(model, ui, width=None, height=None, now=None, unicode=True):
     W = width or 160
     sections = [  # (priority: higher goes first when space is short, lines)
         (0, _title(model, ui, now, g, once)),
-        (1, findings_view.section(model, once, _line)),
+        (1, findings_view.section(model, once, line)),
         (2, _host_section(model, once, g)),
         (1, _gpu_section(model, W, g)),
         (1, _engine_section(model, W, g)),
@@ -593,9 +475,9 @@ def render(model, ui, width=None, height=None, now=None, unicode=True):
             header, rows = _table_lines(model, ui, W, None, g)
             body = header + rows[:ONCE_ROWS]
             if len(rows) > ONCE_ROWS:
-                body.append(_line(("   ... %d more rows" % (len(rows) - ONCE_ROWS), "dim")))
+                body.append(line(("   ... %d more rows" % (len(rows) - ONCE_ROWS), "dim")))
         out = top + body
-        return [_fit(ln, W, g) for ln in out] if width else out
+        return [fit(ln, W, g) for ln in out] if width else out
     # interactive: fit the screen
     footer = _footer(model, ui, now, g)
     n_rows = len(model.tables[ui.table].rows)
@@ -625,17 +507,4 @@ def render(model, ui, width=None, height=None, now=None, unicode=True):
     out = top + body
     out += [[]] * max(0, height - 1 - len(out))
     out.append(footer)
-    return [_fit(ln, W, g) for ln in out[:height]]
-
-
-def to_text(lines, color=False):
-    """Lines as one string: plain, or with ANSI SGR colors."""
-    sgr = {"title": "1;7", "head": "1", "dim": "2", "ok": "32", "warn": "33", "bad": "1;31", "sel": "7",
-           "bar": "36", "key": "34"}
-    out = []
-    for ln in lines:
-        if color:
-            out.append("".join(("\x1b[%sm%s\x1b[0m" % (sgr[s], t)) if s in sgr else t for t, s in ln))
-        else:
-            out.append("".join(t for t, _ in ln))
-    return "\n".join(s.rstrip() for s in out) + "\n"
+    return [fit(ln, W, g) for ln in out[:height]]

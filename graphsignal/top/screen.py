@@ -14,8 +14,10 @@ import time
 
 from graphsignal.textsafe import clean
 from graphsignal.top.client import SnapshotThread, fetch
-from graphsignal.top.render import UI, render, to_text
-from graphsignal.top.state import GRAPHS, KERNELS, MEMORY, SYNC, TopState
+from graphsignal.top.render import UI, render
+from graphsignal.top.text import to_text
+from graphsignal.top.state import TopState
+from graphsignal.top.tables import GRAPHS, KERNELS, MEMORY, SYNC
 
 _KEY_TABLES = {ord("k"): KERNELS, ord("g"): GRAPHS, ord("m"): MEMORY, ord("s"): SYNC}
 

@@ -4,30 +4,21 @@ the screen keeps itself (utilization and token throughput over time).
 
 Everything here is plain data built by TopState.update() on the snapshot
 thread; render.py only reads the latest Model, so drawing never waits on
-the network, the demangler or the payload's size.
+the network, the demangler or the payload's size. The four tables
+(kernels, graphs, memory, sync) are built by tables.py.
 """
 import collections
 import time
+from typing import Any, Callable, DefaultDict, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
 from graphsignal import naming
 from graphsignal.top import findings_view
+from graphsignal.naming import Names
+from graphsignal.top.tables import TABLES, Series, Sums, Table, TKey, build_table, stat, tkey
 
-KERNELS, GRAPHS, MEMORY, SYNC = "kernels", "graphs", "memory", "sync"
-TABLES = (KERNELS, GRAPHS, MEMORY, SYNC)
-
-# profile names per table; rocm_* twins where the ROCm library writes them
-_TABLE_METRICS = {
-    KERNELS: ("cuda_kernels_nanoseconds", "rocm_kernels_nanoseconds", "cuda_kernel_launches"),
-    GRAPHS: ("cuda_graphs_nanoseconds",),
-    MEMORY: ("cuda_memcpy_nanoseconds", "cuda_memset_nanoseconds", "rocm_memcpy_nanoseconds",
-             "rocm_memset_nanoseconds", "cuda_memcpy_calls", "cuda_memset_calls"),
-    SYNC: ("cuda_sync_nanoseconds", "rocm_sync_nanoseconds"),
-}
-_BYTES_FOR = {"cuda_memcpy_nanoseconds": "cuda_memcpy_bytes", "cuda_memset_nanoseconds": "cuda_memset_bytes",
-              "rocm_memcpy_nanoseconds": "rocm_memcpy_bytes", "rocm_memset_nanoseconds": "rocm_memset_bytes",
-              "cuda_memcpy_calls": "cuda_memcpy_bytes", "cuda_memset_calls": "cuda_memset_bytes"}
-# --cuda-trace light's count profiles: calls per frame, no time (their rows show counts only)
-COUNT_PROFILES = frozenset(("cuda_kernel_launches", "cuda_memcpy_calls", "cuda_memset_calls"))
+ByName = Mapping[str, List[Series]]
+ByKey = Mapping[Tuple[str, TKey], Series]
+Payload = Dict[str, Any]
 
 # built-in families that also carry a process.pid tag (NVTX ranges have a section of their own)
 _NOT_PROBES = ("gpu_", "cuda_", "rocm_", "process_", "host_", "graphsignal_", "nvtx_")
@@ -44,122 +35,50 @@ THROTTLE_BITS = (
 HISTORY = 240  # samples of utilization / throughput kept for sparklines (one a refresh)
 
 
-def tkey(tags):
-    return tuple(sorted((tags or {}).items()))
-
-
-class Row:
-    """One line of a table: a kernel, graph, copy kind or sync kind,
-    summed over every process and device that ran it."""
-
-    __slots__ = ("key", "name", "short", "category", "full", "window_value", "window_samples", "total_value",
-                 "total_samples", "window_bytes", "total_bytes", "procs", "pids", "ranks")
-
-    def __init__(self, key, name):
-        self.key = key
-        self.name = name
-        self.short = name
-        self.category = ""
-        self.full = name
-        self.window_value = 0
-        self.window_samples = 0
-        self.total_value = 0
-        self.total_samples = 0
-        self.window_bytes = None
-        self.total_bytes = None
-        self.procs = []  # [ProcSplit]
-        self.pids = set()  # processes that ran it
-        self.ranks = set()  # their ranks, where they have one
-
-
-class ProcSplit:
-    __slots__ = ("label", "window_value", "window_samples", "total_value", "total_samples")
-
-    def __init__(self, label):
-        self.label = label
-        self.window_value = self.window_samples = self.total_value = self.total_samples = 0
-
-
-class Table:
-    def __init__(self, kind):
-        self.kind = kind
-        self.rows = []
-        self.measured = False  # any series of this table exists
-        self.window_value = 0  # sum of the rows' window values (for shares)
-        self.untimed = False  # counted without time (--cuda-trace light): time columns show "-"
-        self.pids = set()  # processes with a frame in this table
-        self.ranked = False  # every one of them has a rank tag
-        # "PID" or "RANK" when more than one process contributes: rows
-        # then say whose they are
-        self.who = None
-
-
 class Model:
     """What one frame shows. `ok` is False while the endpoint is
     unreachable; the last good data stays (with its age) under the error."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.endpoint = ""
         self.ok = False
-        self.error = None
-        self.fetched_at = None  # time.time() of the data shown
-        self.attempt_at = None
-        self.context = {}
-        self.version = None
-        self.uptime_s = None
-        self.window = None  # {"seconds", "covered_seconds", "partial"} or None
-        self.window_asked = None
-        self.window_note = None
-        self.host = {}
-        self.processes = []
-        self.gpus = []
-        self.engine = None
-        self.engine_scrape = None  # {"url", "up", "reason"}: where the engine's metrics are read, and why not
-        self.engine_tokens_hist = []
-        self.probes = []
-        self.nvtx = []  # [NvtxRow], the largest in the window first
-        self.errors = []
+        self.error: Optional[str] = None
+        self.fetched_at: Optional[float] = None  # time.time() of the data shown
+        self.attempt_at: Optional[float] = None
+        self.context: Dict[str, Any] = {}
+        self.version: Optional[str] = None
+        self.uptime_s: Optional[float] = None
+        self.window: Optional[Dict[str, Any]] = None  # {"seconds", "covered_seconds", "partial"} or None
+        self.window_asked: Optional[int] = None
+        self.window_note: Optional[str] = None
+        self.host: Dict[str, Any] = {}
+        self.processes: List[Dict[str, Any]] = []
+        self.gpus: List[Dict[str, Any]] = []
+        self.engine: Optional[Dict[str, Any]] = None
+        # {"url", "up", "reason"}: where the engine's metrics are read, and why not
+        self.engine_scrape: Optional[Dict[str, Any]] = None
+        self.engine_tokens_hist: List[Any] = []
+        self.probes: List[Dict[str, Any]] = []
+        self.nvtx: List[NvtxRow] = []  # the largest in the window first
+        self.errors: List[Dict[str, Any]] = []
         self.errors_total = 0
         self.tables = {t: Table(t) for t in TABLES}
-        self.trace_mode = None
-        self.findings = []  # the payload's (graphsignal.top.findings_view)
+        self.trace_mode: Optional[str] = None
+        self.findings: List[Dict[str, Any]] = []  # the payload's (graphsignal.top.findings_view)
         self.findings_computed = False
 
 
 # -- small helpers ------------------------------------------------------------------
-def _index(metrics):
-    by_name = collections.defaultdict(list)
-    by_key = {}
+def _index(metrics: Any) -> Tuple[DefaultDict[str, List[Series]], Dict[Tuple[str, TKey], Series]]:
+    by_name: DefaultDict[str, List[Series]] = collections.defaultdict(list)
+    by_key: Dict[Tuple[str, TKey], Series] = {}
     for m in metrics or ():
         by_name[m.get("name")].append(m)
         by_key[(m.get("name"), tkey(m.get("tags")))] = m
     return by_name, by_key
 
 
-def _stat(m, field):
-    if not m:
-        return None
-    return (m.get("stats") or {}).get(field)
-
-
-def _proc_label(tags):
-    parts = []
-    if "process.pid" in tags:
-        parts.append("pid " + tags["process.pid"])
-    if "rank" in tags:
-        parts.append("rank " + tags["rank"])
-    if "device.cuda_index" in tags:
-        parts.append("cuda:" + tags["device.cuda_index"])
-    elif "device.index" in tags:
-        parts.append("gpu " + tags["device.index"])
-    extra = sorted((k, v) for k, v in tags.items()
-                   if k not in ("process.pid", "rank", "local_rank", "world_size", "device.index", "device.uuid",
-                                "device.cuda_index", "kind"))
-    parts.extend("%s=%s" % kv for kv in extra)
-    return " ".join(parts) or "-"
-
-
-def _engine_from_module(payload, prev_payload=None):
+def _engine_from_module(payload: Payload, prev_payload: Optional[Payload] = None) -> Any:
     """The engine summary computed here from the payload's metrics, for a
     sidecar whose payload has no "engine" key (an older version); with the
     previous payload, its window (token rates, recent latency) spans the
@@ -181,11 +100,12 @@ def _engine_from_module(payload, prev_payload=None):
         return None
 
 
-def _num(v):
+def _num(v: Any) -> Optional[float]:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _latency(summary, window, concept):
+def _latency(summary: Dict[str, Any], window: Any,
+             concept: str) -> Tuple[Optional[float], Optional[float], Optional[bool]]:
     """(p50, p95, over the window?) for a latency concept: the window's
     quantiles when requests finished in it, else those since start."""
     key = concept + "_seconds"
@@ -198,7 +118,7 @@ def _latency(summary, window, concept):
     return None, None, None
 
 
-def engine_view(summary):
+def engine_view(summary: Any) -> Optional[Dict[str, Any]]:
     """What the engine block shows, from graphsignal.engine_summary's
     document (see its module doc); None without a summary."""
     if not isinstance(summary, dict) or not summary:
@@ -229,19 +149,21 @@ def engine_view(summary):
 class TopState:
     """Builds Models from payloads; keeps the histories sparklines need."""
 
-    def __init__(self, endpoint="", window=5, names=None, clock=time.time):
+    def __init__(self, endpoint: str = "", window: Optional[int] = 5, names: Optional[Names] = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.endpoint = endpoint
         self.window_seconds = window
         self.names = names or naming.NAMES
         self.clock = clock
-        self.util_hist = {}  # gpu key -> deque of utilization %
-        self.tokens_hist = collections.deque(maxlen=HISTORY)
-        self.prev_payload = None  # for an engine window computed here (older sidecars)
+        self.util_hist: Dict[Any, Deque[Any]] = {}  # gpu key -> deque of utilization %
+        self.tokens_hist: Deque[Any] = collections.deque(maxlen=HISTORY)
+        self.prev_payload: Optional[Payload] = None  # for an engine window computed here (older sidecars)
         self.model = Model()
         self.model.endpoint = endpoint
         self.model.window_asked = window
 
-    def update(self, payload=None, error=None, note=None):
+    def update(self, payload: Optional[Payload] = None, error: Optional[str] = None,
+               note: Optional[str] = None) -> Model:
         """A new frame from a payload, or the last one marked with `error`."""
         now = self.clock()
         if payload is None:
@@ -261,13 +183,15 @@ class TopState:
         return m
 
 
-def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None, prev_payload=None):
+def build_model(payload: Payload, names: Names, window_seconds: Optional[int],
+                util_hist: Optional[Dict[Any, Deque[Any]]] = None, tokens_hist: Optional[Deque[Any]] = None,
+                prev_payload: Optional[Payload] = None) -> Model:
     m = Model()
     m.window_asked = window_seconds
     metrics = payload.get("metrics") or []
     by_name, by_key = _index(metrics)
     win = payload.get("window")
-    w_by_key = {}
+    w_by_key: Dict[Tuple[str, TKey], Series] = {}
     if isinstance(win, dict):
         m.window = {"seconds": win.get("seconds"), "covered_seconds": win.get("covered_seconds"),
                     "partial": win.get("partial")}
@@ -290,7 +214,7 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
     m.errors_total = sum(int(e.get("count") or 1) for e in errs)
     tm = by_name.get("cuda_graph_trace_mode")
     if tm:
-        val = _stat(tm[0], "value")
+        val = stat(tm[0], "value")
         m.trace_mode = {0: "graph", 1: "node"}.get(val)
     ctx = payload.get("context")
     if isinstance(ctx, dict) and ctx.get("cuda.trace") in ("off", "light"):
@@ -298,12 +222,12 @@ def build_model(payload, names, window_seconds, util_hist=None, tokens_hist=None
         # light: counted without CUPTI (no kernel time, graph time estimated)
         m.trace_mode = ctx["cuda.trace"]
     for kind in TABLES:
-        m.tables[kind] = _table(kind, by_name, by_key, w_by_key, names)
+        m.tables[kind] = build_table(kind, by_name, by_key, w_by_key, names)
     return m
 
 
-def _host(m, by_name, resources):
-    h = {}
+def _host(m: Model, by_name: ByName, resources: List[Any]) -> None:
+    h: Dict[str, Any] = {}
     for r in resources:
         if r.get("kind") == "host":
             attrs = r.get("attributes") or {}
@@ -312,29 +236,29 @@ def _host(m, by_name, resources):
                         ("mem_used", "host_memory_usage_bytes"),
                         ("mem_total", "host_memory_total_bytes")):
         s = by_name.get(name)
-        h[field] = _stat(s[0], "value") if s else None
+        h[field] = stat(s[0], "value") if s else None
     m.host = h
 
 
-def _processes(m, by_name, resources):
-    cmd = {}
+def _processes(m: Model, by_name: ByName, resources: List[Any]) -> None:
+    cmd: Dict[str, str] = {}
     for r in resources:
         if r.get("kind") == "process":
             pid = (r.get("tags") or {}).get("process.pid")
             line = (r.get("attributes") or {}).get("process.command_line")
             if pid and line:
                 cmd[pid] = line
-    procs = {}
+    procs: Dict[str, Dict[str, Any]] = {}
     for name, field in (("process_cpu_usage_percent", "cpu"), ("process_memory_usage_bytes", "rss")):
         for s in by_name.get(name, ()):
             pid = (s.get("tags") or {}).get("process.pid")
             if pid:
                 procs.setdefault(pid, {"pid": pid, "cpu": None, "rss": None, "cmd": cmd.get(pid, "")})[field] = \
-                    _stat(s, "value")
+                    stat(s, "value")
     m.processes = sorted(procs.values(), key=lambda p: (-(p["cpu"] or 0), int(p["pid"]) if p["pid"].isdigit() else 0))
 
 
-def _gpu_key(tags):
+def _gpu_key(tags: Mapping[str, Any]) -> Any:
     return tags.get("device.uuid") or tags.get("device.bus_id") or tags.get("device.index")
 
 
@@ -351,10 +275,11 @@ _GPU_GAUGES = {
 }
 
 
-def _gpus(m, by_name, w_by_key, resources, util_hist):
-    gpus = {}
+def _gpus(m: Model, by_name: ByName, w_by_key: ByKey, resources: List[Any],
+          util_hist: Optional[Dict[Any, Deque[Any]]]) -> None:
+    gpus: Dict[Any, Dict[str, Any]] = {}
 
-    def gpu(tags):
+    def gpu(tags: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         k = _gpu_key(tags)
         if k is None:
             return None
@@ -369,22 +294,22 @@ def _gpus(m, by_name, w_by_key, resources, util_hist):
         for s in by_name.get(name, ()):
             g = gpu(s.get("tags") or {})
             if g is not None:
-                g[field] = _stat(s, "value")
+                g[field] = stat(s, "value")
                 if field == "util":
                     w = w_by_key.get((name, tkey(s.get("tags"))))
-                    g["util_window"] = _stat(w, "mean")
+                    g["util_window"] = stat(w, "mean")
     for s in by_name.get("gpu_xid_errors", ()):
         g = gpu(s.get("tags") or {})
         if g is not None:
-            g["xid"] = _stat(s, "total")
-            g["xid_window"] = _stat(w_by_key.get(("gpu_xid_errors", tkey(s.get("tags")))), "delta")
+            g["xid"] = stat(s, "total")
+            g["xid_window"] = stat(w_by_key.get(("gpu_xid_errors", tkey(s.get("tags")))), "delta")
     for s in by_name.get("gpu_clocks_throttle_reason_active", ()):
         tags = s.get("tags") or {}
         g = gpu(tags)
         if g is not None and tags.get("reason"):
             if g["reasons"] is None:
                 g["reasons"] = []
-            if _stat(s, "value"):
+            if stat(s, "value"):
                 g["reasons"].append(tags["reason"])
     for r in resources:
         if r.get("kind") == "device":
@@ -404,13 +329,14 @@ def _gpus(m, by_name, w_by_key, resources, util_hist):
             g["util_hist"] = [g["util"]]
         out.append(g)
 
-    def order(g):
+    def order(g: Dict[str, Any]) -> Tuple[int, Any]:
         idx = g["index"]
         return (0, int(idx)) if idx is not None and str(idx).isdigit() else (1, str(g["key"]))
     m.gpus = sorted(out, key=order)
 
 
-def _engine(m, payload, tokens_hist, prev_payload=None):
+def _engine(m: Model, payload: Payload, tokens_hist: Optional[Deque[Any]],
+            prev_payload: Optional[Payload] = None) -> None:
     if "engine" in payload:
         summary = payload["engine"]  # null: the sidecar found no engine metrics
     else:
@@ -424,7 +350,7 @@ def _engine(m, payload, tokens_hist, prev_payload=None):
     m.engine = v
 
 
-def _engine_scrape(by_name, errors):
+def _engine_scrape(by_name: ByName, errors: List[Any]) -> Optional[Dict[str, Any]]:
     """The engine's metrics endpoint (prometheus_scrape_up's url tag),
     whether its last scrape worked, and the newest unresolved entry the
     scraper made about it; None without a scrape."""
@@ -438,20 +364,20 @@ def _engine_scrape(by_name, errors):
             if t.get("source") == "prometheus" and t.get("url") == url and e.get("resolved_ns") is None:
                 reason = e.get("message")
                 break
-        return {"url": url, "up": _stat(s, "value") == 1, "reason": reason}
+        return {"url": url, "up": stat(s, "value") == 1, "reason": reason}
     return None
 
 
-def is_probe_metric(name, tags):
+def is_probe_metric(name: Any, tags: Any) -> bool:
     """Probe series come from a process's ring, so the poller tags them
     with its pid; engine (Prometheus) and GPU series have no pid."""
     return bool(name) and "process.pid" in (tags or {}) and not name.startswith(_NOT_PROBES)
 
 
-def _probes(m, metrics, w_by_key):
+def _probes(m: Model, metrics: List[Series], w_by_key: ByKey) -> None:
     rows = []
     for s in metrics:
-        name = s.get("name")
+        name: Any = s.get("name")
         if not is_probe_metric(name, s.get("tags")):
             continue
         w = w_by_key.get((name, tkey(s.get("tags"))))
@@ -460,31 +386,31 @@ def _probes(m, metrics, w_by_key):
     m.probes = rows
 
 
-class NvtxRow:
+class NvtxRow(Sums):
     """One NVTX range path of one domain, summed over processes: host time
     and ranges (in the window and since start), and the GPU time of the
     kernels launched inside (--nvtx gpu; None without it)."""
 
-    __slots__ = ("domain", "frame", "window_value", "window_samples", "total_value", "total_samples",
-                 "gpu_window", "gpu_total", "pids")
+    __slots__ = ("domain", "frame", "gpu_window", "gpu_total", "pids")
 
-    def __init__(self, domain, frame):
+    def __init__(self, domain: str, frame: str) -> None:
+        Sums.__init__(self)
         self.domain, self.frame = domain, frame
-        self.window_value = self.window_samples = self.total_value = self.total_samples = 0
-        self.gpu_window = self.gpu_total = None
-        self.pids = set()
+        self.gpu_window: Optional[float] = None
+        self.gpu_total: Optional[float] = None
+        self.pids: Set[str] = set()
 
 
-def nvtx_rows(by_name, w_by_key):
-    rows = {}
+def nvtx_rows(by_name: ByName, w_by_key: ByKey) -> List[NvtxRow]:
+    rows: Dict[Tuple[str, str], NvtxRow] = {}
     for metric in (NVTX_HOST, NVTX_GPU):
         for s in by_name.get(metric, ()):
             if s.get("type") != "profile":
                 continue
             tags = s.get("tags") or {}
             w = w_by_key.get((metric, tkey(tags)))
-            frames = {f["name"]: f for f in (_stat(s, "frames") or ())}
-            wframes = {f["name"]: f for f in (_stat(w, "frames") or ())}
+            frames = {f["name"]: f for f in (stat(s, "frames") or ())}
+            wframes = {f["name"]: f for f in (stat(w, "frames") or ())}
             for name in list(frames) + [n for n in wframes if n not in frames]:
                 key = (tags.get("nvtx.domain") or "default", name)
                 r = rows.get(key)
@@ -502,116 +428,3 @@ def nvtx_rows(by_name, w_by_key):
                     r.gpu_total = (r.gpu_total or 0) + (f.get("value") or 0)
                     r.gpu_window = (r.gpu_window or 0) + (wf.get("value") or 0)
     return sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, r.domain, r.frame))
-
-
-def _table(kind, by_name, by_key, w_by_key, names):
-    t = Table(kind)
-    rows = {}
-    labels = {}  # key -> (display name, category) the sidecar gave its frames
-    ranks = {}  # pid -> rank tag or None
-    for metric in _TABLE_METRICS[kind]:
-        for s in by_name.get(metric, ()):
-            if s.get("type") != "profile":
-                continue
-            t.measured = True
-            counts_only = metric in COUNT_PROFILES
-            t.untimed = t.untimed or counts_only
-            tags = s.get("tags") or {}
-            w = w_by_key.get((metric, tkey(tags)))
-            wframes = {f["name"]: f for f in (_stat(w, "frames") or ())}
-            frames = {f["name"]: f for f in (_stat(s, "frames") or ())}
-            label = _proc_label(tags)
-            pid, rank = tags.get("process.pid"), tags.get("rank")
-            if pid is not None and (frames or wframes):
-                t.pids.add(pid)
-                ranks[pid] = rank if ranks.get(pid) is None else ranks[pid]
-            for fname in list(frames) + [n for n in wframes if n not in frames]:
-                f = frames.get(fname) or {}
-                wf = wframes.get(fname) or {}
-                key, display = _row_key(kind, metric, fname, tags)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = Row(key, display)
-                if key not in labels and (f.get("display_name") or wf.get("display_name")):
-                    labels[key] = (f.get("display_name") or wf.get("display_name"),
-                                   f.get("category") or wf.get("category"))
-                if pid is not None:
-                    row.pids.add(pid)
-                    if rank is not None:
-                        row.ranks.add(rank)
-                fv, wv = (0, 0) if counts_only else (f.get("value") or 0, wf.get("value") or 0)
-                row.total_value += fv
-                row.total_samples += f.get("samples") or 0
-                row.window_value += wv
-                row.window_samples += wf.get("samples") or 0
-                p = ProcSplit(label)
-                p.total_value, p.total_samples = fv, f.get("samples") or 0
-                p.window_value, p.window_samples = wv, wf.get("samples") or 0
-                row.procs.append(p)
-                bytes_metric = _BYTES_FOR.get(metric)
-                if bytes_metric:
-                    btags = tkey(dict(tags, kind=fname))
-                    c = by_key.get((bytes_metric, btags))
-                    if c is not None and _stat(c, "total") is not None:
-                        row.total_bytes = (row.total_bytes or 0) + _stat(c, "total")
-                    wc = w_by_key.get((bytes_metric, btags))
-                    if wc is not None and _stat(wc, "delta") is not None:
-                        row.window_bytes = (row.window_bytes or 0) + _stat(wc, "delta")
-    if kind == KERNELS and rows:
-        # the same names the payload carries (graphsignal.naming);
-        # the sidecar's own labels win where it sent them
-        for r, n in zip(rows.values(), names.describe_all([r.name for r in rows.values()])):
-            r.short, r.category = labels.get(r.key) or (n.display_name, n.category)
-            r.full = n.demangled
-    elif kind == GRAPHS:
-        for r in rows.values():
-            r.category = "graph"
-    for r in rows.values():
-        r.procs.sort(key=lambda p: (-p.window_value, -p.total_value, p.label))
-    t.rows = sorted(rows.values(), key=lambda r: (-r.window_value, -r.total_value, -r.window_samples,
-                                                  -r.total_samples, r.short))
-    t.window_value = sum(r.window_value for r in t.rows)
-    t.ranked = bool(ranks) and all(v is not None for v in ranks.values())
-    if len(t.pids) > 1:
-        t.who = "RANK" if t.ranked else "PID"
-    return t
-
-
-def who_cell(row, who, width=8):
-    """Whose a row is, for the PID / RANK column: one process or rank,
-    else the ranks as ranges (`0-3,6`) or a count."""
-    if who == "RANK":
-        vals = sorted(row.ranks, key=lambda r: (0, int(r)) if str(r).isdigit() else (1, str(r)))
-        if len(vals) == 1:
-            return str(vals[0])
-        text = _ranges(vals)
-        return text if text is not None and len(text) <= width else "%d ranks" % len(vals)
-    vals = sorted(row.pids, key=lambda p: (0, int(p)) if str(p).isdigit() else (1, str(p)))
-    if len(vals) == 1:
-        return str(vals[0])
-    return "%d pids" % len(vals)
-
-
-def _ranges(vals):
-    """'0-3,6' for [0, 1, 2, 3, 6]; None when a rank is not a number."""
-    if not all(str(v).isdigit() for v in vals):
-        return None
-    nums = sorted(int(v) for v in vals)
-    out, start, prev = [], nums[0], nums[0]
-    for n in nums[1:] + [None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        out.append(str(start) if start == prev else "%d-%d" % (start, prev))
-        if n is not None:
-            start = prev = n
-    return ",".join(out)
-
-
-def _row_key(kind, metric, frame, tags):
-    if kind != MEMORY:
-        return frame, frame
-    op = "memset" if "memset" in metric else "memcpy"
-    hm = tags.get("host_memory")
-    display = "%s %s" % (op, frame) + (" (%s)" % hm if hm else "")
-    return (op, frame, hm), display

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from graphsignal import __version__, doctor
+from graphsignal import __version__
+from graphsignal.cli import doctor
 from graphsignal.launch import cuda_discovery, injection
 from graphsignal.cli.run import parse_args
 

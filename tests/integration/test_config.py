@@ -7,6 +7,7 @@ import sys
 
 from graphsignal import config
 from graphsignal.cli.run import parse_args
+from graphsignal.launch import injection
 from support.gsrun import quiet_env, run_wrapped
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +44,7 @@ def test_settings_resolve_flags_over_environment_once():
            "GRAPHSIGNAL_SIGNALS_FILE": "env.json", "GRAPHSIGNAL_LINGER": "2.5", "GRAPHSIGNAL_API_KEY": " "}
     s = config.resolve(cfg, env)
     assert (s.cuda_graph_trace, s.rocm_kernel_trace, s.signals_file, s.linger, s.uploads) == \
-        ("node", "all", "out.json", 2.5, False)
+        ("node", "all", os.path.abspath("out.json"), 2.5, False)
     assert s.wants_final
     s = config.resolve(parse_args(["true"]), {"GRAPHSIGNAL_LINGER": "soon", "GRAPHSIGNAL_API_KEY": "k"})
     assert (s.cuda_graph_trace, s.rocm_kernel_trace, s.signals_file, s.linger, s.uploads) == \
@@ -57,7 +58,7 @@ def test_settings_resolve_flags_over_environment_once():
 
 
 def test_rocm_kernel_trace_without_a_rocm_library_says_once_that_it_does_nothing(tmp_path):
-    assert config.rocm_tracing_library(str(tmp_path)) is None
+    assert injection.rocm_tracing_library(str(tmp_path)) is None
     show = [PY, "-c", "import os; print(os.environ['GRAPHSIGNAL_ROCM_KERNEL_TRACE'])"]
     env = quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning")
     proc, signals = run_wrapped(show, options=["--rocm-kernel-trace", "all"], env=env)

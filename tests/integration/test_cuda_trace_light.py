@@ -81,7 +81,8 @@ def test_light_payload_counts_equal_what_the_program_did(built):  # noqa: F811
     assert counters(payload, "cuda_memset_bytes") == {"unknown": did["memsets"][1]}
 
     # graphsignal-top says which collection it shows, and gives counts where no time was measured
-    from graphsignal.top.render import UI, line_text, render
+    from graphsignal.top.render import UI, render
+    from graphsignal.top.text import line_text
     from graphsignal.top.state import TopState
 
     model = TopState().update(payload)

@@ -14,6 +14,7 @@ from support.gsrun import quiet_env, run_wrapped
 from support.schema import assert_valid
 
 from graphsignal import config, diff
+from graphsignal.diff import text as diff_text
 from graphsignal.sidecar.exposition import Exposition
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.sidecar.series import MAX_FRAMES
@@ -142,8 +143,8 @@ def test_diff_says_how_much_of_a_cut_profile_its_other_frame_holds():
     said = [w for w in doc["warnings"] if "(other)" in w and "demo_frames_nanoseconds" in w]
     assert len(said) == 1, doc["warnings"]
     unit, div = doc["changes"][0]["unit"], doc["normalized_by"]
-    assert diff._fmt(folded[0] / div["before"][0], unit) in said[0], said
-    assert diff._fmt(folded[1] / div["after"][0], unit) in said[0], said
+    assert diff_text.fmt(folded[0] / div["before"][0], unit) in said[0], said
+    assert diff_text.fmt(folded[1] / div["after"][0], unit) in said[0], said
     assert "92% -> 92%" in said[0] and "4751" in said[0], said
     text = diff.to_text(doc)
     assert said[0] in text

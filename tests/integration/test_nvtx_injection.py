@@ -17,7 +17,8 @@ import subprocess
 import pytest
 
 from graphsignal import diff
-from graphsignal.top.render import UI, line_text, render
+from graphsignal.top.render import UI, render
+from graphsignal.top.text import line_text
 from graphsignal.top.state import TopState
 from support import nvtx_build
 from support.gsrun import metrics, quiet_env, run_wrapped

@@ -340,7 +340,7 @@ def test_sums_beyond_64_bits_are_exact_and_the_payload_always_serializes(run, tm
 
 
 def test_exact_bincount_beyond_64_bits():
-    from graphsignal.sidecar.aggregate import group_sums
+    from graphsignal.sidecar.grouping import group_sums
 
     keys = np.array([0, 0, 1, 0], dtype=np.int64)
     vals = np.array([(1 << 64) - 1] * 3 + [5], dtype=np.uint64)

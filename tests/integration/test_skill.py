@@ -187,7 +187,8 @@ def test_endpoints_and_payload_keys_exist():
 
     frames = kernel_names.annotate("cuda_kernels_nanoseconds", [{"name": "_Z3fooi", "value": 1, "samples": 1}])
     assert {"display_name", "category"} <= set(frames[0])
-    diff_src = open(os.path.join(ROOT, "graphsignal", "diff.py")).read()
+    diff_dir = os.path.join(ROOT, "graphsignal", "diff")
+    diff_src = "".join(open(os.path.join(diff_dir, f)).read() for f in sorted(os.listdir(diff_dir)) if f.endswith(".py"))
     for key in ("changes", "warnings", "kind", "metric", "frame", "tags", "stat", "unit", "before", "after", "delta",
                 "ratio", "only", "total", "calls", "per_call", "share", "window", "cumulative"):
         assert '"%s"' % key in diff_src, key

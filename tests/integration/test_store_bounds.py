@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from support.cbuild import compile_c
+from graphsignal.sidecar import refused as refused_mod
 from graphsignal.sidecar import store as store_mod
 from graphsignal.sidecar.payload import build_signals
 from graphsignal.sidecar.store import DROPPED_SERIES_METRIC, EXITED, FOLDED_METRIC, MetricStore, SparseBins
@@ -242,11 +243,11 @@ def test_dropped_series_counts_each_refused_series_once():
 
 
 def test_dropped_series_past_the_kept_keys_is_an_estimate_in_bounded_memory(monkeypatch):
-    monkeypatch.setattr(store_mod, "MAX_REFUSED_KEPT", 1000)
-    refused = store_mod.RefusedSeries()
+    monkeypatch.setattr(refused_mod, "MAX_REFUSED_KEPT", 1000)
+    refused = refused_mod.RefusedSeries()
     for rep in range(2):  # the same series again count nothing
         for i in range(100_000):
             refused.add(("x_total", "counter", (("i", str(i)),)))
     assert len(refused._kept) == 1000
-    assert len(refused._bits) == store_mod.REFUSED_BITS // 8
+    assert len(refused._bits) == refused_mod.REFUSED_BITS // 8
     assert abs(len(refused) - 100_000) <= 1000  # linear counting: well within 1 %

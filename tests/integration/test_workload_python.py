@@ -121,7 +121,7 @@ def test_the_workloads_pythonpath_never_reaches_the_sidecar(tmp_path):
 
 def test_the_sidecar_path_puts_graphsignals_environment_before_pythonpath():
     import graphsignal
-    from graphsignal.launch.supervisor import sidecar_path
+    from graphsignal.launch.sidecar_start import sidecar_path
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(graphsignal.__file__)))
     path = ["", "/pp/first", "/usr/lib/python311.zip", "/venv/site-packages", "relative", "/pp/second", root]

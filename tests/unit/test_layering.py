@@ -27,6 +27,23 @@ RULES = [
     ("graphsignal.naming", "graphsignal.fleet"),
     ("graphsignal.httpserve", "graphsignal.sidecar"),
     ("graphsignal.httpserve", "graphsignal.fleet"),
+    # graphsignal-diff reads payloads, never a store, a live sidecar or the fleet
+    ("graphsignal.diff", "graphsignal.sidecar"),
+    ("graphsignal.diff", "graphsignal.fleet"),
+    ("graphsignal.diff", "graphsignal.top"),
+    # the supervisor (the workload's environment, the sidecar's start among it) runs the sidecar as
+    # another process and starts the workload before any numpy module loads
+    ("graphsignal.launch", "graphsignal.sidecar"),
+    ("graphsignal.launch", "graphsignal.histo"),
+    ("graphsignal.launch", "graphsignal.windowmath"),
+    ("graphsignal.launch", "graphsignal.rings.layout"),
+    ("graphsignal.launch", "graphsignal.rings.reader"),
+    # graphsignal-run --check: the standard library and graphsignal.launch
+    ("graphsignal.cli.doctor", "graphsignal.sidecar"),
+    ("graphsignal.cli.doctor", "graphsignal.histo"),
+    # the sidecar's feed captures the console while the store (numpy) still imports
+    ("graphsignal.sidecar.feed", "graphsignal.sidecar.store"),
+    ("graphsignal.sidecar.feed", "graphsignal.histo"),
 ]
 
 

@@ -5,9 +5,11 @@ inside functions and under TYPE_CHECKING alike):
             signals model, histo, ...), rings/
   sources   sources/ (what the sidecar polls)
   rooms     launch/ (the supervisor), sidecar/, fleet/ (graphsignal-server),
-            top/ (graphsignal-top), export/ (graphsignal-export): each may use
-            the layers below, none another room
-  commands  cli/ (and doctor, graphsignal-run --check), which wire rooms up
+            top/ (graphsignal-top), export/ (graphsignal-export), diff/
+            (graphsignal-diff): each may use the layers below, none another
+            room
+  commands  cli/ (cli/doctor.py too: graphsignal-run --check), which wire
+            rooms up
 
 A lower layer never imports a higher one, and no room imports another."""
 import ast
@@ -16,8 +18,9 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "graphsignal")
 
-ROOMS = ("graphsignal.launch", "graphsignal.sidecar", "graphsignal.fleet", "graphsignal.top", "graphsignal.export")
-COMMANDS = ("graphsignal.cli", "graphsignal.doctor")
+ROOMS = ("graphsignal.launch", "graphsignal.sidecar", "graphsignal.fleet", "graphsignal.top", "graphsignal.export",
+         "graphsignal.diff")
+COMMANDS = ("graphsignal.cli",)
 
 
 def modules():
@@ -98,5 +101,18 @@ def test_the_walk_sees_what_it_must():
     assert layer("graphsignal.cli.server", known) == (3, None)
     assert layer("graphsignal.fleet.app", known) == (2, "graphsignal.fleet")
     assert layer("graphsignal.config", known) == (0, None)
+    # the rooms split along their seams keep their layers
+    assert layer("graphsignal.diff.compare", known) == (2, "graphsignal.diff")
+    assert layer("graphsignal.diff.collections", known) == (2, "graphsignal.diff")
+    assert layer("graphsignal.cli.doctor", known) == (3, None)
+    assert layer("graphsignal.config_values", known) == (0, None)
+    assert layer("graphsignal.launch.workload_env", known) == (2, "graphsignal.launch")
+    assert layer("graphsignal.launch.sidecar_start", known) == (2, "graphsignal.launch")
+    for name in ("feed", "grouping", "refused"):
+        assert layer("graphsignal.sidecar." + name, known) == (2, "graphsignal.sidecar")
+    for name in ("tables", "text"):
+        assert layer("graphsignal.top." + name, known) == (2, "graphsignal.top")
+    for name in ("prometheus_text", "nvml_library"):
+        assert layer("graphsignal.sources." + name, known) == (1, None)
     # and a rule it must enforce: a room importing another is reported
     assert layer("graphsignal.sidecar.store", known)[1] != layer("graphsignal.top.state", known)[1]

@@ -11,7 +11,8 @@ import pytest
 
 from graphsignal import histo
 from graphsignal.sidecar.payload import build_signals
-from graphsignal.sidecar.aggregate import group_sums, parse_instrument
+from graphsignal.sidecar.aggregate import parse_instrument
+from graphsignal.sidecar.grouping import group_sums
 from graphsignal.sidecar.poller import Poller, rank_tags
 from graphsignal.rings import layout as L
 from graphsignal.rings.reader import Writer

@@ -30,7 +30,9 @@ def test_every_option_resolves_once_with_where_it_came_from():
     cfg = cli_run.parse_args(["--listen-port", "0", "--output", "out.json", "--cuda-graph-trace", "graph", "x"])
     s = config.resolve(cfg, ENV)
     assert (s.command, s.listen_host, s.listen_port, s.metrics_port) == (("x",), "127.0.0.1", 0, None)
-    assert (s.cuda_graph_trace, s.rocm_kernel_trace, s.signals_file, s.linger) == ("graph", "none", "out.json", 1.5)
+    # a writable output is held by its absolute path (the sidecar has another working folder)
+    assert (s.cuda_graph_trace, s.rocm_kernel_trace, s.signals_file, s.linger) == (
+        "graph", "none", os.path.abspath("out.json"), 1.5)
     assert (s.api_key, s.api_base, s.signals_token, s.version_check) == ("key", "http://127.0.0.1:9", "tok", False)
     assert (s.all_gpus, s.visible_devices, s.metrics_top_frames, s.metrics_engine, s.log_level) == (
         True, (("CUDA_VISIBLE_DEVICES", "1,0"),), 7, True, "DEBUG")
@@ -89,7 +91,7 @@ def test_print_config_shows_every_setting_and_hides_secrets():
     assert out.returncode == 0, out.stderr
     rows = {ln.split()[0]: ln for ln in out.stdout.splitlines()}
     for f in config.Settings.__dataclass_fields__:
-        if f != "origins":
+        if f not in ("origins", "amended"):
             assert f in rows, f
     assert rows["listen_port"].split()[1:] == ["9999", "flag", "--listen-port"]
     assert rows["linger"].split()[1:] == ["1.5", "environment", "GRAPHSIGNAL_LINGER"]
@@ -194,8 +196,40 @@ def test_print_config_shows_what_a_run_will_use_and_never_a_secret_or_a_control_
     rows = {ln.split()[0]: ln for ln in text.splitlines()}
     assert "--api-key *** --token=*** \\xff\\x1b[2J" in rows["command"]
     assert "http://***@127.0.0.1:1/x?***" in rows["api_base"]
-    assert "refused" in rows["signals_file"] and "not used" in rows["signals_file"]
+    # what runs: no output (said why), never the device
+    assert rows["signals_file"].split()[1] == "(none)" and "/dev/null is a device" in rows["signals_file"]
+    assert "the final payload will not be written" in rows["signals_file"]
     assert "refused: GRAPHSIGNAL_SIGNALS_TOKEN must be printable ASCII" in rows["signals_token"]
+
+
+def test_resolve_amends_what_a_run_cannot_do_so_print_config_prints_what_runs(tmp_path, monkeypatch):
+    # NVTX GPU time without CUPTI, and an output onto a device: the settings are what runs, each change said
+    cfg = cli_run.parse_args(["--nvtx", "gpu", "--cuda-trace", "light", "--output", "/dev/null", "x"])
+    s = config.resolve(cfg, {})
+    assert (s.nvtx, s.signals_file, s.cuda_trace) == ("on", None, "light")
+    assert s.amendment("nvtx").startswith("NVTX GPU time (--nvtx gpu, GRAPHSIGNAL_NVTX=gpu) needs CUDA tracing")
+    assert "which is light" in s.amendment("nvtx")
+    assert s.amendment("signals_file").endswith("the final payload will not be written")
+    assert s.origin("nvtx") == "flag --nvtx" and s.origin("signals_file") == "flag --output"
+    # they cross the channel with the rest
+    back = config.Settings.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s and back.amended == s.amended
+    rows = {ln.split()[0]: ln for ln in config.print_config(s, {}).splitlines()}
+    assert rows["nvtx"].split()[1:3] == ["on", "(amended:"] and rows["nvtx"].endswith("flag --nvtx")
+    assert rows["signals_file"].split()[1:3] == ["(none)", "(amended:"]
+    assert "amended" not in rows and "origins" not in rows
+    # the same from the environment (GRAPHSIGNAL_NVTX=gpu, GRAPHSIGNAL_CUDA_TRACE=0): the origin stays
+    s = config.from_environ({"GRAPHSIGNAL_NVTX": "gpu", "GRAPHSIGNAL_CUDA_TRACE": "0"})
+    assert s.nvtx == "on" and s.origin("nvtx") == "environment GRAPHSIGNAL_NVTX" and "which is off" in s.amendment("nvtx")
+    # nothing to amend: gpu with CUPTI stays; a relative output becomes absolute, unsaid
+    monkeypatch.chdir(tmp_path)
+    s = config.resolve(cli_run.parse_args(["--nvtx", "gpu", "--output", "o.json", "x"]), {})
+    assert (s.nvtx, s.signals_file, s.amended) == ("gpu", str(tmp_path / "o.json"), ())
+    # a missing folder is no amendment: the output stays as given and the run refuses to start
+    s = config.resolve(cli_run.parse_args(["--output", "no/such/o.json", "x"]), {})
+    assert (s.signals_file, s.amended) == ("no/such/o.json", ())
+    _, refused = cli_run._as_a_run_sees_it(s)
+    assert "does not exist" in refused["signals_file"]
 
 
 def test_numbers_in_other_scripts_or_with_underscores_are_refused_as_ports_are():

@@ -5,7 +5,8 @@ min 3525 max 3845`)."""
 import re
 
 from graphsignal.naming import kernels as kernel_names
-from graphsignal.top.render import UI, line_text, render
+from graphsignal.top.render import UI, render
+from graphsignal.top.text import line_text
 from graphsignal.top.state import TopState
 
 NOW = 1_795_968_737.5

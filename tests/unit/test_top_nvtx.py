@@ -2,7 +2,8 @@
 (domain, path) summed over processes, the window's largest first, GPU time
 beside host time when the run had --nvtx gpu, totals since start when the
 window holds nothing, and no row of it among the probes."""
-from graphsignal.top.render import UI, line_text, render
+from graphsignal.top.render import UI, render
+from graphsignal.top.text import line_text
 from graphsignal.top.state import TopState
 
 

@@ -11,7 +11,8 @@ import pytest
 from graphsignal.cli import args
 from graphsignal.cli import top as cli
 from graphsignal.top import screen
-from graphsignal.top.render import UI, line_text, render, sparkline, to_text, Glyphs
+from graphsignal.top.render import UI, render
+from graphsignal.top.text import Glyphs, line_text, sparkline, to_text
 from graphsignal.top.state import TopState, engine_view
 from graphsignal.naming import kernels as kernel_names
 
@@ -484,7 +485,7 @@ def test_one_process_has_no_pid_column(state):
 
 
 def test_rank_ranges_and_counts():
-    from graphsignal.top.state import Row, who_cell
+    from graphsignal.top.tables import Row, who_cell
 
     r = Row("k", "k")
     r.ranks, r.pids = {"0", "1", "2", "3", "6"}, {"1", "2", "3", "4", "5"}

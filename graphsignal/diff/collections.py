@@ -1,5 +1,7 @@
 """Making runs of different CUDA collections comparable in
-graphsignal-diff (graphsignal.diff calls align() on its sides).
+graphsignal-diff (graphsignal.diff.compare calls align() on its sides).
+It guards against reading a difference in how CUDA was collected as a
+change in the work:
 
 - --cuda-trace off collects no CUDA activity: against a run that did, its
   absent series would read as work that vanished (or appeared), so every
@@ -13,6 +15,9 @@ graphsignal-diff (graphsignal.diff calls align() on its sides).
   times left out, so counts compare with counts; graph time compares with
   graph time, marked estimated on the light side; a warning says so.
 """
+from typing import List
+
+from graphsignal.diff.sides import Side, TKey
 from graphsignal.naming import metrics as metric_names
 
 # what only CUDA tracing collects (none of it under --cuda-trace off): the
@@ -29,12 +34,12 @@ LIGHT_UNKNOWN_TAGS = frozenset(("host_memory",))
 UNKNOWN_MEMORY = "unknown"  # a light memset's frame: the memory's kind is not asked per call
 
 
-def align(B, A, warnings):
+def align(B: List[Side], A: List[Side], warnings: List[str]) -> None:
     _leave_out_untraced(B, A, warnings)
     _as_counts(B, A, warnings)
 
 
-def _leave_out_untraced(B, A, warnings):
+def _leave_out_untraced(B: List[Side], A: List[Side], warnings: List[str]) -> None:
     off = [s.label for s in B + A if s.cuda_trace == "off"]
     if not off or len(off) == len(B + A):
         return
@@ -50,11 +55,11 @@ def _leave_out_untraced(B, A, warnings):
                         % (", ".join(off), ", ".join(sorted(names))))
 
 
-def _untag(tkey):
+def _untag(tkey: TKey) -> TKey:
     return tuple((k, v) for k, v in tkey if k not in LIGHT_UNKNOWN_TAGS)
 
 
-def _as_counts(B, A, warnings):
+def _as_counts(B: List[Side], A: List[Side], warnings: List[str]) -> None:
     light = [s for s in B + A if s.cuda_trace == "light"]
     full = [s for s in B + A if s.cuda_trace == "on"]
     if not light or not full:
