@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+import urllib.request
 
 import jsonschema
 import pytest
@@ -399,7 +399,20 @@ def test_a_live_endpoint_with_a_token_is_exported_with_its_history(tmp_path):
     try:
         base = "http://127.0.0.1:%d" % port
         assert wait_for(lambda: json_or_none(base + "/health"), 30)
-        time.sleep(3.5)
+
+        def history():  # what the export below reads: three points, CPU time over two seconds, both stages
+            req = urllib.request.Request(base + "/signals?history=30", headers={"Authorization": "Bearer s3cret"})
+            try:
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    doc = json.loads(r.read())
+            except (OSError, ValueError):
+                return False
+            cpu = [s for s in doc["history"]["series"] if s["name"] == "process_cpu_time_nanoseconds"]
+            stages = [m for m in doc["metrics"] if m["name"] == "demo_stage_nanoseconds"]
+            return (any(len([v for v in s["values"] if v is not None]) >= 2 for s in cpu)
+                    and any(len(m["stats"]["frames"]) == 2 for m in stages))
+
+        assert wait_for(history, 30)
         out = tmp_path / "live.trace.json"
         r = export(base, "chrome", out, "--history", "30", env=env)
         assert r.returncode == 0, r.stderr
@@ -427,8 +440,9 @@ def test_signals_history_query(tmp_path):
                            env=quiet_env(GS_SECONDS="30"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d/signals" % port
-        assert wait_for(lambda: json_or_none(base), 30)
-        time.sleep(2.5)
+        # two seconds of per-second points before the one asked for (the sidecar's start is late on a loaded machine)
+        assert wait_for(lambda: len(((json_or_none(base + "?history=30") or {}).get("history") or {}).get("times_ns", ()))
+                        >= 3, 30)
         plain = json_or_none(base)
         assert "history" not in plain  # only when asked for
         h = json_or_none(base + "?history=2&window=2")["history"]
