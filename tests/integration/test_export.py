@@ -393,7 +393,7 @@ def test_unreadable_sources_and_empty_payloads_are_one_line_and_exit_1(tmp_path)
 
 def test_a_live_endpoint_with_a_token_is_exported_with_its_history(tmp_path):
     port = free_port()
-    env = quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN="s3cret", GS_SECONDS="30")
+    env = quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN="s3cret", GS_SECONDS="90")
     run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c", STEPS], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -437,7 +437,7 @@ def test_signals_history_query(tmp_path):
     assert proc.returncode == 0 and "history" in doc
     port = free_port()
     run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c", STEPS],
-                           env=quiet_env(GS_SECONDS="30"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           env=quiet_env(GS_SECONDS="90"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d/signals" % port
         # two seconds of per-second points before the one asked for (the sidecar's start is late on a loaded machine)
