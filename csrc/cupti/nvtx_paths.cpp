@@ -107,7 +107,13 @@ uint32_t PathTable::other_path(uint16_t domain) {
   return other_[domain];
 }
 
-uint32_t PathTable::lookup_slow(uint16_t domain, uint32_t parent, const Text& t) {
+uint32_t PathTable::lookup_slow(uint16_t domain, uint32_t parent, const Text& in) {
+  // A name the caller did not cut or hash (its callers do both): cut and
+  // hashed here, off the fast path. Such a name is never cached (its
+  // length is not the entry's), so it always comes here.
+  Text t = in;
+  if (t.len > kMaxName) t.len = utf8_whole(t.bytes, kMaxName), t.hash = 0;
+  if (!t.hash) t.hash = hash_bytes(t.bytes, t.len);
   std::lock_guard<std::mutex> g(mu_);
   PathEntry* pe = parent ? paths_[parent] : nullptr;
   if (pe && pe->kind == kDeeper) return parent;
@@ -141,10 +147,7 @@ uint32_t PathTable::lookup_slow(uint16_t domain, uint32_t parent, const Text& t)
   return e->index;
 }
 
-uint32_t PathTable::lookup(PathCache* cache, uint16_t domain, uint32_t parent, const Text& in) {
-  Text t = in;
-  if (t.len > kMaxName) t.len = utf8_whole(t.bytes, kMaxName), t.hash = 0;  // the caller counts its cuts
-  if (!t.hash) t.hash = hash_bytes(t.bytes, t.len);
+uint32_t PathTable::lookup(PathCache* cache, uint16_t domain, uint32_t parent, const Text& t) {
   if (parent) {
     // a parent at the depth cap: its children fold into "<parent>/..." (made once, then read here)
     const PathEntry* pe = paths_[parent];

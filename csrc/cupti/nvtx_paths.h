@@ -75,8 +75,10 @@ class PathTable {
   bool ok() const { return paths_ && table_; }
 
   // The path of a range named t opened inside `parent` (0: at the top of
-  // its domain). t.hash must be set (hash_bytes). Returns 0 only when out
-  // of memory before the domain's "(other)" could be made.
+  // its domain). Callers cut t to kMaxName and set t.hash (hash_bytes)
+  // for the fast path; a name that is not is cut and hashed on the slow
+  // one. Returns 0 only when out of memory before the domain's "(other)"
+  // could be made.
   uint32_t lookup(PathCache* cache, uint16_t domain, uint32_t parent, const Text& t);
 
   // Indices [1, size()) are entries (0 is no path).

@@ -89,10 +89,8 @@ Ranges* Ranges::start() {
   return r;
 }
 
-int Ranges::push(Domain* d, Text* t) {
-  if (gpu_wanted_ && !first_range_.load(std::memory_order_relaxed) && !first_range_.exchange(true))
-    note_first_range();
-  return stacks_.push(static_cast<uint16_t>(d->index), t);
+void Ranges::first_range() {
+  if (!first_range_.exchange(true)) note_first_range();  // launch callbacks on from now (nvtx_gpu.h)
 }
 
 void Ranges::on_fork_child() {

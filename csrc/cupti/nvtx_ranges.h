@@ -65,7 +65,10 @@ class Ranges {
   bool text_of(const void* string_handle, Text* out) { return domains_.text_of(string_handle, out); }
 
   // As nvtx_stacks.h's.
-  int push(Domain* d, Text* t);
+  int push(Domain* d, Text* t) {
+    if (gpu_wanted_ && !first_range_.load(std::memory_order_relaxed)) first_range();
+    return stacks_.push(static_cast<uint16_t>(d->index), t);
+  }
   int pop(Domain* d) { return stacks_.pop(static_cast<uint16_t>(d->index)); }
   uint64_t start_range(Domain* d, Text* t) { return stacks_.start_range(static_cast<uint16_t>(d->index), t); }
   void end_range(uint64_t id) { stacks_.end_range(id); }
@@ -80,6 +83,7 @@ class Ranges {
   static void at_exit();
   static void on_fork_child();
   static void on_collector_finished();
+  void first_range();  // GRAPHSIGNAL_NVTX=gpu: the process's first push/pop range
 
   pid_t pid_;
   bool gpu_wanted_;
