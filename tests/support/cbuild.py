@@ -11,7 +11,8 @@ INCLUDE = os.path.join(ROOT, "include")
 # the translator fed hand-built records (tests/support/cupti/test_shim.cpp),
 # the NVTX path interning fed hand-made names (nvtx_paths_shim.cpp), and the
 # API hooks' parameter decoding fed hand-made parameter blocks
-# (api_params_shim.cpp). One library, built once per session.
+# (api_params_shim.cpp). One library, built once per checkout into
+# cache_dir("cupti") (every test that loads it names that folder).
 SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
                 "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
                 "nvtx_limits.cpp", "nvtx_text.cpp", "nvtx_paths.cpp", "api_table.cpp", "api_params.cpp"] + [
