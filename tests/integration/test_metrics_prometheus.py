@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def shim():
-    path = build_cupti_shim(cache_dir("cupti-shim"), log=lambda m: sys.stderr.write(m + "\n"))
+    path = build_cupti_shim(cache_dir("cupti"), log=lambda m: sys.stderr.write(m + "\n"))
     if path is None:
         pytest.skip("no C++ compiler or CUPTI/CUDA headers here (the CUPTI test shim cannot be built)")
     return path

@@ -7,11 +7,17 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(ROOT, "include")
-# The translator with what it needs and no CUPTI call, plus the test driver
-# that feeds it hand-built records (tests/support/cupti/test_shim.cpp).
+# The rooms of the library that make no CUPTI call, with their test drivers:
+# the translator fed hand-built records (tests/support/cupti/test_shim.cpp),
+# the NVTX path interning fed hand-made names (nvtx_paths_shim.cpp), and the
+# API hooks' parameter decoding fed hand-made parameter blocks
+# (api_params_shim.cpp). One library, built once per checkout into
+# cache_dir("cupti") (every test that loads it names that folder).
 SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
                 "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
-                os.path.join(ROOT, "tests", "support", "cupti", "test_shim.cpp")]
+                "nvtx_limits.cpp", "nvtx_text.cpp", "nvtx_paths.cpp", "api_table.cpp", "api_params.cpp"] + [
+    os.path.join(ROOT, "tests", "support", "cupti", name)
+    for name in ("test_shim.cpp", "nvtx_paths_shim.cpp", "api_params_shim.cpp")]
 
 
 def cache_dir(name):
