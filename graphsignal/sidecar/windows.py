@@ -67,12 +67,12 @@ def window_stats(store: SnapshotSource, seconds: int) -> Dict[str, Any]:
 
 def window_of(snap: StoreSnapshot, seconds: int) -> Dict[str, Any]:
     """The window document for the last `seconds` of a StoreSnapshot."""
-    history = snap.history
-    span = history.span(seconds)
+    span = snap.history.span(seconds)
     if span is None:
         return {"seconds": seconds, "start_ns": None, "end_ns": None, "covered_seconds": 0.0,
                 "partial": True, "snapshots": 0, "metrics": [],
                 "note": "no snapshot yet: the first is taken within a second of start"}
+    history = snap.history
     si, ei = span
     start_ns, start = history[si]
     end_ns, end = history[ei]
