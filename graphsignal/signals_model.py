@@ -362,11 +362,15 @@ class SeriesViewLike(Protocol):
 
     @property
     def fingerprint(self) -> bytes:
-        """The series' value identity: its JSON without updated_ns, so
-        equal for a series that was only touched (set again to what it
-        held) and different for any change the payload would show. Stable
-        across views and processes (bytes: hashable, comparable); costs a
-        slice of encoded()'s bytes. Raises what encoded() raises."""
+        """The series' value identity: its payload JSON up to updated_ns
+        ({name, type, tags, stats}, its closing brace left off), so equal
+        for a series that was only touched (set again to what it held),
+        different for any change the payload would show (a profile's
+        frames past the cut move its "(other)"'s sums), and never equal
+        for two series. Stable across views and processes (bytes:
+        hashable, comparable, storable); costs a slice of encoded(), which
+        the payload and the uploader share. Raises what encoded()
+        raises."""
         ...
 
     def encoded(self) -> bytes:

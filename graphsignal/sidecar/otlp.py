@@ -7,7 +7,10 @@ graphsignal.otelenv reads the endpoint, headers, interval, compression
 and resource attributes from the standard variables.
 
 Mapping, from a /signals series, by graphsignal.naming.metrics (the one
-table; otlp_family):
+table; otlp_family). The series are read from the snapshot's views
+(graphsignal.signals_model.SeriesViewLike) directly: their states, a
+histogram's bounds, a profile's frames(top), named by the view once for
+/metrics and here alike; nothing of the sidecar's series classes.
 
   name      `graphsignal.` + the /signals name without its unit suffix
             and a counter's `_total`; a name that starts with

@@ -190,7 +190,6 @@ class Series:
     render = PLAIN  # how its stats render (Profile's own slot overrides it)
     scalar = False  # stats are {_key: state}: _Scalar's
     _stats_open = b',"stats":'  # what follows the head in its JSON
-    _view_type: "Type[SeriesView]" = SeriesView
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         self.name = name
@@ -220,7 +219,7 @@ class Series:
     def view(self) -> SeriesView:
         v = self._view
         if v is None:
-            v = self._view = self._view_type(self, self.state())
+            v = self._view = SeriesView(self, self.state())
         return v
 
     def take_changed(self) -> bool:
@@ -340,7 +339,6 @@ class LogHistogram(_Histogram):
     count, sum, min and max."""
 
     __slots__ = ("bin_counts", "_added", "_hist_bins")
-    _view_type = HistogramView
 
     def __init__(self, name: str, tags: Mapping[str, str]) -> None:
         _Histogram.__init__(self, name, tags)
@@ -378,6 +376,12 @@ class LogHistogram(_Histogram):
 
     def merge(self, src: Any) -> None:
         self.add(src.count, src.sum, src.min, src.max, src.bin_counts)
+
+    def view(self) -> SeriesView:
+        v = self._view
+        if v is None:
+            v = self._view = HistogramView(self, self.state())
+        return v
 
     def state(self) -> Any:
         bins = None
@@ -483,7 +487,6 @@ class Profile(Series):
 
     __slots__ = ("frames", "render")
     type = PROFILE
-    _view_type = ProfileView
 
     def __init__(self, name: str, tags: Mapping[str, str], max_frames: int = MAX_FRAMES,
                  annotate: Optional[Annotate] = None) -> None:
@@ -506,6 +509,12 @@ class Profile(Series):
     def merge(self, src: Any) -> None:
         for frame, (v, n) in src.frames.items():
             self.add(frame, v, n)
+
+    def view(self) -> SeriesView:
+        v = self._view
+        if v is None:
+            v = self._view = ProfileView(self, self.state())
+        return v
 
     def state(self) -> Dict[str, Tuple[Any, Any]]:
         return dict(self.frames)

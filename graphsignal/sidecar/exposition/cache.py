@@ -19,9 +19,8 @@ changed (maybe it can now): each replans. And against a wrong one from a
 stale line: -0.0 and 0.0 compare equal, so a float's sign is part of its
 fingerprint (value_fp).
 """
-from typing import Any, List, Literal, Optional, Sequence, Set, Tuple, Union
+from typing import Any, List, Literal, Optional, Sequence, Set, Tuple, Union, cast
 
-from graphsignal import windowmath
 from graphsignal.signals_model import SeriesKey, SeriesViewLike
 from graphsignal.sidecar.exposition.labels import Context, conv
 from graphsignal.sidecar.exposition.layout import Layout, Plan, Planner, Row, RowKey, parts, plain, read, row_key, \
@@ -30,6 +29,7 @@ from graphsignal.sidecar.exposition.lines import lines
 
 __all__ = ["State", "update", "replan", "render"]
 
+_Lines = List[bytes]
 # per series: (row key, layout, rows); layout None: not exported, False: not writable
 Entry = Tuple[Optional[RowKey], Union[Layout, None, Literal[False]], List[Row]]
 
@@ -48,10 +48,13 @@ class State:
 
 def _content(v: SeriesViewLike) -> Any:
     """What a view's rows are made of, cheaply: a histogram's count and sum
-    (and an engine's buckets) without its quantiles (a cumulative count
+    (and an engine's buckets), not its log-linear bins (a cumulative count
     and sum that did not move is a histogram that did not: see parts()),
     else its state."""
-    return windowmath.plain_stats(v.type, v.state) if v.type == "histogram" else v.state
+    if v.type == "histogram":
+        count, total, bins = v.state  # type: ignore[misc]  # a histogram's: HistogramState
+        return count, total, bins if isinstance(bins, tuple) else None
+    return v.state
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -146,15 +149,14 @@ def render(st: State, views: Sequence[SeriesViewLike], top: int, keys: Set[Serie
     if replanned:
         replan(st, views, top, keys, engine, ctx)
     written = 0
-    out = []
+    out: List[Optional[bytes]] = []
     for fam, rows in st.plan:
         out.append(fam.head(om))
         for row in rows:
-            ln = row.lines
-            if ln is None:
-                ln = row.lines = lines(row.spec)
-                written += ln.count(b"\n")
-            out.append(ln)
+            if row.lines is None:
+                row.lines = lines(row.spec)
+                written += row.lines.count(b"\n")
+        out.extend([row.lines for row in rows])  # one pass in C: most rows kept their lines
     if om:
         out.append(b"# EOF\n")
-    return b"".join(out), replanned, written
+    return b"".join(cast(_Lines, out)), replanned, written
