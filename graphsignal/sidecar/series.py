@@ -160,7 +160,7 @@ class ProfileView(SeriesView):
         if shown is not None and shown[0] == top:
             return shown[1]
         max_frames, annotate = self._render
-        state = cast(ProfileState, self.state or {})
+        state: ProfileState = self.state or {}  # type: ignore[assignment]  # a profile's (no cast() call)
         # the payload's order (value, largest first; ties as made) without sorting every frame
         # (heapq.nlargest is sorted()[:n]); a profile cut at max_frames lists max_frames - 1
         # named frames and the cut's (other), left out here

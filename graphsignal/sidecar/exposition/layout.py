@@ -33,7 +33,7 @@ from graphsignal import histo
 from graphsignal.jsonsafe import dumps
 from graphsignal.naming import KERNEL_PROFILES
 from graphsignal.naming.metrics import Family, prometheus_name
-from graphsignal.signals_model import Buckets, Frame, HistogramState, LogBins, SeriesKey, SeriesViewLike
+from graphsignal.signals_model import Frame, SeriesKey, SeriesViewLike
 from graphsignal.sidecar.exposition.buckets import grid_les, sub_octave
 from graphsignal.sidecar.exposition.labels import (EMPTY_CONTEXT, FRAME_LABELS, KERNEL_LABELS, OWN_LABELS, Context,
                                                    Conv, Labels, conv, conv_of, label_str, labels_of, template)
@@ -110,14 +110,15 @@ def read(v: SeriesViewLike, top: int) -> Optional[Reading]:
             named = v.frames(top)
             return Reading(frames=tuple((f["name"], plain(f["value"]), plain(f["samples"])) for f in named),
                            named=named)
-        count, total, b = cast(HistogramState, v.state)
+        # a histogram's state (HistogramState; read without cast() calls: this runs per changed series)
+        count, total, b = v.state  # type: ignore[misc]
         if b is None:
             return Reading(count=plain(count), total=plain(total), bins=_NO_BINS, counts=_NO_BINS)
         if isinstance(b, tuple):  # an engine's buckets
-            le, counts = cast(Buckets, b)
+            le, counts = b
             return Reading(count=plain(count), total=plain(total),
                            bins=_plain_list([None if x == _INF else x for x in le]), counts=_plain_list(list(counts)))
-        idx, cnt = cast(LogBins, b).nonzero()  # our bins: no quantiles, no lists (arrays stay arrays)
+        idx, cnt = b.nonzero()  # type: ignore[union-attr]  # our bins (LogBins): no quantiles, no lists
         return Reading(count=plain(count), total=plain(total), bins=histo.BIN_UPPER[idx], counts=cnt, loglinear=True)
     except (TypeError, ValueError, OverflowError):  # orjson.JSONEncodeError is a TypeError
         return None
@@ -283,7 +284,10 @@ def parts(r: Reading, layout: Layout) -> List[Tuple[Fingerprint, Spec]]:
         fp = r.frames
         extra = None
         if layout.kernels and fp:
-            extra = [(f.get("display_name", ""), f.get("category", "")) for f in r.named]
+            try:
+                extra = [(f["display_name"], f["category"]) for f in r.named]
+            except KeyError:  # a store without names (annotate=None): its kernels unnamed
+                extra = [(f.get("display_name", ""), f.get("category", "")) for f in r.named]
         values = [(f[0], conv(f[1], c)) for f in fp]
         counts = [(f[0], f[2]) for f in fp]
         vname = fam.name + "_total"
