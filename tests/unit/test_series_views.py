@@ -169,3 +169,13 @@ def test_an_engine_histogram_outside_the_engine_keys_is_written_with_its_buckets
     body, _ = exp.render()
     assert b'graphsignal_vllm_e2e_request_latency_seconds_bucket{le="1.0"} 3.0' in body
     assert body == reference(exp.collector())
+
+
+def test_a_store_without_names_exports_its_kernels_unnamed():
+    # the view is the one namer: a store given none (annotate=None) has no display names to export
+    s = MetricStore(annotate=None)
+    s.add_profile(KERNELS, {}, [(SGEMM, 10, 1)])
+    exp = Exposition(s)
+    body, _ = exp.render()
+    assert b'category="",frame="%s",kernel=""} 1e-08' % SGEMM.encode() in body
+    assert body == reference(exp.collector())
