@@ -7,7 +7,10 @@ graphsignal.otelenv reads the endpoint, headers, interval, compression
 and resource attributes from the standard variables.
 
 Mapping, from a /signals series, by graphsignal.naming.metrics (the one
-table; otlp_family):
+table; otlp_family). The series are read from the snapshot's views
+(graphsignal.signals_model.SeriesViewLike) directly: their states, a
+histogram's bounds, a profile's frames(top), named by the view once for
+/metrics and here alike; nothing of the sidecar's series classes.
 
   name      `graphsignal.` + the /signals name without its unit suffix
             and a counter's `_total`; a name that starts with
@@ -74,17 +77,16 @@ import os
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, cast
 
 import numpy as np
 import requests
 
-from graphsignal import __version__, config
+from graphsignal import __version__, config, histo
 from graphsignal.naming.metrics import otlp_family
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api, retry
-from graphsignal.sidecar.series import BucketHistogram
-from graphsignal.signals_model import OTHER_FRAME
+from graphsignal.signals_model import HistogramState, LogBins, SeriesViewLike, StoreSnapshot
 
 logger = logging.getLogger("graphsignal")
 
@@ -100,6 +102,7 @@ EXPORTS_METRIC = "graphsignal_otlp_exports_total"
 BYTES_METRIC = "graphsignal_otlp_export_bytes_total"
 
 _OWN_ATTRIBUTES = ("frame", "kernel", "category")
+_INF = float("inf")
 
 
 def unit_of(name: str, type_: str) -> Tuple[str, str]:
@@ -180,13 +183,16 @@ class Builder:
         self.pb = proto or _Proto()
         self.skipped = Reporter()  # said once per name
 
-    def request(self, snap: Any) -> Any:
+    def request(self, snap: StoreSnapshot) -> Any:
+        """The request of a snapshot: its series views read directly (no
+        payload stats: no quantiles; a profile's top frames as the view
+        names them)."""
         pb = self.pb
         keys = self.engine_keys() if (self.engine_keys is not None and not self.settings.metrics_engine) else set()
         req = pb.service.ExportMetricsServiceRequest()
         rm = req.resource_metrics.add()
-        for k, v in resource_attributes(self.settings, dict(snap.context)).items():
-            self._attr(rm.resource.attributes, k, v)
+        for k, a in resource_attributes(self.settings, dict(snap.context)).items():
+            self._attr(rm.resource.attributes, k, a)
         sm = rm.scope_metrics.add()
         sm.scope.name = "graphsignal"
         sm.scope.version = __version__
@@ -226,14 +232,13 @@ class Builder:
                 m.summary.SetInParent()
         return m
 
-    def _series(self, v: Any, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str], start: int,
-                now: int) -> None:
+    def _series(self, v: SeriesViewLike, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str],
+                start: int, now: int) -> None:
         fam = otlp_family(v.name, v.type)
         name, unit, scale = fam.name, fam.unit, fam.scale
         tags = {("tag." + k if k in _OWN_ATTRIBUTES else k): str(x) for k, x in v.tags.items()}
-        st = v.stats()
         if v.type in ("gauge", "counter"):
-            value = st.get("value" if v.type == "gauge" else "total")
+            value: Any = v.state
             if value is None or value != value:
                 return
             m = self._metric(sm, metrics, kinds, name, unit, "gauge" if v.type == "gauge" else "sum", v.name)
@@ -241,12 +246,11 @@ class Builder:
                 pt = (m.gauge if v.type == "gauge" else m.sum).data_points.add()
                 self._number(pt, _scaled(value, scale), tags, start if v.type == "counter" else 0, now)
         elif v.type == "histogram":
-            self._histogram(v, st, sm, metrics, kinds, fam, tags, start, now)
+            self._histogram(v, sm, metrics, kinds, fam, tags, start, now)
         elif v.type == "profile":
-            frames = st.get("frames") or []
-            if st.get("frames_folded"):
-                frames = [f for f in frames if f["name"] != OTHER_FRAME]
-            frames = frames[:self.settings.metrics_top_frames]
+            # the view's top frames, named once for /metrics and here alike; the (other) of a cut
+            # profile is left out (see the module doc)
+            frames = v.frames(self.settings.metrics_top_frames)
             m = self._metric(sm, metrics, kinds, name, unit, "sum", v.name)
             ms = self._metric(sm, metrics, kinds, fam.samples, fam.samples_unit, "sum", v.name + " (samples)")
             for f in frames:
@@ -259,15 +263,21 @@ class Builder:
                 if ms is not None:
                     self._number(ms.sum.data_points.add(), f["samples"], ft, start, now)
 
-    def _histogram(self, v: Any, st: Dict[str, Any], sm: Any, metrics: Dict[Tuple[str, str], Any],
-                   kinds: Dict[str, str], fam: Any, tags: Dict[str, str], start: int, now: int) -> None:
-        count = _int_or_none(st.get("count"))
+    def _histogram(self, v: SeriesViewLike, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str],
+                   fam: Any, tags: Dict[str, str], start: int, now: int) -> None:
+        raw_count, total, b = cast(HistogramState, v.state)
+        count = _int_or_none(raw_count)
         if count is None:
             return
         name, unit, scale = fam.name, fam.unit, fam.scale
-        bins, counts = st.get("bins") or [], st.get("counts") or []
-        total = st.get("sum")
-        if not bins:  # count and sum only
+        bins: Any = ()  # upper bounds, ascending
+        counts: Any = ()
+        if isinstance(b, tuple):  # the engine's own bounds (inf: +Inf)
+            bins, counts = b
+        elif b is not None:  # our log-linear bins: their upper bounds
+            idx, counts = cast(LogBins, b).nonzero()
+            bins = histo.BIN_UPPER[idx]
+        if not len(bins):  # count and sum only
             m = self._metric(sm, metrics, kinds, name, unit, "summary", v.name)
             if m is not None and total is not None:
                 pt = m.summary.data_points.add()
@@ -280,9 +290,9 @@ class Builder:
             return
         pt = m.histogram.data_points.add()
         pt.start_time_unix_nano, pt.time_unix_nano = start, now
-        if issubclass(v.kind, BucketHistogram):  # the engine's own bounds (None: +Inf)
-            bounds = [float(b) * scale for b in bins if b is not None]
-            buckets = [int(c) for b, c in zip(bins, counts) if b is not None]
+        if isinstance(b, tuple):
+            bounds = [float(x) * scale for x in bins if x != _INF]
+            buckets = [int(c) for x, c in zip(bins, counts) if x != _INF]
             buckets.append(max(0, count - sum(buckets)))
         else:
             edges = octave_bounds(int(bins[0]), int(bins[-1]))
@@ -294,7 +304,7 @@ class Builder:
             # the bounds in the sent unit (seconds for a _nanoseconds probe): the buckets
             # hold the same values, so their counts stay exact
             bounds = [float(e) * scale for e in edges]
-            vmin, vmax = st.get("min"), st.get("max")
+            vmin, vmax = v.bounds
             if vmin is not None and vmax is not None:
                 pt.min, pt.max = float(vmin) * scale, float(vmax) * scale
         pt.explicit_bounds.extend(bounds)

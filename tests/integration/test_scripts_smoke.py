@@ -99,6 +99,18 @@ def _crash_trace(tmp):
     return [([PY, "-c", "import ctypes; ctypes.string_at(0)"], {"LD_PRELOAD": so}, _crash_traced)]
 
 
+def _digests(r):
+    """digest_outputs.py: a SHA-256 for every document, each served twice over (a second round through the
+    caches the first filled), the final payload and each recorded payload's reference encoding."""
+    lines = _json_lines(r, 20)
+    docs = {(x["round"], x["doc"]) for x in lines}
+    for rnd in ("a", "b"):
+        assert {(rnd, d) for d in ("signals", "window5", "history30", "metrics.text.engine1",
+                                   "metrics.openmetrics.engine0", "otlp.engine0", "otlp.engine1")} <= docs
+    assert ("end", "final") in docs and any(d.startswith("reference.") for _, d in docs)
+    assert all(len(x["sha256"]) == 64 and x["bytes"] > 0 for x in lines)
+
+
 def _crash_traced(r):
     assert r.returncode == -11, (r.returncode, r.stderr[-2000:])
     assert "[crash_trace] signal 11" in r.stderr, r.stderr[-2000:]
@@ -111,6 +123,7 @@ SMOKE = {
                             _benches("callbacks"))],
     "bench_history.py": [([PY, "bench_history.py", "--smoke", "--reps", "1"], {},
                           _benches("history_block", "payload_bytes"))],
+    "digest_outputs.py": [([PY, "digest_outputs.py"], {}, _digests)],
     "bench_hostile.py": [([PY, "bench_hostile.py", "--only", "foreign_ring,symlink_ring,malformed_line"], {},
                           lambda r: _json_lines(r, 3))],
     "bench_kernel_names.py": [([PY, "bench_kernel_names.py", "--smoke"], {},

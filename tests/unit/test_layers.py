@@ -100,6 +100,12 @@ def test_the_walk_sees_what_it_must():
     assert "graphsignal.sidecar.store" in found  # imported inside a method
     assert layer("graphsignal.cli.server", known) == (3, None)
     assert layer("graphsignal.fleet.app", known) == (2, "graphsignal.fleet")
+    # a room's own package is the room's: /metrics' rooms (sidecar/exposition/) are the sidecar's
+    for room in ("labels", "buckets", "lines", "layout", "cache"):
+        assert layer("graphsignal.sidecar.exposition." + room, known) == (2, "graphsignal.sidecar")
+    assert layer("graphsignal.sidecar.exposition", known) == (2, "graphsignal.sidecar")
+    assert layer("graphsignal.sidecar.recorded", known) == (2, "graphsignal.sidecar")
+    assert layer("graphsignal.jsonsafe", known) == (0, None)  # dumps lives there, below every room
     assert layer("graphsignal.config", known) == (0, None)
     # the rooms split along their seams keep their layers
     assert layer("graphsignal.diff.compare", known) == (2, "graphsignal.diff")

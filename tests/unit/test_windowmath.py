@@ -189,7 +189,7 @@ def test_the_servers_states_give_the_sidecars_window():
         write(step)
         t[0] += NS
         s.take_history()
-        payloads.append({v.key: (v.type, v.stats(), v.kind.bounds(v.state)) for v in s.snapshot().series})
+        payloads.append({v.key: (v.type, v.stats(), v.bounds) for v in s.snapshot().series})
     hist = s.snapshot().history
     (_, first), (_, last) = hist[1], hist[4]
     for key, (type_, stats, (vmin, vmax)) in payloads[4].items():
