@@ -9,11 +9,10 @@ cuPointerGetAttribute. Called in-process through ctypes.
 Skips where no C++ compiler or CUPTI/CUDA headers are found (the driver is
 built with the library's own build)."""
 import ctypes
-import sys
 
 import pytest
 
-from support.cbuild import build_cupti_shim, cache_dir
+from support.cbuild import cupti_shim
 
 # Decoded
 YES, NOTHING, UNSUPPORTED = 0, 1, 2
@@ -45,10 +44,6 @@ class Out(ctypes.Structure):
 
 @pytest.fixture(scope="module")
 def lib():
-    path = build_cupti_shim(cache_dir("cupti"), log=lambda m: sys.stderr.write(m + "\n"))
-    if path is None:
-        pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
-    lib = ctypes.CDLL(path)
     u32, u64, i = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
     sigs = {
         "gs_params_reset": ([], None),
@@ -64,10 +59,7 @@ def lib():
         "gs_addr_range_kind": ([u64], i),
         "gs_addr_driver_calls": ([], u64),
     }
-    for name, (args, res) in sigs.items():
-        f = getattr(lib, name)
-        f.argtypes, f.restype = args, res
-    return lib
+    return cupti_shim(sigs)
 
 
 @pytest.fixture

@@ -8,21 +8,16 @@ and how many there are, are all bounded here.
 Skips where no C++ compiler or CUPTI/CUDA headers are found (the driver is
 built with the library's own build)."""
 import ctypes
-import sys
 
 import pytest
 
-from support.cbuild import build_cupti_shim, cache_dir
+from support.cbuild import cupti_shim
 
 NAMED, OTHER, DEEPER = 0, 1, 2
 
 
 @pytest.fixture(scope="module")
 def lib():
-    path = build_cupti_shim(cache_dir("cupti"), log=lambda m: sys.stderr.write(m + "\n"))
-    if path is None:
-        pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
-    lib = ctypes.CDLL(path)
     u16, u32, u64, vp = ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
     sigs = {
         "gs_paths_new": ([], vp),
@@ -37,10 +32,7 @@ def lib():
         "gs_paths_problem": ([vp, ctypes.c_int], u64),
         "gs_paths_limits": ([ctypes.POINTER(u64)], None),
     }
-    for name, (args, res) in sigs.items():
-        f = getattr(lib, name)
-        f.argtypes, f.restype = args, res
-    return lib
+    return cupti_shim(sigs)
 
 
 class Paths:

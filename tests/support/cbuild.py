@@ -93,3 +93,23 @@ def build_cupti_shim(out_dir, log=print):
     os.makedirs(out_dir, exist_ok=True)
     return cb.build_library(SHIM_SOURCES, hs, os.path.join(out_dir, "libgraphsignal_cupti_test_cu%d.so" % hs.major),
                             log=log)
+
+
+def cupti_shim(sigs=None):
+    """The translator test driver (build_cupti_shim), built once per checkout into cache_dir("cupti"); the test
+    is skipped where it cannot be built. With sigs ({name: (argtypes, restype)}): the library loaded with those
+    functions typed; without: its path."""
+    import ctypes
+
+    import pytest
+
+    path = build_cupti_shim(cache_dir("cupti"), log=lambda m: sys.stderr.write(m + "\n"))
+    if path is None:
+        pytest.skip("no C++ compiler or CUPTI/CUDA headers here (the CUPTI test shim cannot be built)")
+    if sigs is None:
+        return path
+    lib = ctypes.CDLL(path)
+    for name, (args, res) in sigs.items():
+        f = getattr(lib, name)
+        f.argtypes, f.restype = args, res
+    return lib
