@@ -35,17 +35,14 @@ second < 2 % of a core. The process's garbage collector is tuned as the
 sidecar's (graphsignal.gctune; --gc default: CPython's thresholds)."""
 import argparse
 import http.client
-import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 from bench_signals import build_store
-from benchutil import emit, percentile
+from benchutil import TreeWorkers, emit, percentile
 
 from graphsignal import gctune
 from graphsignal.sidecar.server import ServerThread, make_app
@@ -159,17 +156,8 @@ def worker(args):
 
 
 def compare(trees, args):
-    here = os.path.dirname(os.path.abspath(__file__))
-    procs = {}
-    for t in trees:
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(t) + os.pathsep + here)
-        cwd = tempfile.mkdtemp(prefix="gs-bench-")  # nothing to shadow the tree's package
-        argv = [sys.executable, os.path.abspath(__file__), "--worker", "--series", str(args.series), "--gc", args.gc]
-        if args.signals:
-            argv.append("--signals")
-        procs[t] = (subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                                     cwd=cwd), cwd)
-    series = {t: int(p.stdout.readline().split()[1]) for t, (p, _) in procs.items()}
+    argv = ["--series", str(args.series), "--gc", args.gc] + (["--signals"] if args.signals else [])
+    workers = TreeWorkers(trees, __file__, argv)
     got = {(t, c, f): {"wall": [], "cpu": [], "store": [], "bytes": 0} for t in trees for c in CASES for f in FORMATS}
     order = list(trees)
     for _ in range(args.reps):
@@ -178,19 +166,14 @@ def compare(trees, args):
                 for _ in range(args.n):
                     random.shuffle(order)
                     for t in order:
-                        p = procs[t][0]
-                        p.stdin.write("%s %s\n" % (case, fmt))
-                        p.stdin.flush()
-                        wall, cpu, ser, nbytes = p.stdout.readline().split()
+                        wall, cpu, ser, nbytes = workers.ask(t, "%s %s" % (case, fmt))
                         r = got[(t, case, fmt)]
                         r["wall"].append(float(wall))
                         r["cpu"].append(float(cpu))
                         r["store"].append(float(ser))
                         r["bytes"] = int(nbytes)
-    for p, cwd in procs.values():
-        p.stdin.close()
-        p.wait(30)
-        os.rmdir(cwd)
+    workers.close()
+    series = workers.ready
     for case in CASES:
         for fmt in FORMATS:
             for t in trees:
