@@ -7,6 +7,8 @@ process with SIGSEGV, not an exception. loads() measures the nesting on
 the text first (depth(): no recursion, vectorized) and refuses anything
 deeper than max_depth with TooDeep, a ValueError.
 """
+from typing import Any, Union
+
 import orjson
 
 _OPEN = (b"[", b"{")
@@ -56,7 +58,7 @@ def depth(data):
     return int(np.cumsum(steps, dtype=np.int64).max())
 
 
-def check_depth(data, max_depth):
+def check_depth(data: Union[bytes, bytearray, memoryview], max_depth: int) -> None:
     """Raises TooDeep when data (bytes) nests deeper than max_depth."""
     data = bytes(data) if not isinstance(data, bytes) else data
     if sum(data.count(c) for c in _OPEN) <= max_depth:
@@ -66,7 +68,7 @@ def check_depth(data, max_depth):
         raise TooDeep("objects and lists nest %d levels deep; at most %d are accepted" % (levels, max_depth))
 
 
-def loads(data, max_depth):
+def loads(data: Union[bytes, bytearray, memoryview], max_depth: int) -> Any:
     """orjson.loads(data) for a text whose nesting was checked first;
     raises TooDeep or orjson.JSONDecodeError (both ValueErrors)."""
     check_depth(data, max_depth)

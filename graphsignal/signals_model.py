@@ -14,14 +14,17 @@ the sidecar.
 
 This module imports nothing of graphsignal.
 """
+import hashlib
 from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Optional, Protocol, Tuple,
                     TypedDict, Union)
+
+import orjson
 
 __all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
            "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Context",
            "HistorySeries", "HistoryBlock", "FindingEvidence", "FindingImpact", "FindingChange",
            "FindingConfirm", "Finding", "Signals",
-           "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
+           "SeriesKey", "SeriesViewLike", "fingerprint", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
 
 
 # -- the document ----------------------------------------------------------------------
@@ -299,6 +302,38 @@ class SeriesViewLike(Protocol):
     def stats(self) -> Dict[str, Any]: ...
 
     def encoded(self) -> bytes: ...
+
+
+def fingerprint(view: SeriesViewLike) -> bytes:
+    """A series' value identity, without its updated_ns: a 16-byte digest
+    of its type and state. Everything /signals shows of a series but
+    updated_ns is computed from its state, so two views of one series
+    whose states are equal (a series set again to what it held) show the
+    same and have the same fingerprint; a change of the state changes it.
+    (A state's numbers are read as JSON writes them: a NaN and a None,
+    both null there, are one.) The uploader compares fingerprints to send
+    only the series whose value changed."""
+    try:
+        data = orjson.dumps(view.state, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # integers beyond 64 bits, arrays orjson cannot write
+        data = orjson.dumps(_plain(view.state), option=orjson.OPT_NON_STR_KEYS)
+    h = hashlib.blake2b(data, digest_size=16)
+    h.update(str(view.type).encode())
+    return h.digest()
+
+
+def _plain(obj: Any) -> Any:
+    """obj with every array a list and every integer beyond 64 bits its
+    decimal text (fingerprint's slow way, as exact)."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _plain(obj.tolist())
+    if isinstance(obj, int) and not -(1 << 63) <= obj < (1 << 64):
+        return "int:%d" % obj
+    return obj
 
 
 class HistoryPointLike(Protocol):

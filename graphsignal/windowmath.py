@@ -27,14 +27,17 @@ and is counted from zero), cur at its end, `covered` the seconds between
 them. Rates divide by `covered`. What each type's window holds is in its
 function's doc.
 
-graphsignal-server keeps states in a JSON form: a counter's, gauge's and
+States travel and are kept in a JSON form: a counter's, gauge's and
 profile's as they are (a pair is a list); a histogram's as [count, sum,
 bins] with bins null, {"idx": [bin indices], "counts": [...]}
 (log-linear) or {"le": [upper bounds, null for inf], "counts": [...]}
-(buckets); load_state() reads it. The server receives payloads, not
-states: stored_state() is the JSON form of what a series' payload `stats`
-give, exact but for a profile's, which has only the frames the payload
-lists (its largest).
+(buckets). dump_state() writes it (the sidecar's uploads carry each
+changed series' state so, graphsignal.upload_model), load_state() reads
+it (graphsignal-server keeps the states it was sent). An upload of the
+first schema carried payloads, not states: stored_state() is the JSON
+form of what a series' payload `stats` give, exact but for a profile's,
+which has only the frames the payload lists (its largest); the server
+converts such an upload's stats once, as it stores them.
 """
 import bisect
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
@@ -51,6 +54,7 @@ PROFILE = "profile"
 
 NS = 1_000_000_000
 MAX_FRAMES = 250  # frames a profile's window lists (the largest)
+MAX_FRAMES_KEPT = 20000  # frames a profile keeps before new names are folded into "(other)"
 QUANTILES = (0.5, 0.95, 0.99)
 
 Doc = Dict[str, Any]
@@ -288,6 +292,23 @@ def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
             return [count, total, {"idx": idx.tolist(), "counts": counts}]
         return [count, total, {"le": bins, "counts": counts} if bins else None]
     return {f["name"]: [f["value"], f["samples"]] for f in stats.get("frames") or []}
+
+
+def dump_state(type_: str, state: Any) -> Any:
+    """The JSON form (see the module doc) of a state; load_state's
+    inverse. A log-linear histogram's bin indices and counts stay numpy
+    arrays (JSON writers with numpy support write them as lists)."""
+    if type_ != HISTOGRAM or state is None:
+        return state
+    count, total, bins = state
+    if bins is None:
+        return [count, total, None]
+    if isinstance(bins, tuple):
+        le, counts = bins
+        return [count, total, {"le": [None if b == float("inf") else b for b in le], "counts": list(counts)}]
+    if isinstance(bins, DeltaBins):
+        bins = SparseBins.of(bins.dense())
+    return [count, total, {"idx": bins.idx, "counts": bins.counts}]
 
 
 def load_state(type_: str, obj: Any) -> Any:

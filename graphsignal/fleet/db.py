@@ -18,7 +18,9 @@ a profile as [[frame, value, samples]]), rewritten as windowmath's; 5
 judges age by the server's up time: a database upgraded to it counts every
 instance as seen at the upgrade (it cannot tell a true last_seen_ns from
 a stepped one) and each history row as old as it was on its instance's
-clock (as earlier servers judged it).
+clock (as earlier servers judged it); 6 keeps each series' state beside
+its stats (graphsignal.fleet.storage), given to the series stored before
+from their stats, as earlier servers computed it on every read.
 """
 import contextlib
 import os
@@ -31,10 +33,10 @@ import orjson
 
 from graphsignal import windowmath
 from graphsignal.fleet.storage import (HOUR_NS, MINUTE_NS, MINUTE_ROWS_NS, NS, OFFSET, BadRow, Full,  # noqa: F401
-                                       NoSpace, Storage, Unavailable, dec, enc, enc_bound, load_row, logger,
-                                       owner_of, series_key)
+                                       NoSpace, Storage, Unavailable, dec, enc, enc_bound, fill_states, load_row,
+                                       logger, owner_of, series_key)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MAX_AGE_NS = 3650 * 86400 * NS  # the longest retention: an upgraded row's age is clamped to it
 _ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors")), ("series", ("updated_ns",)),
             ("history", ("ts_ns",)))
@@ -82,7 +84,7 @@ CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (last_seen_ns);
 CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
 CREATE TABLE IF NOT EXISTS series (
   owner TEXT NOT NULL, instance_id TEXT NOT NULL, skey BLOB NOT NULL,
-  doc BLOB NOT NULL, updated_ns INTEGER,
+  doc BLOB NOT NULL, updated_ns INTEGER, state BLOB,
   PRIMARY KEY (owner, instance_id, skey)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history (
@@ -110,7 +112,7 @@ class DB(Storage):
         self.conn.execute("PRAGMA synchronous=%s" % ("FULL" if sync == "full" else "NORMAL"))
         self.conn.execute("PRAGMA busy_timeout=5000")
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+        if not 0 <= version <= SCHEMA_VERSION:
             raise RuntimeError("%s has schema version %d; this graphsignal-server reads versions 1 to %d"
                                % (path, version, SCHEMA_VERSION))
         if version == 1:
@@ -121,6 +123,8 @@ class DB(Storage):
             self._upgrade_from_3()
         if version in (1, 2, 3, 4):
             self._upgrade_from_4()
+        if version in (1, 2, 3, 4, 5):
+            self._upgrade_from_5()
         self.conn.executescript(_SCHEMA)
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
         self._start_clock()
@@ -174,6 +178,17 @@ class DB(Storage):
                               "FROM instances i WHERE i.owner = history.owner AND "
                               "i.instance_id = history.instance_id))), 0)", (MAX_AGE_NS,))
         self._migrate(step, 5)
+
+    def _upgrade_from_5(self):
+        """Version 6 keeps each series' state beside its stats: the column,
+        and for every stored series the state its stats give."""
+        def step(c):
+            have = {r[1] for r in c.execute("PRAGMA table_info(series)")}
+            if have and "state" not in have:
+                c.execute("ALTER TABLE series ADD COLUMN state BLOB")
+            if have:
+                fill_states(c, self._sql)
+        self._migrate(step, 6)
 
     def _rollback(self):
         """Rolls back the open transaction, if SQLite has not already (it

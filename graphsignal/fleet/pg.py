@@ -25,7 +25,9 @@ What differs from the SQLite file, and why:
   schema       versioned in graphsignal_schema; made or upgraded under a
                session advisory lock (pg_advisory_lock), so replicas that
                start together make it once: the others wait, then see it
-               current and go on.
+               current and go on. Version 2 keeps each series' state
+               beside its stats, as the file's version 6 does (the upgrade
+               gives the series stored before the state their stats give).
   reads        one REPEATABLE READ, READ ONLY transaction each: a snapshot's
                instance row and its series are of one moment.
   text         instance ids and owners are COLLATE "C" (byte order, as
@@ -47,9 +49,9 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from graphsignal.fleet.settings import redacted
-from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, logger
+from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, fill_states, logger
 
-SCHEMA_VERSION = 1  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5
+SCHEMA_VERSION = 2  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5, 2 its 6
 RETRIES = 3  # a write run again after a deadlock or serialization failure
 # advisory lock keys (64-bit): made from the text, fixed forever
 MIGRATE_LOCK = int.from_bytes(b"gs-mgrt", "big")
@@ -71,7 +73,7 @@ CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (owner, last_seen_ns
 CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
 CREATE TABLE IF NOT EXISTS series (
   owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, skey BYTEA NOT NULL,
-  doc BYTEA NOT NULL, updated_ns BIGINT,
+  doc BYTEA NOT NULL, updated_ns BIGINT, state BYTEA,
   PRIMARY KEY (owner, instance_id, skey)
 ) WITH (fillfactor = 50);
 CREATE TABLE IF NOT EXISTS history (
@@ -207,6 +209,10 @@ class PgDB(Storage):
                             conn.execute(_SCHEMA)
                             for stmt in _STORAGE:
                                 conn.execute(stmt)
+                        elif version < 2:
+                            conn.execute("ALTER TABLE series ADD COLUMN IF NOT EXISTS state BYTEA")
+                            fill_states(conn.cursor(), self._sql)
+                        if version < SCHEMA_VERSION:
                             conn.execute("DELETE FROM graphsignal_schema")
                             conn.execute("INSERT INTO graphsignal_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
                 finally:
@@ -254,9 +260,10 @@ class PgDB(Storage):
         keys = [r[2] for r in rows]
         if len(set(keys)) != len(keys):
             return Storage._upsert_series(self, c, rows)
-        c.execute("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) "
-                  "SELECT %b, %b, k, d, u FROM unnest(%b::bytea[], %b::bytea[], %b::bigint[]) AS t(k, d, u) "
-                  + self.SERIES_UPSERT, (rows[0][0], rows[0][1], keys, [r[3] for r in rows], [r[4] for r in rows]))
+        c.execute("INSERT INTO series (owner, instance_id, skey, doc, updated_ns, state) "
+                  "SELECT %b, %b, k, d, u, s FROM unnest(%b::bytea[], %b::bytea[], %b::bigint[], %b::bytea[]) "
+                  "AS t(k, d, u, s) " + self.SERIES_UPSERT,
+                  (rows[0][0], rows[0][1], keys, [r[3] for r in rows], [r[4] for r in rows], [r[5] for r in rows]))
 
     def _may_expire(self, c):
         return bool(c.execute("SELECT pg_try_advisory_xact_lock(%s)", (EXPIRE_LOCK,)).fetchone()[0])

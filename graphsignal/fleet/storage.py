@@ -14,12 +14,16 @@ key) and instance (one graphsignal-run):
              its latest resources and engine summary, and its latest
              MAX_ERRORS errors (repeats counted, as in /signals)
   series     the latest stats of every series it reported: together, the
-             instance's snapshot in /signals's shape
+             instance's snapshot in /signals's shape; and beside them its
+             latest state (graphsignal.windowmath's, in its JSON form), as
+             the upload carried it (graphsignal.upload_model), or for an
+             upload of the first schema from its stats, converted once as
+             it is stored (state_of)
   history    cumulative snapshots of every series' state (what windows
-             need: graphsignal.windowmath's states, in its JSON form), one
-             per minute of the instance's clock for the last 24 h, one per
-             hour beyond that, none beyond the retention (7 days by
-             default); zlib-compressed JSON {series key: state}
+             need), one per minute of the instance's clock for the last
+             24 h, one per hour beyond that, none beyond the retention (7
+             days by default); zlib-compressed JSON {series key: state},
+             made of the stored states as they are
 
 Retention never trusts one reading of a wall clock: a step of the
 server's clock (or of a sidecar's) must not delete a fleet. What is
@@ -154,6 +158,47 @@ def series_key(m):
     return orjson.dumps([m["name"], m["type"], m["tags"]], option=orjson.OPT_SORT_KEYS)
 
 
+def state_of(m):
+    """A checked upload series' state, in windowmath's JSON form: the one
+    it carries (schema 2), else what its stats give (schema 1)."""
+    if "state" in m:
+        return m["state"]
+    return windowmath.stored_state(m["type"], m["stats"])
+
+
+def _doc(m):
+    """A series as the snapshot shows it: the upload's, without its state."""
+    return orjson.dumps({k: v for k, v in m.items() if k != "state"} if "state" in m else m)
+
+
+def fill_states(c, sql, batch=1000):
+    """Gives every stored series without a state the one its stats give
+    (windowmath.stored_state), a batch at a time in key order: the schema
+    upgrade that added the column (both backends'). A doc that cannot be
+    read gets a null state (its windows are empty, its snapshot as it
+    was). Returns how many were filled."""
+    n = 0
+    after = None
+    while True:
+        rows = c.execute(sql("SELECT owner, instance_id, skey, doc FROM series WHERE state IS NULL%s "
+                             "ORDER BY owner, instance_id, skey LIMIT %d"
+                             % ("" if after is None else " AND (owner, instance_id, skey) > (?, ?, ?)", batch)),
+                         after or ()).fetchall()
+        if not rows:
+            return n
+        out = []
+        for owner, iid, skey, doc in rows:
+            try:
+                m = orjson.loads(bytes(doc))
+                state = orjson.dumps(windowmath.stored_state(m["type"], m["stats"]))
+            except (ValueError, TypeError, KeyError, AttributeError):  # orjson's errors are ValueErrors
+                state = b"null"
+            out.append((state, owner, iid, skey))
+        c.executemany(sql("UPDATE series SET state=? WHERE owner=? AND instance_id=? AND skey=?"), out)
+        n += len(rows)
+        after = tuple(rows[-1][:3])
+
+
 def _described(engine_blob, resources_blob):
     """(GPUs, service) of an instance from its stored engine summary and
     resources (see Storage.instances)."""
@@ -284,12 +329,13 @@ class Storage:
 
     # -- writes ---------------------------------------------------------------------
     def ingest(self, owner, doc):
-        """Stores a validated upload (graphsignal.fleet.ingest.validate)
-        in one transaction; returns what the acknowledgement says."""
+        """Stores a validated upload (graphsignal.fleet.ingest.validate, of
+        either schema) in one transaction; returns what the
+        acknowledgement says."""
         iid = doc["instance_id"]
         # the rows are made before the transaction: a 50,000-series upload holds
         # the database only to write them, not to encode them
-        rows = [(owner, iid, series_key(m), orjson.dumps(m), enc(m.get("updated_ns")))
+        rows = [(owner, iid, series_key(m), _doc(m), enc(m.get("updated_ns")), orjson.dumps(state_of(m)))
                 for m in doc.get("metrics") or []]
         out, up = self._writing(lambda c: self._ingest(c, owner, iid, doc, rows))
         with self._expiry_lock:
@@ -369,25 +415,25 @@ class Storage:
         return len(rows)
 
     SERIES_UPSERT = ("ON CONFLICT (owner, instance_id, skey) DO UPDATE SET doc=excluded.doc, "
-                     "updated_ns=excluded.updated_ns WHERE excluded.updated_ns IS NULL OR series.updated_ns IS NULL "
-                     "OR excluded.updated_ns >= series.updated_ns")
+                     "updated_ns=excluded.updated_ns, state=excluded.state WHERE excluded.updated_ns IS NULL OR "
+                     "series.updated_ns IS NULL OR excluded.updated_ns >= series.updated_ns")
 
     def _upsert_series(self, c, rows):
-        """Each (owner, instance id, series key, doc, updated_ns) stored,
-        in order, unless what is stored is newer."""
-        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) VALUES (?,?,?,?,?) "
-                                + self.SERIES_UPSERT), rows)
+        """Each (owner, instance id, series key, doc, updated_ns, state)
+        stored, in order, unless what is stored is newer."""
+        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, updated_ns, state) "
+                                "VALUES (?,?,?,?,?,?) " + self.SERIES_UPSERT), rows)
 
     def _roll(self, c, owner, iid, ts, up):
         q = self._sql
-        states = {}
-        for skey, doc in c.execute(q("SELECT skey, doc FROM series WHERE owner=? AND instance_id=?"), (owner, iid)):
-            m = orjson.loads(doc)
-            states[bytes(skey).decode()] = windowmath.stored_state(m["type"], m["stats"])
+        # {series key: state}, framed from the stored states' JSON as it is
+        states = b",".join(orjson.dumps(bytes(skey).decode()) + b":" + bytes(state if state is not None else b"null")
+                           for skey, state in c.execute(q("SELECT skey, state FROM series WHERE owner=? AND "
+                                                          "instance_id=?"), (owner, iid)))
         c.execute(q("INSERT INTO history (owner, instance_id, ts_ns, snapshot, kept_up_ns) VALUES (?,?,?,?,?) "
                     "ON CONFLICT (owner, instance_id, ts_ns) DO UPDATE SET snapshot=excluded.snapshot, "
                     "kept_up_ns=excluded.kept_up_ns"),
-                  (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6), up))
+                  (owner, iid, enc(ts), zlib.compress(b"{" + states + b"}", 6), up))
         # beyond the retention of up time, none (a few at a time: one row crosses it an hour); found
         # first, then deleted by key: PostgreSQL would plan one DELETE ... IN (SELECT ...) as a join over
         # every row of the instance
@@ -461,18 +507,30 @@ class Storage:
 
     def snapshot(self, owner, iid):
         """The instance's latest snapshot in /signals's shape, or None."""
+        return self._snapshot(owner, iid, False)[0]
+
+    def snapshot_states(self, owner, iid):
+        """(the latest snapshot or None, {series key: its state} of that
+        moment, in windowmath's JSON form), read together."""
+        return self._snapshot(owner, iid, True)
+
+    def _snapshot(self, owner, iid, with_states):
         if "\0" in iid:  # no stored id has one (ingest.validate), and PostgreSQL's text cannot
-            return None
+            return None, {}
         with self._read() as c:
             row = c.execute(self._sql("SELECT context, profiler, start_ns, payload_ns, resources, engine, errors, "
                                       "first_seen_ns, last_seen_ns, uploads, last_seq, dropped_errors, ended_ns, "
                                       "exit_status FROM instances WHERE owner=? AND instance_id=?"),
                             (owner, iid)).fetchone()
             if row is None:
-                return None
-            rows = c.execute(self._sql("SELECT doc FROM series WHERE owner=? AND instance_id=?"),
+                return None, {}
+            rows = c.execute(self._sql("SELECT doc, skey, state FROM series WHERE owner=? AND instance_id=?"
+                                       if with_states else "SELECT doc FROM series WHERE owner=? AND instance_id=?"),
                              (owner, iid)).fetchall()
-        docs = [orjson.loads(d) for (d,) in rows]  # decoded after the read: others' uploads need the database
+        # decoded after the read: others' uploads need the database
+        docs = [orjson.loads(r[0]) for r in rows]
+        states = {bytes(r[1]).decode(): orjson.loads(r[2]) if r[2] is not None else None
+                  for r in rows} if with_states else {}
         (ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped, ended,
          status) = row
         docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))
@@ -482,7 +540,7 @@ class Storage:
                 "resources": orjson.loads(resources) if resources else [],
                 "engine": orjson.loads(engine) if engine else None,
                 "instance": {"instance_id": iid, "first_seen_ns": first, "last_seen_ns": last, "uploads": uploads,
-                             "seq": dec(seq), "dropped_errors": dec(dropped)}}
+                             "seq": dec(seq), "dropped_errors": dec(dropped)}}, states
 
     def history(self, owner, iid, since_ns):
         """[(ts_ns, {series key: state})] from the newest row at or before

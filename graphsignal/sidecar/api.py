@@ -1,6 +1,7 @@
 """Where the sidecar talks to the Graphsignal API (uploads, the version
 check), and the HTTP session both use."""
 import logging
+from typing import Optional
 from urllib.parse import urlsplit
 
 import requests
@@ -18,7 +19,7 @@ class BadBase(ValueError):
     pass
 
 
-def api_base(given):
+def api_base(given: Optional[str]) -> str:
     """The API base URL (no trailing slash) from GRAPHSIGNAL_API_BASE's
     value (config.Settings.api_base), or the default when None; raises
     BadBase for anything but an http(s) URL."""

@@ -37,14 +37,13 @@ import orjson
 from graphsignal import histo
 from graphsignal.signals_model import OTHER_FRAME
 from graphsignal.textsafe import utf8
-from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, QUANTILES, Bins, DeltaBins,
-                                    SparseBins, bins_diff)
+from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT, PROFILE, QUANTILES, Bins,
+                                    DeltaBins, SparseBins, bins_diff)
 
 __all__ = ["GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "MAX_FRAMES", "MAX_FRAMES_KEPT", "CHECKPOINT_EVERY",
            "QUANTILES", "Annotate", "Render", "PLAIN", "dumps", "SeriesView", "Series", "Gauge", "Counter",
            "LogHistogram", "BucketHistogram", "Profile", "TYPES", "SparseBins", "DeltaBins", "bins_diff"]
 
-MAX_FRAMES_KEPT = 20000  # frames kept per profile before new names are folded into "(other)"
 CHECKPOINT_EVERY = 64  # history states of a histogram between two full copies of its bins
 
 # annotate(profile name, frame dicts): adds presentation to the frames, in place
@@ -209,6 +208,12 @@ class Series:
         history snapshot in which the series changed)."""
         return self.view().state
 
+    @staticmethod
+    def window_state(state: Any) -> Any:
+        """A view's state in graphsignal.windowmath's form (the history's):
+        the same, but a LogHistogram's (see the module doc)."""
+        return state
+
     def merge(self, src: Any) -> None:
         """Adds src's cumulative values (a series of the same type) into
         this one (the store folds exited processes)."""
@@ -368,6 +373,13 @@ class LogHistogram(_Histogram):
             nz = self.bin_counts.nonzero()[0]  # 1-D: np.flatnonzero's ravel and wrapper add nothing
             bins = (nz, self.bin_counts[nz])
         return (self.count, self.sum, self.min, self.max, bins)
+
+    @staticmethod
+    def window_state(state: Any) -> Any:
+        count, total, _, _, bins = state
+        if bins is None:
+            return (count, total, None)
+        return (count, total, SparseBins(bins[0].astype(np.uint16), bins[1]))
 
     def history_state(self) -> Any:
         if self.bin_counts is None:
