@@ -305,8 +305,9 @@ class SeriesViewLike(Protocol):
 
 
 def fingerprint(view: SeriesViewLike) -> bytes:
-    """A series' value identity, without its updated_ns: a 16-byte digest
-    of its type and state. Everything /signals shows of a series but
+    """A series' value identity, without its updated_ns: its type and
+    state as bytes (a 16-byte digest of them past 32 bytes, a number's
+    as they are). Everything /signals shows of a series but
     updated_ns is computed from its state, so two views of one series
     whose states are equal (a series set again to what it held) show the
     same and have the same fingerprint; a change of the state changes it.
@@ -317,9 +318,8 @@ def fingerprint(view: SeriesViewLike) -> bytes:
         data = orjson.dumps(view.state, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     except (orjson.JSONEncodeError, TypeError):  # integers beyond 64 bits, arrays orjson cannot write
         data = orjson.dumps(_plain(view.state), option=orjson.OPT_NON_STR_KEYS)
-    h = hashlib.blake2b(data, digest_size=16)
-    h.update(str(view.type).encode())
-    return h.digest()
+    data = str(view.type).encode() + b":" + data
+    return data if len(data) <= 32 else hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _plain(obj: Any) -> Any:

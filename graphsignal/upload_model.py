@@ -21,11 +21,14 @@ nothing restates the shape or a limit.
 
 Schema 2 (what this sidecar sends) adds to each series its `state`: its
 cumulative state in graphsignal.windowmath's JSON form (a gauge's value,
-a counter's total, a histogram's [count, sum, bins], a profile's {frame:
-[value, samples]} over every frame it keeps, not only those its stats
-list), so the server keeps and windows states as the sidecar's own
-history does. Schema 1 (older sidecars) has no states; the server still
-takes it and converts its stats once (windowmath.stored_state).
+a counter's total, a histogram's [count, sum, bins]), so the server keeps
+and windows states as the sidecar's own history does. A profile's stats
+already list its frames exactly up to the payload's cut, so beside them
+its `state` is {frame: [value, samples]} of the frames they do not list
+(those its "(other)" sums; {} for a profile under the cut): the listed
+frames and these are every frame it keeps, joined once on the server
+(windowmath.stored_state's rest). Schema 1 (older sidecars) has no
+states; the server still takes it and converts its stats once.
 
 Objects are open: a key a newer sender adds passes as it is (an
 unknown key's value is bounded only by the body's size and nesting,
@@ -94,7 +97,7 @@ class HistogramUpload(HistogramMetric):
 
 
 class ProfileUpload(ProfileMetric):
-    state: Dict[str, FrameState]  # every frame the profile keeps
+    state: Dict[str, FrameState]  # the frames its stats do not list (see the module doc)
 
 
 UploadMetric = Union[GaugeUpload, CounterUpload, HistogramUpload, ProfileUpload]

@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from graphsignal import histo
+from graphsignal.signals_model import OTHER_FRAME
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -275,11 +276,15 @@ def _bin_index_of_uppers(bins: Sequence[Any]) -> "Optional[npt.NDArray[Any]]":
     return idx
 
 
-def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
+def stored_state(type_: str, stats: Mapping[str, Any], rest: Optional[Mapping[str, Any]] = None) -> Any:
     """A series' state from its payload `stats` (graphsignal.sidecar.series),
     in the JSON form (see the module doc). A histogram's bins are
     log-linear when they are exactly histo's upper bounds, else an
-    engine's buckets."""
+    engine's buckets. rest: a profile's frames its stats do not list
+    ({frame: [value, samples]}, what an upload carries beside them): with
+    it the state is exact, the "(other)" of a cut stats (frames_folded)
+    being those frames summed; without it a cut profile's state is its
+    listed frames and that "(other)"."""
     if type_ == GAUGE:
         return stats.get("value")
     if type_ == COUNTER:
@@ -291,7 +296,13 @@ def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
         if idx is not None:
             return [count, total, {"idx": idx.tolist(), "counts": counts}]
         return [count, total, {"le": bins, "counts": counts} if bins else None]
-    return {f["name"]: [f["value"], f["samples"]] for f in stats.get("frames") or []}
+    frames = stats.get("frames") or []
+    if rest is None:
+        return {f["name"]: [f["value"], f["samples"]] for f in frames}
+    cut = bool(stats.get("frames_folded"))
+    out = {f["name"]: [f["value"], f["samples"]] for f in frames if not (cut and f["name"] == OTHER_FRAME)}
+    out.update(rest)
+    return out
 
 
 def dump_state(type_: str, state: Any) -> Any:

@@ -160,10 +160,13 @@ def series_key(m):
 
 def state_of(m):
     """A checked upload series' state, in windowmath's JSON form: the one
-    it carries (schema 2), else what its stats give (schema 1)."""
-    if "state" in m:
-        return m["state"]
-    return windowmath.stored_state(m["type"], m["stats"])
+    it carries (schema 2; a profile's stats frames and the frames it
+    carries beside them), else what its stats give (schema 1)."""
+    if "state" not in m:
+        return windowmath.stored_state(m["type"], m["stats"])
+    if m["type"] == windowmath.PROFILE:
+        return windowmath.stored_state(m["type"], m["stats"], m["state"])
+    return m["state"]
 
 
 def _doc(m):

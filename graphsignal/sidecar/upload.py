@@ -49,7 +49,7 @@ from graphsignal.sidecar import api, retry
 from graphsignal.sidecar.payload import engine_of
 from graphsignal.sidecar.periodic import FINAL_DEADLINE, PeriodicDriver, final_timeout
 from graphsignal.sidecar.series import dumps
-from graphsignal.signals_model import ErrorEntry, SeriesKey, SeriesViewLike, StoreSnapshot, fingerprint
+from graphsignal.signals_model import OTHER_FRAME, ErrorEntry, SeriesViewLike, StoreSnapshot, fingerprint
 from graphsignal.upload_model import SCHEMA
 
 __all__ = ["FINAL_DEADLINE", "SCHEMA", "INTERVAL", "MAX_PENDING_ERRORS", "Uploader", "api_key", "series_json",
@@ -70,7 +70,7 @@ BYTES_METRIC = "graphsignal_upload_bytes_total"
 DROPPED_METRIC = "graphsignal_upload_dropped_errors_total"
 
 Timeout = Union[float, Tuple[float, float]]
-Acked = Tuple[SeriesViewLike, SeriesKey, bytes]  # a series view, its key, its fingerprint
+Acked = Tuple[SeriesViewLike, int, bytes]  # a series view, its series (`created`), its fingerprint
 Sent = Tuple[List[Acked], List[Tuple[bytes, ErrorEntry]], bytes, bytes]
 
 
@@ -93,12 +93,26 @@ def _resources_fingerprint(resources: Any) -> bytes:
     return dumps([{k: v for k, v in r.items() if k != "last_seen_ts"} for r in resources])
 
 
-def series_json(view: SeriesViewLike) -> bytes:
+def series_json(view: SeriesViewLike, max_frames: int) -> bytes:
     """A series as the body carries it: its /signals JSON (cached in the
-    view) with its state beside its stats (upload schema 2). The view's
-    JSON is an object by construction: the state is its last key."""
-    state = dumps(windowmath.dump_state(view.type, view.kind.window_state(view.state)))
-    return view.encoded()[:-1] + b',"state":' + state + b"}"
+    view) with its state beside its stats (upload schema 2; a profile's:
+    the frames its stats do not list, none unless they list max_frames of
+    more). The view's JSON is an object by construction: the state is its
+    last key."""
+    if view.type == windowmath.PROFILE:
+        state = view.state
+        if len(state) <= max_frames:
+            rest: Dict[str, Any] = {}
+        else:
+            st = view.stats()
+            listed = {f["name"] for f in st["frames"]}
+            if st.get("frames_folded"):
+                listed.discard(OTHER_FRAME)  # the cut's sum, not the state's own "(other)"
+            rest = {k: v for k, v in state.items() if k not in listed}
+        data = dumps(rest)
+    else:
+        data = dumps(windowmath.dump_state(view.type, view.kind.window_state(view.state)))
+    return view.encoded()[:-1] + b',"state":' + data + b"}"
 
 
 class Uploader:
@@ -128,7 +142,7 @@ class Uploader:
         # the same view until a series changes), and each series' fingerprint (a series
         # set again to the same value is not sent again)
         self._acked_views: Dict[int, Acked] = {}
-        self._acked_values: Dict[SeriesKey, bytes] = {}
+        self._acked_values: Dict[int, bytes] = {}
         self._acked_errors: Dict[bytes, Tuple[Any, Any]] = {}  # error key -> (count, last_ns) accepted
         self._pending_errors: "collections.OrderedDict[bytes, ErrorEntry]" = collections.OrderedDict()
         self._acked_resources: Optional[bytes] = None
@@ -192,10 +206,10 @@ class Uploader:
             if hit is not None and hit[0] is v:
                 present.append(hit)  # the very series state the server has
                 continue
-            key, fp = v.key, fingerprint(v)
+            key, fp = v.created, fingerprint(v)  # created: one number per series of the store
             if values.get(key) != fp:  # a new value (not just set again to the same)
                 try:
-                    changed.append(series_json(v))
+                    changed.append(series_json(v, snap.max_frames))
                 except (TypeError, ValueError, OverflowError):  # one the store could not serialize (it said so)
                     continue
             present.append((v, key, fp))

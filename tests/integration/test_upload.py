@@ -344,13 +344,31 @@ def test_a_body_is_the_signals_document_of_its_snapshot_with_each_series_state()
         assert doc[key] == full[key], key
     # the states as the sidecar's history keeps them, in windowmath's JSON form
     assert states["gpu_utilization_percent"] == 50 and states["myapp_requests_total"] == 3
-    assert states["cuda_kernels_nanoseconds"] == {"gemm": [1000, 2], "add": [10, 1]}
+    assert states["cuda_kernels_nanoseconds"] == {}  # its stats list every frame it has
     count, total, bins = states["lat_nanoseconds"]
     assert (count, total) == (3, 6000) and sum(bins["counts"]) == 3 and len(bins["idx"]) == 3
     assert states["vllm:e2e_request_latency_seconds"] == [4, 2.0, {"le": [0.1, 1.0, None], "counts": [1, 2, 1]}]
     # a view's body entry is built once: the same series again is the same bytes
     v = next(v for v in snap.series if v.name == "cuda_kernels_nanoseconds")
-    assert series_json(v) == series_json(v)
+    assert series_json(v, snap.max_frames) == series_json(v, snap.max_frames)
+
+
+def test_the_server_joins_a_profiles_listed_frames_and_the_rest_into_its_exact_state():
+    from graphsignal.fleet.storage import state_of
+    from graphsignal.sidecar.series import MAX_FRAMES_KEPT
+    from graphsignal.sidecar.upload import series_json
+
+    s = MetricStore()
+    # past the frames a profile keeps: the store's own "(other)" holds the last 7 names
+    s.add_profile("p_nanoseconds", {}, [("f%05d" % i, i % 977 + 1, 1) for i in range(MAX_FRAMES_KEPT + 7)])
+    s.add_profile("q_nanoseconds", {}, [("a", 5, 1), ("(other)", 3, 1)])  # under the cut: stats say it all
+    snap = s.snapshot(encode=True)
+    for v in snap.series:
+        m = orjson.loads(series_json(v, snap.max_frames))
+        state = {k: list(x) for k, x in v.state.items()}
+        assert len(m["state"]) == (len(state) - 249 if len(state) > snap.max_frames else 0)
+        assert state_of(m) == state, v.name
+    assert "(other)" in next(v for v in snap.series if v.name == "p_nanoseconds").state
 
 
 def test_a_series_set_again_to_its_value_is_not_resent_but_another_with_that_value_is():

@@ -78,7 +78,9 @@ def test_what_the_sidecar_uploads_passes_the_servers_checker_in_either_schema():
     assert {m["type"] for m in doc["metrics"]} == {"gauge", "counter", "histogram", "profile"}
     assert all("state" in m for m in doc["metrics"])
     big = next(m for m in doc["metrics"] if m["tags"] == {"process.pid": "2"})
-    assert len(big["stats"]["frames"]) == 250 and len(big["state"]) == 300  # every frame it keeps
+    # beside the 249 frames its stats list by name, the 51 their "(other)" sums
+    assert len(big["stats"]["frames"]) == 250 and big["stats"]["frames_folded"] == 51
+    assert len(big["state"]) == 51 and not set(big["state"]) & {f["name"] for f in big["stats"]["frames"]}
     assert ingest.validate(doc) is doc
     # schema 1, as older sidecars send: no states
     old = dict(doc, schema=1, metrics=[{k: v for k, v in m.items() if k != "state"} for m in doc["metrics"]])
@@ -106,6 +108,8 @@ REFUSED = [
     ("bins of neither kind", lambda d: _at(d, HIST)["state"].__setitem__(2, {"x": []}), "one of the keys idx, le"),
     ("a frame state of three numbers", lambda d: _at(d, "cuda_memcpy_nanoseconds")["state"].update(h=[1, 2, 3]),
      "].state['h'] must be an array of 2 items"),
+    ("a profile's state that is a list", lambda d: _at(d, "cuda_memcpy_nanoseconds").update(state=[]),
+     "].state must be an object"),
     ("too many tags", lambda d: _at(d, "gpu_utilization_percent")["tags"].update({"t%d" % i: "" for i in range(64)}),
      "].tags must hold at most 64 keys"),
     ("a metric name past 512 characters", lambda d: _at(d, "nan_watts").update(name="n" * 513),
