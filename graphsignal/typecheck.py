@@ -140,7 +140,7 @@ class _Compiler:
             return self._union(args, name)
         if origin is list:
             item = self.of(args[0], name + "[]")[0]
-            return self._sized(self._list(item), name, "items"), "an array", ("list",)
+            return self._sized(self._items(list, item), name, "items"), "an array", ("list",)
         if origin is tuple:
             items = [self.of(a, "%s[%d]" % (name, i))[0] for i, a in enumerate(args)]
             return self._tuple(items), "an array of %d items" % len(items), ("list",)
@@ -148,7 +148,7 @@ class _Compiler:
             if args[0] is not str:
                 raise TypeError("JSON objects have string keys, not %r" % (args[0],))
             value = self.of(args[1], name + "[]")[0]
-            return self._sized(self._dict(value), name, "keys"), "an object", ("dict",)
+            return self._sized(self._items(dict, value), name, "keys"), "an object", ("dict",)
         raise TypeError("no checker for %r" % (t,))
 
     @staticmethod
@@ -224,12 +224,21 @@ class _Compiler:
         return check
 
     @staticmethod
-    def _list(item: Check) -> Check:
+    def _items(container: type, item: Check) -> Check:
+        """An array (list) whose items, or an object (dict) whose values,
+        are each of `item`."""
+        what = "an array" if container is list else "an object"
+
         def check(v: Any, path: str) -> None:
-            if type(v) is not list:
-                raise Invalid("%s must be an array" % _at(path))
-            for i, x in enumerate(v):
-                item(x, "%s[%d]" % (path, i))
+            if type(v) is not container:
+                raise Invalid("%s must be %s" % (_at(path), what))
+            got: Any = v
+            if container is list:
+                for i, x in enumerate(got):
+                    item(x, "%s[%d]" % (path, i))
+            else:
+                for k, x in got.items():
+                    item(x, "%s[%r]" % (path, k[:40]))
         return check
 
     @staticmethod
@@ -241,15 +250,6 @@ class _Compiler:
                 raise Invalid("%s must be an array of %d items" % (_at(path), n))
             for i, (c, x) in enumerate(zip(items, v)):
                 c(x, "%s[%d]" % (path, i))
-        return check
-
-    @staticmethod
-    def _dict(value: Check) -> Check:
-        def check(v: Any, path: str) -> None:
-            if type(v) is not dict:
-                raise Invalid("%s must be an object" % _at(path))
-            for k, x in v.items():
-                value(x, "%s[%r]" % (path, k[:40]))
         return check
 
     def _union(self, args: Tuple[Any, ...], name: str) -> Tuple[Check, str, Tuple[str, ...]]:

@@ -34,7 +34,7 @@ import orjson
 from graphsignal import windowmath
 from graphsignal.fleet.storage import (HOUR_NS, MINUTE_NS, MINUTE_ROWS_NS, NS, OFFSET, BadRow, Full,  # noqa: F401
                                        NoSpace, Storage, Unavailable, dec, enc, enc_bound, fill_states, load_row,
-                                       logger, owner_of, series_key)
+                                       logger, owner_of, schema, series_key)
 
 SCHEMA_VERSION = 6
 MAX_AGE_NS = 3650 * 86400 * NS  # the longest retention: an upgraded row's age is clamped to it
@@ -70,30 +70,7 @@ def _state_of_3(type_, old):
     return windowmath.stored_state(type_, old)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-  owner TEXT NOT NULL, instance_id TEXT NOT NULL,
-  context BLOB NOT NULL, profiler BLOB, start_ns INTEGER, payload_ns INTEGER NOT NULL,
-  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
-  last_seq INTEGER, uploads INTEGER NOT NULL DEFAULT 0, dropped_errors INTEGER,
-  resources BLOB, engine BLOB, errors BLOB,
-  history_minute INTEGER, ended_ns INTEGER, exit_status INTEGER, seen_up_ns INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (last_seen_ns);
-CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
-CREATE TABLE IF NOT EXISTS series (
-  owner TEXT NOT NULL, instance_id TEXT NOT NULL, skey BLOB NOT NULL,
-  doc BLOB NOT NULL, updated_ns INTEGER, state BLOB,
-  PRIMARY KEY (owner, instance_id, skey)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS history (
-  owner TEXT NOT NULL, instance_id TEXT NOT NULL, ts_ns INTEGER NOT NULL, snapshot BLOB NOT NULL,
-  kept_up_ns INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id, ts_ns)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
-"""
+_SCHEMA = schema("TEXT", "BLOB", "INTEGER", " WITHOUT ROWID", " WITHOUT ROWID", "last_seen_ns")
 
 
 class DB(Storage):

@@ -49,7 +49,7 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from graphsignal.fleet.settings import redacted
-from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, fill_states, logger
+from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, fill_states, logger, schema
 
 SCHEMA_VERSION = 2  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5, 2 its 6
 RETRIES = 3  # a write run again after a deadlock or serialization failure
@@ -59,30 +59,7 @@ EXPIRE_LOCK = int.from_bytes(b"gs-expr", "big")
 CONNECT_TIMEOUT = 10  # seconds
 POOL_WAIT = 30.0  # seconds a request waits for a free connection
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-  owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL,
-  context BYTEA NOT NULL, profiler BYTEA, start_ns BIGINT, payload_ns BIGINT NOT NULL,
-  first_seen_ns BIGINT NOT NULL, last_seen_ns BIGINT NOT NULL,
-  last_seq BIGINT, uploads BIGINT NOT NULL DEFAULT 0, dropped_errors BIGINT,
-  resources BYTEA, engine BYTEA, errors BYTEA,
-  history_minute BIGINT, ended_ns BIGINT, exit_status INTEGER, seen_up_ns BIGINT NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id)
-) WITH (fillfactor = 50);
-CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (owner, last_seen_ns);
-CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
-CREATE TABLE IF NOT EXISTS series (
-  owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, skey BYTEA NOT NULL,
-  doc BYTEA NOT NULL, updated_ns BIGINT, state BYTEA,
-  PRIMARY KEY (owner, instance_id, skey)
-) WITH (fillfactor = 50);
-CREATE TABLE IF NOT EXISTS history (
-  owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, ts_ns BIGINT NOT NULL,
-  snapshot BYTEA NOT NULL, kept_up_ns BIGINT NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id, ts_ns)
-);
-CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
-"""
+_SCHEMA = schema('TEXT COLLATE "C"', "BYTEA", "BIGINT", " WITH (fillfactor = 50)", "", "owner, last_seen_ns")
 # Every upload rewrites its series' rows: half of each page is left free (fillfactor) so the
 # new version of a row fits beside the old one and no index is touched (a HOT update), which
 # the next visit to the page prunes. History rows are zlib'd already: TOAST stores them as they

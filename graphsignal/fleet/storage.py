@@ -89,6 +89,43 @@ OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (modul
 U64_MAX = (1 << 64) - 1
 
 
+# The tables, once for both backends: schema() fills in a backend's types and table options.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+  owner {text} NOT NULL, instance_id {text} NOT NULL,
+  context {blob} NOT NULL, profiler {blob}, start_ns {int}, payload_ns {int} NOT NULL,
+  first_seen_ns {int} NOT NULL, last_seen_ns {int} NOT NULL,
+  last_seq {int}, uploads {int} NOT NULL DEFAULT 0, dropped_errors {int},
+  resources {blob}, engine {blob}, errors {blob},
+  history_minute {int}, ended_ns {int}, exit_status INTEGER, seen_up_ns {int} NOT NULL DEFAULT 0,
+  PRIMARY KEY (owner, instance_id)
+){rewritten};
+CREATE INDEX IF NOT EXISTS instances_last_seen ON instances ({last_seen});
+CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
+CREATE TABLE IF NOT EXISTS series (
+  owner {text} NOT NULL, instance_id {text} NOT NULL, skey {blob} NOT NULL,
+  doc {blob} NOT NULL, updated_ns {int}, state {blob},
+  PRIMARY KEY (owner, instance_id, skey)
+){rewritten};
+CREATE TABLE IF NOT EXISTS history (
+  owner {text} NOT NULL, instance_id {text} NOT NULL, ts_ns {int} NOT NULL,
+  snapshot {blob} NOT NULL, kept_up_ns {int} NOT NULL DEFAULT 0,
+  PRIMARY KEY (owner, instance_id, ts_ns)
+){appended};
+CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
+"""
+
+
+def schema(text, blob, integer, rewritten, appended, last_seen):
+    """The tables in a backend's words: its text (compared as bytes), blob
+    and 64-bit integer types, the options of the tables whose rows each
+    upload rewrites (instances, series) and of the history, to which rows
+    are appended, and the columns of the index that lists a key's
+    instances by last seen."""
+    return _SCHEMA.format(text=text, blob=blob, int=integer, rewritten=rewritten, appended=appended,
+                          last_seen=last_seen)
+
+
 class Full(Exception):
     """A key or an instance is at its cap; the message says which."""
 
