@@ -33,6 +33,11 @@ long as.
 
 The checks run in the document's order, keys in the TypedDict's order;
 a missing required key is reported after the keys that are present.
+
+The checker is generated code: each TypedDict, array and object becomes
+one Python function (exec'd once, at checker()), with every scalar test
+written inline as an expression, so a 50,000-series upload is checked
+without a call per number; a path is made only when a check fails.
 This module imports nothing of graphsignal.
 """
 import re
@@ -41,7 +46,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 
 __all__ = ["Invalid", "Bound", "checker"]
 
-Check = Callable[[Any, str], None]
+Check = Callable[[Any], None]
 
 
 class Invalid(ValueError):
@@ -55,19 +60,44 @@ class Bound(NamedTuple):
     like: Optional[str] = None  # a sibling key: an array as long as that one
 
 
-
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MISSING = object()
 
 
-def _key_path(path: str, key: str) -> str:
-    if _IDENT.match(key):
-        return path + "." + key if path else key
-    return "%s[%r]" % (path, key[:40])
+class _Fail(Exception):
+    """A check that failed, on its way out: what is wrong, and the path to
+    it, one segment per container it passed (innermost first)."""
+
+    def __init__(self, what: str, sibling: Optional[str] = None) -> None:
+        Exception.__init__(self, what)
+        self.what = what
+        self.segments: List[str] = []
+        self.sibling = sibling  # a key beside the failed one, named in the message
+
+    def at(self, segment: str) -> "_Fail":
+        self.segments.append(segment)
+        return self
+
+    def message(self) -> str:
+        path = "".join(reversed(self.segments)).lstrip(".")
+        what = self.what
+        if self.sibling is not None:
+            what = what % ("".join(reversed(self.segments[1:])) + self.sibling).lstrip(".")
+        return "%s %s" % (path or "the document", what)
 
 
-def _at(path: str) -> str:
-    return path or "the document"
+def _key(key: str) -> str:
+    """A path's segment for an object's key."""
+    return "." + key if _IDENT.match(key) else "[%r]" % key[:40]
+
+
+def _index(i: int) -> str:
+    return "[%d]" % i
+
+
+def _value(key: str) -> str:
+    """A path's segment for a value of a Dict[str, X]."""
+    return "[%r]" % key[:40]
 
 
 def _number(n: int) -> str:
@@ -81,24 +111,26 @@ def _is_typeddict(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, dict) and hasattr(t, "__required_keys__")
 
 
-def _kind(v: Any) -> str:
-    """The JSON type of a decoded value."""
-    t = type(v)
-    if v is None:
-        return "null"
-    if t is bool:
-        return "bool"
-    if t is int:
-        return "int"
-    if t is float:
-        return "float"
-    if t is str:
-        return "str"
-    if t is list:
-        return "list"
-    if t is dict:
-        return "dict"
-    return t.__name__
+def _shown(v: Any) -> str:
+    text = repr(v) if not isinstance(v, (list, dict)) else ("an array" if isinstance(v, list) else "an object")
+    return text[:60]
+
+
+def _one_of(words: str, v: Any) -> str:
+    return "must be one of %s, got %s" % (words, _shown(v))
+
+
+class _Node(NamedTuple):
+    """A compiled annotation: the name of its check function in the
+    generated namespace; or, for a scalar, `bad`, an expression over {x}
+    that is true when x is not of it (written inline where it is used);
+    what it wants, in words (after "must be"); the Python types of the
+    JSON values it takes."""
+
+    fn: Optional[str]
+    bad: Optional[str]
+    what: str
+    types: Tuple[type, ...]
 
 
 class _Compiler:
@@ -106,7 +138,11 @@ class _Compiler:
         self.bounds = bounds
         self.closed = closed
         self.defaults = defaults
-        self.done: Dict[Any, Check] = {}
+        self.ns: Dict[str, Any] = {"_Fail": _Fail, "_M": _MISSING, "_key": _key, "_index": _index,
+                                   "_value": _value, "_one_of": _one_of}
+        self.done: Dict[Any, str] = {}
+        self.flat: Dict[str, List[str]] = {}  # the bodies of TypedDicts of scalars only, over v: inlined in loops
+        self.n = 0
 
     def bound(self, name: str) -> Optional[Bound]:
         """The bound of "Type.field" (or "Type.field[]"), else of the field's name."""
@@ -114,170 +150,181 @@ class _Compiler:
             return self.bounds[name]
         return self.bounds.get(name.partition(".")[2]) if "." in name else None
 
+    def const(self, value: Any) -> str:
+        """A name for value in the generated code's namespace."""
+        self.n += 1
+        name = "_c%d" % self.n
+        self.ns[name] = value
+        return name
+
+    def define(self, lines: List[str]) -> str:
+        """A generated function (its body, over its argument v); returns its name."""
+        self.n += 1
+        name = "_f%d" % self.n
+        exec("def %s(v):\n    %s\n" % (name, "\n    ".join(lines)), self.ns)  # noqa: S102 (our own text)
+        return name
+
+    def fn(self, node: _Node) -> str:
+        """The node's check as a function (a scalar's made from its expression)."""
+        if node.fn is not None:
+            return node.fn
+        assert node.bad is not None
+        return self.define(["if %s:" % node.bad.format(x="v"),
+                            "    raise _Fail(%s)" % self.const("must be " + node.what)])
+
+    def test(self, node: _Node, x: str, segment: str, indent: str) -> List[str]:
+        """Lines that check the value in variable x, a failure getting the
+        path segment (an expression)."""
+        if node.bad is not None:
+            if node.bad == "False":
+                return []
+            return [indent + "if %s:" % node.bad.format(x=x),
+                    indent + "    raise _Fail(%s).at(%s)" % (self.const("must be " + node.what), segment)]
+        return [indent + "try:", indent + "    %s(%s)" % (node.fn, x),
+                indent + "except _Fail as e:", indent + "    raise e.at(%s)" % segment]
+
     # -- one annotation ------------------------------------------------------------------------
-    def of(self, t: Any, name: str) -> Tuple[Check, str, Tuple[str, ...]]:
-        """(check, what it wants in words, the JSON types it takes) of an
-        annotation; name: "Type.field" for its bounds."""
+    def of(self, t: Any, name: str) -> _Node:
+        """The node of an annotation; name: "Type.field" for its bounds."""
         if t is Any:
-            return (lambda v, path: None), "anything", ()
+            return _Node(None, "False", "anything", ())
         if t is type(None):
-            return self._exact(None, "null"), "null", ("null",)
+            return _Node(None, "{x} is not None", "null", (type(None),))
         if t is bool:
-            return self._exact(bool, "true or false"), "true or false", ("bool",)
+            return _Node(None, "type({x}) is not bool", "true or false", (bool,))
         if t is str:
-            return self._str(self.bound(name) or self.defaults.get(str, Bound())), "a string", ("str",)
+            b = self.bound(name) or self.defaults.get(str, Bound())
+            cond = "type({x}) is not str"
+            if b.most is not None:
+                cond += " or len({x}) > %d" % b.most
+            if b.least:
+                cond += " or len({x}) < %d" % b.least
+            cond = "(%s)" % cond
+            what = "a %sstring%s" % ("non-empty " if b.least else "",
+                                     " of at most %d characters" % b.most if b.most is not None else "")
+            return _Node(None, cond, what, (str,))
         if t is int:
-            return self._int(self.bound(name) or self.defaults.get(int, Bound())), "an integer", ("int",)
+            b = self.bound(name) or self.defaults.get(int, Bound())
+            cond = "type({x}) is not int"
+            if b.least is not None:
+                cond += " or {x} < %d" % b.least
+            if b.most is not None:
+                cond += " or {x} > %d" % b.most
+            what = "an integer" + ("" if b.least is None and b.most is None else " from %s to %s" % (
+                _number(b.least) if b.least is not None else "any", _number(b.most) if b.most is not None else "any"))
+            return _Node(None, "(%s)" % cond, what, (int,))
         if t is float:
-            return self._float(), "a number", ("int", "float")
+            return _Node(None, "(type({x}) is not float and type({x}) is not int)", "a number", (int, float))
         if _is_typeddict(t):
-            return self._sized(self.typeddict(t), name, "keys"), "an object", ("dict",)
+            return self.sized(_Node(self.typeddict(t), None, "an object", (dict,)), name, "keys")
         origin, args = typing.get_origin(t), typing.get_args(t)
         if origin is typing.Literal:
-            return self._literal(args), "one of " + ", ".join(str(a) for a in args), \
-                tuple(sorted({_kind(a) for a in args}))
+            return self.literal(args)
         if origin is typing.Union:
-            return self._union(args, name)
+            return self.union(args, name)
         if origin is list:
-            item = self.of(args[0], name + "[]")[0]
-            return self._sized(self._items(list, item), name, "items"), "an array", ("list",)
+            return self.sized(self.array(self.of(args[0], name + "[]")), name, "items")
         if origin is tuple:
-            items = [self.of(a, "%s[%d]" % (name, i))[0] for i, a in enumerate(args)]
-            return self._tuple(items), "an array of %d items" % len(items), ("list",)
+            return self.tuple([self.of(a, "%s[%d]" % (name, i)) for i, a in enumerate(args)])
         if origin is dict:
             if args[0] is not str:
                 raise TypeError("JSON objects have string keys, not %r" % (args[0],))
-            value = self.of(args[1], name + "[]")[0]
-            return self._sized(self._items(dict, value), name, "keys"), "an object", ("dict",)
+            return self.mapping(self.of(args[1], name + "[]"), self.bound(name))
         raise TypeError("no checker for %r" % (t,))
 
-    @staticmethod
-    def _exact(t: Any, what: str) -> Check:
-        def check(v: Any, path: str) -> None:
-            if (v is not None) if t is None else (type(v) is not t):
-                raise Invalid("%s must be %s" % (_at(path), what))
-        return check
+    def mapping(self, value: _Node, b: Optional[Bound]) -> _Node:
+        """Dict[str, X]: its size, its keys' lengths and its values, in one pass."""
+        lines = ["if type(v) is not dict:", "    raise _Fail('must be an object')"]
+        if b is not None and (b.least or b.most is not None):
+            least, most = b.least or 0, b.most if b.most is not None else 1 << 62
+            lines += ["if len(v) > %d:" % most,
+                      "    raise _Fail(%s)" % self.const("must hold at most %s keys" % _number(most)),
+                      "if len(v) < %d:" % least,
+                      "    raise _Fail(%s)" % self.const("must hold at least %d keys" % least)]
+        each = self.test(value, "x", "_value(k)", "    ")
+        if b is not None and b.keys is not None:
+            k_least, k_most = b.keys.least or 0, b.keys.most if b.keys.most is not None else 1 << 62
+            each = ["    if not %d <= len(k) <= %d:" % (k_least, k_most),
+                    "        raise _Fail('has a key of %%d characters (%d to %s)' %% len(k))"
+                    % (k_least, _number(k_most))] + each
+        if each:
+            lines += ["for k, x in v.items():"] + each
+        return _Node(self.define(lines), None, "an object", (dict,))
 
-    @staticmethod
-    def _str(b: Bound) -> Check:
-        least, most = b.least or 0, b.most if b.most is not None else float("inf")
-        what = "a %sstring%s" % ("non-empty " if least else "",
-                                 " of at most %d characters" % most if b.most is not None else "")
-
-        def check(v: Any, path: str) -> None:
-            if type(v) is not str or not least <= len(v) <= most:
-                raise Invalid("%s must be %s" % (_at(path), what))
-        return check
-
-    @staticmethod
-    def _int(b: Bound) -> Check:
-        least = b.least if b.least is not None else -float("inf")
-        most = b.most if b.most is not None else float("inf")
-        what = "an integer" + ("" if b.least is None and b.most is None else " from %s to %s" % (
-            _number(b.least) if b.least is not None else "any", _number(b.most) if b.most is not None else "any"))
-
-        def check(v: Any, path: str) -> None:
-            if type(v) is not int or not least <= v <= most:
-                raise Invalid("%s must be %s" % (_at(path), what))
-        return check
-
-    @staticmethod
-    def _float() -> Check:
-        def check(v: Any, path: str) -> None:
-            if type(v) is not float and type(v) is not int:
-                raise Invalid("%s must be a number" % _at(path))
-        return check
-
-    @staticmethod
-    def _literal(values: Tuple[Any, ...]) -> Check:
-        allowed = {(type(a), a) for a in values}
+    def literal(self, values: Tuple[Any, ...]) -> _Node:
         words = ", ".join(str(a) for a in values)
+        allowed = self.const(frozenset((type(a), a) for a in values))
+        types = tuple({type(a) for a in values})
+        if len(types) == 1 and types[0] in (str, int):
+            cond = "(type({x}) is not %s or ({x}.__class__, {x}) not in %s)" % (types[0].__name__, allowed)
+        else:  # hashable only when of one of the literals' types
+            cond = "(type({x}) not in %s or (type({x}), {x}) not in %s)" % (self.const(frozenset(types)), allowed)
+        return _Node(None, cond, "one of " + words, types)
 
-        def check(v: Any, path: str) -> None:
-            try:
-                ok = (type(v), v) in allowed
-            except TypeError:  # an array or object: unhashable
-                ok = False
-            if not ok:
-                raise Invalid("%s must be one of %s, got %s" % (_at(path), words, _shown(v)))
-        return check
-
-    def _sized(self, inner: Check, name: str, what: str) -> Check:
-        """inner, after the bound of `name` on the value's length (and its keys')."""
+    def sized(self, node: _Node, name: str, what: str) -> _Node:
+        """node, after the bound of `name` on the value's length (and its keys')."""
         b = self.bound(name)
         if b is None or (not b.least and b.most is None and b.keys is None):
-            return inner
-        least, most = b.least or 0, b.most if b.most is not None else float("inf")
-        keys = b.keys
+            return node
+        least, most = b.least or 0, b.most if b.most is not None else 1 << 62
+        lines = ["if type(v) is list or type(v) is dict:",
+                 "    n = len(v)",
+                 "    if n > %d:" % most,
+                 "        raise _Fail(%s)" % self.const("must hold at most %s %s" % (_number(most), what)),
+                 "    if n < %d:" % least,
+                 "        raise _Fail(%s)" % self.const("must hold at least %d %s" % (least, what))]
+        if b.keys is not None:
+            k_least, k_most = b.keys.least or 0, b.keys.most if b.keys.most is not None else 1 << 62
+            lines += ["if type(v) is dict:",
+                      "    for k in v:",
+                      "        if not %d <= len(k) <= %d:" % (k_least, k_most),
+                      "            raise _Fail('has a key of %%d characters (%d to %s)' %% len(k))"
+                      % (k_least, _number(k_most))]
+        lines.append("%s(v)" % self.fn(node))
+        return _Node(self.define(lines), None, node.what, node.types)
 
-        def check(v: Any, path: str) -> None:
-            if type(v) in (list, dict) and not least <= len(v) <= most:
-                raise Invalid("%s must hold at most %s %s" % (_at(path), _number(int(most)), what) if len(v) > most
-                              else "%s must hold at least %d %s" % (_at(path), least, what))
-            if keys is not None and type(v) is dict:
-                k_least, k_most = keys.least or 0, keys.most if keys.most is not None else float("inf")
-                for k in v:
-                    if not k_least <= len(k) <= k_most:
-                        raise Invalid("%s has a key of %d characters (%d to %s)" % (
-                            _at(path), len(k), k_least, _number(int(k_most))))
-            inner(v, path)
-        return check
+    def array(self, item: _Node) -> _Node:
+        """A List[X]: each item of `item` (a TypedDict of scalars written
+        into the loop)."""
+        lines = ["if type(v) is not list:", "    raise _Fail('must be an array')"]
+        if item.fn in self.flat:
+            lines += ["for i, v in enumerate(v):",  # v: each item in turn (enumerate holds the list)
+                      "    try:"] + ["        " + line for line in self.flat[item.fn]] + [
+                      "    except _Fail as e:", "        raise e.at(_index(i))"]
+        else:
+            each = self.test(item, "x", "_index(i)", "    ")
+            lines += ["for i, x in enumerate(v):"] + each if each else []
+        return _Node(self.define(lines), None, "an array", (list,))
 
-    @staticmethod
-    def _items(container: type, item: Check) -> Check:
-        """An array (list) whose items, or an object (dict) whose values,
-        are each of `item`."""
-        what = "an array" if container is list else "an object"
-
-        def check(v: Any, path: str) -> None:
-            if type(v) is not container:
-                raise Invalid("%s must be %s" % (_at(path), what))
-            got: Any = v
-            if container is list:
-                for i, x in enumerate(got):
-                    item(x, "%s[%d]" % (path, i))
-            else:
-                for k, x in got.items():
-                    item(x, "%s[%r]" % (path, k[:40]))
-        return check
-
-    @staticmethod
-    def _tuple(items: List[Check]) -> Check:
+    def tuple(self, items: List[_Node]) -> _Node:
         n = len(items)
+        lines = ["if type(v) is not list or len(v) != %d:" % n,
+                 "    raise _Fail('must be an array of %d items')" % n]
+        for i, node in enumerate(items):
+            lines += ["x = v[%d]" % i] + self.test(node, "x", repr("[%d]" % i), "")
+        return _Node(self.define(lines), None, "an array of %d items" % n, (list,))
 
-        def check(v: Any, path: str) -> None:
-            if type(v) is not list or len(v) != n:
-                raise Invalid("%s must be an array of %d items" % (_at(path), n))
-            for i, (c, x) in enumerate(zip(items, v)):
-                c(x, "%s[%d]" % (path, i))
-        return check
-
-    def _union(self, args: Tuple[Any, ...], name: str) -> Tuple[Check, str, Tuple[str, ...]]:
-        dicts = [a for a in args if _is_typeddict(a)]
-        by_kind: Dict[str, Check] = {}
-        words: List[str] = []
-        for a in args:
-            if _is_typeddict(a) and len(dicts) > 1:
-                continue
-            c, what, kinds = self.of(a, name)
-            words.append(what)
-            for k in kinds:
-                by_kind.setdefault(k, c)
-        if len(dicts) > 1:
-            by_kind["dict"] = self._sized(self._tagged(dicts), name, "keys")
-            words.append("an object")
+    def union(self, args: Tuple[Any, ...], name: str) -> _Node:
         if any(a is Any for a in args):
-            return (lambda v, path: None), "anything", ()
-        what = " or ".join(words)
+            return _Node(None, "False", "anything", ())
+        dicts = [a for a in args if _is_typeddict(a)]
+        nodes = [self.of(a, name) for a in args if not (_is_typeddict(a) and len(dicts) > 1)]
+        if len(dicts) > 1:
+            nodes.append(self.sized(_Node(self.tagged(dicts), None, "an object", (dict,)), name, "keys"))
+        what = " or ".join(n.what for n in nodes)
+        types = tuple(t for n in nodes for t in n.types)
+        if all(n.bad is not None for n in nodes):  # scalars: bad when bad for each
+            return _Node(None, "(%s)" % " and ".join(n.bad for n in nodes if n.bad), what, types)
+        by_type: Dict[type, Check] = {}
+        for node in nodes:
+            for t in node.types:
+                by_type.setdefault(t, self.ns[self.fn(node)])
+        table = self.const(by_type)
+        fn = self.define(["c = %s.get(type(v))" % table, "if c is None:",
+                          "    raise _Fail(%s)" % self.const("must be " + what), "c(v)"])
+        return _Node(fn, None, what, types)
 
-        def check(v: Any, path: str) -> None:
-            c = by_kind.get(_kind(v))
-            if c is None:
-                raise Invalid("%s must be %s" % (_at(path), what))
-            c(v, path)
-        return check, what, tuple(by_kind)
-
-    def _tagged(self, alternatives: List[Any]) -> Check:
+    def tagged(self, alternatives: List[Any]) -> str:
         """A union of TypedDicts: by a Literal key they all have, else by a
         required key only one has."""
         hints = [typing.get_type_hints(a) for a in alternatives]
@@ -288,9 +335,17 @@ class _Compiler:
                 values: List[Any] = []
                 for a, h in zip(alternatives, hints):
                     for lit in typing.get_args(h[key]):
-                        table[(type(lit), lit)] = self.typeddict(a)
+                        table[(type(lit), lit)] = self.ns[self.typeddict(a)]
                         values.append(lit)
-                return self._by_tag(key, table, values)
+                k, words = self.const(key), self.const(", ".join(str(x) for x in values))
+                return self.define([
+                    "if type(v) is not dict:", "    raise _Fail('must be an object')",
+                    "tag = v.get(%s, _M)" % k,
+                    "if tag is _M:", "    raise _Fail('is required').at(_key(%s))" % k,
+                    "try:", "    c = %s.get((type(tag), tag))" % self.const(table),
+                    "except TypeError:", "    c = None",
+                    "if c is None:", "    raise _Fail(_one_of(%s, tag)).at(_key(%s))" % (words, k),
+                    "c(v)"])
         own = []
         for a in alternatives:
             others = set().union(*(b.__required_keys__ for b in alternatives if b is not a))
@@ -298,86 +353,54 @@ class _Compiler:
             if not unique:
                 raise TypeError("%s cannot be told apart from the other alternatives" % a.__name__)
             own.append((unique[0], self.typeddict(a)))
-        wanted = ", ".join(k for k, _ in own)
-
-        def check(v: Any, path: str) -> None:
-            if type(v) is not dict:
-                raise Invalid("%s must be an object" % _at(path))
-            for k, c in own:
-                if k in v:
-                    c(v, path)
-                    return
-            raise Invalid("%s must be an object with one of the keys %s" % (_at(path), wanted))
-        return check
-
-    @staticmethod
-    def _by_tag(key: str, table: Dict[Tuple[type, Any], Check], values: List[Any]) -> Check:
-        words = ", ".join(str(x) for x in values)
-
-        def check(v: Any, path: str) -> None:
-            if type(v) is not dict:
-                raise Invalid("%s must be an object" % _at(path))
-            tag = v.get(key, _MISSING)
-            if tag is _MISSING:
-                raise Invalid("%s is required" % _key_path(path, key))
-            try:
-                c = table.get((type(tag), tag))
-            except TypeError:  # unhashable
-                c = None
-            if c is None:
-                raise Invalid("%s must be one of %s, got %s" % (_key_path(path, key), words, _shown(tag)))
-            c(v, path)
-        return check
+        lines = ["if type(v) is not dict:", "    raise _Fail('must be an object')"]
+        for k, fn in own:
+            lines += ["if %r in v:" % k, "    return %s(v)" % fn]
+        lines.append("raise _Fail(%s)" % self.const("must be an object with one of the keys " +
+                                                  ", ".join(k for k, _ in own)))
+        return self.define(lines)
 
     # -- an object ---------------------------------------------------------------------------------
-    def typeddict(self, t: Any) -> Check:
+    def typeddict(self, t: Any) -> str:
         done = self.done.get(t)
         if done is not None:
             return done
-        fields: List[Tuple[str, Check]] = []
-        likes: List[Tuple[str, str]] = []
-        required = [k for k in typing.get_type_hints(t) if k in t.__required_keys__]
-        known = frozenset(typing.get_type_hints(t))
-        closed = self.closed
-
-        def check(v: Any, path: str) -> None:
-            if type(v) is not dict:
-                raise Invalid("%s must be an object" % _at(path))
-            for k, c in fields:
-                x = v.get(k, _MISSING)
-                if x is not _MISSING:
-                    c(x, _key_path(path, k))
-            for k, other in likes:
-                a, b = v.get(k), v.get(other)
-                if type(a) is list and type(b) is list and len(a) != len(b):
-                    raise Invalid("%s must have as many items as %s (%d, not %d)" % (
-                        _key_path(path, k), _key_path(path, other), len(b), len(a)))
-            if len(v) < len(required) + 8:  # the common case: every key known, cheap to confirm
-                for k in required:
-                    if k not in v:
-                        raise Invalid("%s is required" % _key_path(path, k))
-            else:
-                missing = [k for k in required if k not in v]
-                if missing:
-                    raise Invalid("%s is required" % _key_path(path, missing[0]))
-            if closed:
-                for k in v:
-                    if k not in known:
-                        raise Invalid("%s is not a key of %s" % (_key_path(path, k), t.__name__))
-
-        self.done[t] = check  # before its fields: a type that contains itself
-        for k, hint in typing.get_type_hints(t).items():
-            name = "%s.%s" % (t.__name__, k)
-            fields.append((k, self.of(hint, name)[0]))
-            b = self.bound(name)
+        hints = typing.get_type_hints(t)
+        # its name first (a type that contains itself calls it), its body after its fields compile
+        self.n += 1
+        name = "_f%d" % self.n
+        self.done[t] = name
+        self.ns[name] = lambda v: self.ns["_body_" + name](v)
+        lines = ["if type(v) is not dict:", "    raise _Fail('must be an object')", "miss = None"]
+        likes = []
+        scalars = True
+        for k, hint in hints.items():
+            field = "%s.%s" % (t.__name__, k)
+            node = self.of(hint, field)
+            scalars = scalars and node.bad is not None
+            test = self.test(node, "x", self.const(_key(k)), "    ")
+            if k in t.__required_keys__:  # missing: said after the keys that are there
+                lines += ["try:", "    x = v[%r]" % k, "except KeyError:", "    if miss is None:",
+                          "        miss = %r" % k] + (["else:"] + test if test else [])
+            elif test:
+                lines += ["x = v.get(%r, _M)" % k, "if x is not _M:"] + test
+            b = self.bound(field)
             if b is not None and b.like is not None:
                 likes.append((k, b.like))
-        return check
-
-
-def _shown(v: Any) -> str:
-    text = repr(v) if not isinstance(v, (list, dict)) else ("an array" if isinstance(v, list) else "an object")
-    return text[:60]
+        for k, other in likes:
+            lines += ["a, b = v.get(%r), v.get(%r)" % (k, other),
+                      "if type(a) is list and type(b) is list and len(a) != len(b):",
+                      "    raise _Fail('must have as many items as %%%%s (%%d, not %%d)' %% (len(b), len(a)), "
+                      "%s).at(%s)" % (self.const(_key(other)), self.const(_key(k)))]
+        lines += ["if miss is not None:", "    raise _Fail('is required').at(_key(miss))"]
+        if self.closed:
+            lines += ["for k in v:", "    if k not in %s:" % self.const(frozenset(hints)),
+                      "        raise _Fail(%s).at(_key(k))" % self.const("is not a key of " + t.__name__)]
+        if scalars:
+            self.flat[name] = lines
+        body = self.ns["_body_" + name] = self.ns[self.define(lines)]
+        self.ns[name] = body  # the generated code calls it by this name: no trampoline once compiled
+        return name
 
 
 def checker(t: Any, bounds: Optional[Mapping[str, Bound]] = None, closed: bool = False,
@@ -386,9 +409,13 @@ def checker(t: Any, bounds: Optional[Mapping[str, Bound]] = None, closed: bool =
     union of them); raises Invalid. bounds: see the module doc; closed:
     objects may hold no key beyond their TypedDict's; defaults: the bounds
     of strings and integers that have none of their own."""
-    c = _Compiler(bounds or {}, closed, defaults or {}).of(t, getattr(t, "__name__", "document"))[0]
+    comp = _Compiler(bounds or {}, closed, defaults or {})
+    c = comp.ns[comp.fn(comp.of(t, getattr(t, "__name__", "document")))]
 
     def check(doc: Any) -> Any:
-        c(doc, "")
+        try:
+            c(doc)
+        except _Fail as e:
+            raise Invalid(e.message()) from None
         return doc
     return check

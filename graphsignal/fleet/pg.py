@@ -237,9 +237,9 @@ class PgDB(Storage):
         keys = [r[2] for r in rows]
         if len(set(keys)) != len(keys):
             return Storage._upsert_series(self, c, rows)
-        c.execute("INSERT INTO series (owner, instance_id, skey, doc, updated_ns, state) "
-                  "SELECT %b, %b, k, d, u, s FROM unnest(%b::bytea[], %b::bytea[], %b::bigint[], %b::bytea[]) "
-                  "AS t(k, d, u, s) " + self.SERIES_UPSERT,
+        c.execute("INSERT INTO series (owner, instance_id, skey, doc, state, updated_ns) "
+                  "SELECT %b, %b, k, d, s, u FROM unnest(%b::bytea[], %b::bytea[], %b::bytea[], %b::bigint[]) "
+                  "AS t(k, d, s, u) " + self.SERIES_UPSERT,
                   (rows[0][0], rows[0][1], keys, [r[3] for r in rows], [r[4] for r in rows], [r[5] for r in rows]))
 
     def _may_expire(self, c):

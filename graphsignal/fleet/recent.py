@@ -26,7 +26,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 import orjson
 
 from graphsignal import timeline
-from graphsignal.fleet.storage import NS, series_key, state_of
+from graphsignal.fleet.storage import NS, series_key, upload_state
 
 RECENT_SECONDS = 900
 MAX_BYTES = 64 << 20  # encoded states, all instances together
@@ -49,7 +49,7 @@ class _Instance:
 
 def _selected(metrics: Any, inst: _Instance, states: Optional[Dict[Key, Any]] = None) -> Dict[Key, Any]:
     """{key: state in JSON form} of the series the tier keeps: an upload's
-    (each carries its state, or its stats give it: storage.state_of), or
+    (storage.upload_state: its stats and the state it carries), or
     a stored snapshot's, whose states are given."""
     out: Dict[Key, Any] = {}
     for m in metrics or ():
@@ -65,7 +65,7 @@ def _selected(metrics: Any, inst: _Instance, states: Optional[Dict[Key, Any]] = 
             out[k] = states.get(k)
             continue
         try:
-            out[k] = state_of(m)
+            out[k] = upload_state(m)
         except (TypeError, ValueError, AttributeError, KeyError):
             continue
     return out

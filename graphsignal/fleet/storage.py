@@ -15,10 +15,14 @@ key) and instance (one graphsignal-run):
              MAX_ERRORS errors (repeats counted, as in /signals)
   series     the latest stats of every series it reported: together, the
              instance's snapshot in /signals's shape; and beside them its
-             latest state (graphsignal.windowmath's, in its JSON form), as
-             the upload carried it (graphsignal.upload_model), or for an
-             upload of the first schema from its stats, converted once as
-             it is stored (state_of)
+             state as the upload carried it (graphsignal.upload_model): a
+             gauge's, counter's or histogram's graphsignal.windowmath state
+             in its JSON form, a profile's frames its stats do not list
+             (null when the upload did not say: the first schema). An
+             upload of the first schema has no states: theirs are its
+             stats', converted once as it is stored (state_of). A series'
+             whole state is its stats and its stored state together
+             (whole_state): a profile's, its listed frames and the rest
   history    cumulative snapshots of every series' state (what windows
              need), one per minute of the instance's clock for the last
              24 h, one per hour beyond that, none beyond the retention (7
@@ -196,27 +200,47 @@ def series_key(m):
 
 
 def state_of(m):
-    """A checked upload series' state, in windowmath's JSON form: the one
-    it carries (schema 2; a profile's stats frames and the frames it
-    carries beside them), else what its stats give (schema 1)."""
+    """What is stored beside a checked upload series' stats: the state it
+    carries (schema 2; a profile's, the frames its stats do not list);
+    for schema 1, what its stats give (a profile's: null, its stats are
+    all there is)."""
+    if "state" in m:
+        return m["state"]
+    return None if m["type"] == windowmath.PROFILE else windowmath.stored_state(m["type"], m["stats"])
+
+
+def whole_state(type_, stats, stored):
+    """A series' state in windowmath's JSON form from its stats and what is
+    stored beside them (state_of): a profile's listed frames joined with
+    the rest, another type's as stored."""
+    if type_ == windowmath.PROFILE:
+        return windowmath.stored_state(type_, stats, stored)
+    return stored
+
+
+def upload_state(m):
+    """The whole state of a checked upload series (the recent tier's)."""
+    return whole_state(m["type"], m["stats"], state_of(m))
+
+
+def _stored(m):
+    """(the series as the snapshot shows it: the upload's without its
+    state, what is stored beside it: state_of), both JSON."""
     if "state" not in m:
-        return windowmath.stored_state(m["type"], m["stats"])
-    if m["type"] == windowmath.PROFILE:
-        return windowmath.stored_state(m["type"], m["stats"], m["state"])
-    return m["state"]
-
-
-def _doc(m):
-    """A series as the snapshot shows it: the upload's, without its state."""
-    return orjson.dumps({k: v for k, v in m.items() if k != "state"} if "state" in m else m)
+        return orjson.dumps(m), orjson.dumps(state_of(m))
+    state = m.pop("state")  # out for the doc's encoding (no copy of the series), then back, last as it was
+    try:
+        return orjson.dumps(m), orjson.dumps(state)
+    finally:
+        m["state"] = state
 
 
 def fill_states(c, sql, batch=1000):
-    """Gives every stored series without a state the one its stats give
-    (windowmath.stored_state), a batch at a time in key order: the schema
+    """Gives every stored series the state a schema 1 upload of its stats
+    would have (state_of), a batch at a time in key order: the schema
     upgrade that added the column (both backends'). A doc that cannot be
     read gets a null state (its windows are empty, its snapshot as it
-    was). Returns how many were filled."""
+    was). Returns how many were looked at."""
     n = 0
     after = None
     while True:
@@ -230,7 +254,7 @@ def fill_states(c, sql, batch=1000):
         for owner, iid, skey, doc in rows:
             try:
                 m = orjson.loads(bytes(doc))
-                state = orjson.dumps(windowmath.stored_state(m["type"], m["stats"]))
+                state = orjson.dumps(state_of({"type": m["type"], "stats": m["stats"]}))
             except (ValueError, TypeError, KeyError, AttributeError):  # orjson's errors are ValueErrors
                 state = b"null"
             out.append((state, owner, iid, skey))
@@ -375,7 +399,7 @@ class Storage:
         iid = doc["instance_id"]
         # the rows are made before the transaction: a 50,000-series upload holds
         # the database only to write them, not to encode them
-        rows = [(owner, iid, series_key(m), _doc(m), enc(m.get("updated_ns")), orjson.dumps(state_of(m)))
+        rows = [(owner, iid, series_key(m), *_stored(m), enc(m.get("updated_ns")))
                 for m in doc.get("metrics") or []]
         out, up = self._writing(lambda c: self._ingest(c, owner, iid, doc, rows))
         with self._expiry_lock:
@@ -459,17 +483,25 @@ class Storage:
                      "series.updated_ns IS NULL OR excluded.updated_ns >= series.updated_ns")
 
     def _upsert_series(self, c, rows):
-        """Each (owner, instance id, series key, doc, updated_ns, state)
+        """Each (owner, instance id, series key, doc, state, updated_ns)
         stored, in order, unless what is stored is newer."""
-        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, updated_ns, state) "
+        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, state, updated_ns) "
                                 "VALUES (?,?,?,?,?,?) " + self.SERIES_UPSERT), rows)
 
     def _roll(self, c, owner, iid, ts, up):
         q = self._sql
-        # {series key: state}, framed from the stored states' JSON as it is
-        states = b",".join(orjson.dumps(bytes(skey).decode()) + b":" + bytes(state if state is not None else b"null")
-                           for skey, state in c.execute(q("SELECT skey, state FROM series WHERE owner=? AND "
-                                                          "instance_id=?"), (owner, iid)))
+        # {series key: whole state}, framed from the stored states' JSON as it is; a profile's
+        # joined with its stats
+        parts = []
+        for skey, state, doc in c.execute(q("SELECT skey, state, doc FROM series WHERE owner=? AND instance_id=?"),
+                                          (owner, iid)):
+            key = bytes(skey).decode()
+            if orjson.loads(key)[1] == windowmath.PROFILE:
+                m = orjson.loads(doc)
+                state = orjson.dumps(whole_state(m["type"], m["stats"],
+                                                 orjson.loads(state) if state is not None else None))
+            parts.append(orjson.dumps(key) + b":" + bytes(state if state is not None else b"null"))
+        states = b",".join(parts)
         c.execute(q("INSERT INTO history (owner, instance_id, ts_ns, snapshot, kept_up_ns) VALUES (?,?,?,?,?) "
                     "ON CONFLICT (owner, instance_id, ts_ns) DO UPDATE SET snapshot=excluded.snapshot, "
                     "kept_up_ns=excluded.kept_up_ns"),
@@ -569,8 +601,9 @@ class Storage:
                              (owner, iid)).fetchall()
         # decoded after the read: others' uploads need the database
         docs = [orjson.loads(r[0]) for r in rows]
-        states = {bytes(r[1]).decode(): orjson.loads(r[2]) if r[2] is not None else None
-                  for r in rows} if with_states else {}
+        states = {bytes(r[1]).decode(): whole_state(m["type"], m["stats"],
+                                                    orjson.loads(r[2]) if r[2] is not None else None)
+                  for m, r in zip(docs, rows)} if with_states else {}
         (ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped, ended,
          status) = row
         docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))

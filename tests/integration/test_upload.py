@@ -354,7 +354,7 @@ def test_a_body_is_the_signals_document_of_its_snapshot_with_each_series_state()
 
 
 def test_the_server_joins_a_profiles_listed_frames_and_the_rest_into_its_exact_state():
-    from graphsignal.fleet.storage import state_of
+    from graphsignal.fleet.storage import upload_state
     from graphsignal.sidecar.series import MAX_FRAMES_KEPT
     from graphsignal.sidecar.upload import series_json
 
@@ -367,7 +367,7 @@ def test_the_server_joins_a_profiles_listed_frames_and_the_rest_into_its_exact_s
         m = orjson.loads(series_json(v, snap.max_frames))
         state = {k: list(x) for k, x in v.state.items()}
         assert len(m["state"]) == (len(state) - 249 if len(state) > snap.max_frames else 0)
-        assert state_of(m) == state, v.name
+        assert upload_state(m) == state, v.name
     assert "(other)" in next(v for v in snap.series if v.name == "p_nanoseconds").state
 
 

@@ -15,6 +15,7 @@ from support.fleet import zlib_bomb
 from graphsignal import windowmath
 from graphsignal.fleet import db as fdb
 from graphsignal.fleet.app import make_app
+from graphsignal.fleet.storage import whole_state
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "fleet")
 ADDED = ("ended_ns", "exit_status", "gpus", "service")
@@ -161,6 +162,8 @@ def test_the_upgrade_gives_every_stored_series_the_state_its_stats_give(tmp_path
     for doc, state in rows:
         m = orjson.loads(doc)
         assert "state" not in m  # the snapshot's series as they were
-        assert orjson.loads(state) == windowmath.stored_state(m["type"], m["stats"])
+        stored = orjson.loads(state)
+        assert (stored is None) == (m["type"] == "profile")  # a profile's stats are all there is of it
+        assert whole_state(m["type"], m["stats"], stored) == windowmath.stored_state(m["type"], m["stats"])
         types.add(m["type"])
     assert types == {"gauge", "counter", "histogram", "profile"}

@@ -116,7 +116,7 @@ REFUSED = [
      "].name must be a non-empty string of at most 512 characters"),
     ("an exit status past 255", lambda d: d.update(exit_status=256), "exit_status must be an integer from -128 to 255"),
     ("an integer past 2^64-1", lambda d: d.update(payload_ns=1 << 64), "payload_ns must be an integer from 0 to 2^64-1"),
-    ("a bool for an integer", lambda d: d.update(seq=True), "seq must be an integer or null"),
+    ("a bool for an integer", lambda d: d.update(seq=True), "seq must be an integer from 0 to 2^64-1 or null"),
     ("more frames than any sidecar lists", lambda d: _at(d, "cuda_memcpy_nanoseconds")["stats"].update(
         frames=[{"name": "f", "value": 1, "samples": 1}] * 1001), "].stats.frames must hold at most 1000 items"),
     ("an error without its level", lambda d: d["errors"][0].pop("level"), "errors[0].level is required"),
