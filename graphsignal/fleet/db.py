@@ -32,9 +32,10 @@ import zlib
 import orjson
 
 from graphsignal import windowmath
-from graphsignal.fleet.storage import (HOUR_NS, MINUTE_NS, MINUTE_ROWS_NS, NS, OFFSET, BadRow, Full,  # noqa: F401
-                                       NoSpace, Storage, Unavailable, dec, enc, enc_bound, fill_states, load_row,
-                                       logger, owner_of, schema, series_key)
+from graphsignal.fleet.rows import (OFFSET, BadRow, dec, enc, enc_bound, fill_states, load_row,  # noqa: F401
+                                    schema, series_key)
+from graphsignal.fleet.storage import (HOUR_NS, MINUTE_NS, MINUTE_ROWS_NS, NS, Full, NoSpace, Storage,  # noqa: F401
+                                       Unavailable, logger, owner_of)
 
 SCHEMA_VERSION = 6
 MAX_AGE_NS = 3650 * 86400 * NS  # the longest retention: an upgraded row's age is clamped to it

@@ -6,7 +6,8 @@ the stored history: one point a minute for the last 24 hours, one an
 hour before that (db.history's rows), and the latest upload as the last
 point. The fleet page draws its charts from it."""
 from graphsignal import timeline
-from graphsignal.fleet.storage import MINUTE_ROWS_NS, NS, series_key
+from graphsignal.fleet.rows import series_key
+from graphsignal.fleet.storage import MINUTE_ROWS_NS, NS
 
 DEFAULT_SECONDS = 86400
 

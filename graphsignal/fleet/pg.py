@@ -49,7 +49,8 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from graphsignal.fleet.settings import redacted
-from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, fill_states, logger, schema
+from graphsignal.fleet.rows import fill_states, schema
+from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, logger
 
 SCHEMA_VERSION = 2  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5, 2 its 6
 RETRIES = 3  # a write run again after a deadlock or serialization failure

@@ -26,7 +26,8 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 import orjson
 
 from graphsignal import timeline
-from graphsignal.fleet.storage import NS, series_key, upload_state
+from graphsignal.fleet.rows import series_key, upload_state
+from graphsignal.fleet.storage import NS
 
 RECENT_SECONDS = 900
 MAX_BYTES = 64 << 20  # encoded states, all instances together

@@ -6,7 +6,8 @@ The window's start is the stored snapshot nearest to N seconds before the
 latest upload, so `covered_seconds` says what was actually spanned and
 `resolution_seconds` how far apart the snapshots are."""
 from graphsignal import naming, windowmath
-from graphsignal.fleet.storage import HOUR_NS, MINUTE_ROWS_NS, NS, series_key
+from graphsignal.fleet.rows import series_key
+from graphsignal.fleet.storage import HOUR_NS, MINUTE_ROWS_NS, NS
 from graphsignal.windowmath import GAUGE, HISTOGRAM, PROFILE
 
 MIN_SECONDS = 60  # the history's resolution

@@ -24,7 +24,8 @@ from support.gsrun import quiet_env
 from graphsignal import windowmath
 from graphsignal.fleet import pg as fpg
 from graphsignal.fleet.app import make_app
-from graphsignal.fleet.storage import owner_of, whole_state
+from graphsignal.fleet.rows import whole_state
+from graphsignal.fleet.storage import owner_of
 
 NS = 1_000_000_000
 T0 = 1_800_000_000 * NS

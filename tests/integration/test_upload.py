@@ -354,7 +354,7 @@ def test_a_body_is_the_signals_document_of_its_snapshot_with_each_series_state()
 
 
 def test_the_server_joins_a_profiles_listed_frames_and_the_rest_into_its_exact_state():
-    from graphsignal.fleet.storage import upload_state
+    from graphsignal.fleet.rows import upload_state
     from graphsignal.sidecar.series import MAX_FRAMES_KEPT
     from graphsignal.sidecar.upload import series_json
 

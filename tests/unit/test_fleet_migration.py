@@ -15,7 +15,7 @@ from support.fleet import zlib_bomb
 from graphsignal import windowmath
 from graphsignal.fleet import db as fdb
 from graphsignal.fleet.app import make_app
-from graphsignal.fleet.storage import whole_state
+from graphsignal.fleet.rows import whole_state
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "fleet")
 ADDED = ("ended_ns", "exit_status", "gpus", "service")
