@@ -32,12 +32,13 @@ profile's as they are (a pair is a list); a histogram's as [count, sum,
 bins] with bins null, {"idx": [bin indices], "counts": [...]}
 (log-linear) or {"le": [upper bounds, null for inf], "counts": [...]}
 (buckets). dump_state() writes it (the sidecar's uploads carry each
-changed series' state so, graphsignal.upload_model), load_state() reads
-it (graphsignal-server keeps the states it was sent). An upload of the
-first schema carried payloads, not states: stored_state() is the JSON
-form of what a series' payload `stats` give, exact but for a profile's,
-which has only the frames the payload lists (its largest); the server
-converts such an upload's stats once, as it stores them.
+changed series' state so, graphsignal.upload_model; a profile's stats
+list its frames up to the payload's cut, so beside them only the rest
+travels), load_state() reads it. stored_state() is the JSON form of what
+a series' payload `stats` give: with a profile's rest, exactly its state
+(graphsignal-server joins them so); from the stats alone (an upload of
+the first schema) exact but for a profile's, which has only the frames
+the payload lists (its largest).
 """
 import bisect
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union

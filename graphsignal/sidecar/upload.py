@@ -96,9 +96,9 @@ def _resources_fingerprint(resources: Any) -> bytes:
 def series_json(view: SeriesViewLike, max_frames: int) -> bytes:
     """A series as the body carries it: its /signals JSON (cached in the
     view) with its state beside its stats (upload schema 2; a profile's:
-    the frames its stats do not list, none unless they list max_frames of
-    more). The view's JSON is an object by construction: the state is its
-    last key."""
+    the frames its stats do not list, none unless it has more than
+    max_frames, the payload's cut). The view's JSON is an object by
+    construction: the state is its last key."""
     if view.type == windowmath.PROFILE:
         state = view.state
         if len(state) <= max_frames:
