@@ -30,10 +30,8 @@ def build_signals(store: MetricStore, extra: Optional[Mapping[str, Any]] = None)
     return render(store.snapshot(encode=True), extra)
 
 
-def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None, metrics: bool = True) -> bytes:
-    """The /signals payload (bytes) of a snapshot taken with encode=True;
-    without metrics: the document without its "metrics" and "findings"
-    keys (the uploader's: findings are computed from the metrics)."""
+def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None) -> bytes:
+    """The /signals payload (bytes) of a snapshot taken with encode=True."""
     head: Dict[str, Any] = {  # the Signals document's first keys
         "profiler": {"version": __version__},
         "payload_ns": snap.taken_ns,
@@ -46,14 +44,11 @@ def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None, metri
     # cannot make /signals fail or the signals file go unwritten
     tail = dumps({"errors": list(snap.errors), "resources": list(snap.resources)})
     engine = engine_of(snap)
-    rest = [b",", tail[1:-1], b',"engine":', dumps(engine)]
-    if metrics:
-        rest += [b',"findings":', dumps(findings_of(snap, head, engine, extra))]
+    rest = [b",", tail[1:-1], b',"engine":', dumps(engine), b',"findings":',
+            dumps(findings_of(snap, head, engine, extra))]
     if extra:
         rest.append(b"," + dumps(extra)[1:-1])
     rest.append(b"}")
-    if not metrics:
-        return dumps(head)[:-1] + b"".join(rest)
     encoded = snap.encoded
     if encoded is None:
         raise ValueError("render() needs a snapshot taken with encode=True")
