@@ -383,6 +383,24 @@ def test_a_series_set_again_to_its_value_is_not_resent_but_another_with_that_val
         assert got == [("gpu_utilization_percent", {"device.index": "1"})]
 
 
+def test_a_profile_is_resent_when_a_frame_past_the_cut_grows_with_the_rest_that_makes_it_exact():
+    from graphsignal.fleet.rows import upload_state
+
+    with Recorder() as rec:
+        s = MetricStore()
+        s.add_profile("p_nanoseconds", {}, [("f%04d" % i, 1000 - i, 1) for i in range(400)])
+        up = Uploader(s, "k", rec.base, clock=Clock())
+        assert up.step()
+        s.add_profile("p_nanoseconds", {}, [("f0399", 0, 0)])  # touched, its value as it was: not resent
+        assert up.step()
+        s.add_profile("p_nanoseconds", {}, [("f0399", 5, 1)])  # a frame the stats fold into "(other)"
+        assert up.step()
+        sent = [[m for m in b["metrics"] if m["name"] == "p_nanoseconds"] for b in bodies(rec)]
+        assert [len(m) for m in sent] == [1, 0, 1]
+        (m,) = sent[2]
+        assert m["state"]["f0399"] == [606, 2] and upload_state(m)["f0399"] == [606, 2]
+
+
 def test_credentials_in_the_api_base_never_reach_a_line_or_an_entry(caplog):
     from graphsignal.sidecar.payload import build_signals
 
