@@ -17,14 +17,13 @@ from typing import Any, Dict, List, Mapping, Optional
 import orjson
 
 from graphsignal import __version__, engine_summary, findings, report
-from graphsignal.sidecar.series import dumps
-from graphsignal.sidecar.store import MetricStore
-from graphsignal.signals_model import StoreSnapshot
+from graphsignal.jsonsafe import dumps
+from graphsignal.signals_model import SnapshotSource, StoreSnapshot
 
 logger = logging.getLogger("graphsignal")
 
 
-def build_signals(store: MetricStore, extra: Optional[Mapping[str, Any]] = None) -> bytes:
+def build_signals(store: SnapshotSource, extra: Optional[Mapping[str, Any]] = None) -> bytes:
     """The serialized /signals payload (bytes). `extra` adds top-level
     keys (e.g. a window)."""
     return render(store.snapshot(encode=True), extra)
