@@ -33,14 +33,18 @@ state in one of them. plain_stats() is a state's payload `stats` without
 anything computed (no quantiles: what sums over series need); state_of()
 the state a payload's `stats` give back.
 
-graphsignal-server keeps states in a JSON form: a counter's, gauge's and
+States travel and are kept in a JSON form: a counter's, gauge's and
 profile's as they are (a pair is a list); a histogram's as [count, sum,
 bins] with bins null, {"idx": [bin indices], "counts": [...]}
 (log-linear) or {"le": [upper bounds, null for inf], "counts": [...]}
-(buckets); load_state() reads it. The server receives payloads, not
-states: stored_state() is the JSON form of what a series' payload `stats`
-give, exact but for a profile's, which has only the frames the payload
-lists (its largest).
+(buckets). dump_state() writes it (the sidecar's uploads carry each
+changed series' state so, graphsignal.upload_model; a profile's stats
+list its frames up to the payload's cut, so beside them only the rest
+travels), load_state() reads it. stored_state() is the JSON form of what
+a series' payload `stats` give: with a profile's rest, exactly its state
+(graphsignal-server joins them so); from the stats alone (an upload of
+the first schema) exact but for a profile's, which has only the frames
+the payload lists (its largest).
 """
 import bisect
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union, cast
@@ -49,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from graphsignal import config, histo
-from graphsignal.signals_model import HistogramBins, HistogramState, Number, ProfileState, SeriesState
+from graphsignal.signals_model import OTHER_FRAME, HistogramBins, HistogramState, Number, ProfileState, SeriesState
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -58,6 +62,7 @@ PROFILE = "profile"
 
 NS = 1_000_000_000
 MAX_FRAMES = config.MAX_TOP_FRAMES  # frames a profile's window lists (the largest), as /signals does
+MAX_FRAMES_KEPT = 20000  # frames a profile keeps before new names are folded into "(other)"
 QUANTILES = (0.5, 0.95, 0.99)
 
 Doc = Dict[str, Any]
@@ -288,11 +293,15 @@ def loglinear_index(bins: Sequence[Any]) -> "Optional[npt.NDArray[Any]]":
     return idx
 
 
-def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
+def stored_state(type_: str, stats: Mapping[str, Any], rest: Optional[Mapping[str, Any]] = None) -> Any:
     """A series' state from its payload `stats` (graphsignal.sidecar.series),
     in the JSON form (see the module doc). A histogram's bins are
     log-linear when they are exactly histo's upper bounds, else an
-    engine's buckets."""
+    engine's buckets. rest: a profile's frames its stats do not list
+    ({frame: [value, samples]}, what an upload carries beside them): with
+    it the state is exact, the "(other)" of a cut stats (frames_folded)
+    being those frames summed; without it a cut profile's state is its
+    listed frames and that "(other)"."""
     if type_ == GAUGE:
         return stats.get("value")
     if type_ == COUNTER:
@@ -304,7 +313,30 @@ def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
         if idx is not None:
             return [count, total, {"idx": idx.tolist(), "counts": counts}]
         return [count, total, {"le": bins, "counts": counts} if bins else None]
-    return {f["name"]: [f["value"], f["samples"]] for f in stats.get("frames") or []}
+    frames = stats.get("frames") or []
+    if rest is None:
+        return {f["name"]: [f["value"], f["samples"]] for f in frames}
+    cut = bool(stats.get("frames_folded"))
+    out = {f["name"]: [f["value"], f["samples"]] for f in frames if not (cut and f["name"] == OTHER_FRAME)}
+    out.update(rest)
+    return out
+
+
+def dump_state(type_: str, state: Any) -> Any:
+    """The JSON form (see the module doc) of a state; load_state's
+    inverse. A log-linear histogram's bin indices and counts stay numpy
+    arrays (JSON writers with numpy support write them as lists)."""
+    if type_ != HISTOGRAM or state is None:
+        return state
+    count, total, bins = state
+    if bins is None:
+        return [count, total, None]
+    if isinstance(bins, tuple):
+        le, counts = bins
+        return [count, total, {"le": [None if b == float("inf") else b for b in le], "counts": list(counts)}]
+    if isinstance(bins, DeltaBins):
+        bins = SparseBins.of(bins.dense())
+    return [count, total, {"idx": bins.idx, "counts": bins.counts}]
 
 
 def load_state(type_: str, obj: Any) -> Any:

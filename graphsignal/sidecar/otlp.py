@@ -68,14 +68,15 @@ Retry-After honoured, a 401/403 one line and a try every 4 to 5 minutes).
 Metrics are cumulative, so a failed export loses nothing the next one does
 not carry. The export at exit is the one exception: graphsignal-run waits
 for it as it waits for the last upload (FINAL_DEADLINE, 2 s), and when it
-fails one line says so and what did not arrive. The store counts it: graphsignal_otlp_exports_total (tag
-result: accepted / failed) and graphsignal_otlp_export_bytes_total.
+fails one line says so and what did not arrive. The periodic driver
+(graphsignal.sidecar.periodic) runs the exporter, as it runs the uploader.
+The store counts it: graphsignal_otlp_exports_total (tag result: accepted
+/ failed) and graphsignal_otlp_export_bytes_total.
 """
 import gzip
 import logging
 import os
 import random
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, cast
 
@@ -86,12 +87,14 @@ from graphsignal import __version__, config, histo
 from graphsignal.naming.metrics import otlp_family
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api, retry
+from graphsignal.sidecar.periodic import FINAL_DEADLINE, PeriodicDriver, final_timeout
 from graphsignal.signals_model import HistogramState, LogBins, SeriesViewLike, StoreSnapshot
+
+__all__ = ["FINAL_DEADLINE", "Builder", "Exporter", "octave_bounds", "resource_attributes", "start", "unit_of"]
 
 logger = logging.getLogger("graphsignal")
 
 CONNECT_TIMEOUT, READ_TIMEOUT = 3.0, 10.0  # seconds
-FINAL_DEADLINE = 2.0  # seconds for the last export at exit
 TICK = 1.0  # seconds between checks whether an export is due
 BUCKETS_PER_OCTAVE = 8  # a power of two, at most 32 (the sidecar's sub-bins per octave)
 PREFIX = "graphsignal."
@@ -336,8 +339,13 @@ class Builder:
 
 
 class Exporter:
-    """Builds and posts export requests; step() is one check (the thread
-    calls it every TICK), so tests drive it with their own clock."""
+    """Builds and posts export requests; an exporter of the periodic
+    driver (graphsignal.sidecar.periodic), which looks every TICK whether
+    one is due; step() is one look, so tests drive it with their own
+    clock."""
+
+    name = "graphsignal-otlp"
+    what = "OTLP export"
 
     def __init__(self, store: Any, settings: config.Settings, engine_keys: Optional[Callable[[], Set[Any]]] = None,
                  clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random,
@@ -355,16 +363,34 @@ class Exporter:
         self.retry = retry.Retry("OTLP exports to %s" % self.shown_url,
                                  "the endpoint refused the credentials (check the headers in %s)"
                                  % "OTEL_EXPORTER_OTLP_[METRICS_]HEADERS", store, "otlp", clock, rand)
+        self.tick = min(TICK, self.interval)
         self.next_export = clock() + self.interval  # the first after one interval, as OpenTelemetry's readers do
         self.exported = 0
+
+    # -- the periodic driver's exporter ----------------------------------------------------
+    def due(self) -> bool:
+        return self.clock() >= self.next_export
+
+    def snapshot(self) -> StoreSnapshot:
+        snap: StoreSnapshot = self.store.snapshot()
+        return snap
+
+    def shutdown(self, deadline: float) -> bool:
+        """The final export, its request ending by `deadline` (time.monotonic())."""
+        return self.export(self.snapshot(), final_timeout(deadline, CONNECT_TIMEOUT), final=True)
 
     def step(self, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT), force: bool = False, final: bool = False) -> bool:
         """Exports when due (force: now; final: now, and the last one, at
         exit). Returns True when the endpoint accepted it."""
-        now = self.clock()
-        if not (force or final) and now < self.next_export:
+        if not (force or final) and not self.due():
             return False
-        body = self.builder.request(self.store.snapshot()).SerializeToString()
+        return self.export(self.snapshot(), timeout, final)
+
+    def export(self, snapshot: StoreSnapshot, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT),
+               final: bool = False) -> bool:
+        """Sends one request of this snapshot (final: the last one, at
+        exit). Returns True when the endpoint accepted it."""
+        body = self.builder.request(snapshot).SerializeToString()
         headers = dict(self.settings.otlp_headers)
         headers.update({"Content-Type": CONTENT_TYPE, "User-Agent": "graphsignal/%s" % __version__})
         if self.settings.otlp_gzip:
@@ -466,42 +492,9 @@ def _varint(raw: bytes, i: int) -> Tuple[int, int]:
     return 0, len(raw) + 1  # truncated: the caller's loop ends
 
 
-class ExporterThread(threading.Thread):
-    """Runs an Exporter; stop() makes one last export within a deadline."""
-
-    def __init__(self, exporter: Exporter, tick: float = TICK) -> None:
-        threading.Thread.__init__(self, name="graphsignal-otlp", daemon=True)
-        self.exporter = exporter
-        self.tick = min(tick, exporter.interval)
-        self._halt = threading.Event()
-        self._deadline: Optional[float] = None
-        self._reporter = Reporter()
-
-    def run(self) -> None:
-        while not self._halt.wait(self.tick):
-            self._step()
-        remaining = (self._deadline or 0) - time.monotonic()
-        if remaining > 0.05:
-            self._step(timeout=(min(CONNECT_TIMEOUT, remaining), remaining), final=True)
-
-    def _step(self, **kw: Any) -> None:
-        try:
-            self.exporter.step(**kw)
-        except Exception as e:  # a bug here must not take the sidecar down: say it once, go on
-            self._reporter.once("step", "OTLP export failed: %s: %s" % (type(e).__name__, e), entry=False)
-
-    def stop(self, deadline: float = FINAL_DEADLINE) -> None:
-        """Asks for the final export and waits for it at most `deadline`
-        seconds; the thread is a daemon, so a hung request is left behind."""
-        self._deadline = time.monotonic() + deadline
-        self._halt.set()
-        if self.is_alive():
-            self.join(deadline + 0.1)
-
-
 def start(store: Any, settings: config.Settings,
-          engine_keys: Optional[Callable[[], Set[Any]]] = None) -> Optional[ExporterThread]:
-    """The running exporter thread, or None: without GRAPHSIGNAL_OTLP=1,
+          engine_keys: Optional[Callable[[], Set[Any]]] = None) -> Optional[PeriodicDriver]:
+    """The running exporter's driver, or None: without GRAPHSIGNAL_OTLP=1,
     without a usable endpoint, or without opentelemetry-proto (one line
     and an error entry each)."""
     if not settings.otlp:
@@ -518,7 +511,7 @@ def start(store: Any, settings: config.Settings,
         logger.warning("graphsignal: %s", problem)
         store.add_error("warning", problem, tags={"source": "otlp"})
         return None
-    t = ExporterThread(exporter)
+    t = PeriodicDriver(exporter)
     t.start()
     return t
 

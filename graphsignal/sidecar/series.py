@@ -40,15 +40,14 @@ from graphsignal import histo
 from graphsignal.jsonsafe import dumps
 from graphsignal.signals_model import (OTHER_FRAME, Bounds, Buckets, Frame, HistogramState, HistogramStats, LogBins,
                                        ProfileState, SeriesKey, SeriesState, SeriesStats)
-from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, QUANTILES, Bins, DeltaBins,
-                                    SparseBins, bins_diff)
+from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT, PROFILE, QUANTILES,
+                                    Bins, DeltaBins, SparseBins, bins_diff)
 
 __all__ = ["GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "MAX_FRAMES", "MAX_FRAMES_KEPT", "CHECKPOINT_EVERY",
            "QUANTILES", "Annotate", "Render", "PLAIN", "NO_BOUNDS", "dumps", "SeriesView", "HistogramView",
            "ProfileView", "Series", "Gauge", "Counter",
            "LogHistogram", "BucketHistogram", "Profile", "TYPES", "SparseBins", "DeltaBins", "bins_diff"]
 
-MAX_FRAMES_KEPT = 20000  # frames kept per profile before new names are folded into "(other)"
 CHECKPOINT_EVERY = 64  # history states of a histogram between two full copies of its bins
 
 # annotate(profile name, frames): adds presentation to the frames, in place

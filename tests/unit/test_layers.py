@@ -118,6 +118,13 @@ def test_the_walk_sees_what_it_must():
         assert layer("graphsignal.sidecar." + name, known) == (2, "graphsignal.sidecar")
     for name in ("tables", "text"):
         assert layer("graphsignal.top." + name, known) == (2, "graphsignal.top")
+    # the upload's model and its generated checker are the base's (the sidecar and the fleet both read them);
+    # the exporters' driver is the sidecar's, the fleet's front its own rooms
+    for name in ("upload_model", "typecheck"):
+        assert layer("graphsignal." + name, known) == (0, None)
+    assert layer("graphsignal.sidecar.periodic", known) == (2, "graphsignal.sidecar")
+    for name in ("framing", "scheduler", "handler", "rows"):
+        assert layer("graphsignal.fleet." + name, known) == (2, "graphsignal.fleet")
     for name in ("prometheus_text", "nvml_library"):
         assert layer("graphsignal.sources." + name, known) == (1, None)
     # and a rule it must enforce: a room importing another is reported
