@@ -110,6 +110,7 @@ const char* gs_header_string(int which) {
   X(offsetof(graphsignal_ring_header, writer_pid)) \
   X(offsetof(graphsignal_ring_header, start_ns)) \
   X(offsetof(graphsignal_ring_header, write_index)) \
+  X(offsetof(graphsignal_ring_header, read_hint)) \
   X(offsetof(graphsignal_ring_header, read_index)) \
   X(offsetof(graphsignal_ring_header, dropped)) \
   X(offsetof(graphsignal_ring_header, strings_used)) \

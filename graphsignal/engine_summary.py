@@ -82,9 +82,9 @@ payloads; from_snapshot() builds the same input from a store snapshot
 (graphsignal.signals_model.StoreSnapshot) and its per-second history.
 """
 import math
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from graphsignal import histo
+from graphsignal import histo, windowmath
 from graphsignal.signals_model import StoreSnapshot
 
 VLLM, SGLANG, TRTLLM, LLAMACPP = "vllm", "sglang", "trtllm", "llamacpp"
@@ -273,7 +273,7 @@ def _requests(hists):
     return e2e[0] if e2e is not None else None
 
 
-def window_work(metrics):
+def window_work(metrics: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """For a window document's metrics (deltas): {generation_tokens,
     requests, work_per_token, work_per_request} over the window, or None
     without an engine."""
@@ -550,15 +550,16 @@ def _window(idx, pidx, engine, cur, hists, prev, phists, seconds):
 
 # -- from a store snapshot -----------------------------------------------------------
 
-def _metric(name, type_, tags, kind, state):
-    """The payload dict of a series state, without quantiles (None: not
-    one the summary reads). Profiles other than the copies' are summed
-    here, not listed frame by frame (a kernel profile has hundreds)."""
+def _metric(name, type_, tags, state):
+    """The payload dict of a series state, without quantiles
+    (graphsignal.windowmath.plain_stats). Profiles other than the copies'
+    are summed here, not listed frame by frame (a kernel profile has
+    hundreds)."""
     if type_ == "profile" and name != COPY_TIME and isinstance(state, dict):
         stats = {"value": sum(v for v, _ in state.values()), "samples": sum(n for _, n in state.values())}
-        return {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
-    stats = kind.plain_stats(state) if kind is not None else None
-    return None if stats is None else {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
+    else:
+        stats = windowmath.plain_stats(type_, state)
+    return {"name": name, "type": type_, "tags": dict(tags), "stats": stats}
 
 
 def from_store(store, window_seconds=WINDOW_SECONDS):
@@ -575,8 +576,7 @@ def from_snapshot(snap: StoreSnapshot, window_seconds: float = WINDOW_SECONDS) -
     names = ALL_NAMES | WORK_NAMES
     if not snap.named(ALL_NAMES):
         return None
-    metrics = [d for d in (_metric(v.name, v.type, v.tags, v.kind, v.state) for v in snap.named(names))
-               if d is not None]
+    metrics = [_metric(v.name, v.type, v.tags, v.state) for v in snap.named(names)]
     prev, seconds = None, None
     now = snap.taken_ns
     history = snap.history
@@ -591,7 +591,6 @@ def from_snapshot(snap: StoreSnapshot, window_seconds: float = WINDOW_SECONDS) -
             break
     if chosen is not None:
         ts, point = chosen
-        prev = [d for d in (_metric(k[0], k[1], k[2], history.kind(k), v) for k, v in point.items_named(names))
-                if d is not None]
+        prev = [_metric(k[0], k[1], k[2], v) for k, v in point.items_named(names)]
         seconds = (now - ts) / 1e9
     return summarize(metrics, prev, seconds)

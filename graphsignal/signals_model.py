@@ -10,18 +10,27 @@ StoreSnapshot is the store at one moment (graphsignal.sidecar.store makes
 it). Its series and history are read through the protocols below, so this
 module, and every reader that needs only it (graphsignal.engine_summary,
 which graphsignal-top and graphsignal-diff call too), imports nothing of
-the sidecar.
+the sidecar. What a series is, is said here and in graphsignal.windowmath,
+once: its view (SeriesViewLike: type, state, stats, frames, fingerprint),
+the types of its state (SeriesState) and of its payload `stats`; the
+forms of the states and the maths over them are windowmath's.
 
 This module imports nothing of graphsignal.
 """
-from typing import (Any, Collection, Dict, Iterator, List, Literal, Mapping, Optional, Protocol, Tuple,
-                    TypedDict, Union)
+from typing import (TYPE_CHECKING, Any, Collection, Dict, Iterator, List, Literal, Mapping, Optional, Protocol,
+                    Sequence, Tuple, TypedDict, Union)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["Profiler", "Frame", "GaugeStats", "CounterStats", "HistogramStats", "ProfileStats", "GaugeMetric",
            "CounterMetric", "HistogramMetric", "ProfileMetric", "Metric", "ErrorEntry", "Resource", "Context",
            "HistorySeries", "HistoryBlock", "FindingEvidence", "FindingImpact", "FindingChange",
            "FindingConfirm", "Finding", "Signals",
-           "SeriesKey", "SeriesViewLike", "HistoryPointLike", "HistoryViewLike", "StoreSnapshot"]
+           "SeriesKey", "Number", "GaugeState", "CounterState", "Buckets", "LogBins", "HistogramBins",
+           "HistogramState", "ProfileState", "SeriesState", "Bounds", "SeriesStats", "SeriesViewLike",
+           "HistoryPointLike", "HistoryViewLike", "StoreSnapshot", "SnapshotSource"]
 
 
 # -- the document ----------------------------------------------------------------------
@@ -280,25 +289,94 @@ class Signals(_SignalsBase, total=False):
 # -- what a snapshot holds ---------------------------------------------------------------
 SeriesKey = Tuple[str, str, Tuple[Tuple[str, str], ...]]  # (name, type, sorted tags)
 
+# A series' state: what it holds since it began, at one moment (immutable). The forms, by
+# the series' type, are graphsignal.windowmath's (its module doc says them; its maths read
+# them); the types below name them, for every reader. Numbers may be numpy scalars too.
+Number = Union[int, float]
+GaugeState = Optional[Number]  # value; None: not measured
+CounterState = Optional[Number]  # total; None: not measured
+Buckets = Tuple[Tuple[float, ...], Tuple[int, ...]]  # an engine's (le upper bounds, per-bucket counts)
+
+
+class LogBins(Protocol):
+    """A histogram's cumulative log-linear bin counts (graphsignal.windowmath's
+    SparseBins and DeltaBins), over graphsignal.histo's bins."""
+
+    def dense(self) -> "npt.NDArray[np.int64]":
+        """Every bin's count (histo.NBINS of them)."""
+        ...
+
+    def nonzero(self) -> "Tuple[npt.NDArray[Any], npt.NDArray[Any]]":
+        """(bin indices, counts) of the bins that are not empty, ascending."""
+        ...
+
+
+HistogramBins = Union[None, LogBins, Buckets]  # None: no bins
+HistogramState = Tuple[int, Optional[Number], HistogramBins]  # (count, sum (None: not known), bins)
+ProfileState = Mapping[str, Sequence[Any]]  # {frame: (value, samples)}, both cumulative
+SeriesState = Union[GaugeState, HistogramState, ProfileState]
+Bounds = Tuple[Optional[Number], Optional[Number]]  # (min, max) ever observed; None: not measured
+SeriesStats = Union[GaugeStats, CounterStats, HistogramStats, ProfileStats]
+
 
 class SeriesViewLike(Protocol):
-    """One series as of a snapshot (graphsignal.sidecar.series.SeriesView):
-    immutable; state is read by the maths of its type, `kind`."""
+    """One series as of a snapshot, immutable: how every reader (the
+    payload, windows, the engine summary, /metrics, OTLP, the uploader)
+    reads a series. graphsignal.sidecar.series.SeriesView is the store's;
+    graphsignal.sidecar.recorded makes them from a recorded /signals
+    document.
+
+    type: the payload's (gauge, counter, histogram, profile); state: its
+    state in the form of its type (SeriesState, above); bounds: a
+    histogram's exact (min, max) since start where measured (they bound a
+    window's quantiles too), else (None, None); created: the order series
+    were made in."""
 
     name: str
     type: str
     tags: Mapping[str, str]
     updated_ns: Optional[int]
-    state: Any
-    kind: Any
-    created: int  # the order series were made in
+    created: int
+
+    @property
+    def state(self) -> SeriesState: ...
+
+    @property
+    def bounds(self) -> Bounds: ...
 
     @property
     def key(self) -> SeriesKey: ...
 
-    def stats(self) -> Dict[str, Any]: ...
+    def stats(self) -> SeriesStats:
+        """The payload's `stats` (since start), kernel frames named."""
+        ...
 
-    def encoded(self) -> bytes: ...
+    def frames(self, top: int) -> List[Frame]:
+        """A profile's largest frames as the payload lists them, at most
+        `top`, without the "(other)" of the payload's cut (what it holds
+        changes with the cut: no sum that only grows); a kernel frame has
+        its display_name and category. Named once per view and kept (a
+        second call with the same top costs nothing); shared: readers
+        never change them. Others: []."""
+        ...
+
+    @property
+    def fingerprint(self) -> bytes:
+        """The series' value identity: its payload JSON up to updated_ns
+        ({name, type, tags, stats}, its closing brace left off), so equal
+        for a series that was only touched (set again to what it held),
+        different for any change the payload would show (a profile's
+        frames past the cut move its "(other)"'s sums), and never equal
+        for two series. Stable across views and processes (bytes:
+        hashable, comparable, storable); costs a slice of encoded(), which
+        the payload and the uploader share. Raises what encoded()
+        raises."""
+        ...
+
+    def encoded(self) -> bytes:
+        """{name, type, tags, stats, updated_ns} as the payload's JSON
+        bytes: the same object on every call."""
+        ...
 
 
 class HistoryPointLike(Protocol):
@@ -306,6 +384,8 @@ class HistoryPointLike(Protocol):
     (graphsignal.sidecar.history.HistorySnapshot)."""
 
     def get(self, key: Any, default: Any = None) -> Any: ...
+
+    def __getitem__(self, key: Any) -> Any: ...
 
     def __contains__(self, key: object) -> bool: ...
 
@@ -333,7 +413,11 @@ class HistoryViewLike(Protocol):
 
     def span(self, seconds: float) -> Optional[Tuple[int, int]]: ...
 
-    def kind(self, key: Any) -> Any: ...
+    def seconds_between(self, start: int, end: int) -> float: ...
+
+    def kind(self, key: Any) -> Optional[str]:
+        """The series' type (None: not kept)."""
+        ...
 
     def runs(self, key: Any, start: int, end: int) -> List[Tuple[Any, int]]: ...
 
@@ -376,3 +460,10 @@ class StoreSnapshot:
     def named(self, names: Collection[str]) -> List[SeriesViewLike]:
         """The series with one of these names, in the order they were made."""
         return sorted((v for v in self.series if v.name in names), key=lambda v: v.created)
+
+
+class SnapshotSource(Protocol):
+    """What hands out StoreSnapshots (graphsignal.sidecar.store.MetricStore),
+    for readers that need nothing else of the store."""
+
+    def snapshot(self, encode: bool = False) -> StoreSnapshot: ...

@@ -27,22 +27,33 @@ and is counted from zero), cur at its end, `covered` the seconds between
 them. Rates divide by `covered`. What each type's window holds is in its
 function's doc.
 
-graphsignal-server keeps states in a JSON form: a counter's, gauge's and
+The types of these forms are graphsignal.signals_model's (SeriesState,
+HistogramState, LogBins, ...): every reader of a series view reads its
+state in one of them. plain_stats() is a state's payload `stats` without
+anything computed (no quantiles: what sums over series need); state_of()
+the state a payload's `stats` give back.
+
+States travel and are kept in a JSON form: a counter's, gauge's and
 profile's as they are (a pair is a list); a histogram's as [count, sum,
 bins] with bins null, {"idx": [bin indices], "counts": [...]}
 (log-linear) or {"le": [upper bounds, null for inf], "counts": [...]}
-(buckets); load_state() reads it. The server receives payloads, not
-states: stored_state() is the JSON form of what a series' payload `stats`
-give, exact but for a profile's, which has only the frames the payload
-lists (its largest).
+(buckets). dump_state() writes it (the sidecar's uploads carry each
+changed series' state so, graphsignal.upload_model; a profile's stats
+list its frames up to the payload's cut, so beside them only the rest
+travels), load_state() reads it. stored_state() is the JSON form of what
+a series' payload `stats` give: with a profile's rest, exactly its state
+(graphsignal-server joins them so); from the stats alone (an upload of
+the first schema) exact but for a profile's, which has only the frames
+the payload lists (its largest).
 """
 import bisect
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from graphsignal import config, histo
+from graphsignal.signals_model import OTHER_FRAME, HistogramBins, HistogramState, Number, ProfileState, SeriesState
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -51,6 +62,7 @@ PROFILE = "profile"
 
 NS = 1_000_000_000
 MAX_FRAMES = config.MAX_TOP_FRAMES  # frames a profile's window lists (the largest), as /signals does
+MAX_FRAMES_KEPT = 20000  # frames a profile keeps before new names are folded into "(other)"
 QUANTILES = (0.5, 0.95, 0.99)
 
 Doc = Dict[str, Any]
@@ -105,6 +117,10 @@ class SparseBins:
         out[self.idx] = self.counts
         return out
 
+    def nonzero(self) -> "Tuple[npt.NDArray[Any], npt.NDArray[Any]]":
+        """(bin indices, counts) of the bins that are not empty, ascending."""
+        return self.idx, self.counts
+
 
 class DeltaBins:
     """Cumulative bins as the previous state's plus the bins hit since
@@ -130,6 +146,12 @@ class DeltaBins:
         out = self.base.dense()
         np.add.at(out, self.idx, self.counts)
         return out
+
+    def nonzero(self) -> "Tuple[npt.NDArray[Any], npt.NDArray[Any]]":
+        """(bin indices, counts) of the bins that are not empty, ascending."""
+        dense = self.dense()
+        nz = np.flatnonzero(dense)
+        return nz, dense[nz]
 
 
 Bins = Union[SparseBins, DeltaBins]
@@ -259,7 +281,7 @@ def window(type_: str, prev: Any, cur: Any, covered: float, runs: Iterable[Tuple
 _U64_MAX = (1 << 64) - 1
 
 
-def _bin_index_of_uppers(bins: Sequence[Any]) -> "Optional[npt.NDArray[Any]]":
+def loglinear_index(bins: Sequence[Any]) -> "Optional[npt.NDArray[Any]]":
     """Log-linear bin indices for bin upper bounds, or None when these are
     not our bins (an engine's `le` buckets)."""
     if not bins or any(type(b) is not int or not 0 <= b <= _U64_MAX for b in bins):
@@ -271,11 +293,15 @@ def _bin_index_of_uppers(bins: Sequence[Any]) -> "Optional[npt.NDArray[Any]]":
     return idx
 
 
-def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
+def stored_state(type_: str, stats: Mapping[str, Any], rest: Optional[Mapping[str, Any]] = None) -> Any:
     """A series' state from its payload `stats` (graphsignal.sidecar.series),
     in the JSON form (see the module doc). A histogram's bins are
     log-linear when they are exactly histo's upper bounds, else an
-    engine's buckets."""
+    engine's buckets. rest: a profile's frames its stats do not list
+    ({frame: [value, samples]}, what an upload carries beside them): with
+    it the state is exact, the "(other)" of a cut stats (frames_folded)
+    being those frames summed; without it a cut profile's state is its
+    listed frames and that "(other)"."""
     if type_ == GAUGE:
         return stats.get("value")
     if type_ == COUNTER:
@@ -283,11 +309,34 @@ def stored_state(type_: str, stats: Mapping[str, Any]) -> Any:
     if type_ == HISTOGRAM:
         count, total = stats.get("count") or 0, stats.get("sum")
         bins, counts = stats.get("bins") or [], stats.get("counts") or []
-        idx = _bin_index_of_uppers(bins)
+        idx = loglinear_index(bins)
         if idx is not None:
             return [count, total, {"idx": idx.tolist(), "counts": counts}]
         return [count, total, {"le": bins, "counts": counts} if bins else None]
-    return {f["name"]: [f["value"], f["samples"]] for f in stats.get("frames") or []}
+    frames = stats.get("frames") or []
+    if rest is None:
+        return {f["name"]: [f["value"], f["samples"]] for f in frames}
+    cut = bool(stats.get("frames_folded"))
+    out = {f["name"]: [f["value"], f["samples"]] for f in frames if not (cut and f["name"] == OTHER_FRAME)}
+    out.update(rest)
+    return out
+
+
+def dump_state(type_: str, state: Any) -> Any:
+    """The JSON form (see the module doc) of a state; load_state's
+    inverse. A log-linear histogram's bin indices and counts stay numpy
+    arrays (JSON writers with numpy support write them as lists)."""
+    if type_ != HISTOGRAM or state is None:
+        return state
+    count, total, bins = state
+    if bins is None:
+        return [count, total, None]
+    if isinstance(bins, tuple):
+        le, counts = bins
+        return [count, total, {"le": [None if b == float("inf") else b for b in le], "counts": list(counts)}]
+    if isinstance(bins, DeltaBins):
+        bins = SparseBins.of(bins.dense())
+    return [count, total, {"idx": bins.idx, "counts": bins.counts}]
 
 
 def load_state(type_: str, obj: Any) -> Any:
@@ -306,3 +355,52 @@ def load_state(type_: str, obj: Any) -> Any:
         # counts no int64 holds (a row stored before the server refused them):
         # the bins are unknown, the window's quantiles null
         return (count, total, None)
+
+
+# -- states and payload stats -------------------------------------------------------
+def plain_stats(type_: str, state: SeriesState) -> Dict[str, Any]:
+    """A state's payload `stats` without anything computed: no quantiles,
+    min or max, and a profile's every frame, uncut, unsorted and unnamed
+    (for sums over series: graphsignal.engine_summary). A histogram's
+    log-linear bins are left out (bins and counts []), an engine's buckets
+    kept (bins: upper bounds, None for inf)."""
+    if type_ == GAUGE:
+        return {"value": state}
+    if type_ == COUNTER:
+        return {"total": state}
+    if type_ == HISTOGRAM:
+        count, total, bins = cast(HistogramState, state)
+        if isinstance(bins, tuple):
+            le, counts = bins
+            return {"count": count, "sum": total, "bins": [None if b == float("inf") else b for b in le],
+                    "counts": list(counts)}
+        return {"count": count, "sum": total, "bins": [], "counts": []}
+    frames = cast(ProfileState, state or {})
+    return {"frames": [{"name": k, "value": v[0], "samples": v[1]} for k, v in frames.items()]}
+
+
+def state_of(type_: str, stats: Mapping[str, Any]) -> SeriesState:
+    """The state a series' payload `stats` give: exact, but for a
+    profile's, which has only the frames the payload lists (and the cut's
+    "(other)" as one of them). A histogram's bins are log-linear when they
+    are exactly histo's upper bounds (and their counts int64s), else an
+    engine's buckets."""
+    if type_ == GAUGE or type_ == COUNTER:
+        number: Optional[Number] = stats.get("value" if type_ == GAUGE else "total")
+        return number
+    if type_ == HISTOGRAM:
+        count = cast(int, stats.get("count"))  # (a recorded engine histogram's may be null)
+        return (count, stats.get("sum"), _bins_of(stats.get("bins") or [], stats.get("counts") or []))
+    return {f["name"]: (f["value"], f["samples"]) for f in stats.get("frames") or []}
+
+
+def _bins_of(bins: Sequence[Any], counts: Sequence[Any]) -> HistogramBins:
+    if not bins:
+        return None
+    idx = loglinear_index(bins)
+    if idx is not None:
+        try:
+            return SparseBins(idx, np.asarray(counts, dtype=np.int64))
+        except (OverflowError, ValueError, TypeError):
+            pass  # counts no int64 holds: an engine's, then
+    return (tuple(float("inf") if b is None else b for b in bins), tuple(counts))

@@ -18,7 +18,16 @@ the series that changed, which it does only while someone reads /signals:
 /signals is being read too, else the prerender costs about nothing);
 and what a scrape every second costs: (cpu_ms + store_ms) / 1000 ms as a
 percentage of one core.
-Cases and formats are interleaved, repetitions are medians. Both formats
+Cases and formats are interleaved, repetitions are medians.
+
+--trees A,B,...: several checkouts (each with its native parts built; "."
+is this one) compared scrape by scrape: one worker process per checkout
+serves its own store, every step (a change, then a scrape) goes to every
+worker in turn, in a shuffled order, so the load of a busy machine falls
+on all of them alike; each line then has its tree:
+
+  python scripts/bench_metrics.py --trees /tmp/base,. [-n 10 --reps 5]
+ Both formats
 share one cache of sample lines (only the family headers differ), so the
 scrape measured is the first after the change. Targets (wall p50 on a
 2-core machine): 10 % changed <= 10 ms, all changed <= 60 ms; a scrape a
@@ -28,11 +37,12 @@ import argparse
 import http.client
 import random
 import statistics
+import sys
 import threading
 import time
 
 from bench_signals import build_store
-from benchutil import emit, percentile
+from benchutil import TreeWorkers, emit, percentile
 
 from graphsignal import gctune
 from graphsignal.sidecar.server import ServerThread, make_app
@@ -87,8 +97,100 @@ def mutate(store, case, rng, step):
             s.touch(now)
 
 
+class Scraper:
+    """A store of `series` series served by the real server, and one
+    keep-alive client: step() makes one change of a case, the clock's
+    prerender, and one scrape."""
+
+    def __init__(self, series, signals):
+        self.signals = signals
+        self.store = build_store(series)
+        self.meter = CpuMeter(make_app(self.store))
+        self.srv = ServerThread(self.meter, "127.0.0.1", 0)
+        self.srv.start()
+        self.srv.bound.wait(5)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.srv.port)
+        self.rng = random.Random(0)
+        self.n = 0
+        for accept in FORMATS.values():  # warm the caches of both formats
+            self.conn.request("GET", "/metrics", headers={"Accept": accept})
+            self.conn.getresponse().read()
+
+    def step(self, case, fmt):
+        """(wall ms, cpu ms, store ms, body bytes) of one change and scrape."""
+        self.n += 1
+        mutate(self.store, case, self.rng, self.n)
+        if self.signals:
+            self.store.last_read_ns = self.store.clock()  # /signals was served: the clock prerenders
+        t0 = time.thread_time()
+        self.store.prerender()  # the clock's, between scrapes
+        store_ms = (time.thread_time() - t0) * 1000.0
+        before = len(self.meter.samples)
+        t0 = time.perf_counter()
+        self.conn.request("GET", "/metrics", headers={"Accept": FORMATS[fmt]})
+        body = self.conn.getresponse().read()
+        wall = (time.perf_counter() - t0) * 1000.0
+        return wall, self.meter.samples[before] * 1000.0, store_ms, len(body)
+
+    def close(self):
+        self.conn.close()
+        self.srv.stop()
+
+
+CASES = ["steady", "touched", "changed_10", "changed_all"]
+
+
+def worker(args):
+    """--worker: one Scraper; each stdin line "case format" is one step,
+    answered with "wall_ms cpu_ms store_ms bytes"."""
+    if args.gc == "sidecar":
+        gctune.tune()
+    sc = Scraper(args.series, args.signals)
+    sys.stdout.write("ready %d\n" % len(sc.store.series))
+    sys.stdout.flush()
+    for line in sys.stdin:
+        case, fmt = line.split()
+        sys.stdout.write("%.4f %.4f %.4f %d\n" % sc.step(case, fmt))
+        sys.stdout.flush()
+    sc.close()
+
+
+def compare(trees, args):
+    argv = ["--series", str(args.series), "--gc", args.gc] + (["--signals"] if args.signals else [])
+    workers = TreeWorkers(trees, __file__, argv)
+    got = {(t, c, f): {"wall": [], "cpu": [], "store": [], "bytes": 0} for t in trees for c in CASES for f in FORMATS}
+    order = list(trees)
+    for _ in range(args.reps):
+        for case in CASES:
+            for fmt in FORMATS:
+                for _ in range(args.n):
+                    random.shuffle(order)
+                    for t in order:
+                        wall, cpu, ser, nbytes = workers.ask(t, "%s %s" % (case, fmt))
+                        r = got[(t, case, fmt)]
+                        r["wall"].append(float(wall))
+                        r["cpu"].append(float(cpu))
+                        r["store"].append(float(ser))
+                        r["bytes"] = int(nbytes)
+    workers.close()
+    series = workers.ready
+    for case in CASES:
+        for fmt in FORMATS:
+            for t in trees:
+                report(got[(t, case, fmt)], case, fmt, args.signals, series[t], tree=t, interleaved=len(trees))
+
+
+def report(r, case, fmt, signals, series, **extra):
+    cpu, ser = statistics.median(r["cpu"]), statistics.median(r["store"])
+    emit(bench="metrics_scrape", case=case, format=fmt, signals_read=signals, series=series, bytes=r["bytes"],
+         scrapes=len(r["wall"]), p50_ms=round(percentile(r["wall"], 50), 3),
+         p99_ms=round(percentile(r["wall"], 99), 3), cpu_ms=round(cpu, 3), store_ms=round(ser, 3),
+         core_percent_at_1hz=round((cpu + ser) / 10.0, 2), target_ms=TARGETS[case], target_core_percent=2.0,
+         **extra)
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=10, help="scrapes per case and repetition")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--series", type=int, default=5000, help="series in the store (default: %(default)s)")
@@ -96,53 +198,33 @@ def main():
     ap.add_argument("--gc", choices=("sidecar", "default"), default="sidecar",
                     help="the garbage collector as the sidecar tunes it at its start (graphsignal.gctune), or "
                          "CPython's defaults (default: %(default)s)")
+    ap.add_argument("--trees", help="checkouts to compare scrape by scrape (see above)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    if args.trees:
+        compare([t.strip() for t in args.trees.split(",") if t.strip()], args)
+        return
     if args.gc == "sidecar":
         gctune.tune()  # as the sidecar does at its start, before any series exists
-    store = build_store(args.series)
-    meter = CpuMeter(make_app(store))
-    srv = ServerThread(meter, "127.0.0.1", 0)
-    srv.start()
-    srv.bound.wait(5)
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port)
-    rng = random.Random(0)
-    cases = ["steady", "touched", "changed_10", "changed_all"]
-    results = {(c, f): {"wall": [], "cpu": [], "store": [], "bytes": 0} for c in cases for f in FORMATS}
-    for fmt, accept in FORMATS.items():  # warm the caches of both formats
-        conn.request("GET", "/metrics", headers={"Accept": accept})
-        conn.getresponse().read()
-    step = 0
+    sc = Scraper(args.series, args.signals)
+    results = {(c, f): {"wall": [], "cpu": [], "store": [], "bytes": 0} for c in CASES for f in FORMATS}
     for _ in range(args.reps):
-        for case in cases:
-            for fmt, accept in FORMATS.items():
+        for case in CASES:
+            for fmt in FORMATS:
                 r = results[(case, fmt)]
                 for _ in range(args.n):
-                    step += 1
-                    mutate(store, case, rng, step)
-                    if args.signals:
-                        store.last_read_ns = store.clock()  # /signals was served: the clock prerenders
-                    t0 = time.thread_time()
-                    store.prerender()  # the clock's, between scrapes
-                    r["store"].append((time.thread_time() - t0) * 1000.0)
-                    before = len(meter.samples)
-                    t0 = time.perf_counter()
-                    conn.request("GET", "/metrics", headers={"Accept": accept})
-                    resp = conn.getresponse()
-                    body = resp.read()
-                    r["wall"].append((time.perf_counter() - t0) * 1000.0)
-                    r["cpu"].append(meter.samples[before] * 1000.0)
-                    r["bytes"] = len(body)
-    conn.close()
-    srv.stop()
-    for case in cases:
+                    wall, cpu, ser, nbytes = sc.step(case, fmt)
+                    r["wall"].append(wall)
+                    r["cpu"].append(cpu)
+                    r["store"].append(ser)
+                    r["bytes"] = nbytes
+    sc.close()
+    for case in CASES:
         for fmt in FORMATS:
-            r = results[(case, fmt)]
-            cpu, ser = statistics.median(r["cpu"]), statistics.median(r["store"])
-            emit(bench="metrics_scrape", case=case, format=fmt, signals_read=args.signals, series=len(store.series),
-                 bytes=r["bytes"],
-                 scrapes=len(r["wall"]), p50_ms=round(percentile(r["wall"], 50), 3),
-                 p99_ms=round(percentile(r["wall"], 99), 3), cpu_ms=round(cpu, 3), store_ms=round(ser, 3),
-                 core_percent_at_1hz=round((cpu + ser) / 10.0, 2), target_ms=TARGETS[case], target_core_percent=2.0)
+            report(results[(case, fmt)], case, fmt, args.signals, len(sc.store.series))
 
 
 if __name__ == "__main__":

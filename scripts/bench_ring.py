@@ -9,6 +9,13 @@
    the default in Docker's 64 MB one), the poller running on its own thread
    at its default (adaptive) interval. Reported: dropped records (target 0) and the poller's
    CPU as % of one core (target <= 15%).
+3. contended: the protocol with both sides busy (SPSCQueue's benchmark):
+   one C writer thread puts --contended-total records through a
+   65536-record ring as fast as it can, writing a refused record again
+   (after a sched_yield), while a C reader thread in the same process drains it as the sidecar
+   does (scripts/c/ring_contended.c), so the reader's index keeps moving
+   under every reserve. Reported: records per second through the ring (all
+   of them arrive), and the refusals on the way.
 """
 import argparse
 import os
@@ -77,6 +84,16 @@ def steady(exe, rate, seconds):
     poller.cleanup_all()
 
 
+def contended(exe, total, capacity=1 << 16, writers=1):
+    name = "gs-bench%s-%d-test" % (uuid.uuid4().hex[:8], os.getpid())
+    out = subprocess.run([exe, name, str(writers), str(total), str(capacity)], stdout=subprocess.PIPE, text=True,
+                         check=True).stdout.split()
+    written, refused, read, secs = int(out[0]), int(out[1]), int(out[2]), float(out[3])
+    assert read == written == total // writers * writers, (read, written)
+    emit(bench="contended", writers=writers, ring_capacity=capacity, records=read, refused=refused, seconds=secs,
+         records_per_second=round(read / secs))
+
+
 def ring_capacity():
     """The capacity the writer used: the variable, or the default for this /dev/shm."""
     from graphsignal.rings import layout as L
@@ -94,10 +111,12 @@ def main():
     ap.add_argument("--total", type=int, default=50_000_000, help="records for the drain-rate run")
     ap.add_argument("--rate", type=int, default=2_000_000)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--contended-total", type=int, default=20_000_000, help="records for the contended run")
     args = ap.parse_args()
     exe = compile_c("ring_writer.c")
     drain_rate(exe, args.total)
     steady(exe, args.rate, args.seconds)
+    contended(compile_c("ring_contended.c"), args.contended_total)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,13 @@ of a busy machine falls on all of them alike:
 import argparse
 import http.client
 import json
-import os
 import random
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import numpy as np
-from benchutil import emit, percentile
+from benchutil import TreeWorkers, emit, percentile
 
 from graphsignal.sidecar.server import ServerThread, make_app
 from graphsignal.sidecar.store import MetricStore
@@ -110,15 +107,7 @@ def worker():
 
 
 def compare(trees, n):
-    here = os.path.dirname(os.path.abspath(__file__))
-    procs = {}
-    for t in trees:
-        root = os.path.abspath(t)
-        env = dict(os.environ, PYTHONPATH=root + os.pathsep + here)
-        cwd = tempfile.mkdtemp(prefix="gs-bench-")  # nothing to shadow the tree's package
-        procs[t] = (subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd=cwd), cwd)
-    series = {t: int(p.stdout.readline().split()[1]) for t, (p, _) in procs.items()}
+    workers = TreeWorkers(trees, __file__)
     lat = {(t, c): [] for t in trees for c in ("steady", "all_dirty")}
     size = {}
     order = list(trees)
@@ -126,16 +115,11 @@ def compare(trees, n):
         for case in ("steady", "all_dirty"):
             random.shuffle(order)
             for t in order:
-                p = procs[t][0]
-                p.stdin.write(case + "\n")
-                p.stdin.flush()
-                ms, nbytes = p.stdout.readline().split()
+                ms, nbytes = workers.ask(t, case)
                 lat[(t, case)].append(float(ms))
                 size[t] = int(nbytes)
-    for p, cwd in procs.values():
-        p.stdin.close()
-        p.wait(30)
-        os.rmdir(cwd)
+    workers.close()
+    series = workers.ready
     for case in ("steady", "all_dirty"):
         for t in trees:
             v = lat[(t, case)]

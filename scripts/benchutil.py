@@ -96,3 +96,35 @@ def percentile(values, q):
 if __name__ == "__main__" and sys.argv[1:2] == ["--require-gpu"]:
     # for the shell scripts: python3 scripts/benchutil.py --require-gpu NAME
     require_gpu(sys.argv[2] if len(sys.argv) > 2 else "this script")
+
+
+class TreeWorkers:
+    """One worker process per checkout, for a benchmark that compares trees request by request (--trees): each
+    runs `script --worker ARGS` with only that tree's package on its path (from an empty folder: nothing to shadow
+    it), says `ready N` first, then answers each line it is sent with one line. `ready` holds each tree's N."""
+
+    def __init__(self, trees, script, args=()):
+        import tempfile
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.procs = {}
+        for t in trees:
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(t) + os.pathsep + here)
+            cwd = tempfile.mkdtemp(prefix="gs-bench-")
+            self.procs[t] = (subprocess.Popen([sys.executable, os.path.abspath(script), "--worker"] + list(args),
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                              cwd=cwd), cwd)
+        self.ready = {t: int(p.stdout.readline().split()[1]) for t, (p, _) in self.procs.items()}
+
+    def ask(self, tree, line):
+        """Sends line to the tree's worker; its answer's fields."""
+        p = self.procs[tree][0]
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+        return p.stdout.readline().split()
+
+    def close(self):
+        for p, cwd in self.procs.values():
+            p.stdin.close()
+            p.wait(30)
+            os.rmdir(cwd)

@@ -13,10 +13,12 @@ the findings the payload got).
   cpu_layers     -ngl 3: most layers left on the CPU
   tiny_ubatch    -b 8 -ub 8, long uncached prompts: prompts in tiny micro-batches
   fa_off         -fa off, uncached prompts: attention without flash attention
-  small_context  -c 512 -np 4 --no-kv-unified, ~160-token prompts: each slot holds
-                 128 tokens, so requests are refused. With a unified KV cache (the
-                 default) -c 512 over four slots does not bite: the script checks
-                 that requests failed and says so when they did not.
+  small_context  -c 512 -np 4 --no-kv-unified, ~160-token prompts, 64 tokens asked:
+                 each slot holds too little, so requests are refused or (llama.cpp
+                 without context shift, its default) cut short, "truncated = 1" in
+                 its console. With a unified KV cache (the default) -c 512 over four
+                 slots does not bite: the script counts the requests that failed or
+                 got fewer tokens than asked, and says so when none did.
 
 Usage (on a GPU host; the llama.cpp tree and model as in scripts/engine_e2e.py):
 
@@ -89,12 +91,13 @@ def record(args, case, out_dir):
         path = os.path.join(out_dir, case + ".signals.json")
         with open(path, "wb") as f:
             f.write(data)
+        short = sum(1 for _, n, _, _ in load.done if n < n_predict)
         line.update(path=os.path.relpath(path, ROOT), requests=len(load.done), failed=len(load.errors),
-                    first_failure=load.errors[0] if load.errors else None,
+                    first_failure=load.errors[0] if load.errors else None, short=short,
                     tokens=sum(n for _, n, _, _ in load.done),
                     findings=[f["id"] for f in doc.get("findings") or []])
-        if case == "small_context" and not load.errors:
-            line["warning"] = "no request failed: the context did not bite (is the KV cache unified?)"
+        if case == "small_context" and not load.errors and not short:
+            line["warning"] = "no request failed or was cut short: the context did not bite (is the KV cache unified?)"
     finally:
         line["exit_status"] = server.stop()
     return line

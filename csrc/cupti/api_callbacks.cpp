@@ -1,3 +1,6 @@
+// The API hooks' dispatcher (api_callbacks.h): enables the table's entry
+// points and records each call that succeeded, ran and was not nested in
+// another hooked call.
 #include "api_callbacks.h"
 
 #include <dlfcn.h>
@@ -7,7 +10,6 @@
 #include <time.h>
 
 #include "api_params.h"
-#include "api_table.h"
 #include "cupti_call.h"
 #include "log.h"
 
@@ -39,8 +41,6 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-bool is_sync_layout_with_stream(Layout l) { return l == Layout::kRtStream || l == Layout::kDrStream; }
-
 }  // namespace
 
 ApiCallbacks::ApiCallbacks(RingSink* sink, Devices* devices, HostMemory* host, GraphRegistry* graphs,
@@ -51,7 +51,8 @@ ApiCallbacks::ApiCallbacks(RingSink* sink, Devices* devices, HostMemory* host, G
       graphs_(graphs),
       estimator_(estimator),
       driver_(driver),
-      tables_(tables) {}
+      tables_(tables),
+      addresses_(host, driver) {}
 
 bool ApiCallbacks::enable(CUpti_SubscriberHandle subscriber, const CallbackConfig& cfg) {
   cfg_ = cfg;
@@ -195,41 +196,36 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
     case Op::kSync: {
       uint64_t start = cb->correlationData ? *cb->correlationData : 0;
       uint64_t end = now_ns();
-      uint8_t type = static_cast<uint8_t>(api.flags & kLowMask);
-      if (is_sync_layout_with_stream(api.layout) && skip_stream(static_cast<const RtStream*>(params)->stream, ptsz))
-        return;
-      record(CallTables::kSync, type, 0, 0, device_of(cb->context), start && end > start ? end - start : 0, 0);
+      CUstream stream;
+      if (sync_stream(api, params, &stream) && skip_stream(stream, ptsz)) return;
+      record(CallTables::kSync, static_cast<uint8_t>(api.flags & kLowMask), 0, 0, device_of(cb->context),
+             start && end > start ? end - start : 0, 0);
       return;
     }
     case Op::kCopy: {
-      Copy c;
-      if (!copy_of(api, params, &c)) return;
-      if (skip_stream(c.stream, ptsz)) return;
-      record_copy(c, device_of(cb->context));
+      CopyCall c;
+      Decoded d = decode_copy(api, params, addresses_, &c);
+      if (d == Decoded::kUnsupported) counters_.unsupported.fetch_add(1, std::memory_order_relaxed);
+      if (d != Decoded::kYes || skip_stream(c.stream, ptsz)) return;
+      record_copy(c.kind, c.src, c.dst, c.bytes, device_of(cb->context));
       return;
     }
     case Op::kMemset: {
-      uint64_t bytes = 0;
-      uintptr_t dst = 0;
-      CUstream stream = nullptr;
-      if (!memset_of(api, params, &bytes, &dst, &stream) || !bytes) return;
-      if (skip_stream(stream, ptsz)) return;
-      record(CallTables::kMemset, device_side(dst), 0, 0, device_of(cb->context), 0, bytes);
+      MemsetCall m;
+      if (decode_memset(api, params, addresses_, &m) != Decoded::kYes || skip_stream(m.stream, ptsz)) return;
+      record(CallTables::kMemset, m.kind, 0, 0, device_of(cb->context), 0, m.bytes);
       return;
     }
-    case Op::kHostAlloc: {
-      const OutPtr* p = static_cast<const OutPtr*>(params);
-      if (p->ptr) host_->add(reinterpret_cast<uintptr_t>(*p->ptr), p->size, static_cast<uint8_t>(api.flags & kLowMask));
+    case Op::kHostAlloc:
+    case Op::kHostRegister:
+    case Op::kHostFree: {
+      uintptr_t base;
+      size_t size;
+      if (!host_range(api, params, &base, &size)) return;
+      if (api.op == Op::kHostFree) host_->remove(base);
+      else host_->add(base, size, static_cast<uint8_t>(api.flags & kLowMask));
       return;
     }
-    case Op::kHostRegister: {
-      const PtrSize* p = static_cast<const PtrSize*>(params);
-      host_->add(reinterpret_cast<uintptr_t>(p->ptr), p->size, static_cast<uint8_t>(api.flags & kLowMask));
-      return;
-    }
-    case Op::kHostFree:
-      host_->remove(reinterpret_cast<uintptr_t>(static_cast<const Ptr*>(params)->ptr));
-      return;
     case Op::kCaptureBegin:
       captures_.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -237,15 +233,8 @@ void ApiCallbacks::on_exit(const Api& api, const CUpti_CallbackData* cb) {
     case Op::kExecUpdate: {
       CUgraphExec exec;
       CUgraph graph;
-      if (api.op == Op::kInstantiate) {
-        const Instantiate* p = static_cast<const Instantiate*>(params);
-        exec = p->exec ? *p->exec : nullptr, graph = p->graph;
-      } else {
-        const ExecUpdate* p = static_cast<const ExecUpdate*>(params);
-        exec = p->exec, graph = p->graph;
-      }
+      if (!graphs_ || !graph_of(api, params, &exec, &graph)) return;
       uint32_t exec_id = 0, graph_id = 0;
-      if (!graphs_ || !exec) return;
       // cuptiGetGraphExecId is newer than the oldest CUPTI 12 headers we
       // build against: looked up in the loaded libcupti; without it the
       // records carry (and the registry keys on) the source graph's id.
@@ -317,10 +306,10 @@ std::string ApiCallbacks::nested_pairs() const {
   return out;
 }
 
-void ApiCallbacks::record_copy(const Copy& c, uint16_t dev) {
+void ApiCallbacks::record_copy(uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint16_t dev) {
   if (first_copy_hook_ && !first_copy_.load(std::memory_order_relaxed) && !first_copy_.exchange(true))
     first_copy_hook_(first_copy_arg_);
-  record(CallTables::kMemcpy, c.kind, c.src, c.dst, dev, 0, c.bytes);
+  record(CallTables::kMemcpy, kind, src, dst, dev, 0, bytes);
 }
 
 void ApiCallbacks::record(CallTables::Kind kind, uint8_t sub, uint8_t src, uint8_t dst, uint16_t dev, uint64_t ns,

@@ -29,9 +29,18 @@
 // and from CUDA arrays, batched copies (cudaMemcpyBatchAsync), 3D peer
 // copies.
 //
-// The hooked entry points are a table (api_table.h); their parameters are
-// decoded in api_params.cpp; api_callbacks.cpp enables the callbacks and
-// dispatches each call.
+// This is the dispatcher, the top of the API hooks: the hooked entry
+// points are a table (api_table.h), their parameter blocks are decoded by
+// free functions (api_params.h) over what may be asked about an address
+// (host_memory.h); this class enables the callbacks, keeps the per-process
+// state a call's meaning depends on (captures in progress, nesting, ignored
+// streams, context -> device) and records each call.
+//
+// Guards against: counting a call twice (a driver call nested in a hooked
+// runtime call is skipped), counting work that did not run (failed calls,
+// calls captured into a graph), the probe reader's own copies (ignored
+// streams), a CUPTI that lacks the core entry points (then none stays
+// enabled and activity records collect instead).
 #pragma once
 
 #include <cupti.h>
@@ -40,6 +49,7 @@
 #include <atomic>
 #include <string>
 
+#include "api_table.h"
 #include "call_tables.h"
 #include "copy_estimator.h"
 #include "devices.h"
@@ -105,37 +115,12 @@ class ApiCallbacks {
   static constexpr int kMaxCbid = 1024;
   static constexpr int kMaxIgnored = 16;
 
-  struct Api;  // one hooked entry point (api_table.h)
-
  private:
-  struct Copy {
-    uint8_t kind;  // CUpti_ActivityMemcpyKind
-    uint8_t src, dst;  // CUpti_ActivityMemoryKind
-    uint64_t bytes;
-    CUstream stream;
-  };
-
-  // A copy between two addresses, before its sides are classified.
-  struct LinearCopy {
-    uintptr_t src, dst;
-    int rt_kind;  // a cudaMemcpyKind, or -1: the driver's direction in Api::flags
-  };
-
   void on_exit(const Api& api, const CUpti_CallbackData* cb);
-  // What a call's parameters say (api_params.cpp): false for nothing to count.
-  bool copy_of(const Api& api, const void* params, Copy* out);
-  static bool peer_copy_of(const Api& api, const void* params, Copy* out);
-  bool described_copy_of(const Api& api, const void* params, Copy* out);  // the driver's 2D/3D descriptors
-  bool linear_copy_of(const Api& api, const void* params, Copy* out, LinearCopy* l);
-  void classify_linear_copy(const Api& api, const LinearCopy& l, Copy* out);
-  bool memset_of(const Api& api, const void* params, uint64_t* bytes, uintptr_t* dst, CUstream* stream);
   bool skip_stream(CUstream stream, bool ptsz);
   uint16_t device_of(CUcontext ctx);
-  uint8_t host_side(uintptr_t p) const;
-  uint8_t device_side(uintptr_t p) const;
-  bool host_pointer(uintptr_t p, uint8_t* kind);  // where a unified address lives
   void note_nested(uint16_t runtime_cbid, uint16_t driver_cbid);
-  void record_copy(const Copy& c, uint16_t dev);
+  void record_copy(uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint16_t dev);
   void record(CallTables::Kind kind, uint8_t sub, uint8_t src, uint8_t dst, uint16_t dev, uint64_t ns, uint64_t bytes);
 
   RingSink* sink_;
@@ -145,6 +130,7 @@ class ApiCallbacks {
   const CopyEstimator* estimator_;
   const DriverApi* driver_;
   CallTables* tables_;
+  AddressKinds addresses_;  // host_ and the driver, for the decoding
   CallbackConfig cfg_;
   uint8_t runtime_index_[kMaxCbid] = {};  // cbid -> 1 + index into the API table, 0: not hooked
   uint8_t driver_index_[kMaxCbid] = {};
@@ -157,8 +143,6 @@ class ApiCallbacks {
   std::atomic<uint64_t> contexts_[kContexts] = {};
   std::atomic<int> n_ignored_{0};
   std::atomic<CUstream> ignored_[kMaxIgnored] = {};
-  static constexpr size_t kRegions = 4096;  // 2 MiB address regions: device or not (host_pointer)
-  std::atomic<uint64_t> regions_[kRegions] = {};
   bool diagnose_ = false;
   void (*first_copy_hook_)(void*) = nullptr;
   void* first_copy_arg_ = nullptr;

@@ -1,4 +1,8 @@
+// The hooked entry points' rows (api_table.h), by CUPTI callback id;
+// the ids spot-checked against the headers that define them.
 #include "api_table.h"
+
+#include <cupti.h>  // CUPTI_API_VERSION and the ids, for the spot checks below
 
 namespace graphsignal {
 namespace cupti {
@@ -6,7 +10,7 @@ namespace cupti {
 // The hooked entry points, by callback id (cupti_runtime_cbid.h,
 // cupti_driver_cbid.h; the numbers are CUPTI's ABI, spelled out so that
 // older header sets without the newest ids still build).
-const ApiCallbacks::Api kRuntimeApis[] = {
+const Api kRuntimeApis[] = {
     {131, Op::kSync, Layout::kRtStream, kSyncStream},  // cudaStreamSynchronize_v3020
     {239, Op::kSync, Layout::kRtStream, kSyncStream | kPtsz},  // cudaStreamSynchronize_ptsz_v7000
     {165, Op::kSync, Layout::kNoParams, kSyncContext},  // cudaDeviceSynchronize_v3020
@@ -69,7 +73,7 @@ const ApiCallbacks::Api kRuntimeApis[] = {
     {335, Op::kExecUpdate, Layout::kRtExecUpdate, 0},  // cudaGraphExecUpdate_v10020
 };
 
-const ApiCallbacks::Api kDriverApis[] = {
+const Api kDriverApis[] = {
     {126, Op::kSync, Layout::kDrStream, kSyncStream},  // cuStreamSynchronize
     {440, Op::kSync, Layout::kDrStream, kSyncStream | kPtsz},  // cuStreamSynchronize_ptsz
     {17, Op::kSync, Layout::kNoParams, kSyncContext},  // cuCtxSynchronize

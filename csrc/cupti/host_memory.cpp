@@ -1,6 +1,10 @@
+// Host memory ranges and address kinds (host_memory.h): the sorted copy
+// readers search lock-free, and the driver asked once per 2 MiB region.
 #include "host_memory.h"
 
 #include <mutex>
+
+#include "driver_api.h"
 
 namespace graphsignal {
 namespace cupti {
@@ -75,6 +79,43 @@ uint8_t HostMemory::locked_kind_of(uintptr_t p) const {
   if (it == ranges_.begin()) return kNone;
   --it;
   return p < it->second.end ? it->second.kind : kNone;
+}
+
+bool AddressKinds::unified(uintptr_t p, uint8_t* kind) {
+  uint8_t k = ranges_->kind_of(p);
+  if (k == kPinned) {
+    *kind = k;
+    return true;
+  }
+  if (k == kManaged) {
+    *kind = k;
+    return false;
+  }
+  // Device memory, or ordinary (pageable) host memory. Page-locked memory
+  // is found in the ranges above, first, so a region's answer never has to
+  // say "pinned".
+  uint64_t region = static_cast<uint64_t>(p) >> 21;
+  std::atomic<uint64_t>& slot = regions_[region % kRegions];
+  uint64_t seen = slot.load(std::memory_order_relaxed);
+  if (seen >> 1 == region + 1) {
+    bool device = seen & 1;
+    *kind = device ? kDevice : kPageable;
+    return !device;
+  }
+  unsigned int type = 0;
+  bool device = false, known = false;
+  if (driver_ && driver_->pointer_get_attribute) {
+    CUresult r = driver_->pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, static_cast<CUdeviceptr>(p));
+    if (r == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST) {
+      *kind = kPinned;  // registered before this library saw it
+      return true;
+    }
+    device = r == CUDA_SUCCESS;
+    known = r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE;  // the latter: memory CUDA does not know
+  }
+  if (known) slot.store((region + 1) << 1 | (device ? 1 : 0), std::memory_order_relaxed);
+  *kind = device ? kDevice : kPageable;
+  return !device;
 }
 
 }  // namespace cupti

@@ -1,3 +1,6 @@
+// GPU time per NVTX range (nvtx_gpu.h): launch callbacks store (correlation
+// id, path), kernel records find it; a stale or missing pair is counted as
+// unmatched, never attributed to the wrong range.
 #include "nvtx_gpu.h"
 
 #include <stddef.h>
@@ -8,7 +11,8 @@
 
 #include "cupti_call.h"
 #include "log.h"
-#include "nvtx_ranges.h"
+#include "nvtx_paths.h"
+#include "nvtx_stacks.h"
 #include "records.h"
 
 namespace graphsignal {
@@ -70,6 +74,9 @@ struct State {
   // correlation id & mask -> correlation id << 32 | path
   std::atomic<uint64_t>* table = nullptr;
   uint64_t attributed = 0, unmatched = 0;  // kernels (on_record's thread only)
+  // bind()'s
+  std::atomic<PathTable*> paths{nullptr};
+  std::atomic<void (*)()> finished_hook{nullptr};
 };
 
 State& state() {
@@ -107,6 +114,12 @@ void enable_locked(State& s) {
 
 }  // namespace
 
+void bind(PathTable* paths, void (*finished)()) {
+  State& s = state();
+  s.paths.store(paths, std::memory_order_release);
+  s.finished_hook.store(finished, std::memory_order_release);
+}
+
 void attach(CUpti_SubscriberHandle sub, bool graph_mode) {
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
@@ -131,7 +144,7 @@ void collector_finished() {
   if (s.enabled.load(std::memory_order_acquire))
     log(Level::kDebug, "exit: %llu kernels attributed to NVTX ranges, %llu launched outside any (or not found)",
         static_cast<unsigned long long>(s.attributed), static_cast<unsigned long long>(s.unmatched));
-  if (Ranges* r = Ranges::get()) r->collector_done();
+  if (void (*hook)() = s.finished_hook.load(std::memory_order_acquire)) hook();
 }
 
 void note_first_range() {
@@ -147,7 +160,7 @@ void on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data
   if (!s.launch[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0][cbid]) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (cb->callbackSite != CUPTI_API_ENTER) return;
-  uint32_t path = Ranges::current_path();
+  uint32_t path = Stacks::current_path();
   if (!path) return;
   uint32_t corr = cb->correlationId;
   s.table[corr & ((1u << kTableBits) - 1)].store(static_cast<uint64_t>(corr) << 32 | path,
@@ -176,13 +189,13 @@ void on_record(const CUpti_Activity* record) {
       return;
   }
   uint64_t v = s.table[corr & ((1u << kTableBits) - 1)].load(std::memory_order_relaxed);
-  Ranges* r = Ranges::get();
-  if (!r || v >> 32 != corr || !static_cast<uint32_t>(v)) {
+  PathTable* paths = s.paths.load(std::memory_order_acquire);
+  if (!paths || v >> 32 != corr || !static_cast<uint32_t>(v)) {
     s.unmatched++;
     return;
   }
   s.attributed++;
-  r->add_gpu(static_cast<uint32_t>(v), end > start ? end - start : 0);
+  paths->add_gpu(static_cast<uint32_t>(v), end > start ? end - start : 0);
 }
 
 }  // namespace nvtx

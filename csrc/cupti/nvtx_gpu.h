@@ -19,6 +19,10 @@
 // Threading: on_api runs on the workload's threads (lock-free); on_record
 // on the collector's translating thread (under its translate lock);
 // attach/collector_finished on the collector's start and exit.
+//
+// Below the NVTX collection (nvtx_ranges.h), not beside it: it reads the
+// calling thread's innermost range (nvtx_stacks.h) and adds to a path's
+// sums (nvtx_paths.h); what it tells the collection goes through bind().
 #pragma once
 
 #include <cupti.h>
@@ -27,6 +31,13 @@
 namespace graphsignal {
 namespace cupti {
 namespace nvtx {
+
+class PathTable;
+
+// The NVTX collection started (paths: where GPU time goes; finished: called
+// once the collector translated its last buffers), or, with nullptrs, a
+// fork child stopped collecting. Lock-free: safe in an atfork handler.
+void bind(PathTable* paths, void (*finished)());
 
 // The CUPTI collector started (sub: its subscriber, nullptr when it has
 // none; graph_mode: graph replays are measured by GRAPH_TRACE records, so a

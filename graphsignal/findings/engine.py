@@ -44,7 +44,7 @@ CONTEXT_CHANGES = {
 }
 # console lines that say a request did not fit its context (llama.cpp, vLLM, SGLang)
 CONTEXT_LINE = re.compile(r"exceeds the available context size|context shift|maximum context length|"
-                          r"longer than the model's context length|input is larger than")
+                          r"longer than the model's context length|input is larger than|truncated = 1")
 
 
 def _gauge(f: Facts, concept: str) -> Tuple[Optional[str], Optional[float], Optional[float], Optional[float]]:
@@ -115,14 +115,18 @@ def context_too_small(f: Facts) -> List[Finding]:
     count = sum(int(e.get("count") or 1) for e in hits)
     if count < MIN_CONTEXT_ERRORS:
         return []
-    refused = [e for e in hits if "shift" not in e["message"]]
-    first = (refused or hits)[0]["message"]
+    # refused: the request failed; shifted: it lost its oldest tokens; truncated: its answer was cut short
+    # when the slot's context filled (llama.cpp without context shift). The worst named first.
+    refused = [e for e in hits if "shift" not in e["message"] and "truncated = 1" not in e["message"]]
+    cut = [e for e in hits if "truncated = 1" in e["message"]]
+    first = (refused or cut or hits)[0]["message"]
+    how = "were refused" if refused else "were cut short when their slot's context filled (truncated)" if cut \
+        else "had their context shifted (truncated)"
     ev = [evidence("errors", "count", count, ">=", MIN_CONTEXT_ERRORS, "", {"message": first[:160]})]
-    # a refused request failed; a shifted one lost its oldest tokens: both are the request's answer at stake
-    share = 0.5 if refused else 0.25
+    share = 0.5 if refused or cut else 0.25
     return [finding(
-        f, "context_too_small", "engine", "%d requests %s: the context is too small for them"
-        % (count, "were refused" if refused else "had their context shifted (truncated)"), ev, "requests", share,
+        f, "context_too_small", "engine", "%d requests %s: the context is too small for them" % (count, how),
+        ev, "requests", share,
         "requests that failed or lost tokens (the engine does not count them against the total)", "high",
         [(f.engine_name or "any", CONTEXT_CHANGES.get(f.engine_name or "", "a larger context, or shorter prompts"))],
         [("errors", "zero", {"message": first[:160]})])]

@@ -221,7 +221,7 @@ def make_app(db, keys, recent=None):
         full.stored()
         down.stored()
         if recent is not None:
-            recent.add(owner, doc["instance_id"], doc, lambda: db.snapshot(owner, doc["instance_id"]))
+            recent.add(owner, doc["instance_id"], doc, lambda: db.snapshot_states(owner, doc["instance_id"]))
         return _json(out)
 
     def _instances(req, owner):
@@ -230,9 +230,10 @@ def make_app(db, keys, recent=None):
             return _error("unknown query parameter(s): %s (known: service)" % ", ".join(unknown), 400)
         return _json({"instances": db.instances(owner, req.args.get("service"))})
 
-    def _instance_seconds(req, name, default):
-        """(instance id, seconds from the `name` parameter or default) of a
-        read of one instance, or an error response."""
+    def _instance(req, owner, name, default):
+        """(instance id, seconds from the `name` parameter or default, its
+        snapshot, its states) of a read of one instance, or an error
+        response."""
         known = ("instance_id", name)
         unknown = sorted(set(req.args) - set(known))
         if unknown:
@@ -249,30 +250,27 @@ def make_app(db, keys, recent=None):
                     "%s must be a whole number" % name
                 return _error("%s between %d and %d, got %r" % (what, MIN_SECONDS, MAX_WINDOW, raw), 400)
             seconds = int(raw)
-        return iid, seconds
-
-    def _signals(req, owner):
-        got = _instance_seconds(req, "window", None)
-        if not isinstance(got, tuple):
-            return got
-        iid, seconds = got
-        snap = db.snapshot(owner, iid)
+        snap, states = db.snapshot_states(owner, iid) if seconds is not None else (db.snapshot(owner, iid), {})
         if snap is None:
             return _error("no instance %r for this key" % iid, 404)
+        return iid, seconds, snap, states
+
+    def _signals(req, owner):
+        got = _instance(req, owner, "window", None)
+        if not isinstance(got, tuple):
+            return got
+        iid, seconds, snap, states = got
         if seconds is not None:
-            snap["window"] = window(db, owner, iid, snap, seconds)
+            snap["window"] = window(db, owner, iid, snap, states, seconds)
         snap["findings"] = findings.compute(snap)  # the sidecar's rules, over the same snapshot (and window)
         return _json(snap)
 
     def _history(req, owner):
-        got = _instance_seconds(req, "seconds", DEFAULT_SECONDS)
+        got = _instance(req, owner, "seconds", DEFAULT_SECONDS)
         if not isinstance(got, tuple):
             return got
-        iid, seconds = got
-        snap = db.snapshot(owner, iid)
-        if snap is None:
-            return _error("no instance %r for this key" % iid, 404)
-        return _json({"instance_id": iid, "history": history(db, owner, iid, snap, seconds, recent)})
+        iid, seconds, snap, states = got
+        return _json({"instance_id": iid, "history": history(db, owner, iid, snap, states, seconds, recent)})
 
     return app
 

@@ -18,7 +18,9 @@ a profile as [[frame, value, samples]]), rewritten as windowmath's; 5
 judges age by the server's up time: a database upgraded to it counts every
 instance as seen at the upgrade (it cannot tell a true last_seen_ns from
 a stepped one) and each history row as old as it was on its instance's
-clock (as earlier servers judged it).
+clock (as earlier servers judged it); 6 keeps each series' state beside
+its stats (graphsignal.fleet.storage), given to the series stored before
+from their stats, as earlier servers computed it on every read.
 """
 import contextlib
 import os
@@ -30,11 +32,12 @@ import zlib
 import orjson
 
 from graphsignal import windowmath
-from graphsignal.fleet.storage import (HOUR_NS, MINUTE_NS, MINUTE_ROWS_NS, NS, OFFSET, BadRow, Full,  # noqa: F401
-                                       NoSpace, Storage, Unavailable, dec, enc, enc_bound, load_row, logger,
-                                       owner_of, series_key)
+from graphsignal.fleet.rows import (OFFSET, BadRow, dec, enc, enc_bound, fill_states, load_row,  # noqa: F401
+                                    schema, series_key)
+from graphsignal.fleet.storage import (HOUR_NS, MINUTE_NS, MINUTE_ROWS_NS, NS, Full, NoSpace, Storage,  # noqa: F401
+                                       Unavailable, logger, owner_of)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MAX_AGE_NS = 3650 * 86400 * NS  # the longest retention: an upgraded row's age is clamped to it
 _ENCODED = (("instances", ("start_ns", "payload_ns", "last_seq", "dropped_errors")), ("series", ("updated_ns",)),
             ("history", ("ts_ns",)))
@@ -68,30 +71,7 @@ def _state_of_3(type_, old):
     return windowmath.stored_state(type_, old)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-  owner TEXT NOT NULL, instance_id TEXT NOT NULL,
-  context BLOB NOT NULL, profiler BLOB, start_ns INTEGER, payload_ns INTEGER NOT NULL,
-  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
-  last_seq INTEGER, uploads INTEGER NOT NULL DEFAULT 0, dropped_errors INTEGER,
-  resources BLOB, engine BLOB, errors BLOB,
-  history_minute INTEGER, ended_ns INTEGER, exit_status INTEGER, seen_up_ns INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (last_seen_ns);
-CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
-CREATE TABLE IF NOT EXISTS series (
-  owner TEXT NOT NULL, instance_id TEXT NOT NULL, skey BLOB NOT NULL,
-  doc BLOB NOT NULL, updated_ns INTEGER,
-  PRIMARY KEY (owner, instance_id, skey)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS history (
-  owner TEXT NOT NULL, instance_id TEXT NOT NULL, ts_ns INTEGER NOT NULL, snapshot BLOB NOT NULL,
-  kept_up_ns INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id, ts_ns)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
-"""
+_SCHEMA = schema("TEXT", "BLOB", "INTEGER", " WITHOUT ROWID", " WITHOUT ROWID", "last_seen_ns")
 
 
 class DB(Storage):
@@ -110,7 +90,7 @@ class DB(Storage):
         self.conn.execute("PRAGMA synchronous=%s" % ("FULL" if sync == "full" else "NORMAL"))
         self.conn.execute("PRAGMA busy_timeout=5000")
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+        if not 0 <= version <= SCHEMA_VERSION:
             raise RuntimeError("%s has schema version %d; this graphsignal-server reads versions 1 to %d"
                                % (path, version, SCHEMA_VERSION))
         if version == 1:
@@ -121,6 +101,8 @@ class DB(Storage):
             self._upgrade_from_3()
         if version in (1, 2, 3, 4):
             self._upgrade_from_4()
+        if version in (1, 2, 3, 4, 5):
+            self._upgrade_from_5()
         self.conn.executescript(_SCHEMA)
         self.conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
         self._start_clock()
@@ -174,6 +156,17 @@ class DB(Storage):
                               "FROM instances i WHERE i.owner = history.owner AND "
                               "i.instance_id = history.instance_id))), 0)", (MAX_AGE_NS,))
         self._migrate(step, 5)
+
+    def _upgrade_from_5(self):
+        """Version 6 keeps each series' state beside its stats: the column,
+        and for every stored series the state its stats give."""
+        def step(c):
+            have = {r[1] for r in c.execute("PRAGMA table_info(series)")}
+            if have and "state" not in have:
+                c.execute("ALTER TABLE series ADD COLUMN state BLOB")
+            if have:
+                fill_states(c, self._sql)
+        self._migrate(step, 6)
 
     def _rollback(self):
         """Rolls back the open transaction, if SQLite has not already (it

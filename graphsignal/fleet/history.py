@@ -5,14 +5,17 @@ per upload (a second apart) from the server's recent tier
 the stored history: one point a minute for the last 24 hours, one an
 hour before that (db.history's rows), and the latest upload as the last
 point. The fleet page draws its charts from it."""
-from graphsignal import timeline, windowmath
-from graphsignal.fleet.storage import MINUTE_ROWS_NS, NS, series_key
+from graphsignal import timeline
+from graphsignal.fleet.rows import series_key
+from graphsignal.fleet.storage import MINUTE_ROWS_NS, NS
 
 DEFAULT_SECONDS = 86400
 
 
-def history(db, owner, iid, snap, seconds, recent=None):
-    """The block over the last `seconds` before the instance's latest upload."""
+def history(db, owner, iid, snap, states, seconds, recent=None):
+    """The block over the last `seconds` before the instance's latest
+    upload; snap and states: its latest snapshot and stored states
+    (db.snapshot_states)."""
     end_ns = snap["payload_ns"]
     if recent is not None and seconds <= recent.seconds:
         times, metas_of, state_at = recent.points(owner, iid, end_ns - seconds * NS)
@@ -25,7 +28,7 @@ def history(db, owner, iid, snap, seconds, recent=None):
             continue
         k = series_key(m).decode()
         metas.append((k, m["name"], m["type"], m["tags"]))
-        last[k] = windowmath.stored_state(m["type"], m["stats"])
+        last[k] = states.get(k)
     wanted = set(last)
     rows = [(ts, {k: v for k, v in states.items() if k in wanted})
             for ts, states in db.history(owner, iid, end_ns - seconds * NS) if end_ns - seconds * NS <= ts < end_ns]

@@ -25,7 +25,9 @@ What differs from the SQLite file, and why:
   schema       versioned in graphsignal_schema; made or upgraded under a
                session advisory lock (pg_advisory_lock), so replicas that
                start together make it once: the others wait, then see it
-               current and go on.
+               current and go on. Version 2 keeps each series' state
+               beside its stats, as the file's version 6 does (the upgrade
+               gives the series stored before the state their stats give).
   reads        one REPEATABLE READ, READ ONLY transaction each: a snapshot's
                instance row and its series are of one moment.
   text         instance ids and owners are COLLATE "C" (byte order, as
@@ -47,9 +49,10 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from graphsignal.fleet.settings import redacted
+from graphsignal.fleet.rows import fill_states, schema
 from graphsignal.fleet.storage import NoSpace, Storage, Unavailable, logger
 
-SCHEMA_VERSION = 1  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5
+SCHEMA_VERSION = 2  # PostgreSQL's own numbering: version 1 is the SQLite file's version 5, 2 its 6
 RETRIES = 3  # a write run again after a deadlock or serialization failure
 # advisory lock keys (64-bit): made from the text, fixed forever
 MIGRATE_LOCK = int.from_bytes(b"gs-mgrt", "big")
@@ -57,30 +60,7 @@ EXPIRE_LOCK = int.from_bytes(b"gs-expr", "big")
 CONNECT_TIMEOUT = 10  # seconds
 POOL_WAIT = 30.0  # seconds a request waits for a free connection
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-  owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL,
-  context BYTEA NOT NULL, profiler BYTEA, start_ns BIGINT, payload_ns BIGINT NOT NULL,
-  first_seen_ns BIGINT NOT NULL, last_seen_ns BIGINT NOT NULL,
-  last_seq BIGINT, uploads BIGINT NOT NULL DEFAULT 0, dropped_errors BIGINT,
-  resources BYTEA, engine BYTEA, errors BYTEA,
-  history_minute BIGINT, ended_ns BIGINT, exit_status INTEGER, seen_up_ns BIGINT NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id)
-) WITH (fillfactor = 50);
-CREATE INDEX IF NOT EXISTS instances_last_seen ON instances (owner, last_seen_ns);
-CREATE INDEX IF NOT EXISTS instances_seen_up ON instances (seen_up_ns);
-CREATE TABLE IF NOT EXISTS series (
-  owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, skey BYTEA NOT NULL,
-  doc BYTEA NOT NULL, updated_ns BIGINT,
-  PRIMARY KEY (owner, instance_id, skey)
-) WITH (fillfactor = 50);
-CREATE TABLE IF NOT EXISTS history (
-  owner TEXT COLLATE "C" NOT NULL, instance_id TEXT COLLATE "C" NOT NULL, ts_ns BIGINT NOT NULL,
-  snapshot BYTEA NOT NULL, kept_up_ns BIGINT NOT NULL DEFAULT 0,
-  PRIMARY KEY (owner, instance_id, ts_ns)
-);
-CREATE INDEX IF NOT EXISTS history_kept_up ON history (owner, instance_id, kept_up_ns);
-"""
+_SCHEMA = schema('TEXT COLLATE "C"', "BYTEA", "BIGINT", " WITH (fillfactor = 50)", "", "owner, last_seen_ns")
 # Every upload rewrites its series' rows: half of each page is left free (fillfactor) so the
 # new version of a row fits beside the old one and no index is touched (a HOT update), which
 # the next visit to the page prunes. History rows are zlib'd already: TOAST stores them as they
@@ -207,6 +187,10 @@ class PgDB(Storage):
                             conn.execute(_SCHEMA)
                             for stmt in _STORAGE:
                                 conn.execute(stmt)
+                        elif version < 2:
+                            conn.execute("ALTER TABLE series ADD COLUMN IF NOT EXISTS state BYTEA")
+                            fill_states(conn.cursor(), self._sql)
+                        if version < SCHEMA_VERSION:
                             conn.execute("DELETE FROM graphsignal_schema")
                             conn.execute("INSERT INTO graphsignal_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
                 finally:
@@ -254,9 +238,10 @@ class PgDB(Storage):
         keys = [r[2] for r in rows]
         if len(set(keys)) != len(keys):
             return Storage._upsert_series(self, c, rows)
-        c.execute("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) "
-                  "SELECT %b, %b, k, d, u FROM unnest(%b::bytea[], %b::bytea[], %b::bigint[]) AS t(k, d, u) "
-                  + self.SERIES_UPSERT, (rows[0][0], rows[0][1], keys, [r[3] for r in rows], [r[4] for r in rows]))
+        c.execute("INSERT INTO series (owner, instance_id, skey, doc, state, updated_ns) "
+                  "SELECT %b, %b, k, d, s, u FROM unnest(%b::bytea[], %b::bytea[], %b::bytea[], %b::bigint[]) "
+                  "AS t(k, d, s, u) " + self.SERIES_UPSERT,
+                  (rows[0][0], rows[0][1], keys, [r[3] for r in rows], [r[4] for r in rows], [r[5] for r in rows]))
 
     def _may_expire(self, c):
         return bool(c.execute("SELECT pg_try_advisory_xact_lock(%s)", (EXPIRE_LOCK,)).fetchone()[0])

@@ -25,8 +25,9 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import orjson
 
-from graphsignal import timeline, windowmath
-from graphsignal.fleet.db import NS, series_key
+from graphsignal import timeline
+from graphsignal.fleet.rows import series_key, upload_state
+from graphsignal.fleet.storage import NS
 
 RECENT_SECONDS = 900
 MAX_BYTES = 64 << 20  # encoded states, all instances together
@@ -47,8 +48,10 @@ class _Instance:
         self.base_bytes = 0
 
 
-def _selected(metrics: Any, inst: _Instance) -> Dict[Key, Any]:
-    """{key: state in JSON form} of the uploaded series the tier keeps."""
+def _selected(metrics: Any, inst: _Instance, states: Optional[Dict[Key, Any]] = None) -> Dict[Key, Any]:
+    """{key: state in JSON form} of the series the tier keeps: an upload's
+    (storage.upload_state: its stats and the state it carries), or
+    a stored snapshot's, whose states are given."""
     out: Dict[Key, Any] = {}
     for m in metrics or ():
         name, type_, tags = m.get("name"), m.get("type"), m.get("tags")
@@ -59,9 +62,12 @@ def _selected(metrics: Any, inst: _Instance) -> Dict[Key, Any]:
             if len(inst.metas) >= MAX_KEYS:
                 continue
             inst.metas[k] = (name, type_, tags)
+        if states is not None:
+            out[k] = states.get(k)
+            continue
         try:
-            out[k] = windowmath.stored_state(type_, m.get("stats") or {})
-        except (TypeError, ValueError, AttributeError):
+            out[k] = upload_state(m)
+        except (TypeError, ValueError, AttributeError, KeyError):
             continue
     return out
 
@@ -77,19 +83,20 @@ class Recent:
         self.bytes = 0
 
     def add(self, owner: str, iid: str, doc: Dict[str, Any],
-            seed: Callable[[], Optional[Dict[str, Any]]]) -> None:
+            seed: Callable[[], Tuple[Optional[Dict[str, Any]], Dict[Key, Any]]]) -> None:
         """An accepted upload (graphsignal.fleet.ingest.validate's doc).
-        seed() -> the instance's stored snapshot (its every series), read
-        the first time this tier sees the instance."""
+        seed() -> the instance's stored snapshot (its every series) and
+        states (db.snapshot_states), read the first time this tier sees
+        the instance."""
         ts = doc.get("payload_ns")
         if not isinstance(ts, int):
             return
         with self.lock:
             inst = self.instances.get((owner, iid))
         if inst is None:
-            snap = seed()  # outside the lock: a database read
+            snap, states = seed()  # outside the lock: a database read
             fresh = _Instance()
-            fresh.base = _selected((snap or {}).get("metrics"), fresh)
+            fresh.base = _selected((snap or {}).get("metrics"), fresh, states)
             fresh.base_bytes = len(orjson.dumps(fresh.base))
             with self.lock:
                 inst = self.instances.get((owner, iid))

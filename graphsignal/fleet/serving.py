@@ -27,28 +27,28 @@ connecting, idle, or sending slowly:
                sends a reset, which makes the client's send fail with a
                broken pipe and can throw away the answer it has not read
                yet. A body larger than drain_bytes still gets the reset.
-  framing      strict, before anything reaches the app (which sees the
-               exact bytes): Content-Length at most once and all digits, no
-               Transfer-Encoding with it (400), no Transfer-Encoding (chunked)
-               without it (411), CRLF line ends only, no folded header lines
-               (400), heads of at most max_head bytes (431), bodies of at
-               most max_body bytes (413, unread).
+  framing      strict, before anything reaches the app
+               (graphsignal.fleet.framing): heads of at most max_head
+               bytes (431), bodies of at most max_body bytes (413, unread).
   tenants      a request's tenant is its API key (known keys only; all
                other requests share one anonymous tenant, and their bodies
                are read and thrown away, never held: the app answers them
                401 or without a body). Each tenant's complete requests wait
-               in its own queue; the workers take the tenants in turn, at
-               most tenant_inflight requests of one tenant at a time, so
-               one tenant's flood of big uploads waits behind itself, not
-               in front of another tenant's small one. A tenant may have
-               at most tenant_queue requests admitted (reading, queued or
-               running) and tenant_buffer_bytes of bodies held; all tenants
-               together at most buffer_bytes: past these, 503 with
-               Retry-After (the uploader backs off).
+               in its own queue (graphsignal.fleet.scheduler); the workers
+               take the tenants in turn, at most tenant_inflight requests
+               of one tenant at a time, so one tenant's flood of big
+               uploads waits behind itself, not in front of another
+               tenant's small one. A tenant may have at most tenant_queue
+               requests admitted (reading, queued or running) and
+               tenant_buffer_bytes of bodies held; all tenants together at
+               most buffer_bytes: past these, 503 with Retry-After (the
+               uploader backs off).
+
+A worker answers a request through Werkzeug's handler over the bytes
+already read (graphsignal.fleet.handler).
 """
 import collections
 import errno
-import io
 import logging
 import resource
 import selectors
@@ -57,18 +57,15 @@ import threading
 import time
 from dataclasses import dataclass
 
-import orjson
-
-from graphsignal.httpserve import QuietHandler
+from graphsignal.fleet.framing import Reject, parse_head, simple_response
+from graphsignal.fleet.handler import Handler
+from graphsignal.fleet.scheduler import Job, Scheduler
 
 logger = logging.getLogger("graphsignal.fleet")
 
 RESERVED_FDS = 64  # descriptors kept for the database, the listener, logging, imports
 ANONYMOUS = ""  # the tenant of requests without a known key
 TICK = 0.1  # seconds between timeout checks (and the longest a shutdown waits for the loop)
-
-REASONS = {400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
-           417: "Expectation Failed", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
 
 @dataclass(frozen=True)
@@ -98,81 +95,6 @@ def connection_cap(wanted):
     return max(8, min(wanted, soft - RESERVED_FDS))
 
 
-class Reject(Exception):
-    """A request the loop answers itself: status and message."""
-
-    def __init__(self, status, message):
-        Exception.__init__(self, message)
-        self.status = status
-
-
-class Head:
-    """What the loop needs of a request head (the app parses it again)."""
-
-    __slots__ = ("method", "target", "headers", "length", "expect_continue")
-
-    def __init__(self, method, target, headers, length, expect_continue):
-        self.method, self.target, self.headers = method, target, headers
-        self.length, self.expect_continue = length, expect_continue
-
-    def get(self, name):
-        """A header's value, repeats joined with ',' (as WSGI environs do),
-        or None."""
-        values = self.headers.get(name.lower())
-        return None if values is None else ",".join(values)
-
-
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
-def parse_head(head):
-    """A request head (bytes up to and including the blank line) as a
-    Head; raises Reject for framing that is not strictly HTTP/1.1's."""
-    lines = head[:-4].split(b"\r\n")
-    for line in lines:
-        if b"\r" in line or b"\n" in line:
-            raise Reject(400, "bare CR or LF in the request head: lines end with CRLF")
-    words = lines[0].split(b" ")
-    if len(words) != 3 or not words[0] or not set(words[0]) <= _TOKEN or not words[1] \
-            or words[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
-        raise Reject(400, "bad request line: expected METHOD TARGET HTTP/1.1")
-    headers = {}
-    for line in lines[1:]:
-        if line[:1] in (b" ", b"\t"):
-            raise Reject(400, "folded header lines are not accepted")
-        name, colon, value = line.partition(b":")
-        if not colon or not name or not set(name) <= _TOKEN:
-            raise Reject(400, "bad header line %r" % line[:60].decode("latin-1"))
-        headers.setdefault(name.decode("latin-1").lower(), []).append(value.strip(b" \t").decode("latin-1"))
-    lengths = headers.get("content-length", [])
-    if len(lengths) > 1:
-        raise Reject(400, "Content-Length is given %d times" % len(lengths))
-    if "transfer-encoding" in headers:
-        if lengths:
-            raise Reject(400, "Content-Length and Transfer-Encoding together")
-        raise Reject(411, "Transfer-Encoding is not accepted: send the body with a Content-Length")
-    length = 0
-    if lengths:
-        v = lengths[0]
-        if not (v.isascii() and v.isdigit()) or len(v) > 19:
-            raise Reject(400, "Content-Length must be a number of bytes, got %r" % v[:40])
-        length = int(v)
-    expect = ",".join(headers.get("expect", [])).strip().lower()
-    if expect and expect != "100-continue":
-        raise Reject(417, "Expect %r is not supported (only 100-continue)" % expect[:40])
-    return Head(words[0].decode("ascii"), words[1].decode("latin-1"), headers, length,
-                expect == "100-continue" and words[2] == b"HTTP/1.1")
-
-
-def simple_response(status, message, extra=()):
-    """A complete JSON error response that closes the connection."""
-    body = orjson.dumps({"error": message})
-    lines = ["HTTP/1.1 %d %s" % (status, REASONS.get(status, "Error")), "Content-Type: application/json",
-             "X-Content-Type-Options: nosniff", "Content-Length: %d" % len(body), "Connection: close"] + \
-        ["%s: %s" % kv for kv in extra]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
 HEAD, BODY, LINGER = "head", "body", "linger"
 
 
@@ -194,146 +116,6 @@ class _Conn:
         self.admitted = False
         self.dropped = 0  # bytes read and thrown away (dropped bodies, lingering)
         self.linger_end = 0.0  # lingering: closed by then whatever the client does
-
-
-class Job:
-    __slots__ = ("sock", "addr", "data", "tenant", "reserved", "ready")
-
-    def __init__(self, sock, addr, data, tenant, reserved, ready):
-        self.sock, self.addr, self.data = sock, addr, data
-        self.tenant, self.reserved, self.ready = tenant, reserved, ready
-
-
-class Scheduler:
-    """Per-tenant FIFO queues, served round-robin across tenants; at most
-    `inflight` jobs of one tenant are handed out at a time."""
-
-    def __init__(self, inflight):
-        self.inflight = inflight
-        self.cv = threading.Condition()
-        self.queues = {}  # tenant -> deque of jobs
-        self.running = collections.Counter()
-        self.ready = collections.deque()  # tenants with a queued job and a free slot, in turn
-        self.in_ready = set()
-        self.closed = False
-
-    def _offer(self, tenant):
-        if tenant not in self.in_ready and self.queues.get(tenant) and self.running[tenant] < self.inflight:
-            self.ready.append(tenant)
-            self.in_ready.add(tenant)
-            self.cv.notify()
-
-    def put(self, tenant, job):
-        with self.cv:
-            self.queues.setdefault(tenant, collections.deque()).append(job)
-            self._offer(tenant)
-
-    def get(self):
-        """The next job (blocks), or None once closed."""
-        with self.cv:
-            while not self.ready and not self.closed:
-                self.cv.wait()
-            if self.closed:
-                return None
-            tenant = self.ready.popleft()
-            self.in_ready.discard(tenant)
-            q = self.queues[tenant]
-            job = q.popleft()
-            if not q:
-                del self.queues[tenant]
-            self.running[tenant] += 1
-            self._offer(tenant)  # its next job, behind the other tenants' turns
-            return job
-
-    def done(self, tenant):
-        with self.cv:
-            self.running[tenant] -= 1
-            if self.running[tenant] <= 0:
-                del self.running[tenant]
-            self._offer(tenant)
-
-    def close(self):
-        """Stops handing out jobs; returns the jobs still queued."""
-        with self.cv:
-            self.closed = True
-            left = [j for q in self.queues.values() for j in q]
-            self.queues.clear()
-            self.cv.notify_all()
-            return left
-
-
-class _Writer:
-    """The handler's wfile: whole writes, each within the socket's timeout."""
-
-    def __init__(self, sock):
-        self.sock = sock
-
-    def write(self, data):
-        self.sock.sendall(data)
-        return len(data)
-
-    def flush(self):
-        pass
-
-
-class _Handler(QuietHandler):
-    """Werkzeug's request handler over a request already read whole: its
-    parsing and WSGI environ, and a plain response writer (Werkzeug's own
-    waits 10 ms per request for more input to drain; there is none here)."""
-
-    protocol_version = "HTTP/1.1"
-    logger = logging.getLogger("graphsignal.fleet")
-
-    def __init__(self, sock, addr, server, data):  # not BaseRequestHandler's: nothing is left to read
-        self.request = self.connection = sock
-        self.client_address = addr
-        self.server = server
-        self.rfile = io.BytesIO(data)
-        self.wfile = _Writer(sock)
-        self.close_connection = True
-
-    def handle_expect_100(self):
-        return True  # the loop said 100 Continue before it read the body
-
-    def run_wsgi(self):
-        self.environ = environ = self.make_environ()
-        started = []
-        chunks = []
-
-        def start_response(status, headers, exc_info=None):
-            started[:] = [status, headers]
-            return chunks.append
-
-        try:
-            it = self.server.app(environ, start_response)
-            try:
-                chunks.extend(it)
-            finally:
-                close = getattr(it, "close", None)
-                if close is not None:
-                    close()
-        except Exception as e:  # the app answers its own errors; this is the last resort
-            logger.debug("graphsignal-server: %s %s failed: %s: %s", self.command, self.path, type(e).__name__, e)
-            started[:] = ["500 INTERNAL SERVER ERROR", [("Content-Type", "application/json"),
-                                                        ("X-Content-Type-Options", "nosniff")]]
-            chunks[:] = [orjson.dumps({"error": "internal error: %s" % type(e).__name__})]
-        status, headers = started
-        code, _, reason = status.partition(" ")
-        body = b"".join(chunks)
-        self.send_response(int(code), reason)
-        has_length = False
-        for k, v in headers:
-            lk = k.lower()
-            if lk == "connection":
-                continue
-            has_length = has_length or lk == "content-length"
-            self.send_header(k, v)
-        if not has_length:
-            self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        if body and self.command != "HEAD":
-            self.wfile.write(body)
 
 
 class FleetServer:
@@ -681,4 +463,4 @@ class FleetServer:
             job.sock.sendall(simple_response(503, "the request waited %.0f s for its turn: try again" % waited,
                                              [("Retry-After", "1")]))
             return
-        _Handler(job.sock, job.addr, self, job.data).handle_one_request()
+        Handler(job.sock, job.addr, self, job.data).handle_one_request()

@@ -198,17 +198,9 @@ def resolve(environ, db=None, key_files=(), keys=(), retention=None, sync=None, 
             raise SettingError("%s is for a postgresql:// database (--database URL)" % what)
         password = read_password_file(db_password_file, what)
     if retention is None:
-        raw = (environ.get(RETENTION_ENV) or "").strip()
-        try:
-            retention = retention_days(raw) if raw else DEFAULT_RETENTION_DAYS
-        except ValueError as e:
-            raise SettingError("%s %s" % (RETENTION_ENV, e))
+        retention = _from_env(environ, RETENTION_ENV, retention_days, DEFAULT_RETENTION_DAYS)
     if sync is None:
-        raw = (environ.get(SYNC_ENV) or "").strip().lower()
-        try:
-            sync = sync_mode(raw) if raw else "normal"
-        except ValueError as e:
-            raise SettingError("%s %s" % (SYNC_ENV, e))
+        sync = _from_env(environ, SYNC_ENV, lambda raw: sync_mode(raw.lower()), "normal")
     all_keys = []
     for path in key_files:
         all_keys += read_key_file(path)
@@ -218,6 +210,16 @@ def resolve(environ, db=None, key_files=(), keys=(), retention=None, sync=None, 
     all_keys += list(keys) + (environ.get(API_KEYS_ENV) or "").split(",")
     return ServerConfig(db=db, db_password=password, api_keys=check_keys(all_keys), retention_days=retention,
                         sync=sync, **rest)
+
+
+def _from_env(environ, name, parse, default):
+    """parse(the variable's value), or default when it is not set; raises
+    SettingError naming the variable."""
+    raw = (environ.get(name) or "").strip()
+    try:
+        return parse(raw) if raw else default
+    except ValueError as e:
+        raise SettingError("%s %s" % (name, e))
 
 
 def no_keys_message():

@@ -14,12 +14,20 @@ key) and instance (one graphsignal-run):
              its latest resources and engine summary, and its latest
              MAX_ERRORS errors (repeats counted, as in /signals)
   series     the latest stats of every series it reported: together, the
-             instance's snapshot in /signals's shape
+             instance's snapshot in /signals's shape; and beside them its
+             state as the upload carried it (graphsignal.upload_model): a
+             gauge's, counter's or histogram's graphsignal.windowmath state
+             in its JSON form, a profile's frames its stats do not list
+             (null when the upload did not say: the first schema). An
+             upload of the first schema has no states: theirs are its
+             stats', converted once as it is stored (state_of). A series'
+             whole state is its stats and its stored state together
+             (whole_state): a profile's, its listed frames and the rest
   history    cumulative snapshots of every series' state (what windows
-             need: graphsignal.windowmath's states, in its JSON form), one
-             per minute of the instance's clock for the last 24 h, one per
-             hour beyond that, none beyond the retention (7 days by
-             default); zlib-compressed JSON {series key: state}
+             need), one per minute of the instance's clock for the last
+             24 h, one per hour beyond that, none beyond the retention (7
+             days by default); zlib-compressed JSON {series key: state},
+             made of the stored states as they are
 
 Retention never trusts one reading of a wall clock: a step of the
 server's clock (or of a sidecar's) must not delete a fleet. What is
@@ -66,7 +74,8 @@ from typing import Any
 
 import orjson
 
-from graphsignal import jsonsafe, windowmath
+from graphsignal import windowmath
+from graphsignal.fleet.rows import _described, _stored, dec, enc, enc_bound, merge_errors, series_key, whole_state
 
 logger = logging.getLogger("graphsignal.fleet")
 
@@ -74,15 +83,10 @@ NS = 1_000_000_000
 MINUTE_NS = 60 * NS
 HOUR_NS = 3600 * NS
 MINUTE_ROWS_NS = 24 * HOUR_NS  # per-minute history this far back, hourly beyond
-MAX_ERRORS = 100  # kept per instance
 MAX_SERIES = 20_000  # per instance (a sidecar holds at most 5,000)
 MAX_INSTANCES = 10_000  # per key
 EXPIRE_BATCH = 100  # instances deleted for silence in one pass: a wrong clock can cost a pass, not a fleet
 HISTORY_BATCH = 16  # history rows deleted for age as one row is written (one crosses the retention an hour)
-MAX_ROW = 64 << 20  # bytes of a history row's JSON: what one upload may gunzip to (ingest.MAX_JSON)
-MAX_ROW_DEPTH = 8  # nesting of a history row: {key: [count, sum, {"idx": [...]}]} is 4
-OFFSET = 1 << 63  # stored = value - OFFSET for the upload's own integers (module docstring)
-U64_MAX = (1 << 64) - 1
 
 
 class Full(Exception):
@@ -99,105 +103,9 @@ class Unavailable(Exception):
     lost): nothing was stored; it may be sent again."""
 
 
-class BadRow(ValueError):
-    """A stored history row that cannot be read; the message says why."""
-
-
-def load_row(blob, max_bytes=MAX_ROW):
-    """{series key: state} of a stored history row (zlib'd JSON). Raises
-    BadRow for one that is not zlib, expands past max_bytes (read no
-    further: memory stays bounded by a bomb), is truncated, or is not a
-    JSON object nesting at most MAX_ROW_DEPTH levels."""
-    if not isinstance(blob, bytes):
-        raise BadRow("not a blob (%s)" % type(blob).__name__)
-    d = zlib.decompressobj()
-    try:
-        data = d.decompress(blob, max_bytes + 1)
-        if len(data) > max_bytes or d.unconsumed_tail:
-            raise BadRow("expands past %d MiB" % (max_bytes >> 20))
-        data += d.flush()
-    except zlib.error as e:
-        raise BadRow("not zlib data: %s" % e)
-    if not d.eof or len(data) > max_bytes:
-        raise BadRow("truncated zlib data" if not d.eof else "expands past %d MiB" % (max_bytes >> 20))
-    try:
-        states = jsonsafe.loads(data, MAX_ROW_DEPTH)
-    except ValueError as e:  # orjson's JSONDecodeError and TooDeep are ValueErrors
-        raise BadRow("not JSON: %s" % str(e)[:200])
-    if not isinstance(states, dict):
-        raise BadRow("not a JSON object")
-    return states
-
-
-def enc(v):
-    """An integer from 0 to 2^64-1 as stored (None stays None)."""
-    return None if v is None else v - OFFSET
-
-
-def dec(v):
-    """A stored integer as the value it was (None stays None)."""
-    return None if v is None else v + OFFSET
-
-
-def enc_bound(v):
-    """A computed bound (now - retention, ...) as stored, clamped to the
-    values an upload can carry."""
-    return min(max(v, 0), U64_MAX) - OFFSET
-
-
 def owner_of(key):
     """The stored identity of an API key."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def series_key(m):
-    return orjson.dumps([m["name"], m["type"], m["tags"]], option=orjson.OPT_SORT_KEYS)
-
-
-def _described(engine_blob, resources_blob):
-    """(GPUs, service) of an instance from its stored engine summary and
-    resources (see Storage.instances)."""
-    engine = orjson.loads(engine_blob) if engine_blob else None
-    resources = orjson.loads(resources_blob) if resources_blob else []
-    resources = [r for r in resources if isinstance(r, dict)] if isinstance(resources, list) else []
-    gpus = sum(1 for r in resources if r.get("kind") == "device")
-    service = engine.get("engine") if isinstance(engine, dict) and isinstance(engine.get("engine"), str) else None
-    if service is None:
-        procs = sorted((r for r in resources if r.get("kind") == "process" and isinstance(r.get("attributes"), dict)),
-                       key=lambda r: r.get("first_seen_ts") or 0)
-        for r in procs:
-            line = r["attributes"].get("process.command_line")
-            if isinstance(line, str) and line.split():
-                service = line.split()[0].rsplit("/", 1)[-1][:64]
-                break
-    return gpus, service
-
-
-def _error_key(e):
-    return orjson.dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"),
-                         e.get("tags") or {}), option=orjson.OPT_SORT_KEYS)
-
-
-def merge_errors(blob, new):
-    """The stored errors (JSON bytes, or None) with an upload's merged in:
-    a known error (same time, level, text, tags) takes the higher count;
-    the newest MAX_ERRORS are kept."""
-    if not new:
-        return blob
-    errors = orjson.loads(blob) if blob else []
-    index = {_error_key(e): i for i, e in enumerate(errors)}
-    for e in new:
-        k = _error_key(e)
-        i = index.get(k)
-        if i is None:
-            index[k] = len(errors)
-            errors.append(e)
-        else:
-            old = errors[i]
-            if (e.get("count") or 0) >= (old.get("count") or 0):
-                errors[i] = e
-    errors.sort(key=lambda e: e.get("timestamp_ns") or 0)
-    return orjson.dumps(errors[-MAX_ERRORS:])
 
 
 class UpClock:
@@ -284,12 +192,13 @@ class Storage:
 
     # -- writes ---------------------------------------------------------------------
     def ingest(self, owner, doc):
-        """Stores a validated upload (graphsignal.fleet.ingest.validate)
-        in one transaction; returns what the acknowledgement says."""
+        """Stores a validated upload (graphsignal.fleet.ingest.validate, of
+        either schema) in one transaction; returns what the
+        acknowledgement says."""
         iid = doc["instance_id"]
         # the rows are made before the transaction: a 50,000-series upload holds
         # the database only to write them, not to encode them
-        rows = [(owner, iid, series_key(m), orjson.dumps(m), enc(m.get("updated_ns")))
+        rows = [(owner, iid, series_key(m), *_stored(m), enc(m.get("updated_ns")))
                 for m in doc.get("metrics") or []]
         out, up = self._writing(lambda c: self._ingest(c, owner, iid, doc, rows))
         with self._expiry_lock:
@@ -369,25 +278,33 @@ class Storage:
         return len(rows)
 
     SERIES_UPSERT = ("ON CONFLICT (owner, instance_id, skey) DO UPDATE SET doc=excluded.doc, "
-                     "updated_ns=excluded.updated_ns WHERE excluded.updated_ns IS NULL OR series.updated_ns IS NULL "
-                     "OR excluded.updated_ns >= series.updated_ns")
+                     "updated_ns=excluded.updated_ns, state=excluded.state WHERE excluded.updated_ns IS NULL OR "
+                     "series.updated_ns IS NULL OR excluded.updated_ns >= series.updated_ns")
 
     def _upsert_series(self, c, rows):
-        """Each (owner, instance id, series key, doc, updated_ns) stored,
-        in order, unless what is stored is newer."""
-        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, updated_ns) VALUES (?,?,?,?,?) "
-                                + self.SERIES_UPSERT), rows)
+        """Each (owner, instance id, series key, doc, state, updated_ns)
+        stored, in order, unless what is stored is newer."""
+        c.executemany(self._sql("INSERT INTO series (owner, instance_id, skey, doc, state, updated_ns) "
+                                "VALUES (?,?,?,?,?,?) " + self.SERIES_UPSERT), rows)
 
     def _roll(self, c, owner, iid, ts, up):
         q = self._sql
-        states = {}
-        for skey, doc in c.execute(q("SELECT skey, doc FROM series WHERE owner=? AND instance_id=?"), (owner, iid)):
-            m = orjson.loads(doc)
-            states[bytes(skey).decode()] = windowmath.stored_state(m["type"], m["stats"])
+        # {series key: whole state}, framed from the stored states' JSON as it is; a profile's
+        # joined with its stats
+        parts = []
+        for skey, state, doc in c.execute(q("SELECT skey, state, doc FROM series WHERE owner=? AND instance_id=?"),
+                                          (owner, iid)):
+            key = bytes(skey).decode()
+            if orjson.loads(key)[1] == windowmath.PROFILE:
+                m = orjson.loads(doc)
+                state = orjson.dumps(whole_state(m["type"], m["stats"],
+                                                 orjson.loads(state) if state is not None else None))
+            parts.append(orjson.dumps(key) + b":" + bytes(state if state is not None else b"null"))
+        states = b",".join(parts)
         c.execute(q("INSERT INTO history (owner, instance_id, ts_ns, snapshot, kept_up_ns) VALUES (?,?,?,?,?) "
                     "ON CONFLICT (owner, instance_id, ts_ns) DO UPDATE SET snapshot=excluded.snapshot, "
                     "kept_up_ns=excluded.kept_up_ns"),
-                  (owner, iid, enc(ts), zlib.compress(orjson.dumps(states), 6), up))
+                  (owner, iid, enc(ts), zlib.compress(b"{" + states + b"}", 6), up))
         # beyond the retention of up time, none (a few at a time: one row crosses it an hour); found
         # first, then deleted by key: PostgreSQL would plan one DELETE ... IN (SELECT ...) as a join over
         # every row of the instance
@@ -461,18 +378,31 @@ class Storage:
 
     def snapshot(self, owner, iid):
         """The instance's latest snapshot in /signals's shape, or None."""
+        return self._snapshot(owner, iid, False)[0]
+
+    def snapshot_states(self, owner, iid):
+        """(the latest snapshot or None, {series key: its state} of that
+        moment, in windowmath's JSON form), read together."""
+        return self._snapshot(owner, iid, True)
+
+    def _snapshot(self, owner, iid, with_states):
         if "\0" in iid:  # no stored id has one (ingest.validate), and PostgreSQL's text cannot
-            return None
+            return None, {}
         with self._read() as c:
             row = c.execute(self._sql("SELECT context, profiler, start_ns, payload_ns, resources, engine, errors, "
                                       "first_seen_ns, last_seen_ns, uploads, last_seq, dropped_errors, ended_ns, "
                                       "exit_status FROM instances WHERE owner=? AND instance_id=?"),
                             (owner, iid)).fetchone()
             if row is None:
-                return None
-            rows = c.execute(self._sql("SELECT doc FROM series WHERE owner=? AND instance_id=?"),
+                return None, {}
+            rows = c.execute(self._sql("SELECT doc, skey, state FROM series WHERE owner=? AND instance_id=?"
+                                       if with_states else "SELECT doc FROM series WHERE owner=? AND instance_id=?"),
                              (owner, iid)).fetchall()
-        docs = [orjson.loads(d) for (d,) in rows]  # decoded after the read: others' uploads need the database
+        # decoded after the read: others' uploads need the database
+        docs = [orjson.loads(r[0]) for r in rows]
+        states = {bytes(r[1]).decode(): whole_state(m["type"], m["stats"],
+                                                    orjson.loads(r[2]) if r[2] is not None else None)
+                  for m, r in zip(docs, rows)} if with_states else {}
         (ctx, prof, start_ns, payload_ns, resources, engine, errors, first, last, uploads, seq, dropped, ended,
          status) = row
         docs.sort(key=lambda m: (m["name"], sorted(m["tags"].items()), m["type"]))
@@ -482,7 +412,7 @@ class Storage:
                 "resources": orjson.loads(resources) if resources else [],
                 "engine": orjson.loads(engine) if engine else None,
                 "instance": {"instance_id": iid, "first_seen_ns": first, "last_seen_ns": last, "uploads": uploads,
-                             "seq": dec(seq), "dropped_errors": dec(dropped)}}
+                             "seq": dec(seq), "dropped_errors": dec(dropped)}}, states
 
     def history(self, owner, iid, since_ns):
         """[(ts_ns, {series key: state})] from the newest row at or before

@@ -1,26 +1,28 @@
 """?window=N on the server: the same window document the sidecar's
 /signals?window=N has (graphsignal.sidecar.windows), from the stored history
-(one snapshot a minute, one an hour beyond 24 h) and the latest snapshot,
-through the same window maths (graphsignal.windowmath).
+(one snapshot a minute, one an hour beyond 24 h) and the latest stored
+states, through the same window maths (graphsignal.windowmath).
 The window's start is the stored snapshot nearest to N seconds before the
 latest upload, so `covered_seconds` says what was actually spanned and
 `resolution_seconds` how far apart the snapshots are."""
 from graphsignal import naming, windowmath
-from graphsignal.fleet.storage import HOUR_NS, MINUTE_ROWS_NS, NS, series_key
+from graphsignal.fleet.rows import series_key
+from graphsignal.fleet.storage import HOUR_NS, MINUTE_ROWS_NS, NS
 from graphsignal.windowmath import GAUGE, HISTOGRAM, PROFILE
 
 MIN_SECONDS = 60  # the history's resolution
 
 
-def window(db, owner, iid, snap, seconds):
-    """The window document over the last `seconds` of this instance."""
+def window(db, owner, iid, snap, states, seconds):
+    """The window document over the last `seconds` of this instance; snap
+    and states: its latest snapshot and stored states (db.snapshot_states)."""
     end_ns = snap["payload_ns"]
     meta, end = {}, {}
     for m in snap["metrics"]:
         k = series_key(m).decode()
         st = m["stats"]
         meta[k] = (m["name"], m["type"], m["tags"], st.get("min"), st.get("max"))
-        end[k] = windowmath.load_state(m["type"], windowmath.stored_state(m["type"], st))
+        end[k] = windowmath.load_state(m["type"], states.get(k))
     rows = [(ts, snap_) for ts, snap_ in db.history(owner, iid, end_ns - seconds * NS) if ts < end_ns]
     history = [(ts, {k: windowmath.load_state(meta[k][1], v) for k, v in states.items() if k in meta})
                for ts, states in rows]

@@ -28,6 +28,7 @@ import threading
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 from graphsignal.report import Reporter
+from graphsignal.signals_model import Frame
 from graphsignal.naming.taxonomy import category as _category
 
 # Profiles whose frames are kernel symbols (the ROCm library names HIP
@@ -462,7 +463,7 @@ def describe(symbol: str) -> "Name":
     return NAMES.describe(symbol)
 
 
-def annotate(metric: Optional[str], frames: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def annotate(metric: Optional[str], frames: List[Frame]) -> List[Frame]:
     """Adds `display_name` and `category` to the frame dicts of a kernel
     profile (in place; other profiles are left alone). Returns frames."""
     if metric not in KERNEL_PROFILES or not frames:

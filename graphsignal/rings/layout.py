@@ -84,7 +84,8 @@ HEADER_DTYPE = np.dtype(
         ("writer_pid", "<u8"),
         ("start_ns", "<u8"),
         ("write_index", "<u8"),
-        ("pad_w", "<u8", (7,)),
+        ("read_hint", "<u8"),  # the writers' copy of read_index (probe.h's graphsignal_ring_reserve)
+        ("pad_w", "<u8", (6,)),
         ("read_index", "<u8"),
         ("pad_r", "<u8", (7,)),
         ("dropped", "<u8"),
@@ -115,7 +116,7 @@ _LAYOUT_FIELDS = (
         ("header", f)
         for f in (
             "magic version header_size record_size kind capacity strings_offset strings_size "
-            "writer_pid start_ns write_index read_index dropped strings_used strings_dropped "
+            "writer_pid start_ns write_index read_hint read_index dropped strings_used strings_dropped "
             "next_name_id flags"
         ).split()
     ]

@@ -81,7 +81,10 @@ TRIGGER = re.compile(
     rb"Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception|Assertion|TRT-LLM|"
     rb"E0\d\d\d |E1\d\d\d |F0\d\d\d |F1\d\d\d ")
 TRIGGER_LOWER = (b"terminate called", b"bad_alloc", b"panicked at", b": error", b"of memory", b"context size",
-                 b"context shift", b"context length", b" layers to GPU")
+                 b"context shift", b"context length", b" layers to GPU", b"truncated = 1")
+# llama.cpp's per-request fields in a slot's lines ("id  3 | task 8028 |"): a notice's text without them,
+# so one kind of line on every slot and request is one entry the store counts, not one entry per request
+SLOT_TASK = re.compile(r"\bid +\d+ \| task -?\d+ \|")
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # "(VllmWorker rank=0 pid=123) ", "(EngineCore_DP0 pid=9) ", "(RayWorkerWrapper pid=5, ip=..) "
@@ -131,12 +134,14 @@ PATTERNS = [
 ]
 _RANK = {"warning": 1, "error": 2, "critical": 3}
 # lines an engine prints, whatever level it gives them, that graphsignal.findings reads: a request that
-# did not fit its context (llama.cpp, vLLM, SGLang), a context shift (llama.cpp truncating a slot), and
-# a model loaded with layers left on the CPU (llama.cpp, only when fewer than all are on the GPU)
+# did not fit its context (llama.cpp, vLLM, SGLang), a context shift (llama.cpp truncating a slot), a
+# request cut short when its slot's context filled (llama.cpp's "stop processing: ..., truncated = 1",
+# printed at info level with context shift off, its default), and a model loaded with layers left on
+# the CPU (llama.cpp, only when fewer than all are on the GPU)
 NOTICES = [
     ("context", "error", re.compile(r"exceeds the available context size|maximum context length is|"
                                     r"longer than the model's context length")),
-    ("context", "warning", re.compile(r"slot context shift")),
+    ("context", "warning", re.compile(r"slot context shift|stop processing: n_tokens = \d+, truncated = 1")),
     ("offload", "warning", re.compile(r"offloaded (\d+)/(\d+) layers to GPU")),
 ]
 
@@ -449,7 +454,7 @@ class ConsoleCapture:
         for kind, lvl, pat in NOTICES:
             m = pat.search(body)
             if m and (kind != "offload" or int(m.group(1)) < int(m.group(2))):
-                self._emit(st, kind, lvl, body, None, pid, self.store.clock())
+                self._emit(st, kind, lvl, SLOT_TASK.sub("id * | task * |", body), None, pid, self.store.clock())
                 return
         if level == "info":
             return  # the engine itself says this line is informational

@@ -34,7 +34,7 @@ class _Track:
 
     __slots__ = ("kind", "seqs", "states")
 
-    def __init__(self, kind: Any, seqs: List[int], states: List[Any]) -> None:
+    def __init__(self, kind: Optional[str], seqs: List[int], states: List[Any]) -> None:
         self.kind, self.seqs, self.states = kind, seqs, states
 
     def at(self, seq: int) -> Any:
@@ -80,7 +80,7 @@ class History:
         self._seq += 1
         return self._seq
 
-    def record(self, key: Key, seq: int, state: Any, kind: Any) -> None:
+    def record(self, key: Key, seq: int, state: Any, kind: Optional[str]) -> None:
         t = self._tracks.get(key)
         if t is None:
             self._own()
@@ -213,8 +213,9 @@ class HistoryView(Sequence[Tuple[int, "HistorySnapshot"]]):
         """Seconds from snapshot `start` to `end` (indices), by the monotonic clock."""
         return (self.mono[end] - self.mono[start]) / NS
 
-    def kind(self, key: Key) -> Any:
-        """The series type of key's states (graphsignal.sidecar.series), or None."""
+    def kind(self, key: Key) -> Optional[str]:
+        """The type of key's series (the payload's: its states are windowmath's
+        form of it), or None."""
         t = self._tracks.get(key)
         return t.kind if t is not None else None
 

@@ -7,7 +7,10 @@ graphsignal.otelenv reads the endpoint, headers, interval, compression
 and resource attributes from the standard variables.
 
 Mapping, from a /signals series, by graphsignal.naming.metrics (the one
-table; otlp_family):
+table; otlp_family). The series are read from the snapshot's views
+(graphsignal.signals_model.SeriesViewLike) directly: their states, a
+histogram's bounds, a profile's frames(top), named by the view once for
+/metrics and here alike; nothing of the sidecar's series classes.
 
   name      `graphsignal.` + the /signals name without its unit suffix
             and a counter's `_total`; a name that starts with
@@ -65,31 +68,33 @@ Retry-After honoured, a 401/403 one line and a try every 4 to 5 minutes).
 Metrics are cumulative, so a failed export loses nothing the next one does
 not carry. The export at exit is the one exception: graphsignal-run waits
 for it as it waits for the last upload (FINAL_DEADLINE, 2 s), and when it
-fails one line says so and what did not arrive. The store counts it: graphsignal_otlp_exports_total (tag
-result: accepted / failed) and graphsignal_otlp_export_bytes_total.
+fails one line says so and what did not arrive. The periodic driver
+(graphsignal.sidecar.periodic) runs the exporter, as it runs the uploader.
+The store counts it: graphsignal_otlp_exports_total (tag result: accepted
+/ failed) and graphsignal_otlp_export_bytes_total.
 """
 import gzip
 import logging
 import os
 import random
-import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, cast
 
 import numpy as np
 import requests
 
-from graphsignal import __version__, config
+from graphsignal import __version__, config, histo
 from graphsignal.naming.metrics import otlp_family
 from graphsignal.report import Reporter
 from graphsignal.sidecar import api, retry
-from graphsignal.sidecar.series import BucketHistogram
-from graphsignal.signals_model import OTHER_FRAME
+from graphsignal.sidecar.periodic import FINAL_DEADLINE, PeriodicDriver, final_timeout
+from graphsignal.signals_model import HistogramState, LogBins, SeriesViewLike, StoreSnapshot
+
+__all__ = ["FINAL_DEADLINE", "Builder", "Exporter", "octave_bounds", "resource_attributes", "start", "unit_of"]
 
 logger = logging.getLogger("graphsignal")
 
 CONNECT_TIMEOUT, READ_TIMEOUT = 3.0, 10.0  # seconds
-FINAL_DEADLINE = 2.0  # seconds for the last export at exit
 TICK = 1.0  # seconds between checks whether an export is due
 BUCKETS_PER_OCTAVE = 8  # a power of two, at most 32 (the sidecar's sub-bins per octave)
 PREFIX = "graphsignal."
@@ -100,6 +105,7 @@ EXPORTS_METRIC = "graphsignal_otlp_exports_total"
 BYTES_METRIC = "graphsignal_otlp_export_bytes_total"
 
 _OWN_ATTRIBUTES = ("frame", "kernel", "category")
+_INF = float("inf")
 
 
 def unit_of(name: str, type_: str) -> Tuple[str, str]:
@@ -180,13 +186,16 @@ class Builder:
         self.pb = proto or _Proto()
         self.skipped = Reporter()  # said once per name
 
-    def request(self, snap: Any) -> Any:
+    def request(self, snap: StoreSnapshot) -> Any:
+        """The request of a snapshot: its series views read directly (no
+        payload stats: no quantiles; a profile's top frames as the view
+        names them)."""
         pb = self.pb
         keys = self.engine_keys() if (self.engine_keys is not None and not self.settings.metrics_engine) else set()
         req = pb.service.ExportMetricsServiceRequest()
         rm = req.resource_metrics.add()
-        for k, v in resource_attributes(self.settings, dict(snap.context)).items():
-            self._attr(rm.resource.attributes, k, v)
+        for k, a in resource_attributes(self.settings, dict(snap.context)).items():
+            self._attr(rm.resource.attributes, k, a)
         sm = rm.scope_metrics.add()
         sm.scope.name = "graphsignal"
         sm.scope.version = __version__
@@ -226,14 +235,13 @@ class Builder:
                 m.summary.SetInParent()
         return m
 
-    def _series(self, v: Any, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str], start: int,
-                now: int) -> None:
+    def _series(self, v: SeriesViewLike, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str],
+                start: int, now: int) -> None:
         fam = otlp_family(v.name, v.type)
         name, unit, scale = fam.name, fam.unit, fam.scale
         tags = {("tag." + k if k in _OWN_ATTRIBUTES else k): str(x) for k, x in v.tags.items()}
-        st = v.stats()
         if v.type in ("gauge", "counter"):
-            value = st.get("value" if v.type == "gauge" else "total")
+            value: Any = v.state
             if value is None or value != value:
                 return
             m = self._metric(sm, metrics, kinds, name, unit, "gauge" if v.type == "gauge" else "sum", v.name)
@@ -241,12 +249,11 @@ class Builder:
                 pt = (m.gauge if v.type == "gauge" else m.sum).data_points.add()
                 self._number(pt, _scaled(value, scale), tags, start if v.type == "counter" else 0, now)
         elif v.type == "histogram":
-            self._histogram(v, st, sm, metrics, kinds, fam, tags, start, now)
+            self._histogram(v, sm, metrics, kinds, fam, tags, start, now)
         elif v.type == "profile":
-            frames = st.get("frames") or []
-            if st.get("frames_folded"):
-                frames = [f for f in frames if f["name"] != OTHER_FRAME]
-            frames = frames[:self.settings.metrics_top_frames]
+            # the view's top frames, named once for /metrics and here alike; the (other) of a cut
+            # profile is left out (see the module doc)
+            frames = v.frames(self.settings.metrics_top_frames)
             m = self._metric(sm, metrics, kinds, name, unit, "sum", v.name)
             ms = self._metric(sm, metrics, kinds, fam.samples, fam.samples_unit, "sum", v.name + " (samples)")
             for f in frames:
@@ -259,15 +266,21 @@ class Builder:
                 if ms is not None:
                     self._number(ms.sum.data_points.add(), f["samples"], ft, start, now)
 
-    def _histogram(self, v: Any, st: Dict[str, Any], sm: Any, metrics: Dict[Tuple[str, str], Any],
-                   kinds: Dict[str, str], fam: Any, tags: Dict[str, str], start: int, now: int) -> None:
-        count = _int_or_none(st.get("count"))
+    def _histogram(self, v: SeriesViewLike, sm: Any, metrics: Dict[Tuple[str, str], Any], kinds: Dict[str, str],
+                   fam: Any, tags: Dict[str, str], start: int, now: int) -> None:
+        raw_count, total, b = cast(HistogramState, v.state)
+        count = _int_or_none(raw_count)
         if count is None:
             return
         name, unit, scale = fam.name, fam.unit, fam.scale
-        bins, counts = st.get("bins") or [], st.get("counts") or []
-        total = st.get("sum")
-        if not bins:  # count and sum only
+        bins: Any = ()  # upper bounds, ascending
+        counts: Any = ()
+        if isinstance(b, tuple):  # the engine's own bounds (inf: +Inf)
+            bins, counts = b
+        elif b is not None:  # our log-linear bins: their upper bounds
+            idx, counts = cast(LogBins, b).nonzero()
+            bins = histo.BIN_UPPER[idx]
+        if not len(bins):  # count and sum only
             m = self._metric(sm, metrics, kinds, name, unit, "summary", v.name)
             if m is not None and total is not None:
                 pt = m.summary.data_points.add()
@@ -280,9 +293,9 @@ class Builder:
             return
         pt = m.histogram.data_points.add()
         pt.start_time_unix_nano, pt.time_unix_nano = start, now
-        if issubclass(v.kind, BucketHistogram):  # the engine's own bounds (None: +Inf)
-            bounds = [float(b) * scale for b in bins if b is not None]
-            buckets = [int(c) for b, c in zip(bins, counts) if b is not None]
+        if isinstance(b, tuple):
+            bounds = [float(x) * scale for x in bins if x != _INF]
+            buckets = [int(c) for x, c in zip(bins, counts) if x != _INF]
             buckets.append(max(0, count - sum(buckets)))
         else:
             edges = octave_bounds(int(bins[0]), int(bins[-1]))
@@ -294,7 +307,7 @@ class Builder:
             # the bounds in the sent unit (seconds for a _nanoseconds probe): the buckets
             # hold the same values, so their counts stay exact
             bounds = [float(e) * scale for e in edges]
-            vmin, vmax = st.get("min"), st.get("max")
+            vmin, vmax = v.bounds
             if vmin is not None and vmax is not None:
                 pt.min, pt.max = float(vmin) * scale, float(vmax) * scale
         pt.explicit_bounds.extend(bounds)
@@ -326,8 +339,13 @@ class Builder:
 
 
 class Exporter:
-    """Builds and posts export requests; step() is one check (the thread
-    calls it every TICK), so tests drive it with their own clock."""
+    """Builds and posts export requests; an exporter of the periodic
+    driver (graphsignal.sidecar.periodic), which looks every TICK whether
+    one is due; step() is one look, so tests drive it with their own
+    clock."""
+
+    name = "graphsignal-otlp"
+    what = "OTLP export"
 
     def __init__(self, store: Any, settings: config.Settings, engine_keys: Optional[Callable[[], Set[Any]]] = None,
                  clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random,
@@ -345,16 +363,34 @@ class Exporter:
         self.retry = retry.Retry("OTLP exports to %s" % self.shown_url,
                                  "the endpoint refused the credentials (check the headers in %s)"
                                  % "OTEL_EXPORTER_OTLP_[METRICS_]HEADERS", store, "otlp", clock, rand)
+        self.tick = min(TICK, self.interval)
         self.next_export = clock() + self.interval  # the first after one interval, as OpenTelemetry's readers do
         self.exported = 0
+
+    # -- the periodic driver's exporter ----------------------------------------------------
+    def due(self) -> bool:
+        return self.clock() >= self.next_export
+
+    def snapshot(self) -> StoreSnapshot:
+        snap: StoreSnapshot = self.store.snapshot()
+        return snap
+
+    def shutdown(self, deadline: float) -> bool:
+        """The final export, its request ending by `deadline` (time.monotonic())."""
+        return self.export(self.snapshot(), final_timeout(deadline, CONNECT_TIMEOUT), final=True)
 
     def step(self, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT), force: bool = False, final: bool = False) -> bool:
         """Exports when due (force: now; final: now, and the last one, at
         exit). Returns True when the endpoint accepted it."""
-        now = self.clock()
-        if not (force or final) and now < self.next_export:
+        if not (force or final) and not self.due():
             return False
-        body = self.builder.request(self.store.snapshot()).SerializeToString()
+        return self.export(self.snapshot(), timeout, final)
+
+    def export(self, snapshot: StoreSnapshot, timeout: Any = (CONNECT_TIMEOUT, READ_TIMEOUT),
+               final: bool = False) -> bool:
+        """Sends one request of this snapshot (final: the last one, at
+        exit). Returns True when the endpoint accepted it."""
+        body = self.builder.request(snapshot).SerializeToString()
         headers = dict(self.settings.otlp_headers)
         headers.update({"Content-Type": CONTENT_TYPE, "User-Agent": "graphsignal/%s" % __version__})
         if self.settings.otlp_gzip:
@@ -456,42 +492,9 @@ def _varint(raw: bytes, i: int) -> Tuple[int, int]:
     return 0, len(raw) + 1  # truncated: the caller's loop ends
 
 
-class ExporterThread(threading.Thread):
-    """Runs an Exporter; stop() makes one last export within a deadline."""
-
-    def __init__(self, exporter: Exporter, tick: float = TICK) -> None:
-        threading.Thread.__init__(self, name="graphsignal-otlp", daemon=True)
-        self.exporter = exporter
-        self.tick = min(tick, exporter.interval)
-        self._halt = threading.Event()
-        self._deadline: Optional[float] = None
-        self._reporter = Reporter()
-
-    def run(self) -> None:
-        while not self._halt.wait(self.tick):
-            self._step()
-        remaining = (self._deadline or 0) - time.monotonic()
-        if remaining > 0.05:
-            self._step(timeout=(min(CONNECT_TIMEOUT, remaining), remaining), final=True)
-
-    def _step(self, **kw: Any) -> None:
-        try:
-            self.exporter.step(**kw)
-        except Exception as e:  # a bug here must not take the sidecar down: say it once, go on
-            self._reporter.once("step", "OTLP export failed: %s: %s" % (type(e).__name__, e), entry=False)
-
-    def stop(self, deadline: float = FINAL_DEADLINE) -> None:
-        """Asks for the final export and waits for it at most `deadline`
-        seconds; the thread is a daemon, so a hung request is left behind."""
-        self._deadline = time.monotonic() + deadline
-        self._halt.set()
-        if self.is_alive():
-            self.join(deadline + 0.1)
-
-
 def start(store: Any, settings: config.Settings,
-          engine_keys: Optional[Callable[[], Set[Any]]] = None) -> Optional[ExporterThread]:
-    """The running exporter thread, or None: without GRAPHSIGNAL_OTLP=1,
+          engine_keys: Optional[Callable[[], Set[Any]]] = None) -> Optional[PeriodicDriver]:
+    """The running exporter's driver, or None: without GRAPHSIGNAL_OTLP=1,
     without a usable endpoint, or without opentelemetry-proto (one line
     and an error entry each)."""
     if not settings.otlp:
@@ -508,7 +511,7 @@ def start(store: Any, settings: config.Settings,
         logger.warning("graphsignal: %s", problem)
         store.add_error("warning", problem, tags={"source": "otlp"})
         return None
-    t = ExporterThread(exporter)
+    t = PeriodicDriver(exporter)
     t.start()
     return t
 

@@ -17,23 +17,20 @@ from typing import Any, Dict, List, Mapping, Optional
 import orjson
 
 from graphsignal import __version__, engine_summary, findings, report
-from graphsignal.sidecar.series import dumps
-from graphsignal.sidecar.store import MetricStore
-from graphsignal.signals_model import StoreSnapshot
+from graphsignal.jsonsafe import dumps
+from graphsignal.signals_model import SnapshotSource, StoreSnapshot
 
 logger = logging.getLogger("graphsignal")
 
 
-def build_signals(store: MetricStore, extra: Optional[Mapping[str, Any]] = None) -> bytes:
+def build_signals(store: SnapshotSource, extra: Optional[Mapping[str, Any]] = None) -> bytes:
     """The serialized /signals payload (bytes). `extra` adds top-level
     keys (e.g. a window)."""
     return render(store.snapshot(encode=True), extra)
 
 
-def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None, metrics: bool = True) -> bytes:
-    """The /signals payload (bytes) of a snapshot taken with encode=True;
-    without metrics: the document without its "metrics" and "findings"
-    keys (the uploader's: findings are computed from the metrics)."""
+def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None) -> bytes:
+    """The /signals payload (bytes) of a snapshot taken with encode=True."""
     head: Dict[str, Any] = {  # the Signals document's first keys
         "profiler": {"version": __version__},
         "payload_ns": snap.taken_ns,
@@ -46,14 +43,11 @@ def render(snap: StoreSnapshot, extra: Optional[Mapping[str, Any]] = None, metri
     # cannot make /signals fail or the signals file go unwritten
     tail = dumps({"errors": list(snap.errors), "resources": list(snap.resources)})
     engine = engine_of(snap)
-    rest = [b",", tail[1:-1], b',"engine":', dumps(engine)]
-    if metrics:
-        rest += [b',"findings":', dumps(findings_of(snap, head, engine, extra))]
+    rest = [b",", tail[1:-1], b',"engine":', dumps(engine), b',"findings":',
+            dumps(findings_of(snap, head, engine, extra))]
     if extra:
         rest.append(b"," + dumps(extra)[1:-1])
     rest.append(b"}")
-    if not metrics:
-        return dumps(head)[:-1] + b"".join(rest)
     encoded = snap.encoded
     if encoded is None:
         raise ValueError("render() needs a snapshot taken with encode=True")

@@ -5,118 +5,105 @@ graphsignal.windowmath's, whose module doc says what each type's state is.
 A live series (Gauge, Counter, LogHistogram, BucketHistogram, Profile) is
 written by graphsignal.sidecar.store under the store's lock. Readers never touch
 one: store.snapshot() hands them SeriesViews, immutable copies taken under
-the lock, and the history keeps per-second states (history_state(): the
-states of graphsignal.windowmath). From a view's state, the type's static
-maths compute:
+the lock (graphsignal.signals_model.SeriesViewLike is what they may read of
+one), and the history keeps per-second states (history_state()). A view's
+state is in windowmath's form of its type (immutable; units are the series'
+own, in its name); a log-linear histogram's view adds its exact min and max
+(bounds), which that form has no room for. From a view, the type's maths
+compute:
 
-  Type.stats_of(state, name, render)   the payload's `stats` (since start);
-                                       render: how a profile renders its
-                                       frames (Render)
+  Type.stats_of(view)    the payload's `stats` (since start)
+  Type.stats_json(view)  the same as JSON bytes (what the view's encoded()
+                         and fingerprint are made of)
+
+and a profile's view picks the frames /metrics and OTLP show (frames(top)).
 
 The two histogram kinds are two types that both report as "histogram":
 LogHistogram accumulates log-linear bins from raw values (probes: exact
 count, sum, min and max), BucketHistogram holds an engine's cumulative `le`
 buckets as last scraped (min and max are not measured and stay null).
 
-A view's state (immutable; units are the series' own, in its name) is the
-history's (graphsignal.windowmath), but a LogHistogram's, which is
-(count, sum, min, max, (bin indices, counts) | None).
-
 Names are not the data's: a profile renders its frames as they are, then
 passes them to its `annotate` (a function the store gives it:
 graphsignal.naming.annotate, which adds kernel frames' display names and
-categories), so each series' JSON is named once, when it is encoded.
+categories), so each series' JSON is named once, when it is encoded, and
+the frames a view shows /metrics and OTLP once per view.
 """
 import heapq
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, cast
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 
 from graphsignal import histo
-from graphsignal.signals_model import OTHER_FRAME
-from graphsignal.textsafe import utf8
-from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, PROFILE, QUANTILES, Bins, DeltaBins,
-                                    SparseBins, bins_diff)
+from graphsignal.jsonsafe import dumps
+from graphsignal.signals_model import (OTHER_FRAME, Bounds, Buckets, Frame, HistogramState, HistogramStats, LogBins,
+                                       ProfileState, SeriesKey, SeriesState, SeriesStats)
+from graphsignal.windowmath import (COUNTER, GAUGE, HISTOGRAM, MAX_FRAMES, MAX_FRAMES_KEPT, PROFILE, QUANTILES,
+                                    Bins, DeltaBins, SparseBins, bins_diff)
 
 __all__ = ["GAUGE", "COUNTER", "HISTOGRAM", "PROFILE", "MAX_FRAMES", "MAX_FRAMES_KEPT", "CHECKPOINT_EVERY",
-           "QUANTILES", "Annotate", "Render", "PLAIN", "dumps", "SeriesView", "Series", "Gauge", "Counter",
+           "QUANTILES", "Annotate", "Render", "PLAIN", "NO_BOUNDS", "dumps", "SeriesView", "HistogramView",
+           "ProfileView", "Series", "Gauge", "Counter",
            "LogHistogram", "BucketHistogram", "Profile", "TYPES", "SparseBins", "DeltaBins", "bins_diff"]
 
-MAX_FRAMES_KEPT = 20000  # frames kept per profile before new names are folded into "(other)"
 CHECKPOINT_EVERY = 64  # history states of a histogram between two full copies of its bins
 
-# annotate(profile name, frame dicts): adds presentation to the frames, in place
-Annotate = Callable[[Optional[str], List[Dict[str, Any]]], Any]
+# annotate(profile name, frames): adds presentation to the frames, in place
+Annotate = Callable[[Optional[str], List[Frame]], Any]
 # how a profile renders its frames: (how many, the largest first; its annotate or None)
 Render = Tuple[int, Optional[Annotate]]
 PLAIN: Render = (MAX_FRAMES, None)
-Stats = Dict[str, Any]
 
+NO_BOUNDS: Bounds = (None, None)
+_UPDATED = b',"updated_ns":'  # what follows a series' stats in its JSON
+_SCALAR_END = b"}" + _UPDATED  # a one-number series' stats closed, then its updated_ns
 _JSON_OPT = orjson.OPT_SERIALIZE_NUMPY
 _orjson_dumps = orjson.dumps
 _PLAIN_NUMBERS = (float, int, type(None))  # what orjson writes without its numpy option
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
-
-
-def _json_safe(obj: Any) -> Any:
-    """obj with every int outside orjson's 64-bit range as a float (inf,
-    which JSON lacks, as None), and every string UTF-8 can carry."""
-    if isinstance(obj, str):
-        return utf8(obj)
-    if isinstance(obj, int) and not isinstance(obj, bool):
-        if _INT_MIN <= obj <= _INT_MAX:
-            return obj
-        try:
-            return float(obj)
-        except OverflowError:
-            return None
-    if isinstance(obj, dict):
-        return {utf8(k) if isinstance(k, str) else k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray) and obj.dtype == object:
-        return [_json_safe(v) for v in obj.tolist()]
-    return obj
-
-
-def dumps(obj: Any) -> bytes:
-    """orjson.dumps that never fails on a number or a string: integers
-    beyond 64 bits become floats (see graphsignal.sidecar.store's module
-    doc), bytes that were not UTF-8 U+FFFD."""
-    try:
-        return orjson.dumps(obj, option=_JSON_OPT)
-    except orjson.JSONEncodeError:
-        return orjson.dumps(_json_safe(obj), option=_JSON_OPT)
 
 
 class SeriesView:
-    """One series as of a snapshot: name, type, tags, updated_ns (epoch ns
-    of its last change), its immutable state and its type (`kind`, whose
-    maths read the state). encoded() is its /signals JSON, computed once."""
+    """One series as of a snapshot (graphsignal.signals_model.SeriesViewLike,
+    the contract every reader reads): name, type, tags, updated_ns (epoch
+    ns of its last change), its immutable state (in windowmath's form of
+    its type) and bounds. stats() and encoded() are the payload's, each
+    computed from the state by the series' type (its maths), encoded()
+    once. A profile's view is a ProfileView, a log-linear histogram's a
+    HistogramView (their bounds)."""
 
-    __slots__ = ("name", "type", "tags", "updated_ns", "state", "kind", "created", "_head", "_json", "_render")
+    __slots__ = ("name", "type", "tags", "updated_ns", "state", "created", "_kind", "_head", "_json", "_render")
+    bounds: Bounds = NO_BOUNDS  # (min, max): not measured (HistogramView's slot overrides it)
 
-    def __init__(self, series: "Series", state: Any) -> None:
+    def __init__(self, series: "Series", state: SeriesState) -> None:
         self.created = series.created  # the order series were made in (see StoreSnapshot.named)
         self.name = series.name
-        self.type = series.type
-        self.tags = series.tags  # never changed after the series is made: shared, read-only
+        self.type: str = series.type  # type: ignore[assignment]  # every series class sets its own
+        self.tags: Mapping[str, str] = series.tags  # never changed after the series is made: shared, read-only
         self.updated_ns = series.updated_ns
         self.state = state
-        self.kind: Type[Series] = type(series)
+        self._kind: Type[Series] = type(series)  # whose maths read the state
         self._head = series._head
         # plain reads: getattr's default would cost a raised AttributeError
         self._render = series.render
         self._json: Optional[bytes] = None
 
     @property
-    def key(self) -> Tuple[str, Optional[str], Tuple[Tuple[str, str], ...]]:
+    def key(self) -> SeriesKey:
         return (self.name, self.type, tuple(sorted(self.tags.items())))
 
-    def stats(self) -> Stats:
-        return self.kind.stats_of(self.state, self.name, self._render)
+    def stats(self) -> SeriesStats:
+        return self._kind.stats_of(self)
+
+    def frames(self, top: int) -> List[Frame]:
+        return []
+
+    @property
+    def fingerprint(self) -> bytes:
+        # the encoded JSON up to its updated_ns: the tail encoded() appended, measured, not searched for
+        j = self.encoded()
+        return j[:len(j) - len(_UPDATED) - len(_orjson_dumps(self.updated_ns)) - 1]
 
     def encoded(self) -> bytes:
         """{name, type, tags, stats, updated_ns} as JSON bytes. The same
@@ -124,7 +111,7 @@ class SeriesView:
         identity)."""
         j = self._json
         if j is None:
-            kind = self.kind
+            kind = self._kind
             if kind.scalar:
                 # most series are one number: no stats to build (_Scalar.stats_json, inlined)
                 state = self.state
@@ -133,10 +120,9 @@ class SeriesView:
                         state, option=_JSON_OPT)
                 except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
                     number = dumps(state)
-                j = b"".join((self._head, number, b'},"updated_ns":', _orjson_dumps(self.updated_ns), b"}"))
+                j = b"".join((self._head, number, _SCALAR_END, _orjson_dumps(self.updated_ns), b"}"))
             else:
-                j = b"".join((self._head, kind.stats_json(self.state, self.name, self._render), b',"updated_ns":',
-                              _orjson_dumps(self.updated_ns), b"}"))
+                j = b"".join((self._head, kind.stats_json(self), _UPDATED, _orjson_dumps(self.updated_ns), b"}"))
             # readers serialize without the store's lock, so two may race here: the
             # first one kept wins, keeping "the same bytes object on every call"
             kept = self._json
@@ -145,6 +131,53 @@ class SeriesView:
             else:
                 j = kept
         return j
+
+
+class HistogramView(SeriesView):
+    """A log-linear histogram's view: its exact min and max (bounds)."""
+
+    __slots__ = ("bounds",)
+
+    def __init__(self, series: "LogHistogram", state: SeriesState) -> None:
+        SeriesView.__init__(self, series, state)
+        self.bounds = (series.min, series.max)
+
+
+class ProfileView(SeriesView):
+    """A profile's view: frames(top), named once (the store's annotate)
+    and kept for the readers that ask with the same top (/metrics and OTLP
+    both ask for GRAPHSIGNAL_METRICS_TOP_FRAMES)."""
+
+    __slots__ = ("_shown",)
+
+    def __init__(self, series: "Series", state: SeriesState) -> None:
+        SeriesView.__init__(self, series, state)
+        self._shown: Optional[Tuple[int, List[Frame]]] = None
+
+    def frames(self, top: int) -> List[Frame]:
+        shown = self._shown
+        if shown is not None and shown[0] == top:
+            return shown[1]
+        max_frames, annotate = self._render
+        state: ProfileState = self.state or {}  # type: ignore[assignment]  # a profile's (no cast() call)
+        # the payload's order (value, largest first; ties as made) without sorting every frame
+        # (heapq.nlargest is sorted()[:n]); a profile cut at max_frames lists max_frames - 1
+        # named frames and the cut's (other), left out here
+        if len(state) <= max_frames:
+            items = heapq.nlargest(min(top, max_frames), state.items(), key=_frame_value)
+        else:
+            items = heapq.nlargest(min(top, max_frames - 1), ((k, x) for k, x in state.items() if k != OTHER_FRAME),
+                                   key=_frame_value)
+        frames: List[Frame] = [{"name": k, "value": v, "samples": n} for k, (v, n) in items]
+        if annotate is not None and frames:
+            annotate(self.name, frames)
+        # two readers may race here: both name the same frames, either result is right
+        self._shown = (top, frames)
+        return frames
+
+
+def _frame_value(item: Tuple[str, Sequence[Any]]) -> Any:
+    return item[1][0]
 
 
 class Series:
@@ -194,14 +227,14 @@ class Series:
         changed, self._changed = self._changed, False
         return changed
 
-    def stats(self) -> Stats:
+    def stats(self) -> SeriesStats:
         return self.view().stats()
 
     def to_json(self) -> bytes:
         return self.view().encoded()
 
     def state(self) -> Any:
-        """The cumulative state (immutable: see the module doc)."""
+        """The cumulative state (immutable; windowmath's form of its type)."""
         raise NotImplementedError
 
     def history_state(self) -> Any:
@@ -213,26 +246,14 @@ class Series:
         """Adds src's cumulative values (a series of the same type) into
         this one (the store folds exited processes)."""
 
-    @staticmethod
-    def bounds(state: Any) -> Tuple[Any, Any]:
-        """(min, max) ever observed, where the type measures them (they
-        bound a window's quantiles too), else (None, None)."""
-        return None, None
-
-    @staticmethod
-    def plain_stats(state: Any) -> Optional[Stats]:
-        """The stats without anything computed (no quantiles), for merging
-        over series (graphsignal.engine_summary); None: not mergeable."""
-        return None
-
-    @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
-        """The payload's `stats` of a view's state."""
+    @classmethod
+    def stats_of(cls, v: SeriesView) -> SeriesStats:
+        """The payload's `stats` of a view of a series of this type."""
         raise NotImplementedError
 
     @classmethod
-    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
-        st = cls.stats_of(state, name, render)
+    def stats_json(cls, v: SeriesView) -> bytes:
+        st = cls.stats_of(v)
         try:
             return orjson.dumps(st, option=_JSON_OPT)
         except orjson.JSONEncodeError:
@@ -252,19 +273,15 @@ class _Scalar(Series):
         setattr(self, self._key, None)
 
     @classmethod
-    def stats_of(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
-        return {cls._key: state}
+    def stats_of(cls, v: SeriesView) -> SeriesStats:
+        return {cls._key: v.state}  # type: ignore[return-value]  # {"value": ...} or {"total": ...}
 
     @classmethod
-    def plain_stats(cls, state: Any) -> Optional[Stats]:
-        return {cls._key: state}
-
-    @classmethod
-    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
+    def stats_json(cls, v: SeriesView) -> bytes:
         try:
-            return cls._prefix + orjson.dumps(state, option=_JSON_OPT) + b"}"
+            return cls._prefix + orjson.dumps(v.state, option=_JSON_OPT) + b"}"
         except orjson.JSONEncodeError:  # beyond 64 bits (see dumps)
-            return cls._prefix + dumps(state) + b"}"
+            return cls._prefix + dumps(v.state) + b"}"
 
 
 class Gauge(_Scalar):
@@ -293,11 +310,6 @@ class Counter(_Scalar):
             self.total = (self.total or 0) + src.total
 
 
-def _quantile_stats(st: Stats, q: Any, bins: List[Any], counts: List[Any]) -> Stats:
-    st.update(p50=q[0], p95=q[1], p99=q[2], bins=bins, counts=counts)
-    return st
-
-
 class _Histogram(Series):
     __slots__ = ("count", "sum", "min", "max")
     type = HISTOGRAM
@@ -308,6 +320,17 @@ class _Histogram(Series):
         self.sum: Any = 0
         self.min: Any = None
         self.max: Any = None
+
+
+def _histogram_stats(count: Any, total: Any, vmin: Any, vmax: Any, q: Sequence[Optional[float]], bins: Any,
+                     counts: Any) -> HistogramStats:
+    """A histogram's payload stats (bins and counts: lists, or numpy arrays
+    orjson writes alike)."""
+    return {"count": count, "sum": total, "min": vmin, "max": vmax, "mean": (total / count) if count else None,
+            "p50": q[0], "p95": q[1], "p99": q[2], "bins": bins, "counts": counts}
+
+
+_NO_QUANTILES = (None, None, None)
 
 
 class LogHistogram(_Histogram):
@@ -353,21 +376,18 @@ class LogHistogram(_Histogram):
     def merge(self, src: Any) -> None:
         self.add(src.count, src.sum, src.min, src.max, src.bin_counts)
 
-    @staticmethod
-    def bounds(state: Any) -> Tuple[Any, Any]:
-        return state[2], state[3]
-
-    @staticmethod
-    def plain_stats(state: Any) -> Optional[Stats]:
-        # no engine buckets; a history state (3 items) is left out altogether
-        return {"count": state[0], "sum": state[1], "bins": [], "counts": []} if len(state) == 5 else None
+    def view(self) -> SeriesView:
+        v = self._view
+        if v is None:
+            v = self._view = HistogramView(self, self.state())
+        return v
 
     def state(self) -> Any:
         bins = None
         if self.bin_counts is not None:
             nz = self.bin_counts.nonzero()[0]  # 1-D: np.flatnonzero's ravel and wrapper add nothing
-            bins = (nz, self.bin_counts[nz])
-        return (self.count, self.sum, self.min, self.max, bins)
+            bins = SparseBins(nz, self.bin_counts[nz])
+        return (self.count, self.sum, bins)
 
     def history_state(self) -> Any:
         if self.bin_counts is None:
@@ -387,39 +407,40 @@ class LogHistogram(_Histogram):
         self._hist_bins = bins
         return (self.count, self.sum, bins)
 
-    @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
-        return LogHistogram._stats(state, True)
+    @classmethod
+    def stats_of(cls, v: SeriesView) -> SeriesStats:
+        return LogHistogram._stats(v, True)
 
     @classmethod
-    def stats_json(cls, state: Any, name: Optional[str] = None, render: Render = PLAIN) -> bytes:
+    def stats_json(cls, v: SeriesView) -> bytes:
         # the bins as numpy arrays: orjson writes them as it writes lists of ints, without
         # making a Python int of each first
-        st = LogHistogram._stats(state, False)
+        st = LogHistogram._stats(v, False)
         try:
             return orjson.dumps(st, option=_JSON_OPT)
         except orjson.JSONEncodeError:
             return dumps(st)
 
     @staticmethod
-    def _stats(state: Any, lists: bool) -> Stats:
+    def _stats(v: SeriesView, lists: bool) -> HistogramStats:
         """stats_of's stats; lists: bins and counts as lists (else numpy
         arrays)."""
-        count, total, vmin, vmax, bins = state
-        st = {"count": count, "sum": total, "min": vmin, "max": vmax, "mean": (total / count) if count else None}
+        count, total, bins = cast(HistogramState, v.state)
+        vmin, vmax = v.bounds
         if bins is None:
-            return _quantile_stats(st, (None, None, None), [], [])
-        nz, counts = bins
+            return _histogram_stats(count, total, vmin, vmax, _NO_QUANTILES, [], [])
+        nz, counts = cast(LogBins, bins).nonzero()
         upper = histo.BIN_UPPER[nz]
-        return _quantile_stats(st, histo.quantiles_loglinear(nz, counts, QUANTILES, vmin, vmax),
-                               upper.tolist() if lists else upper,
-                               counts if not lists and _numpy_ints(counts) else counts.tolist())
+        return _histogram_stats(count, total, vmin, vmax,
+                                histo.quantiles_loglinear(nz, counts, QUANTILES, vmin, vmax),
+                                upper.tolist() if lists else upper,
+                                counts if not lists and _numpy_ints(counts) else counts.tolist())
 
 
 def _numpy_ints(a: Any) -> bool:
     """Whether orjson writes array `a` as it writes a.tolist(): integers,
     native byte order, in one block."""
-    return a.dtype.kind in "iu" and a.dtype.isnative and a.flags.c_contiguous
+    return bool(a.dtype.kind in "iu" and a.dtype.isnative and a.flags.c_contiguous)
 
 
 class BucketHistogram(_Histogram):
@@ -448,22 +469,14 @@ class BucketHistogram(_Histogram):
         return (self.count, self.sum,
                 None if self.le_counts is None or self.le is None else (tuple(self.le), tuple(self.le_counts)))
 
-    @staticmethod
-    def plain_stats(state: Any) -> Optional[Stats]:
-        count, total, buckets = state
-        le, counts = buckets if buckets is not None else ((), ())
-        return {"count": count, "sum": total, "bins": [None if b == float("inf") else b for b in le],
-                "counts": list(counts)}
-
-    @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
-        count, total, buckets = state
-        st = {"count": count, "sum": total, "min": None, "max": None, "mean": (total / count) if count else None}
+    @classmethod
+    def stats_of(cls, v: SeriesView) -> SeriesStats:
+        count, total, buckets = cast(HistogramState, v.state)
         if buckets is None:
-            return _quantile_stats(st, (None, None, None), [], [])
-        le, counts = buckets
-        return _quantile_stats(st, histo.quantiles_buckets(list(le), list(counts), QUANTILES),
-                               [b if b != float("inf") else None for b in le], list(counts))
+            return _histogram_stats(count, total, None, None, _NO_QUANTILES, [], [])
+        le, counts = cast(Buckets, buckets)
+        return _histogram_stats(count, total, None, None, histo.quantiles_buckets(list(le), list(counts), QUANTILES),
+                                [b if b != float("inf") else None for b in le], list(counts))
 
 
 class Profile(Series):
@@ -496,28 +509,31 @@ class Profile(Series):
         for frame, (v, n) in src.frames.items():
             self.add(frame, v, n)
 
+    def view(self) -> SeriesView:
+        v = self._view
+        if v is None:
+            v = self._view = ProfileView(self, self.state())
+        return v
+
     def state(self) -> Dict[str, Tuple[Any, Any]]:
         return dict(self.frames)
 
-    @staticmethod
-    def plain_stats(state: Any) -> Optional[Stats]:
-        """Every frame's value and samples, uncut and unnamed (for sums over
-        series: graphsignal.engine_summary.work)."""
-        return {"frames": [{"name": k, "value": v[0], "samples": v[1]} for k, v in (state or {}).items()]}
-
-    @staticmethod
-    def stats_of(state: Any, name: Optional[str] = None, render: Render = PLAIN) -> Stats:
+    @classmethod
+    def stats_of(cls, v: SeriesView) -> SeriesStats:
         """The largest frames first. Past max_frames, the largest
         max_frames - 1 named frames and one OTHER_FRAME holding all the
         rest (and what was already folded there), so the frames still sum
         to the profile's whole value and samples; frames_folded says how
         many distinct names that frame took in at this cut."""
-        max_frames, annotate = render
+        max_frames, annotate = v._render
+        state = cast(ProfileState, v.state)
+        name = v.name
         items = list(state.items())
-        value = [v for v, _ in state.values()].__getitem__  # a key without a Python call per frame
+        value = [x for x, _ in state.values()].__getitem__  # a key without a Python call per frame
+        frames: List[Frame]
         if len(items) <= max_frames:
             at = sorted(range(len(items)), key=value, reverse=True)
-            frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in map(items.__getitem__, at)]
+            frames = [{"name": k, "value": x, "samples": n} for k, (x, n) in map(items.__getitem__, at)]
             if annotate is not None:
                 annotate(name, frames)
             return {"frames": frames}
@@ -527,15 +543,15 @@ class Profile(Series):
         named = range(len(items)) if folded_at < 0 else (i for i in range(len(items)) if i != folded_at)
         # the same frames, in the same order (ties too) as sorting them all would give
         at = heapq.nlargest(max(max_frames - 1, 0), named, key=value)
-        frames = [{"name": k, "value": v, "samples": n} for k, (v, n) in map(items.__getitem__, at)]
+        frames = [{"name": k, "value": x, "samples": n} for k, (x, n) in map(items.__getitem__, at)]
         listed = len(at) + (folded_at >= 0)
         kept = set(at)
         rest_v = rest_n = 0
-        for i, (_, (v, n)) in enumerate(items):
+        for i, (_, (x, n)) in enumerate(items):
             if i not in kept:
-                rest_v += v
+                rest_v += x
                 rest_n += n
-        other = {"name": OTHER_FRAME, "value": rest_v, "samples": rest_n}
+        other: Frame = {"name": OTHER_FRAME, "value": rest_v, "samples": rest_n}
         # in its place by value (after equal ones), so the list stays largest first
         pos = next((j for j, f in enumerate(frames) if f["value"] < rest_v), len(frames))
         frames.insert(pos, other)

@@ -483,7 +483,7 @@ class MetricStore:
             seq = h.begin()
             for key, s in self._series.items():
                 if s.take_changed():
-                    h.record(key, seq, s.history_state(), type(s))
+                    h.record(key, seq, s.history_state(), s.type)
             h.commit(seq, ts, mono)
 
     def prerender(self, active_window_ns: int = 60_000_000_000) -> int:

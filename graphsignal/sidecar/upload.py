@@ -3,21 +3,19 @@ ${GRAPHSIGNAL_API_BASE:-https://api.graphsignal.com}/api/v1/ingest once a
 second. Without the key nothing here runs and nothing connects anywhere.
 
 Each upload is one POST (X-API-Key, Content-Type: application/json,
-Content-Encoding: gzip) of:
+Content-Encoding: gzip) of an upload body of schema 2, written down in
+graphsignal.upload_model: the run's context and times, the series whose
+value changed since the last accepted upload (in /signals's shape, each
+with its cumulative state in graphsignal.windowmath's JSON form), new
+errors, and resources and the engine summary when they changed.
 
-    {"schema": 1,
-     "instance_id": "...",            # context["instance.id"]
-     "context": {...},                # /signals's context
-     "profiler": {"version": ...},
-     "start_ns": ..., "payload_ns": ...,
-     "seq": 7,                        # attempt number of this run, from 1
-     "metrics": [...],                # series whose value changed since the last accepted upload, in
-                                      # /signals's shape (one set again to the same value is not resent,
-                                      # so its updated_ns on the server is when its value last changed)
-     "errors": [...],                 # new errors, and errors whose count grew, since then
-     "resources": [...],              # only when they changed (last_seen_ts aside)
-     "engine": {...},                 # the engine summary, when it changed
-     "dropped_errors": 0}             # errors the buffer dropped so far (cumulative)
+The body is built from one store snapshot (its series views, their
+cached JSON and states), never from rendered text read back. A series
+whose view is the one already accepted is skipped by identity; another
+is compared by its view's fingerprint (graphsignal.signals_model.
+SeriesViewLike: its JSON without updated_ns), so one set again to the
+same value is not resent and its updated_ns on the server is when its
+value last changed.
 
 Metrics are cumulative, so nothing is queued for them: a failed upload is
 followed by one that carries every series changed since the last accepted
@@ -32,35 +30,40 @@ does not retry in lockstep), at least a 429's or 503's Retry-After, and
 for a 401/403 (the key was refused) one line, then a try every 4 to 5
 minutes (a key fixed on the server heals a long run); one log line when
 uploads start failing and one when they recover, and at exit one last
-upload with a deadline of 2 s. Counters in the store say how it goes:
-graphsignal_uploads_total (tag result: accepted / failed),
-graphsignal_upload_bytes_total (compressed bytes sent) and
+upload with a deadline of 2 s. The periodic driver
+(graphsignal.sidecar.periodic) runs it once a second. Counters in the
+store say how it goes: graphsignal_uploads_total (tag result: accepted /
+failed), graphsignal_upload_bytes_total (compressed bytes sent) and
 graphsignal_upload_dropped_errors_total.
 """
 import collections
 import gzip
 import logging
 import random
-import threading
 import time
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import requests
 
-from graphsignal import __version__, config, jsonsafe
-from graphsignal.report import Reporter
+from graphsignal import __version__, config, jsonsafe, windowmath
+from graphsignal.jsonsafe import dumps
 from graphsignal.sidecar import api, retry
-from graphsignal.sidecar.series import dumps
-from graphsignal.sidecar.snapshot import series_content, signals_snapshot_encoded
+from graphsignal.sidecar.payload import engine_of
+from graphsignal.sidecar.periodic import FINAL_DEADLINE, PeriodicDriver, final_timeout
+from graphsignal.signals_model import (OTHER_FRAME, ErrorEntry, ProfileState, ProfileStats, SeriesViewLike,
+                                       StoreSnapshot)
+from graphsignal.upload_model import SCHEMA
+
+__all__ = ["FINAL_DEADLINE", "SCHEMA", "INTERVAL", "MAX_PENDING_ERRORS", "Uploader", "api_key", "series_json",
+           "start"]
 
 logger = logging.getLogger("graphsignal")
 
 ENV_API_KEY = config.API_KEY_ENV
 INGEST_PATH = "/api/v1/ingest"
-SCHEMA = 1
 INTERVAL = 1.0  # seconds between uploads
 BACKOFF_MIN, BACKOFF_MAX = retry.BASE, retry.CAP  # seconds: the range of the first and the longest draw
 CONNECT_TIMEOUT, READ_TIMEOUT = 2.0, 3.0  # seconds
-FINAL_DEADLINE = 2.0  # seconds for the last upload at exit
 MAX_PENDING_ERRORS = 1000
 GZIP_LEVEL = 3  # the first body carries every series: fast beats small
 
@@ -68,8 +71,12 @@ UPLOADS_METRIC = "graphsignal_uploads_total"
 BYTES_METRIC = "graphsignal_upload_bytes_total"
 DROPPED_METRIC = "graphsignal_upload_dropped_errors_total"
 
+Timeout = Union[float, Tuple[float, float]]
+Acked = Tuple[SeriesViewLike, int, bytes]  # a series view, its series (`created`), its fingerprint
+Sent = Tuple[List[Acked], List[Tuple[bytes, ErrorEntry]], bytes, bytes]
 
-def api_key(given):
+
+def api_key(given: Optional[str]) -> Optional[str]:
     """The key (config.Settings.api_key), or None when uploads are off.
     Raises ValueError for a key an HTTP header cannot carry."""
     key = (given or "").strip()
@@ -80,55 +87,98 @@ def api_key(given):
     return key
 
 
-def _error_key(e):
+def _error_key(e: ErrorEntry) -> bytes:
     return dumps((e.get("timestamp_ns"), e.get("level"), e.get("message"), e.get("exception"), e.get("tags")))
 
 
-def _resources_fingerprint(resources):
+def _resources_fingerprint(resources: Any) -> bytes:
     return dumps([{k: v for k, v in r.items() if k != "last_seen_ts"} for r in resources])
 
 
-class Uploader:
-    """Builds and sends upload bodies; step() is one cycle (the thread
-    calls it once a second), so tests drive it with their own clock."""
+def series_json(view: SeriesViewLike, max_frames: int) -> bytes:
+    """A series as the body carries it: its /signals JSON (cached in the
+    view) with its state beside its stats (upload schema 2; a profile's:
+    the frames its stats do not list, none unless it has more than
+    max_frames, the payload's cut). The view's JSON is an object by
+    construction: the state is its last key."""
+    if view.type == windowmath.PROFILE:
+        state = cast(ProfileState, view.state) or {}
+        if len(state) <= max_frames:
+            rest: Dict[str, Any] = {}
+        else:
+            st = cast(ProfileStats, view.stats())
+            listed = {f["name"] for f in st["frames"]}
+            if st.get("frames_folded"):
+                listed.discard(OTHER_FRAME)  # the cut's sum, not the state's own "(other)"
+            rest = {k: v for k, v in state.items() if k not in listed}
+        data = dumps(rest)
+    else:
+        data = dumps(windowmath.dump_state(view.type, view.state))
+    return view.encoded()[:-1] + b',"state":' + data + b"}"
 
-    def __init__(self, store, key, base, clock=time.monotonic, snapshot=signals_snapshot_encoded, http=None,
-                 rand=random.random):
+
+class Uploader:
+    """Builds and sends upload bodies; an exporter of the periodic driver
+    (graphsignal.sidecar.periodic): export(snapshot) is one cycle (the
+    driver's once a second), so tests drive it with their own clock
+    (step())."""
+
+    name = "graphsignal-upload"
+    what = "upload"
+
+    def __init__(self, store: Any, key: str, base: str, clock: Callable[[], float] = time.monotonic,
+                 http: Any = None, rand: Callable[[], float] = random.random, interval: float = INTERVAL) -> None:
         self.store = store
         self.key = key
         self.url = base + INGEST_PATH
         self.shown_url = config.shown_url(self.url)  # for lines and entries: no credentials
         self.clock = clock
-        self.snapshot = snapshot
         self.http = http
+        self.tick = interval
         self.seq = 0
         self.retry = retry.Retry("uploads to %s" % self.shown_url,
                                  "the API key was not accepted (check %s)" % ENV_API_KEY, store, "upload", clock, rand)
         self.accepted = 0
         self.dropped_errors = 0
-        # the encoded series of accepted uploads, by identity (the store hands
-        # out the same bytes object until a series changes), and what they
-        # held (a series set again to the same value is not sent again)
-        self._acked_metrics = {}  # id(bytes) -> (bytes, content)
-        self._acked_contents = set()
-        self._acked_errors = {}  # error key -> (count, last_ns) accepted
-        self._pending_errors = collections.OrderedDict()  # error key -> entry, oldest first
-        self._acked_resources = None
-        self._acked_engine = None
+        # the series of the last accepted upload: by view identity (the store hands out
+        # the same view until a series changes), and each series' fingerprint (a series
+        # set again to the same value is not sent again)
+        self._acked_views: Dict[int, Acked] = {}
+        self._acked_values: Dict[int, bytes] = {}
+        self._acked_errors: Dict[bytes, Tuple[Any, Any]] = {}  # error key -> (count, last_ns) accepted
+        self._pending_errors: "collections.OrderedDict[bytes, ErrorEntry]" = collections.OrderedDict()
+        self._acked_resources: Optional[bytes] = None
+        self._acked_engine: Optional[bytes] = None
 
-    # -- one cycle -------------------------------------------------------------------
-    def step(self, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), force=False):
+    # -- the periodic driver's exporter ----------------------------------------------------
+    def due(self) -> bool:
+        return True  # every tick: new errors are gathered even while backing off
+
+    def snapshot(self) -> StoreSnapshot:
+        snap: StoreSnapshot = self.store.snapshot(encode=True)
+        return snap
+
+    def export(self, snapshot: StoreSnapshot, timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT),
+               force: bool = False) -> bool:
         """Collects what is new; uploads it unless backing off (force: try
         anyway, the final upload). Returns True when an upload was accepted."""
-        snap, metrics = self.snapshot(self.store)
-        self._collect_errors(snap["errors"])
+        self._collect_errors(snapshot.errors)
         now = self.clock()
         if not force and not self.retry.due(now):
             return False
-        body, sent = self._body(snap, metrics)
+        body, sent = self.body(snapshot)
         return self._send(body, sent, now, timeout)
 
-    def _collect_errors(self, errors):
+    def shutdown(self, deadline: float) -> bool:
+        """The final upload, its request ending by `deadline` (time.monotonic())."""
+        return self.export(self.snapshot(), final_timeout(deadline, CONNECT_TIMEOUT), force=True)
+
+    def step(self, timeout: Timeout = (CONNECT_TIMEOUT, READ_TIMEOUT), force: bool = False) -> bool:
+        """One cycle on a snapshot taken now (what the driver does each tick)."""
+        return self.export(self.snapshot(), timeout, force)
+
+    # -- one cycle -------------------------------------------------------------------
+    def _collect_errors(self, errors: Any) -> None:
         for e in errors:
             k = _error_key(e)
             if self._acked_errors.get(k) == (e.get("count"), e.get("last_ns")):
@@ -146,48 +196,55 @@ class Uploader:
             live = {_error_key(e) for e in errors}
             self._acked_errors = {k: v for k, v in self._acked_errors.items() if k in live}
 
-    def _body(self, snap, metrics):
-        """(body bytes, what it carries). The changed series go in as the
-        store encoded them, never decoded here."""
-        acked, contents = self._acked_metrics, self._acked_contents
-        changed, present = [], []
-        for m in metrics:
-            hit = acked.get(id(m))
-            if hit is not None and hit[0] is m:
+    def body(self, snap: StoreSnapshot) -> Tuple[bytes, Sent]:
+        """(body bytes, what it carries) of a snapshot taken with
+        encode=True: the series whose value changed, as the store encoded
+        them, each with its state."""
+        acked, values = self._acked_views, self._acked_values
+        changed: List[bytes] = []
+        present: List[Acked] = []
+        for v in snap.series:
+            hit = acked.get(id(v))
+            if hit is not None and hit[0] is v:
                 present.append(hit)  # the very series state the server has
                 continue
-            c = series_content(m)
-            present.append((m, c))
-            if c not in contents:  # a new value (not just set again to the same)
-                changed.append(m)
+            key, fp = v.created, v.fingerprint  # created: one number per series of the store
+            if values.get(key) != fp:  # a new value (not just set again to the same)
+                try:
+                    changed.append(series_json(v, snap.max_frames))
+                except (TypeError, ValueError, OverflowError):  # one the store could not serialize (it said so)
+                    continue
+            present.append((v, key, fp))
         errors = list(self._pending_errors.items())
         self.seq += 1
-        context = snap.get("context") or {}
+        context = dict(snap.context)
         head = {"schema": SCHEMA, "instance_id": context.get("instance.id"), "context": context,
-                "profiler": snap.get("profiler"), "start_ns": snap.get("start_ns"),
-                "ended_ns": snap.get("ended_ns"), "exit_status": snap.get("exit_status"),
-                "payload_ns": snap.get("payload_ns"), "seq": self.seq,
+                "profiler": {"version": __version__}, "start_ns": snap.start_ns, "ended_ns": snap.ended_ns,
+                "exit_status": snap.exit_status, "payload_ns": snap.taken_ns, "seq": self.seq,
                 "errors": [e for _, e in errors], "dropped_errors": self.dropped_errors}
-        res_fp = _resources_fingerprint(snap.get("resources") or [])
+        resources = list(snap.resources)
+        res_fp = _resources_fingerprint(resources)
         if res_fp != self._acked_resources:
-            head["resources"] = snap.get("resources") or []
-        engine_fp = dumps(snap.get("engine"))
+            head["resources"] = resources
+        engine = engine_of(snap)
+        engine_fp = dumps(engine)
         if engine_fp != self._acked_engine:
-            head["engine"] = snap.get("engine")
+            head["engine"] = engine
         body = dumps(head)[:-1] + b',"metrics":[' + b",".join(changed) + b"]}"
         return body, (present, errors, res_fp, engine_fp)
 
-    def _send(self, body, sent, now, timeout):
+    def _send(self, body: bytes, sent: Sent, now: float, timeout: Timeout) -> bool:
         data = gzip.compress(body, GZIP_LEVEL)
         if self.http is None:
             self.http = api.session(self.url)
+        status: Optional[int]
         try:
             resp = self.http.post(self.url, data=data, timeout=timeout, allow_redirects=False, stream=True,
                                   headers={"X-API-Key": self.key, "Content-Type": "application/json",
                                            "Content-Encoding": "gzip",
                                            "User-Agent": "graphsignal/%s" % __version__})
             try:
-                status = resp.status_code
+                status = int(resp.status_code)
                 detail = _detail(resp) if status >= 300 else None
                 after = retry.retry_after(resp.headers.get("Retry-After"))
             finally:
@@ -203,19 +260,19 @@ class Uploader:
 
     # the retry state, as before it had its own module
     @property
-    def failures(self):
-        return self.retry.failures
+    def failures(self) -> int:
+        return int(self.retry.failures)
 
     @property
-    def next_try(self):
-        return self.retry.next_try
+    def next_try(self) -> float:
+        return float(self.retry.next_try)
 
-    def _accepted(self, sent, now):
+    def _accepted(self, sent: Sent, now: float) -> None:
         present, errors, res_fp, engine_fp = sent
         # what the server now holds of every series present at that moment
         # (keeping only these drops series that went away)
-        self._acked_metrics = {id(mc[0]): mc for mc in present}
-        self._acked_contents = {c for _, c in present}
+        self._acked_views = {id(a[0]): a for a in present}
+        self._acked_values = {a[1]: a[2] for a in present}
         for k, e in errors:
             self._acked_errors[k] = (e.get("count"), e.get("last_ns"))
             if self._pending_errors.get(k) is e:
@@ -225,13 +282,13 @@ class Uploader:
         self.store.add_counter(UPLOADS_METRIC, {"result": "accepted"}, 1)
         self.retry.succeeded(now)
 
-    def _failed(self, status, detail, now, after=None):
+    def _failed(self, status: Optional[int], detail: Optional[str], now: float, after: Optional[float] = None) -> None:
         self.store.add_counter(UPLOADS_METRIC, {"result": "failed"}, 1)
-        reason = detail if status is None else "HTTP %d%s" % (status, " (%s)" % detail if detail else "")
+        reason = (detail or "") if status is None else "HTTP %d%s" % (status, " (%s)" % detail if detail else "")
         self.retry.failed(status, reason, now, after)
 
 
-def _detail(resp):
+def _detail(resp: Any) -> Optional[str]:
     """The server's reason for a non-2xx answer, in one short line."""
     if resp.status_code in retry.AUTH_STATUSES:
         return "the API key was not accepted"
@@ -248,47 +305,13 @@ def _detail(resp):
 _reason = retry.request_failure  # a request that got no answer, in a few words
 
 
-def _one_line(e):
+def _one_line(e: Any) -> str:
     text = " ".join(str(e).split())
     return text[:300] + "..." if len(text) > 300 else text
 
 
-class UploaderThread(threading.Thread):
-    """Runs an Uploader once a second; stop() makes one last upload within
-    a deadline."""
-
-    def __init__(self, uploader, interval=INTERVAL):
-        threading.Thread.__init__(self, name="graphsignal-upload", daemon=True)
-        self.uploader = uploader
-        self.interval = interval
-        self._halt = threading.Event()
-        self._deadline = None
-        self._reporter = Reporter()
-
-    def run(self):
-        while not self._halt.wait(self.interval):
-            self._step()
-        remaining = (self._deadline or 0) - time.monotonic()
-        if remaining > 0.05:
-            self._step(timeout=(min(CONNECT_TIMEOUT, remaining), remaining), force=True)
-
-    def _step(self, **kw):
-        try:
-            self.uploader.step(**kw)
-        except Exception as e:  # a bug here must not take the sidecar down: say it once, go on
-            self._reporter.once("step", "upload failed: %s: %s" % (type(e).__name__, e), entry=False)
-
-    def stop(self, deadline=FINAL_DEADLINE):
-        """Asks for the final upload and waits for it at most `deadline`
-        seconds; the thread is a daemon, so a hung request is left behind."""
-        self._deadline = time.monotonic() + deadline
-        self._halt.set()
-        if self.is_alive():
-            self.join(deadline + 0.1)
-
-
-def start(store, key, base=None):
-    """The running uploader thread, or None without a key
+def start(store: Any, key: Optional[str], base: Optional[str] = None) -> Optional[PeriodicDriver]:
+    """The running uploader's driver, or None without a key
     (GRAPHSIGNAL_API_KEY; base: GRAPHSIGNAL_API_BASE's value, None for the
     default). A bad key or base is one log line and no uploads."""
     try:
@@ -300,6 +323,7 @@ def start(store, key, base=None):
         logger.warning("graphsignal: %s", e)
         store.add_error("warning", str(e), tags={"source": "upload"})
         return None
-    t = UploaderThread(Uploader(store, key, base))
+    t = PeriodicDriver(Uploader(store, key, base))
     t.start()
     return t
+

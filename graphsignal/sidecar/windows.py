@@ -45,31 +45,34 @@ zero, exact for everything the sidecar accumulates itself (rings, probes);
 a total imported from elsewhere (an engine's or driver's counter first
 read inside the window) then includes what happened before it was read.
 """
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
 from graphsignal import naming, windowmath
+from graphsignal.signals_model import SnapshotSource, StoreSnapshot
 from graphsignal.windowmath import GAUGE, PROFILE
 
 __all__ = ["window_stats", "window_of", "pick"]
 
 
-def pick(history, seconds):
+def pick(history: Sequence[Tuple[int, Any]], seconds: float) -> Optional[Tuple[int, int]]:
     """graphsignal.windowmath.pick (the one rule for "the last N seconds")
     over a sequence of (ts_ns, snapshot) pairs."""
     return windowmath.pick([ts for ts, _ in history], seconds)
 
 
-def window_stats(store, seconds):
+def window_stats(store: SnapshotSource, seconds: int) -> Dict[str, Any]:
     """The window document for the last `seconds` (see the module doc)."""
     return window_of(store.snapshot(), seconds)
 
 
-def window_of(snap, seconds):
+def window_of(snap: StoreSnapshot, seconds: int) -> Dict[str, Any]:
     """The window document for the last `seconds` of a StoreSnapshot."""
-    history = snap.history
-    span = history.span(seconds)
+    span = snap.history.span(seconds)
     if span is None:
         return {"seconds": seconds, "start_ns": None, "end_ns": None, "covered_seconds": 0.0,
                 "partial": True, "snapshots": 0, "metrics": [],
                 "note": "no snapshot yet: the first is taken within a second of start"}
+    history = snap.history
     si, ei = span
     start_ns, start = history[si]
     end_ns, end = history[ei]
@@ -82,21 +85,22 @@ def window_of(snap, seconds):
     # a histogram's exact min/max since start also bound its window values,
     # so window quantiles are clamped to them as the cumulative ones are
     current = {v.key: v for v in snap.series}
-    out = []
+    out: List[Dict[str, Any]] = []
     for key in sorted(end, key=lambda k: (k[0], k[2], k[1])):
         view = current.get(key)
         if view is None:
             continue  # removed since the snapshot
         prev, cur = start.get(key), end[key]
         runs = history.runs(key, si, ei) if view.type == GAUGE else ()
-        vmin, vmax = view.kind.bounds(view.state)
+        vmin, vmax = view.bounds
         stats = windowmath.window(view.type, prev, cur, covered, runs, vmin, vmax)
         if view.type == PROFILE:
             naming.annotate(view.name, stats["frames"])
         out.append({"name": view.name, "type": view.type, "tags": dict(view.tags), "new_in_window": key not in start,
                     "stats": stats})
-    doc = {"seconds": seconds, "start_ns": start_ns, "end_ns": end_ns, "covered_seconds": round(covered, 6),
-           "partial": partial, "snapshots": ei - si + 1, "metrics": out}
+    doc: Dict[str, Any] = {"seconds": seconds, "start_ns": start_ns, "end_ns": end_ns,
+                           "covered_seconds": round(covered, 6), "partial": partial, "snapshots": ei - si + 1,
+                           "metrics": out}
     engine = _engine_work(out)
     if engine is not None:
         doc["engine"] = engine
@@ -107,7 +111,7 @@ def window_of(snap, seconds):
     return doc
 
 
-def _engine_work(metrics):
+def _engine_work(metrics: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The engine's tokens and requests in the window, and what the
     workload did for them (graphsignal.engine_summary.window_work); None
     without an engine. A failure there costs this part only."""

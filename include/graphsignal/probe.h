@@ -33,7 +33,10 @@
  * Protocol (many writers, one reader):
  *   - A writer reserves index w by CAS on write_index, but only while
  *     w - read_index < capacity; otherwise the record is dropped and
- *     `dropped` is incremented. Reserving never waits.
+ *     `dropped` is incremented. Reserving never waits. Writers compare
+ *     against read_hint, a copy of read_index on their own cache line, and
+ *     load read_index itself only when the ring looks full by the copy
+ *     (the reader's line is not touched on every reserve).
  *   - It fills slot (w & (capacity - 1)) and publishes it with a release
  *     store of seq = w + 1 (per-slot commit word, so threads may finish
  *     out of order).
@@ -194,7 +197,8 @@ typedef struct graphsignal_ring_header {
   uint64_t start_ns;       /* CLOCK_REALTIME at creation */
   /* cache line 1: written by writers */
   uint64_t write_index;
-  uint64_t pad_w[7];
+  uint64_t read_hint;      /* a read_index some writer loaded: never ahead of it (0 until one looks) */
+  uint64_t pad_w[6];
   /* cache line 2: written by the reader */
   uint64_t read_index;
   uint64_t pad_r[7];
@@ -229,6 +233,7 @@ typedef struct graphsignal_ring_record {
 #endif
 GRAPHSIGNAL_STATIC_ASSERT(sizeof(graphsignal_ring_header) == GRAPHSIGNAL_RING_HEADER_SIZE, "header size");
 GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, write_index) == 64, "write_index line");
+GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, read_hint) == 72, "read_hint on the writers' line");
 GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, read_index) == 128, "read_index line");
 GRAPHSIGNAL_STATIC_ASSERT(offsetof(graphsignal_ring_header, dropped) == 192, "counters line");
 GRAPHSIGNAL_STATIC_ASSERT(sizeof(graphsignal_ring_record) == GRAPHSIGNAL_RECORD_SIZE, "record size");
@@ -511,28 +516,51 @@ static inline graphsignal_ring_header* graphsignal_ring_open(const char* name, u
  * Reserves the next slot. Returns NULL when the ring is full (the record is
  * counted in `dropped`); never waits. The caller fills the slot and calls
  * graphsignal_ring_commit(slot, *index).
+ *
+ * The room is checked against read_hint (Erik Rigtorp's SPSCQueue caches
+ * its read index the same way): it sits on the writers' own cache line, so
+ * a reserve reads no line the reader writes. Only when the ring looks full
+ * by the hint is read_index loaded (acquire) and the hint refreshed. The
+ * hint is only ever a value read_index had, and read_index only grows, so
+ * a stale hint makes the ring look fuller than it is, never emptier: a
+ * record is dropped only after a fresh read_index says the ring is full.
+ * Ordering: the reader release-stores read_index after copying the slots
+ * below it; a writer acquires it, release-stores it as the hint, and a
+ * writer that uses the hint acquires that store, so whoever overwrites a
+ * slot happens after the reader's copy of it.
  */
 static inline graphsignal_ring_record* graphsignal_ring_reserve(graphsignal_ring_header* h, uint64_t* index) {
   const uint64_t cap = h->capacity;
   uint64_t w = __atomic_load_n(&h->write_index, __ATOMIC_RELAXED);
+  uint64_t r = __atomic_load_n(&h->read_hint, __ATOMIC_ACQUIRE);
   for (;;) {
-    /* acquire: the reader finished copying the slot before it moved past it */
-    uint64_t r = __atomic_load_n(&h->read_index, __ATOMIC_ACQUIRE);
     if (GRAPHSIGNAL_UNLIKELY(w - r >= cap)) {
-      /* w was loaded before r: other writers and the reader may both have
-       * moved on since (then w < r, and w - r wrapped). Only a ring that is
-       * still full with a fresh write index drops the record. */
-      uint64_t w2 = __atomic_load_n(&h->write_index, __ATOMIC_RELAXED);
-      if (w2 != w) {
-        w = w2;
-        continue;
+      /* Full by the hint: the reader's own index. Acquire: the reader
+       * finished copying the slot before it moved past it. */
+      uint64_t fresh = __atomic_load_n(&h->read_index, __ATOMIC_ACQUIRE);
+      if (fresh != r) {
+        r = fresh;
+        __atomic_store_n(&h->read_hint, r, __ATOMIC_RELEASE);
       }
-      __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
-      return NULL;
+      if (w - r >= cap) {
+        /* w was loaded before r: other writers and the reader may both have
+         * moved on since (then w < r, and w - r wrapped). Only a ring that
+         * is still full with a fresh write index drops the record. */
+        uint64_t w2 = __atomic_load_n(&h->write_index, __ATOMIC_RELAXED);
+        if (w2 != w) {
+          w = w2;
+          continue;
+        }
+        __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
+        return NULL;
+      }
     }
     if (GRAPHSIGNAL_LIKELY(__atomic_compare_exchange_n(&h->write_index, &w, w + 1, 1, __ATOMIC_RELAXED,
                                                        __ATOMIC_RELAXED)))
       break;
+    /* another writer took w (w is now the current index): it may have
+     * refreshed the hint on the way, and the hint's line is the one just read */
+    r = __atomic_load_n(&h->read_hint, __ATOMIC_ACQUIRE);
   }
   *index = w;
   return graphsignal_ring_slots(h) + (w & (cap - 1));

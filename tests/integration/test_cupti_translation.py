@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from support.cbuild import build_cupti_shim, cache_dir
+from support.cbuild import cache_dir, cupti_shim
 from support.gsrun import rings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,11 +40,6 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsiz
 
 @pytest.fixture(scope="module")
 def shim():
-    out = cache_dir("cupti")
-    path = build_cupti_shim(out, log=lambda m: sys.stderr.write(m + "\n"))
-    if path is None:
-        pytest.skip("no C++ compiler or CUPTI/CUDA headers here")
-    lib = ctypes.CDLL(path)
     u32, u64, vp, s = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p
     sigs = {
         "gs_test_open": ([s, u64, ctypes.c_int], vp),
@@ -68,10 +63,7 @@ def shim():
         "gs_test_register_graph": ([vp, u32, u32, s], None),
         "gs_test_estimate": ([vp, u32, u32, u64], u64),
     }
-    for name, (args, res) in sigs.items():
-        f = getattr(lib, name)
-        f.argtypes, f.restype = args, res
-    return lib
+    return cupti_shim(sigs)
 
 
 class Harness:

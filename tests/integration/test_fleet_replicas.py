@@ -21,8 +21,10 @@ from werkzeug.test import Client
 from support.fleet import SERVER, Backend, ServerProc, upload_doc
 from support.gsrun import quiet_env
 
+from graphsignal import windowmath
 from graphsignal.fleet import pg as fpg
 from graphsignal.fleet.app import make_app
+from graphsignal.fleet.rows import whole_state
 from graphsignal.fleet.storage import owner_of
 
 NS = 1_000_000_000
@@ -161,6 +163,43 @@ def test_replicas_that_start_together_make_the_schema_once(pg_backend):
         conn.execute("UPDATE graphsignal_schema SET version = %s", (fpg.SCHEMA_VERSION + 1,))
     with pytest.raises(RuntimeError, match="schema version %d" % (fpg.SCHEMA_VERSION + 1)):
         pg_backend.open()
+
+
+def test_a_version_1_database_gets_each_series_state_and_answers_the_same(pg_backend):
+    """Version 1 kept no states: the upgrade gives each stored series the
+    one its stats give, and every answer stays the same bytes."""
+    clock = [T0]
+    db = pg_backend.open(clock=lambda: clock[0])
+    app = make_app(db, ["key-a"], recent=False)
+    from support.fleet import _AppHTTP
+    from graphsignal.sidecar.upload import Uploader
+
+    s = _store(lambda: clock[0], "inst-1")
+    up = Uploader(s, "key-a", "http://fleet", clock=lambda: 0.0, http=_AppHTTP(app))
+    for _ in range(40):
+        clock[0] += 5 * NS
+        s.add_counter("myapp_requests_total", {"route": "/v1"}, 3)
+        s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "7"}, [("gemm", 1000, 1)])
+        assert up.step()
+    reads = ("/api/v1/signals?instance_id=inst-1", "/api/v1/signals?instance_id=inst-1&window=120",
+             "/api/v1/history?instance_id=inst-1&seconds=600")
+    before = [Client(app).get(p, headers={"X-API-Key": "key-a"}).get_data() for p in reads]
+    states = dict(db.fetchall("SELECT skey, state FROM series"))
+    # back to version 1's layout: no state column
+    with db.pool.connection() as conn:
+        conn.execute("ALTER TABLE series DROP COLUMN state")
+        conn.execute("UPDATE graphsignal_schema SET version = 1")
+    db.close()
+    db = pg_backend.open(clock=lambda: clock[0])
+    assert db.fetchall("SELECT version FROM graphsignal_schema") == [(fpg.SCHEMA_VERSION,)] == [(2,)]
+    after = dict(db.fetchall("SELECT skey, state FROM series"))
+    assert after.keys() == states.keys()
+    for k, doc in db.fetchall("SELECT skey, doc FROM series"):
+        m = orjson.loads(doc)
+        whole = whole_state(m["type"], m["stats"], orjson.loads(after[k]))
+        assert whole == windowmath.stored_state(m["type"], m["stats"])
+    app = make_app(db, ["key-a"], recent=False)
+    assert [Client(app).get(p, headers={"X-API-Key": "key-a"}).get_data() for p in reads] == before
 
 
 def test_one_replica_runs_a_retention_pass_at_a_time(pg_backend, pg_server):

@@ -201,7 +201,7 @@ BAD = [
     ("truncated gzip", gzip.compress(orjson.dumps(_good_body()))[:-12], "gzip", 400, "gzip"),
     ("not JSON", gzip.compress(b"{nope"), "gzip", 400, "JSON"),
     ("an array", gzip.compress(b"[]"), "gzip", 400, "object"),
-    ("other schema", gzip.compress(orjson.dumps(dict(_good_body(), schema=2))), "gzip", 400, "schema"),
+    ("other schema", gzip.compress(orjson.dumps(dict(_good_body(), schema=3))), "gzip", 400, "schema"),
     ("no instance", gzip.compress(orjson.dumps({k: v for k, v in _good_body().items() if k != "instance_id"})),
      "gzip", 400, "instance_id"),
     ("bad type", gzip.compress(orjson.dumps(dict(_good_body(), metrics=[
@@ -263,9 +263,7 @@ def test_resending_an_accepted_body_changes_nothing(backend):
     f = Fleet(backend)
     s = workload_store()
     up = f.uploader(s)
-    from graphsignal.sidecar.snapshot import signals_snapshot_encoded
-
-    raw, _ = up._body(*signals_snapshot_encoded(s))
+    raw, _ = up.body(s.snapshot(encode=True))
     data = gzip.compress(raw)
     body = orjson.loads(raw)
     assert f.post(data).status_code == 200
@@ -275,7 +273,7 @@ def test_resending_an_accepted_body_changes_nothing(backend):
     first.pop("instance"), again.pop("instance")
     assert again == first
     # an older update of a series never replaces a newer one
-    newer = dict(body, metrics=[dict(m, updated_ns=m["updated_ns"] + 10, stats={"total": 99})
+    newer = dict(body, metrics=[dict(m, updated_ns=m["updated_ns"] + 10, stats={"total": 99}, state=99)
                                 for m in body["metrics"] if m["name"] == "myapp_requests_total"])
     assert f.post(gzip.compress(orjson.dumps(newer))).status_code == 200
     assert f.post(data).status_code == 200
@@ -331,6 +329,47 @@ def test_window_from_the_stored_history(backend):
     # a window longer than the run says so
     w = f.signals("inst-1", window=3600).json["window"]
     assert w["partial"] and w["covered_seconds"] < 900
+
+
+class TwoSchemas(ClientHTTP):
+    """Posts the sidecar's body (schema 2) as it is, and as an older
+    sidecar would have sent it (schema 1: no states) for instance "old"."""
+
+    def post(self, url, data, headers, **kw):
+        doc = orjson.loads(gzip.decompress(data))
+        old = dict(doc, schema=1, instance_id="old", context=dict(doc["context"], **{"instance.id": "old"}),
+                   metrics=[{k: v for k, v in m.items() if k != "state"} for m in doc["metrics"]])
+        assert self.client.post("/api/v1/ingest", data=gzip.compress(orjson.dumps(old)),
+                                headers=headers).status_code == 200
+        return ClientHTTP.post(self, url, data, headers, **kw)
+
+
+def test_both_upload_schemas_are_taken_and_read_alike_where_the_stats_hold_the_whole_state(backend):
+    clock = SimClock(1_800_000_000 * NS)
+    s = workload_store(clock)
+    f = Fleet(backend, clock=clock)
+    up = Uploader(s, "key-a", "http://fleet", clock=lambda: 0.0, http=TwoSchemas(f.app))
+    many = [("kernel_%03d" % i, 1000 + i, 1) for i in range(300)]  # more frames than a payload lists
+    for sec in range(0, 600, 10):
+        clock.t += 10 * NS
+        s.add_counter("myapp_requests_total", {"process.pid": "7"}, 5)
+        s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "7"}, [("gemm", 1000, 1)])
+        s.add_profile("cuda_kernels_nanoseconds", {"process.pid": "8"}, many)
+        s.add_histogram_values("myapp_latency_nanoseconds", {}, np.array([5000 + sec], dtype=np.uint64))
+        s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, sec % 100)
+        assert up.step()
+    new, old = (f.signals(iid, window=300).json for iid in ("inst-1", "old"))
+    for doc in (new, old):
+        doc.pop("instance"), doc.pop("context")
+    wide = [(d["window"]["metrics"].pop(i), d["metrics"]) for d in (new, old)
+            for i, m in enumerate(d["window"]["metrics"]) if m["tags"] == {"process.pid": "8"}]
+    assert new == old  # the snapshot and every window the stats could give exactly
+    # the profile past its listed frames: schema 2's window is of every frame, schema 1's of the 249
+    # listed and the "(other)" that folded the rest
+    (w2, _), (w1, _) = wide
+    assert "(other)" not in {fr["name"] for fr in w2["stats"]["frames"]} and w2["stats"]["frames_omitted"] == 50
+    assert "(other)" in {fr["name"] for fr in w1["stats"]["frames"]}
+    assert w2["stats"]["value"] == w1["stats"]["value"]  # the same time, better told apart
 
 
 def test_history_is_per_minute_for_a_day_hourly_for_the_retention_then_gone(backend):

@@ -2,6 +2,7 @@
 drained and removed once its writer is gone; host/process metrics cover
 the whole tree."""
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -85,7 +86,7 @@ def test_a_process_that_begins_to_exit_keeps_its_last_readings_and_its_peak():
     # here 0: its main thread exits first, and /proc reads its memory as 0 until the last thread ends)
     exe = compile_c("leader_exits.c")
     port = free_port()
-    go = tempfile.mktemp(prefix="gs-leader-go-")
+    go = os.path.join(tempfile.mkdtemp(prefix="gs-leader-go-"), "go")  # ours, mode 0700
 
     def release_once_read():
         # the program holds its 64 MiB until a reading of them is shown (on a loaded machine the sidecar's first
@@ -102,8 +103,7 @@ def test_a_process_that_begins_to_exit_keeps_its_last_readings_and_its_peak():
         proc, signals = run_wrapped([exe, go], listen_port=port)
     finally:
         t.join(60)
-        if os.path.exists(go):
-            os.unlink(go)
+        shutil.rmtree(os.path.dirname(go), ignore_errors=True)
     assert proc.returncode == 0, proc.stderr
     pid = proc.stdout.decode().split()[0]
     rss = metrics(signals, "process_memory_usage_bytes", **{"process.pid": pid})[0]["stats"]["value"]

@@ -99,6 +99,18 @@ def _crash_trace(tmp):
     return [([PY, "-c", "import ctypes; ctypes.string_at(0)"], {"LD_PRELOAD": so}, _crash_traced)]
 
 
+def _digests(r):
+    """digest_outputs.py: a SHA-256 for every document, each served twice over (a second round through the
+    caches the first filled), the final payload and each recorded payload's reference encoding."""
+    lines = _json_lines(r, 20)
+    docs = {(x["round"], x["doc"]) for x in lines}
+    for rnd in ("a", "b"):
+        assert {(rnd, d) for d in ("signals", "window5", "history30", "metrics.text.engine1",
+                                   "metrics.openmetrics.engine0", "otlp.engine0", "otlp.engine1")} <= docs
+    assert ("end", "final") in docs and any(d.startswith("reference.") for _, d in docs)
+    assert all(len(x["sha256"]) == 64 and x["bytes"] > 0 for x in lines)
+
+
 def _crash_traced(r):
     assert r.returncode == -11, (r.returncode, r.stderr[-2000:])
     assert "[crash_trace] signal 11" in r.stderr, r.stderr[-2000:]
@@ -111,6 +123,7 @@ SMOKE = {
                             _benches("callbacks"))],
     "bench_history.py": [([PY, "bench_history.py", "--smoke", "--reps", "1"], {},
                           _benches("history_block", "payload_bytes"))],
+    "digest_outputs.py": [([PY, "digest_outputs.py"], {}, _digests)],
     "bench_hostile.py": [([PY, "bench_hostile.py", "--only", "foreign_ring,symlink_ring,malformed_line"], {},
                           lambda r: _json_lines(r, 3))],
     "bench_kernel_names.py": [([PY, "bench_kernel_names.py", "--smoke"], {},
@@ -125,8 +138,9 @@ SMOKE = {
     "bench_probes.py": [([PY, "bench_probes.py", "--bursts", "1"], {}, _benches("probe_record"))],
     "bench_readers.py": [([PY, "bench_readers.py", "--readers", "1", "--series", "100", "--rate", "10000",
                            "--seconds", "0.3", "--reps", "1"], {}, _benches("readers"))],
-    "bench_ring.py": [([PY, "bench_ring.py", "--total", "100000", "--rate", "10000", "--seconds", "0.2"], {},
-                       _benches("drain_rate", "steady"))],
+    "bench_ring.py": [([PY, "bench_ring.py", "--total", "100000", "--rate", "10000", "--seconds", "0.2",
+                        "--contended-total", "100000"], {},
+                       _benches("drain_rate", "steady", "contended"))],
     "bench_sidecar.py": [([PY, "bench_sidecar.py", "--reps", "1", "--idle-seconds", "0.3"], {},
                           _benches("start_latency", "true", "idle_cpu"))],
     "bench_signals.py": [([PY, "bench_signals.py", "-n", "3", "--live-seconds", "0.3", "--series", "200"], {},
@@ -180,6 +194,7 @@ EXCLUDED = {
     "c/print_time.c": "bench_sidecar.py",
     "c/probe_bench.c": "bench_probes.py",
     "c/register_many.c": "bench_hostile.py (its register case; compiled by tests/integration/test_probes_host.py)",
+    "c/ring_contended.c": "bench_ring.py (its contended run)",
     "c/ring_writer.c": "bench_ring.py",
     "cuda/floor_inject.cpp": "build_floor_inject.py (and tests/integration/test_floor_inject.py)",
     "cuda/graph_trace_toggle.cu": "bench_graph_toggle.py (GPU)",

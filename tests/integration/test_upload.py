@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import orjson
 
 from support.gsrun import GS_RUN, free_port, quiet_env, wait_for
@@ -16,7 +17,8 @@ from support.recorder import Recorder
 
 from graphsignal import __version__
 from graphsignal.sidecar import upload
-from graphsignal.sidecar.upload import Uploader, UploaderThread
+from graphsignal.sidecar.periodic import PeriodicDriver
+from graphsignal.sidecar.upload import Uploader
 from graphsignal.sidecar.store import MetricStore
 
 INGEST = "/api/v1/ingest"
@@ -61,7 +63,7 @@ def test_a_body_is_gzip_json_with_the_key_and_only_what_changed():
         (first,) = bodies(rec)
         r = rec.matching(INGEST)[0]
         assert r["headers"]["X-Api-Key"] == "k-123"
-        assert first["schema"] == 1 and first["seq"] == 1
+        assert first["schema"] == 2 and first["seq"] == 1
         assert first["instance_id"] == "abc123" and first["context"] == {"instance.id": "abc123",
                                                                          "host.name": "gpu-box"}
         assert first["profiler"] == {"version": __version__}
@@ -241,7 +243,7 @@ def test_the_error_buffer_is_bounded_drops_the_oldest_and_counts():
 
 def test_the_final_upload_keeps_its_deadline_when_the_server_hangs():
     with Recorder(lambda req: (time.sleep(30), (200, b"{}"))[1]) as rec:
-        t = UploaderThread(Uploader(store_with_data(), "k", rec.base), interval=3600)
+        t = PeriodicDriver(Uploader(store_with_data(), "k", rec.base, interval=3600))
         t.start()
         t0 = time.monotonic()
         t.stop(upload.FINAL_DEADLINE)
@@ -320,22 +322,83 @@ def test_a_hung_upload_endpoint_never_holds_the_workload_or_the_exit():
     assert took < 40, took  # the endpoint would have held each request for 60 s
 
 
-def test_the_encoded_snapshot_is_the_signals_document_cut_in_two():
-    from graphsignal.sidecar.snapshot import signals_snapshot, signals_snapshot_encoded
+def test_a_body_is_the_signals_document_of_its_snapshot_with_each_series_state():
+    from graphsignal.sidecar.payload import render
+    from graphsignal.sidecar.upload import series_json
 
     s = store_with_data()
     s.add_error("error", 'a "quoted", "metrics":[ message')
     s.context["odd"] = ',"metrics":['
-    rest, metrics = signals_snapshot_encoded(s)
-    full = signals_snapshot(s)
-    assert [orjson.loads(m) for m in metrics] == full.pop("metrics")
-    # findings are computed from the metrics: the uploader's half has none (graphsignal-server computes them
-    # from what it stored, on read)
-    assert "findings" not in rest and isinstance(full.pop("findings"), list)
-    rest.pop("payload_ns"), full.pop("payload_ns")
-    assert rest == full
-    again = signals_snapshot_encoded(s)[1]
-    assert all(a is b for a, b in zip(metrics, again))  # unchanged series: the very same bytes
+    s.add_histogram_values("lat_nanoseconds", {}, np.array([1000, 2000, 3000], dtype=np.uint64))
+    s.set_histogram_buckets("vllm:e2e_request_latency_seconds", {}, 4, 2.0, [0.1, 1.0, float("inf")], [1, 3, 4])
+    s.add_profile("cuda_kernels_nanoseconds", {}, [("gemm", 1000, 2), ("add", 10, 1)])
+    snap = s.snapshot(encode=True)
+    with Recorder() as rec:
+        assert Uploader(s, "k", rec.base, clock=Clock()).export(snap)
+        (doc,) = bodies(rec)
+    full = orjson.loads(render(snap))
+    states = {m["name"]: m.pop("state") for m in doc["metrics"]}
+    assert doc.pop("metrics") == full.pop("metrics")
+    for key in ("profiler", "payload_ns", "start_ns", "ended_ns", "exit_status", "context", "errors", "resources",
+                "engine"):
+        assert doc[key] == full[key], key
+    # the states as the sidecar's history keeps them, in windowmath's JSON form
+    assert states["gpu_utilization_percent"] == 50 and states["myapp_requests_total"] == 3
+    assert states["cuda_kernels_nanoseconds"] == {}  # its stats list every frame it has
+    count, total, bins = states["lat_nanoseconds"]
+    assert (count, total) == (3, 6000) and sum(bins["counts"]) == 3 and len(bins["idx"]) == 3
+    assert states["vllm:e2e_request_latency_seconds"] == [4, 2.0, {"le": [0.1, 1.0, None], "counts": [1, 2, 1]}]
+    # a view's body entry is built once: the same series again is the same bytes
+    v = next(v for v in snap.series if v.name == "cuda_kernels_nanoseconds")
+    assert series_json(v, snap.max_frames) == series_json(v, snap.max_frames)
+
+
+def test_the_server_joins_a_profiles_listed_frames_and_the_rest_into_its_exact_state():
+    from graphsignal.fleet.rows import upload_state
+    from graphsignal.sidecar.series import MAX_FRAMES_KEPT
+    from graphsignal.sidecar.upload import series_json
+
+    s = MetricStore()
+    # past the frames a profile keeps: the store's own "(other)" holds the last 7 names
+    s.add_profile("p_nanoseconds", {}, [("f%05d" % i, i % 977 + 1, 1) for i in range(MAX_FRAMES_KEPT + 7)])
+    s.add_profile("q_nanoseconds", {}, [("a", 5, 1), ("(other)", 3, 1)])  # under the cut: stats say it all
+    snap = s.snapshot(encode=True)
+    for v in snap.series:
+        m = orjson.loads(series_json(v, snap.max_frames))
+        state = {k: list(x) for k, x in v.state.items()}
+        assert len(m["state"]) == (len(state) - 249 if len(state) > snap.max_frames else 0)
+        assert upload_state(m) == state, v.name
+    assert "(other)" in next(v for v in snap.series if v.name == "p_nanoseconds").state
+
+
+def test_a_series_set_again_to_its_value_is_not_resent_but_another_with_that_value_is():
+    with Recorder() as rec:
+        s = store_with_data()
+        up = Uploader(s, "k", rec.base, clock=Clock())
+        assert up.step()
+        s.set_gauge("gpu_utilization_percent", {"device.index": "0"}, 50)  # again: a new view, the same value
+        s.set_gauge("gpu_utilization_percent", {"device.index": "1"}, 50)  # another series, the same value
+        assert up.step()
+        got = [(m["name"], m["tags"]) for m in bodies(rec)[-1]["metrics"] if m["name"].startswith("gpu_")]
+        assert got == [("gpu_utilization_percent", {"device.index": "1"})]
+
+
+def test_a_profile_is_resent_when_a_frame_past_the_cut_grows_with_the_rest_that_makes_it_exact():
+    from graphsignal.fleet.rows import upload_state
+
+    with Recorder() as rec:
+        s = MetricStore()
+        s.add_profile("p_nanoseconds", {}, [("f%04d" % i, 1000 - i, 1) for i in range(400)])
+        up = Uploader(s, "k", rec.base, clock=Clock())
+        assert up.step()
+        s.add_profile("p_nanoseconds", {}, [("f0399", 0, 0)])  # touched, its value as it was: not resent
+        assert up.step()
+        s.add_profile("p_nanoseconds", {}, [("f0399", 5, 1)])  # a frame the stats fold into "(other)"
+        assert up.step()
+        sent = [[m for m in b["metrics"] if m["name"] == "p_nanoseconds"] for b in bodies(rec)]
+        assert [len(m) for m in sent] == [1, 0, 1]
+        (m,) = sent[2]
+        assert m["state"]["f0399"] == [606, 2] and upload_state(m)["f0399"] == [606, 2]
 
 
 def test_credentials_in_the_api_base_never_reach_a_line_or_an_entry(caplog):

@@ -3,6 +3,7 @@ GRAPHSIGNAL_API_BASE: what the request carries (the version, nothing
 else), one line for a newer release, silence for every failure, the off
 switch, and that it never holds graphsignal-run's exit."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,9 +38,7 @@ def run(env, seconds=2.0, timeout=120, until_asked=None):
     flag = None
     code = "import time, sys; print('hello'); sys.stdout.flush(); time.sleep(%r)" % seconds
     if until_asked is not None:
-        fd, flag = tempfile.mkstemp(prefix="gs-version-asked-")
-        os.close(fd)
-        os.unlink(flag)
+        flag = os.path.join(tempfile.mkdtemp(prefix="gs-version-asked-"), "asked")  # ours, mode 0700
         code = ("import os, time, sys; print('hello'); sys.stdout.flush(); end = time.monotonic() + 30\n"
                 "while not os.path.exists(%r) and time.monotonic() < end: time.sleep(0.02)\n"
                 "time.sleep(%r)" % (flag, seconds))
@@ -59,8 +58,7 @@ def run(env, seconds=2.0, timeout=120, until_asked=None):
     finally:
         if t:
             t.join(35)
-            if os.path.exists(flag):
-                os.unlink(flag)
+            shutil.rmtree(os.path.dirname(flag), ignore_errors=True)
     proc.released = released[0] if released else None
     return proc
 

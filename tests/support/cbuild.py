@@ -7,11 +7,17 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(ROOT, "include")
-# The translator with what it needs and no CUPTI call, plus the test driver
-# that feeds it hand-built records (tests/support/cupti/test_shim.cpp).
+# The rooms of the library that make no CUPTI call, with their test drivers:
+# the translator fed hand-built records (tests/support/cupti/test_shim.cpp),
+# the NVTX path interning fed hand-made names (nvtx_paths_shim.cpp), and the
+# API hooks' parameter decoding fed hand-made parameter blocks
+# (api_params_shim.cpp). One library, built once per checkout into
+# cache_dir("cupti") (every test that loads it names that folder).
 SHIM_SOURCES = ["log.cpp", "name_table.cpp", "translator.cpp", "device_uuids.cpp", "devices.cpp", "driver_api.cpp",
                 "host_memory.cpp", "copy_estimator.cpp", "graph_registry.cpp", "call_tables.cpp",
-                os.path.join(ROOT, "tests", "support", "cupti", "test_shim.cpp")]
+                "nvtx_limits.cpp", "nvtx_text.cpp", "nvtx_paths.cpp", "api_table.cpp", "api_params.cpp"] + [
+    os.path.join(ROOT, "tests", "support", "cupti", name)
+    for name in ("test_shim.cpp", "nvtx_paths_shim.cpp", "api_params_shim.cpp")]
 
 
 def cache_dir(name):
@@ -87,3 +93,23 @@ def build_cupti_shim(out_dir, log=print):
     os.makedirs(out_dir, exist_ok=True)
     return cb.build_library(SHIM_SOURCES, hs, os.path.join(out_dir, "libgraphsignal_cupti_test_cu%d.so" % hs.major),
                             log=log)
+
+
+def cupti_shim(sigs=None):
+    """The translator test driver (build_cupti_shim), built once per checkout into cache_dir("cupti"); the test
+    is skipped where it cannot be built. With sigs ({name: (argtypes, restype)}): the library loaded with those
+    functions typed; without: its path."""
+    import ctypes
+
+    import pytest
+
+    path = build_cupti_shim(cache_dir("cupti"), log=lambda m: sys.stderr.write(m + "\n"))
+    if path is None:
+        pytest.skip("no C++ compiler or CUPTI/CUDA headers here (the CUPTI test shim cannot be built)")
+    if sigs is None:
+        return path
+    lib = ctypes.CDLL(path)
+    for name, (args, res) in sigs.items():
+        f = getattr(lib, name)
+        f.argtypes, f.restype = args, res
+    return lib

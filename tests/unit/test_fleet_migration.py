@@ -15,6 +15,7 @@ from support.fleet import zlib_bomb
 from graphsignal import windowmath
 from graphsignal.fleet import db as fdb
 from graphsignal.fleet.app import make_app
+from graphsignal.fleet.rows import whole_state
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "fleet")
 ADDED = ("ended_ns", "exit_status", "gpus", "service")
@@ -69,7 +70,7 @@ def test_the_history_is_rewritten_once_as_windowmath_states(tmp_path):
     assert any(isinstance(v, list) and len(v) == 4 for _, states in before for v in states.values())
     fdb.DB(path).close()
     with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION == 5
+        assert c.execute("PRAGMA user_version").fetchone()[0] == fdb.SCHEMA_VERSION == 6
     after = _rows(path)
     assert [ts for ts, _ in after] == [ts for ts, _ in before]
     kinds = set()
@@ -148,3 +149,21 @@ def test_the_upgrade_counts_instances_as_seen_at_it_and_history_rows_as_old_as_o
         newest = dict(c.execute("SELECT instance_id, payload_ns FROM instances"))
         rows = c.execute("SELECT instance_id, ts_ns, kept_up_ns FROM history").fetchall()
     assert rows and all(kept == ts - newest[iid] <= 0 for iid, ts, kept in rows)
+
+
+def test_the_upgrade_gives_every_stored_series_the_state_its_stats_give(tmp_path):
+    path = _copy(tmp_path)
+    with sqlite3.connect(path) as c:
+        assert "state" not in {r[1] for r in c.execute("PRAGMA table_info(series)")}
+    fdb.DB(path).close()
+    with sqlite3.connect(path) as c:
+        rows = c.execute("SELECT doc, state FROM series").fetchall()
+    types = set()
+    for doc, state in rows:
+        m = orjson.loads(doc)
+        assert "state" not in m  # the snapshot's series as they were
+        stored = orjson.loads(state)
+        assert (stored is None) == (m["type"] == "profile")  # a profile's stats are all there is of it
+        assert whole_state(m["type"], m["stats"], stored) == windowmath.stored_state(m["type"], m["stats"])
+        types.add(m["type"])
+    assert types == {"gauge", "counter", "histogram", "profile"}

@@ -28,7 +28,8 @@ def probes_at(t, i):
     bins = sorted({int(histo.BIN_UPPER[histo.bin_index(5_000_000)]), upper})
     counts = [10 * (i - slow), 10 * slow] if len(bins) == 2 else [count]
     ms = [{"name": "app_latency_nanoseconds", "type": "histogram", "tags": PID,
-           "stats": {"count": count, "sum": count * value, "bins": bins, "counts": counts}},
+           "stats": {"count": count, "sum": count * value, "min": 5_000_000, "max": value, "mean": value, "p50": value,
+                     "p95": value, "p99": value, "bins": bins, "counts": counts}},
           {"name": "app_tokens_total", "type": "counter", "tags": PID, "stats": {"total": 30 * i}},
           {"name": "host_cpu_usage_percent", "type": "gauge", "tags": {}, "stats": {"value": 50.0}},
           {"name": "unselected_series", "type": "gauge", "tags": {}, "stats": {"value": i}}]

@@ -2,7 +2,8 @@
 and the per-tenant scheduler."""
 import pytest
 
-from graphsignal.fleet.serving import Reject, Scheduler, parse_head
+from graphsignal.fleet.framing import Reject, parse_head
+from graphsignal.fleet.scheduler import Scheduler
 
 
 def _head(*lines, request_line=b"POST /api/v1/ingest HTTP/1.1"):

@@ -6,7 +6,7 @@ import logging
 
 from werkzeug.test import Client
 
-from graphsignal.fleet import serving
+from graphsignal.fleet import handler
 from graphsignal.fleet.app import make_app
 from graphsignal.fleet.db import DB
 from graphsignal.httpserve import QuietHandler
@@ -28,8 +28,8 @@ def test_only_errors_are_logged_at_debug_under_each_servers_logger(caplog):
     sidecar = ServerThread(None, "127.0.0.1", 0).handler
     assert issubclass(sidecar, QuietHandler)
     assert _log(sidecar, caplog) == [("graphsignal", logging.DEBUG, want)]
-    assert issubclass(serving._Handler, QuietHandler)
-    assert _log(serving._Handler, caplog) == [("graphsignal.fleet", logging.DEBUG, want)]
+    assert issubclass(handler.Handler, QuietHandler)
+    assert _log(handler.Handler, caplog) == [("graphsignal.fleet", logging.DEBUG, want)]
 
 
 def test_the_fleet_app_logs_a_failed_request_as_graphsignal_fleet(tmp_path, caplog, monkeypatch):

@@ -1,8 +1,12 @@
 """The import graph keeps its layers: the fleet server (graphsignal.fleet,
 graphsignal.cli.server) reaches nothing in the sidecar, the sidecar
 nothing in graphsignal-top, and the data model (the series types, the
-window maths) nothing of names or presentation. Every import counts:
-inside functions and under TYPE_CHECKING too."""
+window maths) nothing of names or presentation. /metrics, OTLP, the
+uploader, their periodic driver and the payload read series through
+their views only (graphsignal.signals_model), never the store or a
+series class; /metrics' rooms each use only the rooms below
+it (labels, buckets, lines, layout, cache). Every import counts: inside
+functions and under TYPE_CHECKING too."""
 import ast
 import functools
 import os
@@ -45,6 +49,13 @@ RULES = [
     ("graphsignal.sidecar.feed", "graphsignal.sidecar.store"),
     ("graphsignal.sidecar.feed", "graphsignal.histo"),
 ]
+# the readers of series views
+for _reader in ("graphsignal.sidecar.exposition", "graphsignal.sidecar.otlp", "graphsignal.sidecar.recorded",
+                "graphsignal.sidecar.upload", "graphsignal.sidecar.payload", "graphsignal.sidecar.periodic"):
+    RULES += [(_reader, "graphsignal.sidecar.series"), (_reader, "graphsignal.sidecar.store")]
+# /metrics' rooms, lowest first: each reaches none above it
+EXPOSITION = ["graphsignal.sidecar.exposition." + m for m in ("labels", "buckets", "lines", "layout", "cache")]
+RULES += [(low, high) for i, low in enumerate(EXPOSITION) for high in EXPOSITION[i + 1:]]
 
 
 def imports_of(source, module):

@@ -100,6 +100,12 @@ def test_the_walk_sees_what_it_must():
     assert "graphsignal.sidecar.store" in found  # imported inside a method
     assert layer("graphsignal.cli.server", known) == (3, None)
     assert layer("graphsignal.fleet.app", known) == (2, "graphsignal.fleet")
+    # a room's own package is the room's: /metrics' rooms (sidecar/exposition/) are the sidecar's
+    for room in ("labels", "buckets", "lines", "layout", "cache"):
+        assert layer("graphsignal.sidecar.exposition." + room, known) == (2, "graphsignal.sidecar")
+    assert layer("graphsignal.sidecar.exposition", known) == (2, "graphsignal.sidecar")
+    assert layer("graphsignal.sidecar.recorded", known) == (2, "graphsignal.sidecar")
+    assert layer("graphsignal.jsonsafe", known) == (0, None)  # dumps lives there, below every room
     assert layer("graphsignal.config", known) == (0, None)
     # the rooms split along their seams keep their layers
     assert layer("graphsignal.diff.compare", known) == (2, "graphsignal.diff")
@@ -112,6 +118,13 @@ def test_the_walk_sees_what_it_must():
         assert layer("graphsignal.sidecar." + name, known) == (2, "graphsignal.sidecar")
     for name in ("tables", "text"):
         assert layer("graphsignal.top." + name, known) == (2, "graphsignal.top")
+    # the upload's model and its generated checker are the base's (the sidecar and the fleet both read them);
+    # the exporters' driver is the sidecar's, the fleet's front its own rooms
+    for name in ("upload_model", "typecheck"):
+        assert layer("graphsignal." + name, known) == (0, None)
+    assert layer("graphsignal.sidecar.periodic", known) == (2, "graphsignal.sidecar")
+    for name in ("framing", "scheduler", "handler", "rows"):
+        assert layer("graphsignal.fleet." + name, known) == (2, "graphsignal.fleet")
     for name in ("prometheus_text", "nvml_library"):
         assert layer("graphsignal.sources." + name, known) == (1, None)
     # and a rule it must enforce: a room importing another is reported

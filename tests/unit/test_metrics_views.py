@@ -1,7 +1,7 @@
 """GET /metrics reads the store's series views, not their /signals JSON
 decoded back; what it writes must stay byte for byte what one
-prometheus_client call writes over the decoded JSON (the way /metrics was
-built before): odd numbers (NaN, infinities, integers beyond 64 bits,
+prometheus_client call writes over the decoded JSON (its series read
+through graphsignal.sidecar.recorded's views): odd numbers (NaN, infinities, integers beyond 64 bits,
 numpy scalars), tied profile frames, engine buckets, recorded payloads."""
 import glob
 import json
@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from graphsignal.sidecar import snapshot
 from graphsignal.sidecar.exposition import Collector, Exposition, context_of
 from graphsignal.sidecar.payload import build_signals
+from graphsignal.sidecar.recorded import views_of
 from graphsignal.sidecar.store import MetricStore
 from graphsignal.sources import prometheus
 
@@ -31,7 +32,7 @@ def from_json(store, exp, accept=None, engine=None, keys=()):
     """What /metrics wrote before: the decoded /signals metrics through one
     prometheus_client call."""
     encoder, _ = choose_encoder(accept or "")
-    return encoder(Collector(snapshot.metrics_snapshot(store), exp.top_frames, set(keys),
+    return encoder(Collector(views_of(snapshot.metrics_snapshot(store)), exp.top_frames, set(keys),
                              exp.engine if engine is None else engine, context_of(store.snapshot(), exp.identity)))
 
 

@@ -119,6 +119,44 @@ def test_full_ring_drops_are_counted_exactly(ring_name):
     r.close()
 
 
+def _read_hint(r):
+    """The writers' copy of the read index (probe.h's read_hint, on the
+    write index's cache line)."""
+    return struct.unpack_from("<Q", r._mm, L.HEADER_OFFSETS["write_index"] + 8)[0]
+
+
+def test_ring_filled_to_the_brim_with_a_slow_reader_loses_nothing(ring_name):
+    """The writer reserves against its cached copy of the read index and
+    refreshes it only when the ring looks full: after each slow drain it
+    must fill exactly the freed slots (a stale copy refusing one is a lost
+    record), refuse exactly the one past the brim, and never hold a copy
+    ahead of the reader."""
+    cap = 64
+    w, r = _pair(ring_name, cap)
+    try:
+        value = 0
+        refused = 0
+        seen = []
+        for step in range(3 * cap):
+            room = cap - r.pending()
+            for _ in range(room):
+                assert w.write(L.REC_TEST, value=value) == 1, "a free slot was refused"
+                value += 1
+            assert r.pending() == cap
+            assert w.write(L.REC_TEST, value=-1 & 0xFFFFFFFFFFFFFFFF) == 0
+            refused += 1
+            assert r.dropped == refused
+            assert _read_hint(r) <= r.read_index
+            if room:
+                assert _read_hint(r) == r.read_index  # refreshed when it looked full, not before
+            seen.extend(r.drain(max_records=1 + step % cap)["value"].tolist())  # a slow reader: a few at a time
+        seen.extend(r.drain()["value"].tolist())
+        assert seen == list(range(value))
+        assert value > 50 * cap  # many times round the ring
+    finally:
+        r.close()
+
+
 def test_uncommitted_slot_stops_reader_until_committed(ring_name):
     w, r = _pair(ring_name, 8)
     w.write(L.REC_TEST, value=1)

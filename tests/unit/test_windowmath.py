@@ -189,7 +189,7 @@ def test_the_servers_states_give_the_sidecars_window():
         write(step)
         t[0] += NS
         s.take_history()
-        payloads.append({v.key: (v.type, v.stats(), v.kind.bounds(v.state)) for v in s.snapshot().series})
+        payloads.append({v.key: (v.type, v.stats(), v.bounds) for v in s.snapshot().series})
     hist = s.snapshot().history
     (_, first), (_, last) = hist[1], hist[4]
     for key, (type_, stats, (vmin, vmax)) in payloads[4].items():
@@ -210,7 +210,8 @@ def test_histogram_counts_no_int64_holds_are_refused_at_ingest_and_never_break_a
     doc = {"schema": 1, "instance_id": "i", "seq": 1, "payload_ns": 1, "start_ns": 1, "context": {},
            "profiler": {"version": "x"},
            "metrics": [{"name": "h", "type": "histogram", "tags": {}, "updated_ns": 1,
-                        "stats": {"count": 1, "sum": 1.0, "bins": [1], "counts": [1]}}]}
+                        "stats": {"count": 1, "sum": 1.0, "min": 1, "max": 1, "mean": 1.0, "p50": 1, "p95": 1,
+                                  "p99": 1, "bins": [1], "counts": [1]}}]}
     ingest.validate(copy.deepcopy(doc))
     for bad in (1 << 63, 1e300, -1):
         d = copy.deepcopy(doc)
