@@ -170,7 +170,7 @@ setup(
         # graphsignal-server on PostgreSQL (--database postgresql://...): psycopg 3's binary wheel brings libpq
         "server-pg": ["psycopg[binary]>=3.1"],
         "test": ["pytest>=7", "hypothesis>=6", "build>=1", "jsonschema>=4", "opentelemetry-proto>=1.20",
-                 "waitress>=2.1", "psycopg[binary]>=3.1"],
+                 "waitress>=2.1", "psycopg[binary]>=3.1", "pytest-xdist>=3"],
     },
     entry_points={
         "console_scripts": [

@@ -75,7 +75,8 @@ fi
 
 rc=0
 TIMEOUT_OPT=$(python3 -c 'import pytest_timeout' 2>/dev/null && echo "--timeout=${GS_TEST_TIMEOUT:-300}")
-python3 -m pytest -q -m gpu -p no:cacheprovider -rs $TIMEOUT_OPT tests/gpu ${GS_TESTS:-} 2>&1 | tee "$OUT/gpu_tests.log"
+# one process (-p no:xdist): the GPU tests share the GPU, and their timings are measured one at a time
+python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xdist -rs $TIMEOUT_OPT tests/gpu ${GS_TESTS:-} 2>&1 | tee "$OUT/gpu_tests.log"
 rc=${PIPESTATUS[0]}
 
 if [ -z "${GS_SKIP_BENCH:-}" ]; then

@@ -2,7 +2,9 @@
  * (one name, tag shard=0..SERIES-1) through the probe header and adds 1 to
  * them round robin at RATE records/s in total (0: as fast as possible) for
  * SECONDS, from THREADS threads, after sleeping DELAY seconds (the sidecar
- * comes up meanwhile: its start is not what is measured). Prints "written dropped seconds": records
+ * comes up meanwhile: its start is not what is measured), or, where DELAY is
+ * a path (it has a '/'), once that file exists (at most 30 s: a test creates
+ * it when the sidecar drains the ring). Prints "written dropped seconds": records
  * offered, and the probe ring's own `dropped` count (records that did not
  * fit because the drain fell behind). */
 #include <graphsignal/probe.h>
@@ -66,7 +68,10 @@ int main(int argc, char** argv) {
     g_e[i] = graphsignal_probe_register("bench_events_total", GRAPHSIGNAL_COUNTER, keys, values, 1);
     if (!g_e[i]) return 3;
   }
-  if (argc > 5 && atof(argv[5]) > 0) {
+  if (argc > 5 && strchr(argv[5], '/')) {
+    struct timespec tick = {0, 20000000};
+    for (i = 0; i < 1500 && access(argv[5], F_OK) != 0; i++) nanosleep(&tick, NULL);
+  } else if (argc > 5 && atof(argv[5]) > 0) {
     double d = atof(argv[5]);
     struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
     nanosleep(&ts, NULL);

@@ -15,7 +15,7 @@ import pytest
 
 from graphsignal.sources import SourceThread, prometheus
 from graphsignal.sidecar.store import MetricStore
-from support.gsrun import GS_RUN, free_port, quiet_env
+from support.gsrun import GS_RUN, free_port, quiet_env, run_released_by_stderr
 
 CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: 1000000\r\n\r\n"
@@ -193,9 +193,10 @@ def test_garbage_on_metrics_is_logged_without_control_bytes(endpoint, caplog):
 
 def test_garbage_on_metrics_never_reaches_the_terminal_from_graphsignal_run(endpoint):
     e = endpoint("body", body=GARBAGE)
-    cmd = GS_RUN + ["--listen-port", str(free_port()), "--metrics-port", str(e.port), sys.executable, "-c",
-                    "import time; time.sleep(2.5)"]
-    proc = subprocess.run(cmd, env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"), capture_output=True, timeout=60)
+    # the workload runs until the sidecar has reported the scrape (at most 30 s): it starts after the workload
+    proc = run_released_by_stderr(lambda wait: GS_RUN + ["--listen-port", str(free_port()), "--metrics-port",
+                                                         str(e.port), sys.executable, "-c", wait],
+                                  b"scraping", env=quiet_env(GRAPHSIGNAL_LOG_LEVEL="warning"), timeout=60)
     assert proc.returncode == 0
     assert b"scraping" in proc.stderr  # it was reported...
     assert not CONTROL.search(proc.stderr.replace(b"\n", b"")), proc.stderr  # ...without ESC, BEL or NUL

@@ -12,14 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+import urllib.request
 
 import jsonschema
 import pytest
 
 from support import browser as sb
 from support import consumers
-from support.gsrun import GS_RUN, free_port, get_json, json_or_none, quiet_env, run_wrapped, wait_for
+from support.gsrun import GS_RUN, Release, free_port, get_json, json_or_none, quiet_env, run_wrapped, wait_for
 
 from graphsignal import timeline
 
@@ -36,7 +36,9 @@ steps = probes.counter("demo_steps_total")
 step_ns = probes.histogram("demo_step_latency_nanoseconds")
 queue = probes.gauge("demo_queue_depth")
 t_end = time.time() + float(__import__("os").environ.get("GS_SECONDS", "3.5"))
-while time.time() < t_end:
+# GS_UNTIL: a file the test creates once the sidecar has seen enough (the steps go on until then, at most 30 s more)
+until, cap = __import__("os").environ.get("GS_UNTIL"), time.time() + 30
+while time.time() < t_end or (until and not __import__("os").path.exists(until) and time.time() < cap):
     for stage, seconds in (("load", 0.002), ("compute", 0.004)):
         t0 = probes.now_ns()
         time.sleep(seconds)
@@ -171,14 +173,29 @@ def speedscope_missing():
     return None
 
 
+def enough_history(doc):
+    """Whether a /signals?history document has four points or more, the latency quantiles of two intervals
+    after the first and the process's CPU time over three."""
+    h = (doc or {}).get("history") or {}
+    by = {s["name"]: s for s in h.get("series", ())}
+    lat = by.get("demo_step_latency_nanoseconds", {}).get("quantiles", {}).get("p50", [])
+    cpu = by.get("process_cpu_time_nanoseconds", {}).get("values", [])
+    return (len(h.get("times_ns", ())) >= 4 and len([v for v in lat[1:] if v is not None]) >= 2
+            and len([v for v in cpu if v is not None]) >= 3)
+
+
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     """The final payload of a real graphsignal-run (probe stages, a few
     seconds: its history block has per-second points)."""
     d = tmp_path_factory.mktemp("run")
     out = d / "run.signals.json"
-    proc = subprocess.run(GS_RUN + ["--listen-port", str(free_port()), "--output", str(out), sys.executable, "-c",
-                                    STEPS], env=quiet_env(), capture_output=True, timeout=120)
+    port = free_port()
+    # the steps go on until the live history has what the tests below read in the final one (which adds a
+    # point): on a loaded machine the sidecar starts, and takes its per-second points, late
+    with Release(lambda: enough_history(json_or_none("http://127.0.0.1:%d/signals?history=600" % port))) as rel:
+        proc = subprocess.run(GS_RUN + ["--listen-port", str(port), "--output", str(out), sys.executable, "-c",
+                                        STEPS], env=quiet_env(GS_UNTIL=rel.path), capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     with open(out) as f:
         doc = json.load(f)
@@ -376,13 +393,26 @@ def test_unreadable_sources_and_empty_payloads_are_one_line_and_exit_1(tmp_path)
 
 def test_a_live_endpoint_with_a_token_is_exported_with_its_history(tmp_path):
     port = free_port()
-    env = quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN="s3cret", GS_SECONDS="30")
+    env = quiet_env(GRAPHSIGNAL_SIGNALS_TOKEN="s3cret", GS_SECONDS="90")
     run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c", STEPS], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d" % port
         assert wait_for(lambda: json_or_none(base + "/health"), 30)
-        time.sleep(3.5)
+
+        def history():  # what the export below reads: three points, CPU time over two seconds, both stages
+            req = urllib.request.Request(base + "/signals?history=30", headers={"Authorization": "Bearer s3cret"})
+            try:
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    doc = json.loads(r.read())
+            except (OSError, ValueError):
+                return False
+            cpu = [s for s in doc["history"]["series"] if s["name"] == "process_cpu_time_nanoseconds"]
+            stages = [m for m in doc["metrics"] if m["name"] == "demo_stage_nanoseconds"]
+            return (any(len([v for v in s["values"] if v is not None]) >= 2 for s in cpu)
+                    and any(len(m["stats"]["frames"]) == 2 for m in stages))
+
+        assert wait_for(history, 30)
         out = tmp_path / "live.trace.json"
         r = export(base, "chrome", out, "--history", "30", env=env)
         assert r.returncode == 0, r.stderr
@@ -407,11 +437,12 @@ def test_signals_history_query(tmp_path):
     assert proc.returncode == 0 and "history" in doc
     port = free_port()
     run = subprocess.Popen(GS_RUN + ["--listen-port", str(port), sys.executable, "-c", STEPS],
-                           env=quiet_env(GS_SECONDS="30"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           env=quiet_env(GS_SECONDS="90"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = "http://127.0.0.1:%d/signals" % port
-        assert wait_for(lambda: json_or_none(base), 30)
-        time.sleep(2.5)
+        # two seconds of per-second points before the one asked for (the sidecar's start is late on a loaded machine)
+        assert wait_for(lambda: len(((json_or_none(base + "?history=30") or {}).get("history") or {}).get("times_ns", ()))
+                        >= 3, 30)
         plain = json_or_none(base)
         assert "history" not in plain  # only when asked for
         h = json_or_none(base + "?history=2&window=2")["history"]

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from support.gsrun import free_port, quiet_env, run_wrapped
+from support.gsrun import Release, free_port, quiet_env, run_wrapped
 from support.recorder import Recorder
 
 from graphsignal import __version__, config, histo
@@ -301,7 +301,7 @@ def test_a_bad_endpoint_or_a_missing_opentelemetry_proto_is_one_line_and_no_expo
     assert len(s.errors) == 1
 
 
-CHILD = """
+STEPS = """
 import sys, time
 from graphsignal import probes
 c = probes.counter("myapp_requests_total", {"route": "/v1"})
@@ -310,8 +310,8 @@ for i in range(300):
     c.add(1)
     h.record(1000 + 37 * i)
     time.sleep(0.01)
-sys.exit(3)
 """
+CHILD = STEPS + "sys.exit(3)\n"
 
 
 def test_graphsignal_run_exports_otlp_end_to_end():
@@ -322,7 +322,10 @@ def test_graphsignal_run_exports_otlp_end_to_end():
                         GRAPHSIGNAL_TAGS="pod=p-1,bad key=x,namespace=ml",
                         OTEL_RESOURCE_ATTRIBUTES="deployment.environment=prod",
                         GRAPHSIGNAL_DISABLE_VERSION_CHECK="1", GRAPHSIGNAL_LOG_LEVEL="warning")
-        proc, signals = run_wrapped([sys.executable, "-c", CHILD], env=env, listen_port=free_port())
+        # after its steps, the workload waits (at most 30 s) for a periodic export: the sidecar starts after it
+        with Release(lambda: rec.matching("/v1/metrics")) as periodic:
+            proc, signals = run_wrapped([sys.executable, "-c", STEPS + periodic.code + "sys.exit(3)\n"], env=env,
+                                        listen_port=free_port())
         assert proc.returncode == 3, proc.stderr  # the workload's exit passes through
         assert proc.stderr.count(b"GRAPHSIGNAL_TAGS entry 'bad key=x'") == 1, proc.stderr
         reqs = rec.matching("/v1/metrics")

@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -84,3 +85,84 @@ def rings_of(*pids):
     that must leave no ring behind looks at, whatever tests running beside it (other pytest workers) create."""
     marks = ["-%d-" % int(p) for p in pids]
     return {f for f in os.listdir("/dev/shm") if f.startswith("gs-") and any(m in f for m in marks)}
+
+
+def wait_code(flag, cap=30):
+    """Python lines for a workload that waits (at most `cap` s) until the file `flag` exists: a test releases it
+    (Release) once the sidecar has shown what the test checks, however late a loaded machine lets that come."""
+    return ("import os as _os, time as _time\n_end = _time.monotonic() + %r\n"
+            "while not _os.path.exists(%r) and _time.monotonic() < _end: _time.sleep(0.02)\n" % (cap, flag))
+
+
+class Release:
+    """A flag file (path; not there yet) that a thread creates once pred() holds, or after `timeout` s (the
+    workload then goes on, and the test's own asserts say what was missing); `code` is the workload's wait for
+    it (wait_code). seen: whether pred() held. A test waits for what it tests, never for a fixed time:
+
+        with Release(lambda: ...) as rel:
+            run_wrapped([sys.executable, "-c", rel.code + WORKLOAD], ...)
+    """
+
+    def __init__(self, pred, timeout=30.0, interval=0.05):
+        fd, self.path = tempfile.mkstemp(prefix="gs-release-")
+        os.close(fd)
+        os.unlink(self.path)
+        self.pred, self.timeout, self.interval = pred, timeout, interval
+        self.code = wait_code(self.path, cap=timeout + 5)
+        self.seen = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        deadline = time.monotonic() + self.timeout
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                self.seen = bool(self.pred())
+            except Exception:
+                self.seen = False
+            if self.seen:
+                break
+            self._stop.wait(self.interval)
+        open(self.path, "w").close()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(self.timeout + 5)
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        return False
+
+
+def run_released_by_stderr(make_cmd, needle, *, env, timeout=120):
+    """Runs make_cmd(wait) (wait: the Python lines of a workload's wait for its release, wait_code) with its output
+    captured, and releases the workload once `needle` (bytes) shows on its stderr, at most 30 s after it starts:
+    for what the sidecar reports on the shared stderr while the workload runs. A CompletedProcess."""
+    out, err = [], []
+
+    def pump(stream, into):
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            into.append(chunk)
+
+    with Release(lambda: needle in b"".join(list(err))) as rel:
+        cmd = make_cmd(rel.code)
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        pumps = [threading.Thread(target=pump, args=(p.stdout, out), daemon=True),
+                 threading.Thread(target=pump, args=(p.stderr, err), daemon=True)]
+        for t in pumps:
+            t.start()
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise
+        finally:
+            for t in pumps:
+                t.join(10)
+            p.stdout.close()
+            p.stderr.close()
+    return subprocess.CompletedProcess(cmd, p.returncode, b"".join(out), b"".join(err))
