@@ -23,6 +23,11 @@ def _run(tmp_path, *, seconds=0.5, env=None, send=None):
     out = tmp_path / "final.json"
     port = free_port()
     cmd = GS_RUN + ["--listen-port", str(port), "--output", str(out), sys.executable, "-c", PROBE, str(seconds)]
+    if send == signal.SIGINT:
+        # as from a terminal: a suite started in the background of a non-interactive shell ignores SIGINT,
+        # and the workload would inherit that (graphsignal-run passes dispositions through unchanged)
+        cmd = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.argv[1], sys.argv[1:])"] + cmd
     p = subprocess.Popen(cmd, env=env or quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if send is not None:
         # the signal comes once the sidecar is up and has read the probe (a fixed sleep raced a loaded machine)
