@@ -308,14 +308,23 @@ const char* gs_hostmem_class_name(int cls) {
   return cls >= 0 && cls < GS_MEM_CLASSES ? names[cls] : "unknown";
 }
 
+/* Without the writers' lock: the report reads this at exit, where a
+ * writer may still be running (or, in a forked child, may have held the
+ * lock in the parent); a change in flight can make it one off. */
 void gs_hostmem_get_stats(gs_hostmem_stats* out) {
-  pthread_mutex_lock(&g_mu);
-  out->ranges = g_table[0].n;
-  out->unrecorded = g_table[0].unrecorded;
+  const table* t = &g_table[__atomic_load_n(&g_seq, __ATOMIC_ACQUIRE) & 1];
+  out->ranges = LOAD(&t->n);
+  out->unrecorded = LOAD(&t->unrecorded);
   out->unsure = LOAD(&g_unsure);
   out->overflows = LOAD(&g_overflows);
   out->gave_up = LOAD(&g_gave_up);
-  pthread_mutex_unlock(&g_mu);
 }
+
+/* A child forked while a writer held the lock would wait on it forever at
+ * its first page-locking call: it starts with the lock free (its copy of
+ * the table may then be mid-change; CUDA is not usable in such a child). */
+static void child_after_fork(void) { pthread_mutex_init(&g_mu, NULL); }
+
+__attribute__((constructor)) static void gs_hostmem_setup(void) { pthread_atfork(NULL, NULL, child_after_fork); }
 
 void gs_hostmem_say(int on) { __atomic_store_n(&g_say, on, RELAXED); }
