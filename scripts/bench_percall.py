@@ -45,7 +45,10 @@ run under
                     config but this one has NVTX_INJECTION64_PATH set, NVTX on)
   ours:nvtx-gpu     NVTX ranges and GPU time per range (GRAPHSIGNAL_NVTX=gpu)
   light             the CUDA driver interposer alone (libgraphsignal_interpose.so
-                    preloaded, no CUPTI): --cuda-trace light's counting
+                    preloaded, no CUPTI): --cuda-trace light's counting; its
+                    copy ops (h2d_/d2h_ pinned and pageable) include telling
+                    the host memory apart (csrc/interpose/hostmem.h; the
+                    lookup alone, on a CPU: scripts/bench_hostmem.py)
   light-sampled     the same with every graph launch timed by an event pair
                     (GRAPHSIGNAL_CUDA_SAMPLE=1): the cost of one sampled launch
 

@@ -9,8 +9,9 @@ it): its payload's series against its own report, and its sampled graph
 time against CUPTI's graph records of the census run (the event pairs'
 bias, raw and with the host's share taken out).
 One JSON line per workload and collection: kernel launches per symbol,
-graph replays per graph name, synchronizations by kind, copies and
-memsets, as CUPTI's payload has them and as the interposer counted them;
+graph replays per graph name, synchronizations by kind, copies (and per
+kind and host memory: pinned, pageable, managed) and memsets, as CUPTI's
+payload has them and as the interposer counted them;
 which cuGetProcAddress answers it bound and how; and, per family, whether
 the counts agree.
 
@@ -67,12 +68,30 @@ def counters(payload, prefix):
     return out
 
 
+COPY_KINDS = {"0": "unknown", "1": "host_to_device", "2": "device_to_host", "8": "device_to_device",
+              "9": "host_to_host", "10": "peer_to_peer"}  # the report's copy kinds (CUpti_ActivityMemcpyKind)
+
+
+def host_memory_split(payload, profile):
+    """{"<copy kind> <host_memory>": calls} of a payload's copy profile ("-": a series without host_memory)."""
+    out = {}
+    for m in payload.get("metrics", []):
+        if m.get("name") != profile or m.get("type") != "profile":
+            continue
+        hm = (m.get("tags") or {}).get("host_memory") or "-"
+        for f in (m.get("stats") or {}).get("frames") or []:
+            key = "%s %s" % (f.get("name"), hm)
+            out[key] = out.get(key, 0) + (f.get("samples") or 0)
+    return out
+
+
 def merged_reports(prefix):
     """The interposer's reports of every process of the run, summed."""
     tot = {"kernels": {}, "graphs": {}, "syncs": {}, "copies": {}, "memsets": [0, 0], "captured": 0,
            "graph_captures": 0, "graphs_unnamed": 0, "bound_by_export": 0, "bound_by_rule": 0, "unbound": 0,
            "slots_full": 0, "pids": 0, "rows": {}, "lookups_not_by_export": [], "sampled": {},
-           "samples": {"taken": 0, "skipped": 0, "failed": 0}}
+           "samples": {"taken": 0, "skipped": 0, "failed": 0}, "copies_host_memory": {},
+           "hostmem": {"ranges": 0, "unrecorded": 0, "unsure": 0, "overflows": 0, "gave_up": 0}}
     for path in glob.glob(prefix + ".*.json"):
         with open(path) as f:
             r = json.load(f)
@@ -96,6 +115,13 @@ def merged_reports(prefix):
             a = tot["copies"].setdefault(k, [0, 0])
             a[0] += n
             a[1] += b
+        for k, by_mem in r.get("copies_host_memory", {}).items():  # as host_memory_split names them
+            for mem, (n, _) in by_mem.items():
+                key = "%s %s" % (COPY_KINDS.get(k, "kind_" + k), "-" if mem in ("none", "unknown") else mem)
+                tot["copies_host_memory"][key] = tot["copies_host_memory"].get(key, 0) + n
+        for k in tot["hostmem"]:
+            tot["hostmem"][k] = tot["hostmem"][k] | r.get("hostmem", {}).get(k, 0) if k == "unsure" else \
+                tot["hostmem"][k] + r.get("hostmem", {}).get(k, 0)
         tot["memsets"][0] += r["memsets"][0]
         tot["memsets"][1] += r["memsets"][1]
         for k in ("captured", "graph_captures", "graphs_unnamed", "bound_by_export", "bound_by_rule", "unbound",
@@ -178,7 +204,11 @@ def measure(name, cmd, out, lib, mode, timeout, server=None):
         syncs_cupti=syncs_cupti, syncs_ours=r["syncs"],
         copies_cupti=frames(pl, "cuda_memcpy_nanoseconds" if mode == "census" else "cuda_memcpy_calls"),
         copy_bytes_cupti=counters(pl, "cuda_memcpy_bytes"),
-        copies_ours=r["copies"], memsets_cupti=frames(pl, "cuda_memset_nanoseconds" if mode == "census" else
+        copies_ours=r["copies"],
+        # copies per kind and host memory: CUPTI's (census) or light's payload (light) against the interposer's
+        copies_host_memory=diff(host_memory_split(pl, "cuda_memcpy_nanoseconds" if mode == "census" else
+                                                  "cuda_memcpy_calls"), r["copies_host_memory"]),
+        hostmem=r["hostmem"], memsets_cupti=frames(pl, "cuda_memset_nanoseconds" if mode == "census" else
                                                       "cuda_memset_calls"), memsets_ours=r["memsets"],
         captured=r["captured"], graph_captures=r["graph_captures"], graphs_unnamed=r["graphs_unnamed"],
         bound_by_export=r["bound_by_export"], bound_by_rule=r["bound_by_rule"], unbound=r["unbound"],

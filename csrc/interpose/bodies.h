@@ -9,8 +9,11 @@
 #ifndef GRAPHSIGNAL_INTERPOSE_BODIES_H
 #define GRAPHSIGNAL_INTERPOSE_BODIES_H
 
+#include <string.h>
+
 #include "counters.h"
 #include "hooks.h"
+#include "hostmem.h"
 
 #define CALLS(row) \
   if (__builtin_expect(g_census, 0)) __atomic_fetch_add(&g_calls[row], 1, __ATOMIC_RELAXED)
@@ -169,67 +172,69 @@ static inline gs_CUresult b_event_sync(int row, void* real, gs_CUevent e) {
 }
 
 /* copies: a synchronous copy also counts its wait as a synchronization */
-#define SYNC_COPY(kind, bytes, call)                       \
+/* src, dst: the host addresses gs_count_copy classifies where the kind has
+ * a host side (evaluated only for a copy that ran) */
+#define SYNC_COPY(kind, bytes, src, dst, call)             \
   uint64_t t0 = gs_ticks();                                \
   gs_CUresult r = call;                                    \
   CALLS(row);                                              \
   if (r == GS_CUDA_SUCCESS) {                              \
     gs_count_sync(GS_SYNC_COPY, gs_ticks() - t0);          \
-    gs_count_copy(kind, bytes, NULL, 0);                   \
+    gs_count_copy(kind, bytes, src, dst, NULL, 0);         \
   }                                                        \
   return r
-#define ASYNC_COPY(kind, bytes, s, call)                   \
-  gs_CUresult r = call;                                    \
-  CALLS(row);                                              \
-  if (r == GS_CUDA_SUCCESS) gs_count_copy(kind, bytes, s, 1); \
+#define ASYNC_COPY(kind, bytes, src, dst, s, call)                   \
+  gs_CUresult r = call;                                              \
+  CALLS(row);                                                        \
+  if (r == GS_CUDA_SUCCESS) gs_count_copy(kind, bytes, src, dst, s, 1); \
   return r
 
 typedef gs_CUresult(*fn_copy) GS_P_COPY;
 typedef gs_CUresult(*fn_copy_async) GS_P_COPY_ASYNC;
 static inline gs_CUresult b_copy(int row, void* real, gs_CUdeviceptr dst, gs_CUdeviceptr src, size_t n) {
-  SYNC_COPY(GS_COPY_DEFAULT, n, ((fn_copy)real)(dst, src, n));
+  SYNC_COPY(GS_COPY_DEFAULT, n, NULL, NULL, ((fn_copy)real)(dst, src, n));
 }
 static inline gs_CUresult b_copy_async(int row, void* real, gs_CUdeviceptr dst, gs_CUdeviceptr src, size_t n,
                                        gs_CUstream s) {
-  ASYNC_COPY(GS_COPY_DEFAULT, n, s, ((fn_copy_async)real)(dst, src, n, s));
+  ASYNC_COPY(GS_COPY_DEFAULT, n, NULL, NULL, s, ((fn_copy_async)real)(dst, src, n, s));
 }
 static inline gs_CUresult b_dtod(int row, void* real, gs_CUdeviceptr dst, gs_CUdeviceptr src, size_t n) {
-  SYNC_COPY(GS_COPY_DTOD, n, ((fn_copy)real)(dst, src, n));
+  SYNC_COPY(GS_COPY_DTOD, n, NULL, NULL, ((fn_copy)real)(dst, src, n));
 }
 static inline gs_CUresult b_dtod_async(int row, void* real, gs_CUdeviceptr dst, gs_CUdeviceptr src, size_t n,
                                        gs_CUstream s) {
-  ASYNC_COPY(GS_COPY_DTOD, n, s, ((fn_copy_async)real)(dst, src, n, s));
+  ASYNC_COPY(GS_COPY_DTOD, n, NULL, NULL, s, ((fn_copy_async)real)(dst, src, n, s));
 }
 
 typedef gs_CUresult(*fn_htod) GS_P_HTOD;
 typedef gs_CUresult(*fn_htod_async) GS_P_HTOD_ASYNC;
 static inline gs_CUresult b_htod(int row, void* real, gs_CUdeviceptr dst, const void* src, size_t n) {
-  SYNC_COPY(GS_COPY_HTOD, n, ((fn_htod)real)(dst, src, n));
+  SYNC_COPY(GS_COPY_HTOD, n, src, NULL, ((fn_htod)real)(dst, src, n));
 }
 static inline gs_CUresult b_htod_async(int row, void* real, gs_CUdeviceptr dst, const void* src, size_t n,
                                        gs_CUstream s) {
-  ASYNC_COPY(GS_COPY_HTOD, n, s, ((fn_htod_async)real)(dst, src, n, s));
+  ASYNC_COPY(GS_COPY_HTOD, n, src, NULL, s, ((fn_htod_async)real)(dst, src, n, s));
 }
 
 typedef gs_CUresult(*fn_dtoh) GS_P_DTOH;
 typedef gs_CUresult(*fn_dtoh_async) GS_P_DTOH_ASYNC;
 static inline gs_CUresult b_dtoh(int row, void* real, void* dst, gs_CUdeviceptr src, size_t n) {
-  SYNC_COPY(GS_COPY_DTOH, n, ((fn_dtoh)real)(dst, src, n));
+  SYNC_COPY(GS_COPY_DTOH, n, NULL, dst, ((fn_dtoh)real)(dst, src, n));
 }
 static inline gs_CUresult b_dtoh_async(int row, void* real, void* dst, gs_CUdeviceptr src, size_t n,
                                        gs_CUstream s) {
-  ASYNC_COPY(GS_COPY_DTOH, n, s, ((fn_dtoh_async)real)(dst, src, n, s));
+  ASYNC_COPY(GS_COPY_DTOH, n, NULL, dst, s, ((fn_dtoh_async)real)(dst, src, n, s));
 }
 
 typedef gs_CUresult(*fn_peer) GS_P_PEER;
 typedef gs_CUresult(*fn_peer_async) GS_P_PEER_ASYNC;
 static inline gs_CUresult b_peer(int row, void* real, gs_CUdeviceptr dst, gs_CUcontext dctx, gs_CUdeviceptr src,
                                  gs_CUcontext sctx, size_t n) {
-  SYNC_COPY(GS_COPY_PTOP, n, ((fn_peer)real)(dst, dctx, src, sctx, n));
+  SYNC_COPY(GS_COPY_PTOP, n, NULL, NULL, ((fn_peer)real)(dst, dctx, src, sctx, n));
 }
 static inline gs_CUresult b_peer_async(int row, void* real, gs_CUdeviceptr dst, gs_CUcontext dctx,
                                        gs_CUdeviceptr src, gs_CUcontext sctx, size_t n, gs_CUstream s) {
-  ASYNC_COPY(GS_COPY_PTOP, n, s, ((fn_peer_async)real)(dst, dctx, src, sctx, n, s));
+  ASYNC_COPY(GS_COPY_PTOP, n, NULL, NULL, s, ((fn_peer_async)real)(dst, dctx, src, sctx, n, s));
 }
 
 static int kind_2d(const gs_Memcpy2D* p) {
@@ -247,13 +252,22 @@ static int kind_2d(const gs_Memcpy2D* p) {
 
 static inline uint64_t bytes_2d(const gs_Memcpy2D* p) { return p ? (uint64_t)p->WidthInBytes * p->Height : 0; }
 
+/* the first host byte a 2D copy reads or writes (only used where kind_2d
+ * says that side is host memory); an address computed, never read */
+static inline const void* src_2d(const gs_Memcpy2D* p) {
+  return p ? (const void*)((uintptr_t)p->srcHost + p->srcY * p->srcPitch + p->srcXInBytes) : NULL;
+}
+static inline const void* dst_2d(const gs_Memcpy2D* p) {
+  return p ? (const void*)((uintptr_t)p->dstHost + p->dstY * p->dstPitch + p->dstXInBytes) : NULL;
+}
+
 typedef gs_CUresult(*fn_2d) GS_P_2D;
 typedef gs_CUresult(*fn_2d_async) GS_P_2D_ASYNC;
 static inline gs_CUresult b_2d(int row, void* real, const gs_Memcpy2D* p) {
-  SYNC_COPY(kind_2d(p), bytes_2d(p), ((fn_2d)real)(p));
+  SYNC_COPY(kind_2d(p), bytes_2d(p), src_2d(p), dst_2d(p), ((fn_2d)real)(p));
 }
 static inline gs_CUresult b_2d_async(int row, void* real, const gs_Memcpy2D* p, gs_CUstream s) {
-  ASYNC_COPY(kind_2d(p), bytes_2d(p), s, ((fn_2d_async)real)(p, s));
+  ASYNC_COPY(kind_2d(p), bytes_2d(p), src_2d(p), dst_2d(p), s, ((fn_2d_async)real)(p, s));
 }
 
 #define MEMSET(bytes, s, async, call)                        \
@@ -288,6 +302,109 @@ static inline gs_CUresult b_set16_async(int row, void* real, gs_CUdeviceptr dst,
 static inline gs_CUresult b_set32_async(int row, void* real, gs_CUdeviceptr dst, unsigned int v, size_t n,
                                         gs_CUstream s) {
   MEMSET(4 * (uint64_t)n, s, 1, ((fn_set32_async)real)(dst, v, n, s));
+}
+
+/* ---- host memory (hostmem.h): recorded only when the call succeeded ---- */
+
+typedef gs_CUresult(*fn_host_alloc) GS_P_HOST_ALLOC;
+static inline gs_CUresult b_host_alloc(int row, void* real, void** pp, size_t n, unsigned int flags) {
+  gs_CUresult r = ((fn_host_alloc)real)(pp, n, flags);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS && pp) gs_hostmem_pinned(*pp, n);
+  return r;
+}
+
+typedef gs_CUresult(*fn_alloc_host) GS_P_ALLOC_HOST;
+static inline gs_CUresult b_alloc_host(int row, void* real, void** pp, size_t n) {
+  gs_CUresult r = ((fn_alloc_host)real)(pp, n);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS && pp) gs_hostmem_pinned(*pp, n);
+  return r;
+}
+
+typedef gs_CUresult(*fn_alloc_host_v1) GS_P_ALLOC_HOST_V1;
+static inline gs_CUresult b_alloc_host_v1(int row, void* real, void** pp, unsigned int n) {
+  gs_CUresult r = ((fn_alloc_host_v1)real)(pp, n);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS && pp) gs_hostmem_pinned(*pp, n);
+  return r;
+}
+
+typedef gs_CUresult(*fn_host_register) GS_P_HOST_REGISTER;
+static inline gs_CUresult b_host_register(int row, void* real, void* p, size_t n, unsigned int flags) {
+  gs_CUresult r = ((fn_host_register)real)(p, n, flags);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS) gs_hostmem_pinned(p, n);
+  return r;
+}
+
+typedef gs_CUresult(*fn_host_ptr) GS_P_HOST_PTR;
+static inline gs_CUresult b_host_unpin(int row, void* real, void* p) { /* cuMemFreeHost, cuMemHostUnregister */
+  gs_CUresult r = ((fn_host_ptr)real)(p);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS) gs_hostmem_unpinned(p);
+  return r;
+}
+
+typedef gs_CUresult(*fn_alloc_managed) GS_P_ALLOC_MANAGED;
+static inline gs_CUresult b_alloc_managed(int row, void* real, gs_CUdeviceptr* dptr, size_t n, unsigned int flags) {
+  gs_CUresult r = ((fn_alloc_managed)real)(dptr, n, flags);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS && dptr) gs_hostmem_managed((uintptr_t)*dptr, n);
+  return r;
+}
+
+typedef gs_CUresult(*fn_dptr) GS_P_DPTR;
+static inline gs_CUresult b_free(int row, void* real, gs_CUdeviceptr dptr) {
+  gs_CUresult r = ((fn_dptr)real)(dptr);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS) gs_hostmem_freed((uintptr_t)dptr);
+  return r;
+}
+
+/* a mapped allocation's location, asked once per mapping: 1 on the host, 0
+ * not, -1 not known */
+static inline int mapped_on_host(gs_CUmemGenericAllocationHandle handle) {
+  gs_MemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  if (!gs_driver.mem_get_allocation_props || gs_driver.mem_get_allocation_props(&prop, handle) != GS_CUDA_SUCCESS)
+    return -1;
+  switch (prop.location.type) {
+    case GS_CU_MEM_LOCATION_TYPE_DEVICE: return 0;
+    case GS_CU_MEM_LOCATION_TYPE_HOST:
+    case GS_CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case GS_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return 1;
+    default: return -1;
+  }
+}
+
+typedef gs_CUresult(*fn_mem_map) GS_P_MEM_MAP;
+static inline gs_CUresult b_mem_map(int row, void* real, gs_CUdeviceptr ptr, size_t n, size_t offset,
+                                    gs_CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  gs_CUresult r = ((fn_mem_map)real)(ptr, n, offset, handle, flags);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS) gs_hostmem_mapped((uintptr_t)ptr, n, mapped_on_host(handle));
+  return r;
+}
+
+typedef gs_CUresult(*fn_mem_unmap) GS_P_MEM_UNMAP;
+static inline gs_CUresult b_mem_unmap(int row, void* real, gs_CUdeviceptr ptr, size_t n) {
+  gs_CUresult r = ((fn_mem_unmap)real)(ptr, n);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS) gs_hostmem_unmapped((uintptr_t)ptr, n);
+  return r;
+}
+
+/* a pool on the host, or of managed memory: its allocations
+ * (cuMemAllocFromPoolAsync) are not followed */
+typedef gs_CUresult(*fn_pool_create) GS_P_POOL_CREATE;
+static inline gs_CUresult b_pool_create(int row, void* real, gs_CUmemoryPool* pool, const gs_MemPoolPropsHead* props) {
+  gs_CUresult r = ((fn_pool_create)real)(pool, props);
+  CALLS(row);
+  if (r == GS_CUDA_SUCCESS && props &&
+      (props->location.type != GS_CU_MEM_LOCATION_TYPE_DEVICE || props->allocType != GS_CU_MEM_ALLOCATION_TYPE_PINNED))
+    gs_hostmem_unsure(GS_UNSURE_POOL);
+  return r;
 }
 
 #endif

@@ -196,15 +196,20 @@ void gs_count_sync(int kind, uint64_t ticks) {
   __atomic_fetch_add(&d->syncs[kind].ticks, ticks, RELAXED);
 }
 
-void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async) {
+void gs_count_copy(int kind, uint64_t bytes, const void* src, const void* dst, gs_CUstream s, int async) {
+  int sc = GS_MEM_NONE, dc = GS_MEM_NONE;
+  gs_bytes_counter* c;
   if (async && gs_stream_capturing(s)) {
     __atomic_fetch_add(&gs_state.captured, 1, RELAXED);
     return;
   }
   gs_device_counters* d = device_counters();
   if (!d) return;
-  __atomic_fetch_add(&d->copies[kind].calls, 1, RELAXED);
-  __atomic_fetch_add(&d->copies[kind].bytes, bytes, RELAXED);
+  if (kind == GS_COPY_HTOD || kind == GS_COPY_HTOH) sc = gs_hostmem_class(src);
+  if (kind == GS_COPY_DTOH || kind == GS_COPY_HTOH) dc = gs_hostmem_class(dst);
+  c = &d->copies[kind][sc][dc];
+  __atomic_fetch_add(&c->calls, 1, RELAXED);
+  __atomic_fetch_add(&c->bytes, bytes, RELAXED);
 }
 
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async) {

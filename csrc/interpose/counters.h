@@ -6,7 +6,9 @@
  * seen) and relaxed atomic adds. A handle's first sight does the rare work:
  * its name (one driver call), its slot (one compare-and-swap). A graph's
  * name is computed from its node list once, at instantiation or update,
- * never per launch.
+ * never per launch. A copy's host side is classified pinned, managed or
+ * pageable by the host memory registry (hostmem.h), which learns from the
+ * allocation calls and never asks the driver per copy.
  *
  * Work put on a capturing stream is not run, so it is not counted as a
  * launch or a copy (the graph's replays count it); whether a stream
@@ -18,6 +20,7 @@
 #include <stdint.h>
 
 #include "cuda_abi.h"
+#include "hostmem.h"
 
 #define GS_TABLE_BITS 14 /* 16,384 kernels or graph executables; later ones count in `overflow` */
 #define GS_TABLE_SIZE (1u << GS_TABLE_BITS)
@@ -75,9 +78,12 @@ typedef struct {
  * count in `devices_over`. */
 #define GS_MAX_DEVICES 64
 
+/* Copies count per kind and per class of their source's and destination's
+ * host memory (hostmem.h; GS_MEM_NONE for a side that is not host memory
+ * or whose memory is not known). */
 typedef struct {
   gs_time_counter syncs[GS_SYNC_KINDS];
-  gs_bytes_counter copies[GS_COPY_KINDS];
+  gs_bytes_counter copies[GS_COPY_KINDS][GS_MEM_CLASSES][GS_MEM_CLASSES];
   gs_bytes_counter memsets;
 } gs_device_counters;
 
@@ -110,6 +116,7 @@ typedef struct {
   gs_CUresult (*ctx_get_device)(int*);
   gs_CUresult (*device_get)(int*, int);
   gs_CUresult (*device_get_uuid)(unsigned char*, int);
+  gs_CUresult (*mem_get_allocation_props)(gs_MemAllocationProp*, gs_CUmemGenericAllocationHandle);
 } gs_driver_fns;
 
 extern gs_driver_fns gs_driver;
@@ -119,7 +126,10 @@ void gs_driver_resolve(void* libcuda_handle);
 void gs_count_kernel(gs_CUfunction f, gs_CUstream s);
 void gs_count_graph(gs_CUgraphExec exec, gs_CUstream s);
 void gs_count_sync(int kind, uint64_t ticks);
-void gs_count_copy(int kind, uint64_t bytes, gs_CUstream s, int async);
+/* src, dst: the copy's host addresses where the kind says a side is host
+ * memory (HTOD: src; DTOH: dst; HTOH: both), classified here; ignored
+ * otherwise. */
+void gs_count_copy(int kind, uint64_t bytes, const void* src, const void* dst, gs_CUstream s, int async);
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async);
 
 /* The CUDA ordinal of the calling thread's current context (0 when none). */

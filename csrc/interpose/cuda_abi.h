@@ -23,6 +23,8 @@ typedef void* gs_CUgraph;
 typedef void* gs_CUgraphExec;
 typedef void* gs_CUgraphNode;
 typedef unsigned long long gs_CUdeviceptr;
+typedef unsigned long long gs_CUmemGenericAllocationHandle;
+typedef void* gs_CUmemoryPool;
 
 /* CUdriverProcAddress_flags */
 #define GS_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (1u << 1)
@@ -75,11 +77,44 @@ typedef struct {
   size_t WidthInBytes, Height;
 } gs_Memcpy2D;
 
+/* CUmemLocationType, CUmemAllocationType */
+#define GS_CU_MEM_LOCATION_TYPE_DEVICE 1
+#define GS_CU_MEM_LOCATION_TYPE_HOST 2
+#define GS_CU_MEM_LOCATION_TYPE_HOST_NUMA 3
+#define GS_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT 4
+#define GS_CU_MEM_ALLOCATION_TYPE_PINNED 1
+
+typedef struct {
+  int type;
+  int id;
+} gs_MemLocation;
+
+/* CUmemAllocationProp (v1): cuMemGetAllocationPropertiesFromHandle writes
+ * it whole; location.type is read */
+typedef struct {
+  int type;
+  int requestedHandleTypes;
+  gs_MemLocation location;
+  void* win32HandleMetaData;
+  unsigned char compressionType, gpuDirectRDMACapable;
+  unsigned short usage;
+  unsigned char reserved[4];
+} gs_MemAllocationProp;
+
+/* the head of CUmemPoolProps: allocType and location.type are read */
+typedef struct {
+  int allocType;
+  int handleTypes;
+  gs_MemLocation location;
+} gs_MemPoolPropsHead;
+
 #define GS_ABI_ASSERT(c, m) typedef char gs_abi_assert_##m[(c) ? 1 : -1]
 GS_ABI_ASSERT(offsetof(gs_CUlaunchConfig, hStream) == 32, launch_stream);
 GS_ABI_ASSERT(offsetof(gs_KernelNodeParams, kern) == 56 && sizeof(gs_KernelNodeParams) == 72, node_params);
 GS_ABI_ASSERT(offsetof(gs_Memcpy2D, dstMemoryType) == 72 && offsetof(gs_Memcpy2D, WidthInBytes) == 112 &&
                   sizeof(gs_Memcpy2D) == 128,
               memcpy2d);
+GS_ABI_ASSERT(offsetof(gs_MemAllocationProp, location) == 8 && sizeof(gs_MemAllocationProp) == 32, alloc_prop);
+GS_ABI_ASSERT(offsetof(gs_MemPoolPropsHead, location) == 8, pool_props);
 
 #endif

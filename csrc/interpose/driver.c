@@ -35,4 +35,5 @@ void gs_driver_resolve(void* h) {
   *(void**)&gs_driver.device_get = find(h, "cuDeviceGet");
   *(void**)&gs_driver.device_get_uuid = find(h, "cuDeviceGetUuid_v2");
   if (!gs_driver.device_get_uuid) *(void**)&gs_driver.device_get_uuid = find(h, "cuDeviceGetUuid");
+  *(void**)&gs_driver.mem_get_allocation_props = find(h, "cuMemGetAllocationPropertiesFromHandle");
 }

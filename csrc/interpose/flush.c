@@ -17,7 +17,10 @@
  *                 mean of the timed replays so far, sent as the growth of
  *                 that product (never negative);
  *   SYNC_AGG      synchronizations per kind with their host time;
- *   MEMCPY_COUNT, MEMSET_COUNT  calls and bytes per copy kind, memsets;
+ *   MEMCPY_COUNT  calls and bytes per copy kind and host memory of each
+ *                 side (pageable, pinned, managed; unknown where the side
+ *                 is not host memory or the registry cannot say);
+ *   MEMSET_COUNT  calls and bytes of memsets;
  *   DEVICE        each device's UUID, before its first record.
  *
  * A record the ring refuses (full) is sent again, whole, at the next
@@ -213,17 +216,22 @@ static int flush_device(int dev) {
     sent->syncs[i].calls += dn;
     sent->syncs[i].ticks = ns;
   }
-  for (i = 0; i < GS_COPY_KINDS; i++) {
-    uint64_t n = __atomic_load_n(&c->copies[i].calls, __ATOMIC_RELAXED);
-    uint64_t b = __atomic_load_n(&c->copies[i].bytes, __ATOMIC_RELAXED);
-    if (n == sent->copies[i].calls) continue;
-    if (!device_ready(dev) || !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_MEMCPY_COUNT, (uint8_t)i, (uint16_t)dev,
-                                                      0, n - sent->copies[i].calls, b - sent->copies[i].bytes)) {
+  for (i = 0; i < GS_COPY_KINDS * GS_MEM_CLASSES * GS_MEM_CLASSES; i++) {
+    int kind = i / (GS_MEM_CLASSES * GS_MEM_CLASSES), sc = i / GS_MEM_CLASSES % GS_MEM_CLASSES, dc = i % GS_MEM_CLASSES;
+    gs_bytes_counter* now = &c->copies[kind][sc][dc];
+    gs_bytes_counter* went = &sent->copies[kind][sc][dc];
+    uint64_t n = __atomic_load_n(&now->calls, __ATOMIC_RELAXED);
+    uint64_t b = __atomic_load_n(&now->bytes, __ATOMIC_RELAXED);
+    /* the host memory of each side as CUPTI's memcpy records carry it: src | dst << 8 */
+    uint32_t mem = gs_hostmem_cupti_kind(sc) | gs_hostmem_cupti_kind(dc) << 8;
+    if (n == went->calls) continue;
+    if (!device_ready(dev) || !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_MEMCPY_COUNT, (uint8_t)kind,
+                                                      (uint16_t)dev, mem, n - went->calls, b - went->bytes)) {
       pending = 1;
       continue;
     }
-    sent->copies[i].calls = n;
-    sent->copies[i].bytes = b;
+    went->calls = n;
+    went->bytes = b;
   }
   {
     uint64_t n = __atomic_load_n(&c->memsets.calls, __ATOMIC_RELAXED);
@@ -304,6 +312,7 @@ void gs_flush_setup(void) {
   if (!graphsignal_ring_name(g_ring_name, sizeof g_ring_name, "interpose")) return; /* not under graphsignal-run */
   g_pid = getpid();
   say_missing();
+  gs_hostmem_say(1);
   pthread_atfork(NULL, NULL, on_fork_child);
   atexit(at_exit);
   if (pthread_create(&t, NULL, flusher, NULL) == 0) pthread_detach(t);

@@ -83,6 +83,47 @@
 #define GS_P_SET32_ASYNC (gs_CUdeviceptr dst, unsigned int v, size_t n, gs_CUstream s)
 #define GS_A_SET_ASYNC (dst, v, n, s)
 
+#define GS_P_HOST_ALLOC (void** pp, size_t n, unsigned int flags)
+#define GS_A_HOST_ALLOC (pp, n, flags)
+#define GS_P_ALLOC_HOST (void** pp, size_t n)
+#define GS_P_ALLOC_HOST_V1 (void** pp, unsigned int n) /* before CUDA 3.2: a 32-bit size */
+#define GS_A_ALLOC_HOST (pp, n)
+#define GS_P_HOST_REGISTER (void* p, size_t n, unsigned int flags)
+#define GS_A_HOST_REGISTER (p, n, flags)
+#define GS_P_HOST_PTR (void* p)
+#define GS_A_HOST_PTR (p)
+#define GS_P_ALLOC_MANAGED (gs_CUdeviceptr * dptr, size_t n, unsigned int flags)
+#define GS_A_ALLOC_MANAGED (dptr, n, flags)
+#define GS_P_DPTR (gs_CUdeviceptr dptr)
+#define GS_A_DPTR (dptr)
+#define GS_P_MEM_MAP \
+  (gs_CUdeviceptr ptr, size_t n, size_t offset, gs_CUmemGenericAllocationHandle handle, unsigned long long flags)
+#define GS_A_MEM_MAP (ptr, n, offset, handle, flags)
+#define GS_P_MEM_UNMAP (gs_CUdeviceptr ptr, size_t n)
+#define GS_A_MEM_UNMAP (ptr, n)
+#define GS_P_POOL_CREATE (gs_CUmemoryPool * pool, const gs_MemPoolPropsHead* props)
+#define GS_A_POOL_CREATE (pool, props)
+
+/* The calls that make or end page-locked and managed host memory
+ * (hostmem.h): counted nowhere, followed so that a copy's host side can be
+ * classified without asking the driver. */
+#define GS_HOST_MEMORY_HOOKS(X)                                                                      \
+  X(cuMemHostAlloc, "cuMemHostAlloc", 0, b_host_alloc, GS_P_HOST_ALLOC, GS_A_HOST_ALLOC)             \
+  X(cuMemAllocHost_v2, "cuMemAllocHost", 0, b_alloc_host, GS_P_ALLOC_HOST, GS_A_ALLOC_HOST)          \
+  X(cuMemAllocHost, "cuMemAllocHost", 0, b_alloc_host_v1, GS_P_ALLOC_HOST_V1, GS_A_ALLOC_HOST)       \
+  X(cuMemHostRegister_v2, "cuMemHostRegister", 0, b_host_register, GS_P_HOST_REGISTER,             \
+    GS_A_HOST_REGISTER)                                                                              \
+  X(cuMemHostRegister, "cuMemHostRegister", 0, b_host_register, GS_P_HOST_REGISTER,                 \
+    GS_A_HOST_REGISTER)                                                                              \
+  X(cuMemFreeHost, "cuMemFreeHost", 0, b_host_unpin, GS_P_HOST_PTR, GS_A_HOST_PTR)                   \
+  X(cuMemHostUnregister, "cuMemHostUnregister", 0, b_host_unpin, GS_P_HOST_PTR, GS_A_HOST_PTR)       \
+  X(cuMemAllocManaged, "cuMemAllocManaged", 0, b_alloc_managed, GS_P_ALLOC_MANAGED,                 \
+    GS_A_ALLOC_MANAGED)                                                                              \
+  X(cuMemFree_v2, "cuMemFree", 0, b_free, GS_P_DPTR, GS_A_DPTR)                                      \
+  X(cuMemMap, "cuMemMap", 0, b_mem_map, GS_P_MEM_MAP, GS_A_MEM_MAP)                                  \
+  X(cuMemUnmap, "cuMemUnmap", 0, b_mem_unmap, GS_P_MEM_UNMAP, GS_A_MEM_UNMAP)                        \
+  X(cuMemPoolCreate, "cuMemPoolCreate", 0, b_pool_create, GS_P_POOL_CREATE, GS_A_POOL_CREATE)
+
 #define GS_HOOKS(X)                                                                                  \
   X(cuLaunchKernel, "cuLaunchKernel", 0, b_launch, GS_P_LAUNCH, GS_A_LAUNCH)                         \
   X(cuLaunchKernel_ptsz, "cuLaunchKernel", 1, b_launch, GS_P_LAUNCH, GS_A_LAUNCH)                    \
@@ -159,6 +200,7 @@
   X(cuMemsetD16Async, "cuMemsetD16Async", 0, b_set16_async, GS_P_SET16_ASYNC, GS_A_SET_ASYNC)        \
   X(cuMemsetD16Async_ptsz, "cuMemsetD16Async", 1, b_set16_async, GS_P_SET16_ASYNC, GS_A_SET_ASYNC)   \
   X(cuMemsetD32Async, "cuMemsetD32Async", 0, b_set32_async, GS_P_SET32_ASYNC, GS_A_SET_ASYNC)        \
-  X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 1, b_set32_async, GS_P_SET32_ASYNC, GS_A_SET_ASYNC)
+  X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 1, b_set32_async, GS_P_SET32_ASYNC, GS_A_SET_ASYNC)     \
+  GS_HOST_MEMORY_HOOKS(X)
 
 #endif

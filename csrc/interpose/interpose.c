@@ -20,9 +20,12 @@
  *
  * What it costs. A process that never looks up the driver runs nothing
  * here but the trampoline's compare on each dlsym. A counted call costs one
- * indirect call, a table lookup and relaxed atomic adds (counters.c).
- * Nothing here blocks, allocates per call, or changes a call's arguments,
- * result or error. */
+ * indirect call, a table lookup and relaxed atomic adds (counters.c); a
+ * copy's host side, a lock-free search of the host memory registry
+ * (hostmem.h). Nothing on those calls blocks or allocates, and nothing here
+ * changes a call's arguments, result or error; the calls that page-lock or
+ * free host memory, rare, take the registry's writers' lock after the
+ * driver has answered. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -36,6 +39,7 @@
 
 #include "counters.h"
 #include "hooks.h"
+#include "hostmem.h"
 #include "interpose.h"
 
 #define GS_EXPORT __attribute__((visibility("default")))
@@ -55,6 +59,7 @@ typedef struct {
   const char* name;
   const char* base;
   int per_thread;
+  const char* body;
   void* wrappers[GS_SLOTS];
 } gs_row;
 
@@ -101,10 +106,21 @@ GS_HOOKS(X)
 
 static const gs_row g_rows[GS_H_COUNT] = {
 #define X(name, base, pt, body, params, args) \
-  {#name, base, pt, {(void*)name, (void*)name##_gs1, (void*)name##_gs2, (void*)name##_gs3}},
+  {#name, base, pt, #body, {(void*)name, (void*)name##_gs1, (void*)name##_gs2, (void*)name##_gs3}},
     GS_HOOKS(X)
 #undef X
 };
+
+/* A row that makes page-locked or managed host memory handed out
+ * uncounted: memory it makes is not seen, so the host memory registry can
+ * no longer call memory it does not hold pageable (hostmem.h). */
+static void uncounted(int row) {
+  static const char* const makers[] = {"b_host_alloc", "b_alloc_host",     "b_alloc_host_v1", "b_host_register",
+                                       "b_alloc_managed", "b_mem_map", "b_pool_create"};
+  size_t i;
+  for (i = 0; i < sizeof makers / sizeof makers[0]; i++)
+    if (!strcmp(g_rows[row].body, makers[i])) gs_hostmem_unsure(GS_UNSURE_UNBOUND);
+}
 
 static int is_ours(const void* p) {
   int row, slot;
@@ -175,6 +191,7 @@ static void* bind(int row, void* real) {
     if (expected == real) return g_rows[row].wrappers[slot];
   }
   __atomic_fetch_add(&gs_stats.slots_full, 1, __ATOMIC_RELAXED);
+  uncounted(row);
   return NULL;
 }
 
@@ -259,6 +276,7 @@ static void* wrap_answer(const char* symbol, void* pfn, int version, uint64_t fl
    * function goes out uncounted. */
   if (candidates != 1 || version < 12000) {
     __atomic_fetch_add(&gs_stats.unbound, 1, __ATOMIC_RELAXED);
+    uncounted(match);
     if (g_census) gs_interpose_note_lookup(symbol, version, flags, NULL, 1);
     return pfn;
   }

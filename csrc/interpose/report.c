@@ -1,7 +1,7 @@
 /* GRAPHSIGNAL_INTERPOSE_REPORT=PREFIX: at exit the interposer writes what it
  * counted to PREFIX.<pid>.json: the calls per hooked entry point, which
  * cuGetProcAddress answers it bound and how, and the counts per kernel,
- * graph, synchronization, copy kind and memset. A diagnosis and the
+ * graph, synchronization, copy kind (and host memory) and memset. A diagnosis and the
  * tests' view of the counters; nothing is written without the variable,
  * and the workload's own output is never touched. */
 #ifndef _GNU_SOURCE
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "counters.h"
+#include "hostmem.h"
 #include "interpose.h"
 
 #define MAX_LOOKUPS 1024
@@ -89,13 +90,52 @@ static void totals(gs_device_counters* t) {
       t->syncs[i].calls += __atomic_load_n(&c->syncs[i].calls, __ATOMIC_RELAXED);
       t->syncs[i].ticks += __atomic_load_n(&c->syncs[i].ticks, __ATOMIC_RELAXED);
     }
-    for (i = 0; i < GS_COPY_KINDS; i++) {
-      t->copies[i].calls += __atomic_load_n(&c->copies[i].calls, __ATOMIC_RELAXED);
-      t->copies[i].bytes += __atomic_load_n(&c->copies[i].bytes, __ATOMIC_RELAXED);
+    for (i = 0; i < GS_COPY_KINDS * GS_MEM_CLASSES * GS_MEM_CLASSES; i++) {
+      gs_bytes_counter* from = &c->copies[0][0][0] + i;
+      gs_bytes_counter* to = &t->copies[0][0][0] + i;
+      to->calls += __atomic_load_n(&from->calls, __ATOMIC_RELAXED);
+      to->bytes += __atomic_load_n(&from->bytes, __ATOMIC_RELAXED);
     }
     t->memsets.calls += __atomic_load_n(&c->memsets.calls, __ATOMIC_RELAXED);
     t->memsets.bytes += __atomic_load_n(&c->memsets.bytes, __ATOMIC_RELAXED);
   }
+}
+
+/* ,"copies_host_memory":{"<kind>":{"<host memory>":[calls,bytes]}}: the
+ * host side's class as the payload tags it ("pinned", "pageable",
+ * "managed"; both sides of a host-to-host copy as "<src>+<dst>" where they
+ * differ; "unknown" where the registry could not say, "none" for kinds
+ * without a host side), and the registry's state. */
+static void put_host_memory(FILE* f, const gs_device_counters* all) {
+  int i, sc, dc, first = 1;
+  gs_hostmem_stats st;
+  fprintf(f, ",\"copies_host_memory\":{");
+  for (i = 0; i < GS_COPY_KINDS; i++) {
+    int host_src = i == GS_COPY_HTOD || i == GS_COPY_HTOH, host_dst = i == GS_COPY_DTOH || i == GS_COPY_HTOH;
+    int inner = 0;
+    for (sc = 0; sc < GS_MEM_CLASSES; sc++) {
+      for (dc = 0; dc < GS_MEM_CLASSES; dc++) {
+        const gs_bytes_counter* k = &all->copies[i][sc][dc];
+        char name[40];
+        if (!k->calls) continue;
+        if (host_src && host_dst && sc != dc)
+          snprintf(name, sizeof name, "%s+%s", gs_hostmem_class_name(sc), gs_hostmem_class_name(dc));
+        else if (host_src || host_dst)
+          snprintf(name, sizeof name, "%s", gs_hostmem_class_name(host_src ? sc : dc));
+        else
+          snprintf(name, sizeof name, "none");
+        if (!inner) fprintf(f, "%s\"%d\":{", first ? "" : ",", i);
+        fprintf(f, "%s\"%s\":[%llu,%llu]", inner ? "," : "", name, (unsigned long long)k->calls,
+                (unsigned long long)k->bytes);
+        inner = 1;
+        first = 0;
+      }
+    }
+    if (inner) fputc('}', f);
+  }
+  gs_hostmem_get_stats(&st);
+  fprintf(f, "},\"hostmem\":{\"ranges\":%u,\"unrecorded\":%u,\"unsure\":%u,\"overflows\":%llu,\"gave_up\":%llu}",
+          st.ranges, st.unrecorded, st.unsure, (unsigned long long)st.overflows, (unsigned long long)st.gave_up);
 }
 
 static void write_report(void) {
@@ -147,12 +187,19 @@ static void write_report(void) {
   }
   fprintf(f, "},\"copies\":{");
   for (i = 0, first = 1; i < GS_COPY_KINDS; i++) {
-    if (!all.copies[i].calls) continue;
-    fprintf(f, "%s\"%d\":[%llu,%llu]", first ? "" : ",", i, (unsigned long long)all.copies[i].calls,
-            (unsigned long long)all.copies[i].bytes);
+    gs_bytes_counter k = {0, 0};
+    int sc, dc;
+    for (sc = 0; sc < GS_MEM_CLASSES; sc++)
+      for (dc = 0; dc < GS_MEM_CLASSES; dc++)
+        k.calls += all.copies[i][sc][dc].calls, k.bytes += all.copies[i][sc][dc].bytes;
+    if (!k.calls) continue;
+    fprintf(f, "%s\"%d\":[%llu,%llu]", first ? "" : ",", i, (unsigned long long)k.calls,
+            (unsigned long long)k.bytes);
     first = 0;
   }
-  fprintf(f, "},\"memsets\":[%llu,%llu],\"captured\":%llu,\"graph_captures\":%llu,\"graphs_unnamed\":%llu,\"devices_over\":%llu",
+  fputc('}', f);
+  put_host_memory(f, &all);
+  fprintf(f, ",\"memsets\":[%llu,%llu],\"captured\":%llu,\"graph_captures\":%llu,\"graphs_unnamed\":%llu,\"devices_over\":%llu",
           (unsigned long long)all.memsets.calls, (unsigned long long)all.memsets.bytes,
           (unsigned long long)gs_state.captured, (unsigned long long)gs_state.graph_captures,
           (unsigned long long)gs_state.graphs_unnamed, (unsigned long long)gs_state.devices_over);
@@ -169,6 +216,7 @@ static void write_report(void) {
 void gs_interpose_started(const char* report) {
   if (report && *report && strlen(report) < sizeof g_prefix) {
     snprintf(g_prefix, sizeof g_prefix, "%s", report);
+    gs_hostmem_say(1);
     atexit(write_report);
   }
 }

@@ -71,8 +71,9 @@ def parser():
     p.add_argument("--cuda-trace", metavar="{on,off,light}", type=args.choice(config.CUDA_TRACE_CHOICES),
                    help="CUDA activity collection in the workload: on, through CUPTI (time per kernel, graph, "
                         "copy and sync); light, without CUPTI, by interposing the CUDA driver (exact launch, "
-                        "replay, sync and copy counts, sync host time, graph GPU time estimated from sampled "
-                        "replays; no kernel time) at a fraction of on's cost; off keeps CUDA collection out "
+                        "replay, sync and copy counts, copies by pinned or pageable host memory, sync host "
+                        "time, graph GPU time estimated from sampled replays; no kernel time) at a fraction of "
+                        "on's cost; off keeps CUDA collection out "
                         "of the workload: GPU telemetry, host, engine, probe and NVTX host-time signals stay "
                         "(default: on; env %s=on|off|light|1|0; the flag wins)" % config.CUDA_TRACE_ENV)
     p.add_argument("--rocm-kernel-trace", metavar="{none,all}", type=args.choice(config.ROCM_TRACE_CHOICES),

@@ -4,11 +4,14 @@ A pageable copy is staged by the driver through a pinned bounce buffer
 and is synchronous to the host; pinned memory (and non_blocking copies)
 runs at the link's speed and overlaps. Sampled copy times
 (`duration: sampled`) are estimates; where a kind's time was never timed
-(0 ns), its bytes at PAGEABLE_BYTES_PER_S stand in (confidence low).
+(0 ns), its bytes at PAGEABLE_BYTES_PER_S stand in (confidence low). So
+under --cuda-trace light, whose copies are counted per kind and host
+memory (cuda_memcpy_calls) but never timed.
 """
 from typing import Callable, List, Mapping
 
-from graphsignal.findings.facts import MEMCPY, MEMCPY_BYTES, MEMSET, MEMSET_BYTES, NS, Facts, evidence, finding
+from graphsignal.findings.facts import (MEMCPY, MEMCPY_BYTES, MEMCPY_CALLS, MEMSET, MEMSET_BYTES, NS, Facts, evidence,
+                                        finding)
 from graphsignal.signals_model import Finding
 
 MIN_COPIES = 100  # pageable copies over the span: fewer is loading, not a loop
@@ -29,7 +32,10 @@ def _of_kind(kind: str) -> Callable[[Mapping[str, str]], bool]:
 
 
 def pageable_copies(f: Facts) -> List[Finding]:
-    frames = f.frames(MEMCPY, _pageable)
+    series = MEMCPY if f.has(MEMCPY) else MEMCPY_CALLS
+    frames = f.frames(series, _pageable)
+    if series == MEMCPY_CALLS:  # a count profile (value = calls): no time measured
+        frames = {k: [0.0, v[1]] for k, v in frames.items()}
     count = sum(v[1] for v in frames.values())
     if count < MIN_COPIES or f.seconds <= 0:
         return []
@@ -42,8 +48,8 @@ def pageable_copies(f: Facts) -> List[Finding]:
     if share < MIN_PAGEABLE_SHARE:
         return []
     kind = max(frames, key=lambda k: (frames[k][0], frames[k][1]))
-    ev = [evidence(MEMCPY, "share_of_span", share, ">=", MIN_PAGEABLE_SHARE, "fraction", {"host_memory": "pageable"}),
-          evidence(MEMCPY, "calls", count, ">=", MIN_COPIES, "", {"host_memory": "pageable", "frame": kind}),
+    ev = [evidence(series, "share_of_span", share, ">=", MIN_PAGEABLE_SHARE, "fraction", {"host_memory": "pageable"}),
+          evidence(series, "calls", count, ">=", MIN_COPIES, "", {"host_memory": "pageable", "frame": kind}),
           evidence(MEMCPY_BYTES, "total", nbytes, "", None, "bytes", {"host_memory": "pageable"})]
     return [finding(
         f, "pageable_copies", "copies", "%d pageable copies (%s first), %.1f%% of the time"
@@ -53,7 +59,7 @@ def pageable_copies(f: Facts) -> List[Finding]:
         [("pytorch", "allocate host tensors with pin_memory=True (DataLoader(pin_memory=True)) and copy with "
                      ".to(device, non_blocking=True); reuse one pinned buffer rather than a new tensor each step"),
          ("cuda", "cudaMallocHost/cudaHostRegister the host buffers and use cudaMemcpyAsync on a stream")],
-        [(MEMCPY, "zero", {"host_memory": "pageable"}), (MEMCPY, "up", {"host_memory": "pinned"})])]
+        [(series, "zero", {"host_memory": "pageable"}), (series, "up", {"host_memory": "pinned"})])]
 
 
 def large_transfer_every_step(f: Facts) -> List[Finding]:

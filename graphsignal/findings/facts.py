@@ -21,6 +21,7 @@ from graphsignal.signals_model import (Finding, FindingChange, FindingConfirm, F
 KERNELS = "cuda_kernels_nanoseconds"
 GRAPHS = "cuda_graphs_nanoseconds"
 MEMCPY = "cuda_memcpy_nanoseconds"
+MEMCPY_CALLS = "cuda_memcpy_calls"  # --cuda-trace light: copies counted per kind, not timed
 MEMCPY_BYTES = "cuda_memcpy_bytes"
 MEMSET = "cuda_memset_nanoseconds"
 MEMSET_BYTES = "cuda_memset_bytes"

@@ -108,7 +108,7 @@ _LIGHT_TABLE: List[Meta] = [
     _m("cuda_kernel_launches", "profile", "cuda_kernel_launches", "", "{launch}", 1,
        "CUDA kernels launched, per kernel (%s; frame: the symbol)" % _LIGHT, tags=_CUPTI_TAGS),
     _m("cuda_memcpy_calls", "profile", "cuda_memcpy_calls", "", "{call}", 1,
-       "CUDA memory copies, per copy kind (%s)" % _LIGHT, tags=_CUPTI_TAGS),
+       "CUDA memory copies, per copy kind (%s)" % _LIGHT, tags=_CUPTI_TAGS + ", host_memory"),
     _m("cuda_memset_calls", "profile", "cuda_memset_calls", "", "{call}", 1,
        "CUDA memsets (%s)" % _LIGHT, tags=_CUPTI_TAGS),
     _m("cuda_graph_timed_replays", "counter", "cuda_graph_timed_replays", "", "{replay}", 1,

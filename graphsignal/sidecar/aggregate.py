@@ -242,12 +242,19 @@ class Aggregator:
         self._flush_bad(st, bad)
         return out
 
-    def _add_copy(self, st, copy_kind, mem, dev, ns, nbytes, calls, ts, extra_tags=None):
-        kind = cuda_names.memcpy_kind(copy_kind)
+    @staticmethod
+    def _copy_tags(st, copy_kind, mem, dev):
+        """A copy's device tags, and host_memory (pinned, pageable, managed)
+        where a side is host memory whose kind the record says."""
         tags = st.device_tags(dev)
         host_mem = cuda_names.host_memory(copy_kind, mem & 0xFF, mem >> 8)
         if host_mem:
             tags["host_memory"] = host_mem
+        return tags
+
+    def _add_copy(self, st, copy_kind, mem, dev, ns, nbytes, calls, ts, extra_tags=None):
+        kind = cuda_names.memcpy_kind(copy_kind)
+        tags = self._copy_tags(st, copy_kind, mem, dev)
         if extra_tags:
             tags.update(extra_tags)
         self.store.add_profile("cuda_memcpy_nanoseconds", tags, [(kind, int(ns), int(calls))], ts)
@@ -340,21 +347,24 @@ class Aggregator:
         self._flush_bad(st, bad)
 
     def _on_memcpy_count(self, st, g, ts):
-        """Copies per kind: sub copy kind, value calls, extra bytes."""
-        self._add_counts(st, g, ts, "memcpy kind", cuda_names.memcpy_kind, "cuda_memcpy")
+        """Copies per kind and host memory: sub copy kind, name_id src | dst
+        << 8 (CUpti_ActivityMemoryKind, as MEMCPY records carry them; 0 from
+        an interposer that did not say), value calls, extra bytes. Tagged
+        host_memory as the CUPTI collection's copies are (_add_copy)."""
+        for copy_kind, mem, dev, _, calls, nbytes in self._memcpy_keys(st, g, g["value"], g["extra"]):
+            name = cuda_names.memcpy_kind(copy_kind)
+            tags = self._copy_tags(st, copy_kind, mem, dev)
+            self.store.add_profile("cuda_memcpy_calls", tags, [(name, int(calls), int(calls))], ts)
+            self.store.add_counter("cuda_memcpy_bytes", dict(tags, kind=name), int(nbytes), ts)
 
     def _on_memset_count(self, st, g, ts):
-        """Memsets: value calls, extra bytes (the memory's kind unknown)."""
-        self._add_counts(st, g, ts, "memory kind", cuda_names.memory_kind, "cuda_memset")
-
-    def _add_counts(self, st, g, ts, what, name_of, family):
-        """Calls and bytes per kind and device as the interposer counts
-        them: <family>_calls (a count profile) and <family>_bytes by kind."""
-        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, what, g["value"], g["extra"]):
-            name = name_of(kind)
+        """Memsets: value calls, extra bytes (the memory's kind unknown):
+        cuda_memset_calls (a count profile) and cuda_memset_bytes by kind."""
+        for kind, dev, _, calls, nbytes in self._kind_device_keys(st, g, "memory kind", g["value"], g["extra"]):
+            name = cuda_names.memory_kind(kind)
             tags = st.device_tags(dev)
-            self.store.add_profile(family + "_calls", tags, [(name, int(calls), int(calls))], ts)
-            self.store.add_counter(family + "_bytes", dict(tags, kind=name), int(nbytes), ts)
+            self.store.add_profile("cuda_memset_calls", tags, [(name, int(calls), int(calls))], ts)
+            self.store.add_counter("cuda_memset_bytes", dict(tags, kind=name), int(nbytes), ts)
 
     def _unknown_instrument(self, bad, want, nid, n):
         self._count(bad, "unknown_instrument", n, "record for unknown %s instrument %d" % (want, nid))

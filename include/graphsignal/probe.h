@@ -163,7 +163,10 @@ extern "C" {
 #define GRAPHSIGNAL_REC_KERNEL_COUNT 18u  /* name_id symbol, device, value launches */
 #define GRAPHSIGNAL_REC_GRAPH_SAMPLED 19u /* name_id graph name, device, value estimated ns (replays x the mean
                                              of the timed ones), extra replays | timed replays << 32 */
-#define GRAPHSIGNAL_REC_MEMCPY_COUNT 20u  /* sub CUpti_ActivityMemcpyKind, device, value calls, extra bytes */
+#define GRAPHSIGNAL_REC_MEMCPY_COUNT 20u  /* sub CUpti_ActivityMemcpyKind, device, name_id src | dst << 8
+                                             (CUpti_ActivityMemoryKind where the side is host memory: 1
+                                             pageable, 2 pinned, 5 managed; else 0, and 0 from an interposer
+                                             older than the field), value calls, extra bytes */
 #define GRAPHSIGNAL_REC_MEMSET_COUNT 21u  /* device, value calls, extra bytes */
 #define GRAPHSIGNAL_REC_TEST 200u    /* used by tests and benchmarks */
 

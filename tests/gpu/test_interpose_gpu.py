@@ -3,8 +3,8 @@ on a real GPU: each workload runs under graphsignal-run's default (CUPTI)
 collection with the interposer preloaded beside it, so both count the same
 calls of one process (scripts/interpose_census.py); their counts must be
 equal: kernel launches per symbol, graph replays per graph name (the same
-content-hash names), synchronizations by kind, copies by direction and
-memsets.
+content-hash names), synchronizations by kind, copies by direction (and
+by direction and host memory) and memsets.
 
 On an H100 (driver 580, CUDA 13.0, 2026-12-07) every count of PyTorch
 eager, torch.cuda.graph, torch.compile(mode="reduce-overhead") and
@@ -47,6 +47,10 @@ def check(line):
         assert line["copies_ours"].get(COPY_KINDS.get(name, name), [0])[0] == n, (name, line)
     assert line["memsets_ours"][0] == sum(line["memsets_cupti"].values()), line
     assert line["slots_full"] == 0 and line["graphs_unnamed"] == 0, line
+    # copies per kind and pinned / pageable / managed host memory (csrc/interpose/hostmem.h): the interposer's
+    # classes from the page-locking calls it saw, CUPTI's from the driver (added 2026-12, not yet run on a GPU)
+    assert line["copies_host_memory"]["equal"], line["copies_host_memory"]
+    assert line["hostmem"]["gave_up"] == 0 and line["hostmem"]["unsure"] == 0, line["hostmem"]
 
 
 @pytest.mark.parametrize("workload", ["exact", "exact_graph", "torch_mix", "torch_compile"])
@@ -84,6 +88,9 @@ def test_light_payload_counts_equal_cuptis(lib, tmp_path, workload):
     assert light["graphs"]["total_ours"] == cupti["graphs"]["total_cupti"]
     for kind in HOST_SYNCS:
         assert light["syncs_ours"].get(kind, [0])[0] == cupti["syncs_cupti"].get(kind, 0), (kind, light)
+    # the light payload's copies per host memory: what the interposer counted, and what CUPTI saw
+    assert light["copies_host_memory"]["equal"], light["copies_host_memory"]
+    assert light["copies_host_memory"]["total_ours"] == cupti["copies_host_memory"]["total_cupti"]
     for row in light["graph_time"]:
         if row.get("ratio") is not None and row["sampled"] >= 20:
             assert 0.97 <= row["ratio"] <= 1.10, row

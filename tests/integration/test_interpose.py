@@ -54,6 +54,9 @@ def built():
     for name, args in progs.items():
         out[name] = os.path.join(d, "cuda_user_" + name)
         cbuild.build_to(out[name], ["gcc"] + warn + args)
+    out["hostmem"] = os.path.join(d, "hostmem_user")
+    cbuild.build_to(out["hostmem"], ["gcc"] + warn + ["-I", os.path.join(ROOT, "csrc", "interpose"),
+                                                      os.path.join(SUPPORT, "hostmem_user.c"), "-ldl", "-lpthread"])
     out["fork"] = os.path.join(d, "fork_user")
     cbuild.build_to(out["fork"], ["gcc"] + warn + [os.path.join(SUPPORT, "fork_user.c"), "-ldl"])
     out["next"] = os.path.join(d, "libnext_getpid.so")
@@ -88,7 +91,7 @@ def fnv_graph_name(nodes):
     return "graph_%016x_n%d" % (h, len(nodes))
 
 
-def assert_counts(did, rep):
+def assert_counts(did, rep, internal=False):
     kernels = {k["name"]: k["count"] for k in rep["kernels"]}
     assert kernels == did["kernels"]
     expected_graph = fnv_graph_name([(0, "_Z6kernelAv"), (0, "_Z6kernelBPf"), (0, "gemm_kernel"), (0, "_Z6kernelAv")])
@@ -97,6 +100,9 @@ def assert_counts(did, rep):
     assert rep["syncs"]["context"][0] == did["context_syncs"]
     assert rep["syncs"]["copy"][0] == did["htod"][0]  # the synchronous copies' implicit waits
     assert rep["copies"] == {"1": did["htod"], "2": did["dtoh"]}
+    if not internal:  # there cuMemAllocHost goes out uncounted: its buffer's copies are "unknown"
+        assert rep["copies_host_memory"] == {"1": {"pageable": did["htod_pageable"], "pinned": did["htod_pinned"]},
+                                             "2": {"pinned": did["dtoh"]}}
     assert rep["memsets"] == did["memsets"]
     assert rep["captured"] == did["captured"]
     assert rep["graph_captures"] == 1 and rep["graphs_unnamed"] == 0
@@ -133,7 +139,7 @@ def test_internal_entry_points_bound_by_name_and_flavour(built, tmp_path):
     """A driver may answer cuGetProcAddress with functions that are not its
     exports: they are counted all the same."""
     did, rep, _ = run(built, tmp_path, env={"FAKE_CUDA_INTERNAL": "1"})
-    assert_counts(did, rep)
+    assert_counts(did, rep, internal=True)
     assert rep["bound_by_rule"] == 2  # cuLaunchKernel, cuStreamSynchronize
 
 
@@ -159,6 +165,50 @@ def test_unknown_symbols_and_failed_calls_untouched(built, tmp_path):
     # dlerror, 7 when a failed launch returns anything but the driver's error
     did, rep, _ = run(built, tmp_path, args=("1", "10", "0"))
     assert_counts(did, rep)
+
+
+# -- host memory: a copy's host side classified once per allocation (csrc/interpose/hostmem.h) --------
+@pytest.fixture(scope="module")
+def hostmem_split(built, tmp_path_factory):
+    """8 threads copying from every kind of host memory while a ninth page-locks, registers and frees buffers
+    of its own; then failed calls, an unregister, a registry filled past its bound and emptied (hostmem_user.c)."""
+    return run(built, tmp_path_factory.mktemp("hostmem"), prog="hostmem", args=("split", "8", "2000"))
+
+
+def test_copies_counted_per_host_memory_exactly_while_another_thread_pins_and_frees(hostmem_split):
+    did, rep, _ = hostmem_split
+    # every (kind, host memory) count and byte total as the program tallied them from its own memory: pinned
+    # (cuMemAllocHost, the old 32-bit one, cuMemHostAlloc, cuMemHostRegister, a host-located cuMemMap), managed,
+    # pageable (malloc, the stack, memory unregistered or unmapped, a device mapping, what a failed call wrote)
+    assert rep["copies_host_memory"] == did["copies"]
+    assert did["churn_rounds"] >= 200 and rep["hostmem"]["gave_up"] == 0
+    # the totals per kind are the same copies
+    assert rep["copies"] == {k: [sum(v[0] for v in m.values()), sum(v[1] for v in m.values())]
+                             for k, m in did["copies"].items()}
+    rows = {r["name"]: r["calls"] for r in rep["rows"]}
+    assert rows["cuMemAllocHost"] == 1 and rows["cuMemHostRegister"] == 1  # the old signatures, bound by export
+    assert rows["cuMemHostAlloc"] == 2  # found by dlsym; its failed call forwarded too
+    assert rep["unbound"] == 0 and rep["hostmem"]["unsure"] == 0  # a device memory pool leaves it sure
+
+
+def test_a_full_registry_says_unknown_never_pageable_until_what_it_missed_is_freed(hostmem_split):
+    did, rep, proc = hostmem_split
+    # two page-locked ranges past the bound: a copy from one of them, and from malloc memory while they live,
+    # is unknown; freed, the registry vouches again (hostmem_user.c's last block)
+    assert rep["copies_host_memory"]["1"]["unknown"] == did["copies"]["1"]["unknown"] == [4, 32]
+    assert rep["hostmem"] == {"ranges": 0, "unrecorded": 0, "unsure": 0, "overflows": 2, "gave_up": 0}
+    lines = [ln for ln in proc.stderr.splitlines() if "graphsignal-interpose" in ln]
+    assert len(lines) == 1 and "page-locked host ranges" in lines[0] and "unknown" in lines[0], lines
+
+
+def test_page_locking_handed_out_uncounted_makes_unseen_memory_unknown(built, tmp_path):
+    """cuMemAllocHost answered with an internal entry point it cannot bind (two signatures share the name), and
+    a pool created on the host: memory page-locked where the interposer cannot see is never called pageable."""
+    did, rep, proc = run(built, tmp_path, prog="hostmem", args=("unsure",), env={"FAKE_CUDA_INTERNAL": "1"})
+    assert rep["copies_host_memory"] == did["copies"] == {"1": {"pinned": [1, 8], "unknown": [2, 16]}}
+    assert rep["hostmem"]["unsure"] == 3 and rep["unbound"] == 2
+    lines = [ln for ln in proc.stderr.splitlines() if "graphsignal-interpose" in ln]
+    assert len(lines) == 2 and "uncounted" in lines[0] and "pool" in lines[1], lines
 
 
 @pytest.mark.parametrize("argv", [["/bin/echo", "hello", "world"], [sys.executable, "-c", "print('hello world')"]])
@@ -216,6 +266,18 @@ SAME(CU_GRAPH_NODE_TYPE_KERNEL == GS_CU_GRAPH_NODE_TYPE_KERNEL && CU_GRAPH_NODE_
      node_types);
 SAME(CU_MEMORYTYPE_HOST == GS_CU_MEMORYTYPE_HOST && CU_MEMORYTYPE_DEVICE == GS_CU_MEMORYTYPE_DEVICE &&
      CU_MEMORYTYPE_ARRAY == GS_CU_MEMORYTYPE_ARRAY && CU_MEMORYTYPE_UNIFIED == GS_CU_MEMORYTYPE_UNIFIED, mem_types);
+SAME(offsetof(CUmemAllocationProp, location) == offsetof(gs_MemAllocationProp, location) &&
+     offsetof(CUmemAllocationProp, location.type) == offsetof(gs_MemAllocationProp, location.type) &&
+     sizeof(CUmemAllocationProp) == sizeof(gs_MemAllocationProp), alloc_prop);
+SAME(offsetof(CUmemPoolProps, allocType) == offsetof(gs_MemPoolPropsHead, allocType) &&
+     offsetof(CUmemPoolProps, location.type) == offsetof(gs_MemPoolPropsHead, location.type), pool_props);
+SAME(CU_MEM_LOCATION_TYPE_DEVICE == GS_CU_MEM_LOCATION_TYPE_DEVICE &&
+     CU_MEM_ALLOCATION_TYPE_PINNED == GS_CU_MEM_ALLOCATION_TYPE_PINNED, mem_location);
+#if CUDA_VERSION >= 12020 /* host locations came with CUDA 12.2 */
+SAME(CU_MEM_LOCATION_TYPE_HOST == GS_CU_MEM_LOCATION_TYPE_HOST &&
+     CU_MEM_LOCATION_TYPE_HOST_NUMA == GS_CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+     CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT == GS_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, host_locations);
+#endif
 int main(void) { return 0; }
 """)
     for inc in headers:

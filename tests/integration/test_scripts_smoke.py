@@ -126,6 +126,7 @@ SMOKE = {
     "digest_outputs.py": [([PY, "digest_outputs.py"], {}, _digests)],
     "bench_hostile.py": [([PY, "bench_hostile.py", "--only", "foreign_ring,symlink_ring,malformed_line"], {},
                           lambda r: _json_lines(r, 3))],
+    "bench_hostmem.py": [([PY, "bench_hostmem.py", "--reps", "1", "--calls", "1000"], {}, _benches("hostmem"))],
     "bench_kernel_names.py": [([PY, "bench_kernel_names.py", "--smoke"], {},
                                _benches("kernel_names_demangle", "kernel_profile_render"))],
     "bench_memory.py": [([PY, "bench_memory.py", "--minutes", "0.05", "--histograms", "20", "--others", "10",
@@ -189,6 +190,7 @@ SMOKE = {
 EXCLUDED = {
     # C and CUDA sources the benchmarks compile and run: their entries above build them
     "c/counter_writer.c": "bench_readers.py",
+    "c/hostmem_bench.c": "bench_hostmem.py",
     "c/hostile_writer.c": "bench_hostile.py (its vandal cases; compiled by tests/integration/test_probes_host.py)",
     "c/nvtx_bench.cpp": "bench_nvtx.py",
     "c/print_time.c": "bench_sidecar.py",

@@ -128,6 +128,30 @@ def test_pageable_copies_every_step(pageable_ns, fires):
         assert f["confidence"] == "high" and f["impact"]["share"] == pytest.approx(0.1, abs=0.01)
 
 
+@pytest.mark.parametrize("mib_per_copy,fires", [(4, True), (1, False)])
+def test_pageable_copies_counted_by_the_light_collection(mib_per_copy, fires):
+    """--cuda-trace light counts copies per kind and host memory (cuda_memcpy_calls) without timing them: their
+    bytes at 5 GB/s stand in (4 MiB x 5000 in 10 s: 42%; 1 MiB x 500: under 3%)."""
+    s = MetricStore()
+    calls = 5000 if fires else 500
+    s.add_profile("cuda_memcpy_calls", dict(PID, host_memory="pageable"), [("host_to_device", calls, calls)])
+    s.add_profile("cuda_memcpy_calls", dict(PID, host_memory="pinned"), [("device_to_host", 9000, 9000)])
+    s.set_counter("cuda_memcpy_bytes", dict(PID, host_memory="pageable", kind="host_to_device"),
+                  calls * mib_per_copy << 20)
+    s.set_counter("cuda_memcpy_bytes", dict(PID, host_memory="pinned", kind="device_to_host"), 9000 << 30)
+    s.add_profile("cuda_kernel_launches", PID, [("k", 5000, 5000)])
+    gpu(s, 9, 10)
+    d = doc_of(s, 10)
+    assert ("pageable_copies" in ids(d)) == fires
+    if fires:
+        (f,) = [x for x in d["findings"] if x["id"] == "pageable_copies"]
+        assert f["confidence"] == "low" and f["title"].startswith("5000 pageable copies (host_to_device first)")
+        assert {e["series"] for e in f["evidence"]} == {"cuda_memcpy_calls", "cuda_memcpy_bytes"}
+        assert f["impact"]["share"] == pytest.approx(5000 * 4 * (1 << 20) / 5e9 / 10 / 2, rel=0.01)
+        assert f["confirm"][0] == {"series": "cuda_memcpy_calls", "tags": {"host_memory": "pageable"},
+                                   "direction": "zero"}
+
+
 @pytest.mark.parametrize("launches,mean_ns,fires", [(200_000, 3_000, True), (200_000, 60_000, False)])
 def test_tiny_eager_kernels_without_graphs_are_launch_bound(launches, mean_ns, fires):
     s = MetricStore()

@@ -361,3 +361,23 @@ def test_a_family_named_as_another_familys_sample_is_left_out_and_counted():
         fams = {f.name: f for f in parse_om(text)}  # raises on a clash
         assert samples(fams, "graphsignal_metrics_conflicting_series")[0][2] == 1
         assert "graphsignal_x" in fams and "graphsignal_x_count" not in fams
+
+
+def test_light_copies_export_under_the_cupti_collections_labels():
+    """--cuda-trace light's copy counts per host memory are the same Prometheus samples as the CUPTI collection's
+    copies (graphsignal_cuda_memcpy_calls_total{frame, host_memory}), so one query reads either."""
+    def calls(metric):
+        s = MetricStore()
+        for mem, n in (("pinned", 7), ("pageable", 3)):
+            value = n if metric == "cuda_memcpy_calls" else 1000 * n  # light's is a count profile
+            s.add_profile(metric, {"process.pid": "42", "host_memory": mem}, [("host_to_device", value, n)])
+            s.set_counter("cuda_memcpy_bytes", {"process.pid": "42", "host_memory": mem, "kind": "host_to_device"},
+                          n << 20)
+        fams = families(s)
+        return [sorted((tuple(sorted(x[1].items())), x[2]) for x in samples(fams, name))
+                for name in ("graphsignal_cuda_memcpy_calls_total", "graphsignal_cuda_memcpy_bytes_total")]
+
+    light = calls("cuda_memcpy_calls")
+    assert light == calls("cuda_memcpy_nanoseconds")
+    assert light[0] == [((("frame", "host_to_device"), ("host_memory", "pageable"), ("pid", "42")), 3),
+                        ((("frame", "host_to_device"), ("host_memory", "pinned"), ("pid", "42")), 7)]

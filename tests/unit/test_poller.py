@@ -11,7 +11,7 @@ import pytest
 
 from graphsignal import histo
 from graphsignal.sidecar.payload import build_signals
-from graphsignal.sidecar.aggregate import parse_instrument
+from graphsignal.sidecar.aggregate import REJECTED_METRIC, parse_instrument
 from graphsignal.sidecar.grouping import group_sums
 from graphsignal.sidecar.poller import Poller, rank_tags
 from graphsignal.rings import layout as L
@@ -106,6 +106,43 @@ def test_memcpy_memset_sync_graph_and_mode(run):
     assert find(store, "cuda_graphs_nanoseconds")[0]["stats"]["frames"][0] == {"name": "graph_1", "value": 1000,
                                                                               "samples": 1}
     assert find(store, "cuda_graph_trace_mode")[0]["stats"]["value"] == 1
+
+
+def test_interposer_copies_carry_host_memory_as_cupti_copies_do(run, caplog):
+    """--cuda-trace light's copy counts (MEMCPY_COUNT: name_id src | dst << 8, CUPTI's memory kinds) are tagged
+    host_memory with the CUPTI collection's values; a record without them (an older interposer, or a side the
+    registry could not tell) has no tag, and a memory kind out of range is a bad field."""
+    run_id, store, poller = run
+    w = writer(run_id, "interpose", L.KIND_INTERPOSE)
+    w.write(L.REC_MEMCPY_COUNT, sub=1, name_id=1, value=5, extra=500)  # host_to_device from pageable memory
+    w.write(L.REC_MEMCPY_COUNT, sub=1, name_id=2, value=3, extra=300)  # ... from pinned
+    w.write(L.REC_MEMCPY_COUNT, sub=1, name_id=2, value=1, extra=100)  # (a later flush's growth)
+    w.write(L.REC_MEMCPY_COUNT, sub=2, name_id=5 << 8, value=7, extra=70)  # device_to_host into managed
+    w.write(L.REC_MEMCPY_COUNT, sub=9, name_id=2 | 1 << 8, value=2, extra=20)  # host_to_host pinned -> pageable
+    w.write(L.REC_MEMCPY_COUNT, sub=1, name_id=0, value=4, extra=40)  # host memory unknown
+    w.write(L.REC_MEMCPY_COUNT, sub=8, name_id=0, value=6, extra=60)  # device_to_device
+    w.write(L.REC_MEMCPY_COUNT, sub=1, name_id=200, value=9, extra=9)  # a memory kind out of range
+    with caplog.at_level(logging.WARNING, logger="graphsignal"):
+        poller.poll_once()
+    calls = {(m["tags"].get("host_memory"), f["name"]): (f["value"], f["samples"])
+             for m in find(store, "cuda_memcpy_calls") for f in m["stats"]["frames"]}
+    assert calls == {("pageable", "host_to_device"): (5, 5), ("pinned", "host_to_device"): (4, 4),
+                     ("managed", "device_to_host"): (7, 7), ("pinned+pageable", "host_to_host"): (2, 2),
+                     (None, "host_to_device"): (4, 4), (None, "device_to_device"): (6, 6)}
+    nbytes = {(m["tags"].get("host_memory"), m["tags"]["kind"]): m["stats"]["total"]
+              for m in find(store, "cuda_memcpy_bytes")}
+    assert nbytes == {("pageable", "host_to_device"): 500, ("pinned", "host_to_device"): 400,
+                      ("managed", "device_to_host"): 70, ("pinned+pageable", "host_to_host"): 20,
+                      (None, "host_to_device"): 40, (None, "device_to_device"): 60}
+    assert [m["stats"]["total"] for m in find(store, REJECTED_METRIC, reason="bad_field")] == [1]
+    # the CUPTI collection's records of the same copies: the same tags
+    c = writer(run_id)
+    c.write(L.REC_MEMCPY, sub=1, name_id=2 | 3 << 8, value=10, extra=300)
+    c.write(L.REC_MEMCPY, sub=2, name_id=3 | 5 << 8, value=10, extra=70)
+    poller.poll_once()
+    cupti = {(m["tags"].get("host_memory"), f["name"]) for m in find(store, "cuda_memcpy_nanoseconds")
+             for f in m["stats"]["frames"]}
+    assert cupti == {("pinned", "host_to_device"), ("managed", "device_to_host")} <= set(calls)
 
 
 def test_probe_instruments_gauge_counter_histogram_profile(run):

@@ -2,7 +2,8 @@
  * stand-in libcuda (fake_libcuda.c). It reaches the driver as the CUDA
  * runtime does (dlopen + dlsym of cuGetProcAddress_v2, then every entry
  * point through it) or, built with -DLINKED, through its PLT as a program
- * linked to libcuda does; calls from THREADS threads; and prints one JSON
+ * linked to libcuda does; calls from THREADS threads, copying between the
+ * device and malloc memory (pageable) or a cuMemAllocHost buffer (pinned); and prints one JSON
  * line with what it did, which the test compares with the interposer's
  * report and the stand-in's own counts.
  *
@@ -29,6 +30,7 @@ typedef CUresult (*inst_t)(void**, void*, unsigned long long);
 typedef CUresult (*htod_t)(unsigned long long, const void*, size_t);
 typedef CUresult (*dtoh_async_t)(void*, unsigned long long, size_t, void*);
 typedef CUresult (*set_async_t)(unsigned long long, unsigned, size_t, void*);
+typedef CUresult (*alloc_host_t)(void**, size_t);
 
 #ifdef LINKED
 CUresult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
@@ -42,6 +44,7 @@ CUresult cuGraphInstantiateWithFlags(void**, void*, unsigned long long);
 CUresult cuMemcpyHtoD_v2(unsigned long long, const void*, size_t);
 CUresult cuMemcpyDtoHAsync_v2(void*, unsigned long long, size_t, void*);
 CUresult cuMemsetD32Async(unsigned long long, unsigned, size_t, void*);
+CUresult cuMemAllocHost_v2(void**, size_t);
 #endif
 
 static launch_t p_launch;
@@ -54,6 +57,12 @@ static inst_t p_inst;
 static htod_t p_htod;
 static dtoh_async_t p_dtoh_async;
 static set_async_t p_set_async;
+static alloc_host_t p_alloc_host;
+static char* g_pinned; /* cuMemAllocHost's: copies to and from it are pinned */
+/* malloc's, never touched: 16 MiB copies from it are pageable, and large enough for the pageable_copies
+ * finding (the stand-in copies nothing) */
+#define PAGEABLE_BYTES (16L << 20)
+static char* g_pageable;
 
 static void* (*fake_function)(const char*);
 static void* (*fake_stream_new)(void);
@@ -65,7 +74,6 @@ static int g_graph_pause_us;
 static void* worker(void* arg) {
   void* s = fake_stream_new();
   int i;
-  char host[64];
   (void)arg;
   for (i = 0; i < g_launches; i++) {
     p_launch(g_fns[i % 3], 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
@@ -75,8 +83,9 @@ static void* worker(void* arg) {
     }
     if (i % 100 == 0) {
       p_stream_sync(s);
-      p_htod(0x1000, host, sizeof host);
-      p_dtoh_async(host, 0x1000, 32, s);
+      p_htod(0x1000, g_pageable, PAGEABLE_BYTES);
+      p_htod(0x1000, g_pinned, 16);
+      p_dtoh_async(g_pinned, 0x1000, 32, s);
       p_set_async(0x1000, 0, 256, s); /* 1 KiB */
     }
   }
@@ -116,7 +125,7 @@ int main(int argc, char** argv) {
   p_launch = cuLaunchKernel, p_graph_launch = cuGraphLaunch, p_stream_sync = cuStreamSynchronize;
   p_ctx_sync = cuCtxSynchronize, p_begin = cuStreamBeginCapture_v2, p_end = cuStreamEndCapture;
   p_inst = cuGraphInstantiateWithFlags, p_htod = cuMemcpyHtoD_v2, p_dtoh_async = cuMemcpyDtoHAsync_v2;
-  p_set_async = cuMemsetD32Async;
+  p_set_async = cuMemsetD32Async, p_alloc_host = cuMemAllocHost_v2;
   unknown = direct_unknown = NULL;
   (void)flags, (void)unknown, (void)direct_unknown;
   {
@@ -143,6 +152,7 @@ int main(int argc, char** argv) {
     *(void**)&p_htod = find(h, gpa, "cuMemcpyHtoD", flags);
     *(void**)&p_dtoh_async = find(h, gpa, "cuMemcpyDtoHAsync", flags);
     *(void**)&p_set_async = find(h, gpa, "cuMemsetD32Async", flags);
+    *(void**)&p_alloc_host = find(h, gpa, "cuMemAllocHost", flags);
     /* names nobody counts come back exactly as the driver answers them */
     unknown = find(h, gpa, "cuMemAlloc", flags);
     direct_unknown = dlsym(h, "cuMemAlloc_v2");
@@ -156,6 +166,7 @@ int main(int argc, char** argv) {
     }
   }
 #endif
+  if (p_alloc_host((void**)&g_pinned, 4096) != 0 || !(g_pageable = malloc(PAGEABLE_BYTES))) return 8;
   g_fns[0] = fake_function("_Z6kernelAv");
   g_fns[1] = fake_function("_Z6kernelBPf");
   g_fns[2] = fake_function("gemm_kernel");
@@ -184,10 +195,12 @@ int main(int argc, char** argv) {
     long graphs = (per + 9) / 10, hundred = (per + 99) / 100;
     printf("{\"kernels\":{\"_Z6kernelAv\":%ld,\"_Z6kernelBPf\":%ld,\"gemm_kernel\":%ld},"
            "\"graph_launches\":%ld,\"stream_syncs\":%ld,\"context_syncs\":1,\"htod\":[%ld,%ld],"
-           "\"dtoh\":[%ld,%ld],\"memsets\":[%ld,%ld],\"captured\":5}\n",
+           "\"dtoh\":[%ld,%ld],\"memsets\":[%ld,%ld],\"captured\":5,"
+           "\"htod_pageable\":[%ld,%ld],\"htod_pinned\":[%ld,%ld]}\n",
            threads * (each + (rem > 0)), threads * (each + (rem > 1)), threads * each, threads * graphs,
-           threads * hundred, threads * hundred, threads * hundred * 64L, threads * hundred, threads * hundred * 32L,
-           threads * hundred, threads * hundred * 1024L);
+           threads * hundred, 2 * threads * hundred, threads * hundred * (PAGEABLE_BYTES + 16), threads * hundred,
+           threads * hundred * 32L, threads * hundred, threads * hundred * 1024L, threads * hundred,
+           threads * hundred * PAGEABLE_BYTES, threads * hundred, threads * hundred * 16L);
   }
   return 0;
 }

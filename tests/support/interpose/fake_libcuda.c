@@ -5,10 +5,21 @@
  * table, as the real driver does, never through dlsym.
  *
  * FAKE_CUDA_INTERNAL=1: cuGetProcAddress answers internal entry points
- * (not the exported functions) for the launch and sync families, as a
- * driver may; the interposer must then bind them by name and flavour.
+ * (not the exported functions) for the launch and sync families and
+ * cuMemAllocHost, as a driver may; the interposer must then bind them by
+ * name and flavour (or, where the name has two signatures, hand them out
+ * uncounted).
  * FAKE_CUDA_SYNC_US=N: cuStreamSynchronize sleeps N microseconds (a wait of
  * known length, for the interposer's sync time).
+ * Host memory as the driver keeps it: page-locked allocations and
+ * registrations (a registration that overlaps another fails, an
+ * unregister or free of what is not there fails), managed memory,
+ * allocations made at a location and mapped (cuMemCreate, cuMemMap), memory
+ * pools. A page-locking call asked for more than 1 TiB fails with
+ * CUDA_ERROR_OUT_OF_MEMORY, and writes a decoy pointer through pp all the
+ * same (a caller must not trust it); a registration with flag bit 31 fails
+ * with CUDA_ERROR_INVALID_VALUE. Copies move nothing: their pointers are
+ * never read.
  * fake_calls() tells how often each entry point really ran. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -189,6 +200,155 @@ EXPORT CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
   return 0;
 }
 
+EXPORT CUresult cuMemcpyHtoDAsync_v2(unsigned long long d, const void* h, size_t n, void* s) {
+  (void)d, (void)h, (void)n;
+  if (s && ((fake_stream*)s)->capturing) return 0;
+  run(R_COPY);
+  return 0;
+}
+EXPORT CUresult cuMemcpyDtoH_v2(void* h, unsigned long long d, size_t n) {
+  (void)h, (void)d, (void)n;
+  run(R_COPY);
+  return 0;
+}
+EXPORT CUresult cuMemcpyDtoD_v2(unsigned long long a, unsigned long long b, size_t n) {
+  (void)a, (void)b, (void)n;
+  run(R_COPY);
+  return 0;
+}
+EXPORT CUresult cuMemcpyAsync(unsigned long long a, unsigned long long b, size_t n, void* s) {
+  (void)a, (void)b, (void)n, (void)s;
+  run(R_COPY);
+  return 0;
+}
+EXPORT CUresult cuMemcpy2D_v2(const void* p) {
+  if (!p) return 1;
+  run(R_COPY);
+  return 0;
+}
+EXPORT CUresult cuMemcpy2DAsync_v2(const void* p, void* s) {
+  (void)s;
+  if (!p) return 1;
+  run(R_COPY);
+  return 0;
+}
+
+/* host memory: what is page-locked, registered or managed now */
+#include <pthread.h>
+enum { PINNED, REGISTERED, MANAGED };
+typedef struct held { char* p; size_t n; int what; struct held* next; } held;
+static held* g_held;
+static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_decoy[4096];
+#define TOO_BIG (1ull << 40)
+
+static void hold(void* p, size_t n, int what) {
+  held* h = calloc(1, sizeof *h);
+  h->p = (char*)p, h->n = n, h->what = what;
+  pthread_mutex_lock(&g_held_mu);
+  h->next = g_held, g_held = h;
+  pthread_mutex_unlock(&g_held_mu);
+}
+/* removes and frees the entry of p made by `what` (0: none there) */
+static int release(void* p, int what) {
+  held **pp, *h;
+  pthread_mutex_lock(&g_held_mu);
+  for (pp = &g_held; (h = *pp) != NULL; pp = &h->next)
+    if (h->p == (char*)p && h->what == what) break;
+  if (h) *pp = h->next;
+  pthread_mutex_unlock(&g_held_mu);
+  free(h);
+  return h != NULL;
+}
+static int overlaps_registered(const char* p, size_t n) {
+  held* h;
+  int hit = 0;
+  pthread_mutex_lock(&g_held_mu);
+  for (h = g_held; h; h = h->next)
+    if (h->what == REGISTERED && p < h->p + h->n && h->p < p + n) hit = 1;
+  pthread_mutex_unlock(&g_held_mu);
+  return hit;
+}
+
+EXPORT CUresult cuMemHostAlloc(void** pp, size_t n, unsigned flags) {
+  (void)flags;
+  if (!pp || !n) return 1;
+  if (n > TOO_BIG) {
+    *pp = g_decoy;
+    return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  }
+  *pp = malloc(n);
+  hold(*pp, n, PINNED);
+  return 0;
+}
+EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t n) { return cuMemHostAlloc(pp, n, 0); }
+EXPORT CUresult cuMemAllocHost(void** pp, unsigned n) { return cuMemHostAlloc(pp, n, 0); }
+static CUresult internal_alloc_host(void** pp, size_t n) { return cuMemHostAlloc(pp, n, 0); }
+EXPORT CUresult cuMemFreeHost(void* p) {
+  if (!release(p, PINNED)) return 1;
+  free(p);
+  return 0;
+}
+EXPORT CUresult cuMemHostRegister_v2(void* p, size_t n, unsigned flags) {
+  if (!p || !n || (flags & 0x80000000u)) return 1;
+  if (overlaps_registered((char*)p, n)) return 712; /* CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED */
+  hold(p, n, REGISTERED);
+  return 0;
+}
+EXPORT CUresult cuMemHostRegister(void* p, size_t n, unsigned flags) { return cuMemHostRegister_v2(p, n, flags); }
+EXPORT CUresult cuMemHostUnregister(void* p) {
+  return release(p, REGISTERED) ? 0 : 713; /* CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED */
+}
+EXPORT CUresult cuMemAllocManaged(unsigned long long* p, size_t n, unsigned flags) {
+  void* m;
+  (void)flags;
+  if (!p || !n) return 1;
+  m = malloc(n);
+  hold(m, n, MANAGED);
+  *p = (unsigned long long)(uintptr_t)m;
+  return 0;
+}
+EXPORT CUresult cuMemFree_v2(unsigned long long p) { /* managed memory, or cuMemAlloc_v2's */
+  release((void*)(uintptr_t)p, MANAGED);
+  free((void*)(uintptr_t)p);
+  return 0;
+}
+
+/* allocations at a location (CUmemAllocationProp: location.type at byte 8), mapped anywhere */
+typedef struct { int type, handle_types, location_type, location_id; } fake_prop_head;
+typedef struct { fake_prop_head prop; size_t n; } fake_alloc;
+EXPORT CUresult cuMemCreate(unsigned long long* handle, size_t n, const fake_prop_head* prop, unsigned long long f) {
+  fake_alloc* a;
+  (void)f;
+  if (!handle || !prop || !n) return 1;
+  a = calloc(1, sizeof *a);
+  a->prop = *prop, a->n = n;
+  *handle = (unsigned long long)(uintptr_t)a;
+  return 0;
+}
+EXPORT CUresult cuMemRelease(unsigned long long handle) {
+  free((void*)(uintptr_t)handle);
+  return 0;
+}
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(void* prop, unsigned long long handle) {
+  if (!prop || !handle) return 1;
+  memset(prop, 0, 32);
+  memcpy(prop, &((fake_alloc*)(uintptr_t)handle)->prop, sizeof(fake_prop_head));
+  return 0;
+}
+EXPORT CUresult cuMemMap(unsigned long long ptr, size_t n, size_t off, unsigned long long handle,
+                         unsigned long long f) {
+  (void)off, (void)f;
+  if (!ptr || !handle || n > ((fake_alloc*)(uintptr_t)handle)->n) return 1;
+  return 0;
+}
+EXPORT CUresult cuMemUnmap(unsigned long long ptr, size_t n) { return ptr && n ? 0 : 1; }
+EXPORT CUresult cuMemPoolCreate(void** pool, const fake_prop_head* props) {
+  if (!pool || !props) return 1;
+  *pool = calloc(1, 64);
+  return 0;
+}
+
 /* events: a record takes the host's clock; every event is complete at once */
 #include <time.h>
 static int g_ctx_token;
@@ -264,6 +424,29 @@ static const entry g_table[] = {
     {"cuMemcpyDtoHAsync", (void*)cuMemcpyDtoHAsync_v2, NULL, NULL},
     {"cuMemsetD32Async", (void*)cuMemsetD32Async, NULL, NULL},
     {"cuMemAlloc", (void*)cuMemAlloc_v2, NULL, NULL},
+    {"cuMemcpyHtoDAsync", (void*)cuMemcpyHtoDAsync_v2, NULL, NULL},
+    {"cuMemcpyDtoH", (void*)cuMemcpyDtoH_v2, NULL, NULL},
+    {"cuMemcpyDtoD", (void*)cuMemcpyDtoD_v2, NULL, NULL},
+    {"cuMemcpyAsync", (void*)cuMemcpyAsync, NULL, NULL},
+    {"cuMemcpy2D", (void*)cuMemcpy2D_v2, NULL, NULL},
+    {"cuMemcpy2DAsync", (void*)cuMemcpy2DAsync_v2, NULL, NULL},
+    {"cuMemHostAlloc", (void*)cuMemHostAlloc, NULL, NULL},
+    {"cuMemAllocHost", (void*)cuMemAllocHost_v2, NULL, (void*)internal_alloc_host},
+    {"cuMemFreeHost", (void*)cuMemFreeHost, NULL, NULL},
+    {"cuMemHostRegister", (void*)cuMemHostRegister_v2, NULL, NULL},
+    {"cuMemHostUnregister", (void*)cuMemHostUnregister, NULL, NULL},
+    {"cuMemAllocManaged", (void*)cuMemAllocManaged, NULL, NULL},
+    {"cuMemFree", (void*)cuMemFree_v2, NULL, NULL},
+    {"cuMemCreate", (void*)cuMemCreate, NULL, NULL},
+    {"cuMemRelease", (void*)cuMemRelease, NULL, NULL},
+    {"cuMemMap", (void*)cuMemMap, NULL, NULL},
+    {"cuMemUnmap", (void*)cuMemUnmap, NULL, NULL},
+    {"cuMemPoolCreate", (void*)cuMemPoolCreate, NULL, NULL},
+};
+/* names whose signature changed: asked for a version before `since`, the old function answers */
+static const struct { const char* base; int since; void* old; } g_old[] = {
+    {"cuMemAllocHost", 3020, (void*)cuMemAllocHost},
+    {"cuMemHostRegister", 6050, (void*)cuMemHostRegister},
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags,
@@ -271,7 +454,6 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
 EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, unsigned long long flags) {
   size_t i;
   const char* internal = getenv("FAKE_CUDA_INTERNAL");
-  (void)version;
   if (!symbol || !pfn) return 1;
   if (!strcmp(symbol, "cuGetProcAddress")) {
     *pfn = version >= 12000 ? (void*)cuGetProcAddress_v2 : (void*)cuGetProcAddress;
@@ -279,7 +461,10 @@ EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, un
   }
   for (i = 0; i < sizeof g_table / sizeof g_table[0]; i++) {
     if (strcmp(g_table[i].base, symbol) != 0) continue;
+    size_t j;
     *pfn = g_table[i].plain;
+    for (j = 0; j < sizeof g_old / sizeof g_old[0]; j++)
+      if (!strcmp(g_old[j].base, symbol) && version < g_old[j].since) *pfn = g_old[j].old;
     if ((flags & 2) && g_table[i].per_thread) *pfn = g_table[i].per_thread;
     if (internal && *internal == '1' && g_table[i].internal && !(flags & 2)) *pfn = g_table[i].internal;
     return 0;
