@@ -503,8 +503,8 @@ END_MARK = "<!-- end of metric table -->"
 def _prom_cell(m: Meta) -> str:
     if m.prom is None:
         return "left out"
-    if m.type == "profile":
-        return "`%s_total`, `%s_total`" % (m.prom, m.samples)
+    if m.type == "profile":  # a count profile (--cuda-trace light's) has no second family
+        return "`%s_total`" % m.prom + (", `%s_total`" % m.samples if m.samples else "")
     if m.type == "counter":
         return "`%s_total`" % m.prom
     return "`%s`" % m.prom
