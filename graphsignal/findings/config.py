@@ -63,7 +63,8 @@ def cpu_offload(f: Facts) -> List[Finding]:
 def flash_attention_off(f: Facts) -> List[Finding]:
     if f.engine_name != "llamacpp":
         return []
-    frames = f.kernel_frames()
+    frames = f.kernel_frames(counted=True)
+    series = f.launch_series()  # under --cuda-trace light the shares are of launches, not of time
     if len(frames) < MIN_KERNEL_FRAMES:
         return []
     names = [(fr[0] + " " + fr[4]).lower() for fr in frames]
@@ -74,14 +75,14 @@ def flash_attention_off(f: Facts) -> List[Finding]:
         return []
     total = sum(fr[1] for fr in frames) or 1.0
     share = sum(fr[1] for fr in soft) / total
-    ev = [evidence(KERNELS, "flash_attn_frames", 0, "==", 0),
-          evidence(KERNELS, "soft_max_share", share, "", None, "fraction", {"frame": soft[0][0]})]
+    ev = [evidence(series, "flash_attn_frames", 0, "==", 0),
+          evidence(series, "soft_max_share", share, "", None, "fraction", {"frame": soft[0][0]})]
     return [finding(
         f, "flash_attention_off", "config", "flash attention is off: attention runs as soft_max and separate GEMMs",
         ev, "gpu_time", max(share, 0.05), "the soft_max kernels' share of kernel time, at least 5%: the KQ and KQV "
-        "GEMMs and their memory traffic are also at stake", "medium",
+        "GEMMs and their memory traffic are also at stake", "medium" if series == KERNELS else "low",
         [("llamacpp", "-fa on (flash attention; also lets a quantized KV cache -ctk/-ctv q8_0 be used)")],
-        [(KERNELS, "zero", {"frame": soft[0][0]}), (KERNELS, "up", {"category": "attention"})])]
+        [(series, "zero", {"frame": soft[0][0]}), (series, "up", {"category": "attention"})])]
 
 
 def tiny_prompt_batches(f: Facts) -> List[Finding]:

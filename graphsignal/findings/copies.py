@@ -10,8 +10,8 @@ memory (cuda_memcpy_calls) but never timed.
 """
 from typing import Callable, List, Mapping
 
-from graphsignal.findings.facts import (MEMCPY, MEMCPY_BYTES, MEMCPY_CALLS, MEMSET, MEMSET_BYTES, NS, Facts, evidence,
-                                        finding)
+from graphsignal.findings.facts import (MEMCPY, MEMCPY_BYTES, MEMCPY_CALLS, MEMSET, MEMSET_BYTES, MEMSET_CALLS, NS,
+                                        Facts, evidence, finding)
 from graphsignal.signals_model import Finding
 
 MIN_COPIES = 100  # pageable copies over the span: fewer is loading, not a loop
@@ -21,6 +21,7 @@ MIN_STEP_BYTES = 1 << 20  # bytes per copy that make it "large"
 MIN_PER_STEP = 0.5  # copies or memsets per step
 MIN_STEP_SHARE = 0.05  # of the span in those copies
 MEMSET_BYTES_PER_S = 1e12  # a memset's speed where its time was not measured
+LINK_BYTES_PER_S = 25e9  # a pinned (or device) copy's speed where its time was not measured: PCIe 4/5 x16
 
 
 def _pageable(t: Mapping[str, str]) -> bool:
@@ -62,30 +63,44 @@ def pageable_copies(f: Facts) -> List[Finding]:
         [(series, "zero", {"host_memory": "pageable"}), (series, "up", {"host_memory": "pinned"})])]
 
 
+def _untimed_copy_ns(f: Facts, kind: str) -> float:
+    """A copy kind's time from its bytes where none was measured: pageable
+    bytes at PAGEABLE_BYTES_PER_S, the rest at LINK_BYTES_PER_S."""
+    total = f.total(MEMCPY_BYTES, _of_kind(kind)) or 0.0
+    pageable = f.total(MEMCPY_BYTES, lambda t: t.get("kind") == kind and _pageable(t)) or 0.0
+    return (pageable / PAGEABLE_BYTES_PER_S + (total - pageable) / LINK_BYTES_PER_S) * NS
+
+
 def large_transfer_every_step(f: Facts) -> List[Finding]:
     steps = f.steps()
     if steps <= 0 or f.seconds <= 0:
         return []
     best = None
-    for prof, counter, speed in ((MEMCPY, MEMCPY_BYTES, None), (MEMSET, MEMSET_BYTES, MEMSET_BYTES_PER_S)):
-        kinds = []  # (share, kind, calls, bytes per call) of each kind large enough, every step
+    # timed by CUPTI, or counted by --cuda-trace light (a count profile: value = calls, no time)
+    copies = MEMCPY if f.has(MEMCPY) or not f.has(MEMCPY_CALLS) else MEMCPY_CALLS
+    memsets = MEMSET if f.has(MEMSET) or not f.has(MEMSET_CALLS) else MEMSET_CALLS
+    for prof, counter in ((copies, MEMCPY_BYTES), (memsets, MEMSET_BYTES)):
+        kinds = []  # (share, kind, calls, bytes per call, estimated) of each kind large enough, every step
         for kind, (ns, calls) in f.frames(prof).items():
             if kind == "device_to_device" or calls < MIN_COPIES:
                 continue
+            if prof in (MEMCPY_CALLS, MEMSET_CALLS):
+                ns = 0.0
             nbytes = f.total(counter, _of_kind(kind)) or 0.0
-            if speed is not None and ns <= 0:
-                ns = nbytes / speed * NS
+            estimated = ns <= 0
+            if estimated:
+                ns = _untimed_copy_ns(f, kind) if counter == MEMCPY_BYTES else nbytes / MEMSET_BYTES_PER_S * NS
             if nbytes / calls >= MIN_STEP_BYTES and calls / steps >= MIN_PER_STEP:
-                kinds.append((f.share(ns), kind, calls, nbytes / calls))
+                kinds.append((f.share(ns), kind, calls, nbytes / calls, estimated))
         share = sum(k[0] for k in kinds)
         if kinds and share >= MIN_STEP_SHARE and (best is None or share > best[0]):
             best = (share, prof, sorted(kinds, reverse=True))
     if best is None:
         return []
     share, prof, kinds = best
-    what = "memset" if prof == MEMSET else "copy"
+    what = "memset" if prof in (MEMSET, MEMSET_CALLS) else "copy"
     ev = []
-    for k_share, kind, calls, per_call in kinds:
+    for k_share, kind, calls, per_call, _ in kinds:
         ev += [evidence(prof, "bytes_per_call", per_call, ">=", MIN_STEP_BYTES, "bytes", {"frame": kind}),
                evidence(prof, "calls_per_step", calls / steps, ">=", MIN_PER_STEP, "", {"frame": kind}),
                evidence(prof, "share_of_span", k_share, "", None, "fraction", {"frame": kind})]
@@ -93,12 +108,13 @@ def large_transfer_every_step(f: Facts) -> List[Finding]:
     names = " and ".join("%.1f MB %s" % (k[3] / 1e6, k[1].replace("_", " ")) for k in kinds)
     return [finding(
         f, "large_transfer_every_step", "copies", "a %s %s every step, %.0f%% of the time" % (names, what, 100 * share),
-        ev, "wall_time", share, "the time of those transfers", "medium",
+        ev, "wall_time", share, "the time of those transfers", "low" if any(k[4] for k in kinds) else "medium",
         [("pytorch", "keep the tensor on the GPU across steps (allocate once, update in place) instead of moving "
                      "it each step; zero only what changed (or skip torch.zeros/zero_() on buffers that are fully "
                      "overwritten: torch.empty)"),
          ("cuda", "keep the buffer resident; overlap unavoidable transfers with compute on a second stream")],
-        [(prof, "down", {"frame": k[1]}) for k in kinds] + [(prof.replace("_nanoseconds", "_bytes"), "down")])]
+        [(prof, "down", {"frame": k[1]}) for k in kinds]
+        + [(MEMSET_BYTES if what == "memset" else MEMCPY_BYTES, "down")])]
 
 
 RULES = (pageable_copies, large_transfer_every_step)

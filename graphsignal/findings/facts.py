@@ -19,12 +19,14 @@ from graphsignal.signals_model import (Finding, FindingChange, FindingConfirm, F
                                        Signals)
 
 KERNELS = "cuda_kernels_nanoseconds"
+KERNEL_LAUNCHES = "cuda_kernel_launches"  # --cuda-trace light: launches counted per kernel, not timed
 GRAPHS = "cuda_graphs_nanoseconds"
 MEMCPY = "cuda_memcpy_nanoseconds"
 MEMCPY_CALLS = "cuda_memcpy_calls"  # --cuda-trace light: copies counted per kind, not timed
 MEMCPY_BYTES = "cuda_memcpy_bytes"
 MEMSET = "cuda_memset_nanoseconds"
 MEMSET_BYTES = "cuda_memset_bytes"
+MEMSET_CALLS = "cuda_memset_calls"  # --cuda-trace light: memsets counted, not timed
 SYNC = "cuda_sync_nanoseconds"
 CAPTURES = "cuda_graph_captures"
 TRACE_MODE = "cuda_graph_trace_mode"
@@ -166,8 +168,13 @@ class Facts:
                 acc[1] += samples
         return out
 
-    def kernel_frames(self) -> List[Tuple[str, float, float, str, str]]:
-        return [f for s in self.named(KERNELS) for f in s.frames]
+    def kernel_frames(self, counted: bool = False) -> List[Tuple[str, float, float, str, str]]:
+        """The eager kernels' frames; counted: --cuda-trace light's launch
+        counts stand in where no kernel was timed (value = launches)."""
+        timed = [f for s in self.named(KERNELS) for f in s.frames]
+        if timed or not counted:
+            return timed
+        return [f for s in self.named(KERNEL_LAUNCHES) for f in s.frames]
 
     def gauge(self, name: str) -> Tuple[Optional[float], Optional[float], Optional[float]]:
         """(last, mean, max) of a gauge summed over its series; mean and max
@@ -240,8 +247,13 @@ class Facts:
         return sum(self.profile_time(n) for n in (KERNELS, GRAPHS, MEMCPY, MEMSET))
 
     def launches(self) -> Tuple[float, float]:
-        """(eager kernel launches, graph replays) over the span."""
-        return self.profile_samples(KERNELS), self.profile_samples(GRAPHS)
+        """(eager kernel launches, graph replays) over the span: timed by CUPTI
+        or counted by --cuda-trace light (one of the two is in a payload)."""
+        return self.profile_samples(KERNELS) + self.profile_samples(KERNEL_LAUNCHES), self.profile_samples(GRAPHS)
+
+    def launch_series(self) -> str:
+        """The series the eager launches come from (for evidence)."""
+        return KERNEL_LAUNCHES if self.has(KERNEL_LAUNCHES) and not self.has(KERNELS) else KERNELS
 
     def captures(self) -> float:
         return self.total(CAPTURES) or 0.0
@@ -249,7 +261,7 @@ class Facts:
     def steps(self) -> float:
         """The workload's steps over the span, as the GPU work shows them: the
         most frequent kernel or graph (a loop launches it once a step)."""
-        counts = [f[2] for n in (KERNELS, GRAPHS) for s in self.named(n) for f in s.frames]
+        counts = [f[2] for n in (KERNELS, KERNEL_LAUNCHES, GRAPHS) for s in self.named(n) for f in s.frames]
         return max(counts) if counts else 0.0
 
     def engine_counter(self, name: str) -> Optional[float]:

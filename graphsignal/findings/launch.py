@@ -41,7 +41,7 @@ def _busy_or_kernel_share(f: Facts) -> float:
 
 
 def launch_bound(f: Facts) -> List[Finding]:
-    if not f.graph_mode() or f.seconds <= 0:
+    if not f.graph_mode() or f.seconds <= 0 or not f.has(KERNELS):  # light counts launches, never their length
         return []
     launches, replays = f.launches()
     if launches < MIN_LAUNCHES or replays > MAX_REPLAY_RATIO * launches:
@@ -82,7 +82,7 @@ def graphs_disabled(f: Facts) -> List[Finding]:
         return []
     ev = [evidence(GRAPHS, "calls", replays, "==", 0),
           evidence("cuda_graph_captures", "total", f.captures(), "==", 0),
-          evidence(KERNELS, "calls_per_token", per_token, ">=", MIN_LAUNCHES_PER_TOKEN),
+          evidence(f.launch_series(), "calls_per_token", per_token, ">=", MIN_LAUNCHES_PER_TOKEN),
           evidence("engine.generation_tokens", "total", f.tokens)]
     return [finding(
         f, "graphs_disabled", "launch", "CUDA graphs are off: %s launches %.0f kernels per token one by one"

@@ -295,3 +295,77 @@ def test_the_renderer_decodes_only_what_the_rules_read():
 # recordings of tests/data/llamacpp_cases are tests/unit/test_findings_cases.py's
 CASES_KNOWN = {"llamacpp_cases/" + c for c in ("healthy", "one_slot", "graphs_off", "cpu_layers", "tiny_ubatch",
                                                "fa_off", "small_context")}
+
+
+# -- --cuda-trace light: launches, copies and memsets counted, not timed ---------------------------------------
+
+def light_store(launches=0, replays=0):
+    s = MetricStore()
+    if launches:
+        s.add_profile("cuda_kernel_launches", PID, [("_Z3addPf", launches, launches)])
+    s.add_profile("cuda_graphs_nanoseconds", dict(PID, duration="sampled"),
+                  [("graph_1_n117", replays * 300_000, replays)] if replays else [])
+    return s
+
+
+def test_graphs_off_under_light_reads_the_launch_counts():
+    s = light_store(launches=1_170_000)
+    prometheus.apply(s, prometheus.parse_exposition("# TYPE llamacpp:tokens_predicted_total counter\n"
+                                                    "llamacpp:tokens_predicted_total 10000\n"))
+    gpu(s, 2, 9)
+    (f,) = doc_of(s, 10)["findings"]
+    assert f["id"] == "graphs_disabled"
+    assert {"series": "cuda_kernel_launches", "tags": {}, "stat": "calls_per_token", "value": 117.0, "op": ">=",
+            "threshold": 10.0, "unit": ""} in f["evidence"]
+    s = light_store(launches=500, replays=10_000)
+    prometheus.apply(s, prometheus.parse_exposition("# TYPE llamacpp:tokens_predicted_total counter\n"
+                                                    "llamacpp:tokens_predicted_total 10000\n"))
+    gpu(s, 2, 9)
+    assert ids(doc_of(s, 10)) == []
+
+
+def test_launch_bound_needs_the_kernels_length_which_light_does_not_measure():
+    timed = MetricStore()
+    timed.add_profile("cuda_kernels_nanoseconds", PID, [("_Z3addPf", 200_000 * 3_000, 200_000)])
+    gpu(timed, 1, 9)
+    assert ids(doc_of(timed, 10)) == ["launch_bound"]
+    counted = light_store(launches=200_000)
+    gpu(counted, 1, 9)
+    assert ids(doc_of(counted, 10)) == []
+
+
+@pytest.mark.parametrize("per_copy,fires", [(64 << 20, True), (64 << 10, False)])
+def test_a_large_copy_every_step_under_light_is_timed_by_its_bytes(per_copy, fires):
+    """1,000 steps (a kernel each) and a pinned host-to-device copy each: 64 MiB at 25 GB/s is 2.7 ms, 27 % of
+    10 s (fires, confidence low: an estimate); 64 KiB is not large."""
+    s = light_store(launches=1000)
+    s.add_profile("cuda_memcpy_calls", dict(PID, host_memory="pinned"), [("host_to_device", 1000, 1000)])
+    s.set_counter("cuda_memcpy_bytes", dict(PID, host_memory="pinned", kind="host_to_device"), 1000 * per_copy)
+    gpu(s, 5, 9)
+    d = doc_of(s, 10)
+    assert ("large_transfer_every_step" in ids(d)) == fires
+    if fires:
+        (f,) = [x for x in d["findings"] if x["id"] == "large_transfer_every_step"]
+        assert f["confidence"] == "low" and f["title"].startswith("a 67.1 MB host to device copy every step")
+        assert f["impact"]["share"] == pytest.approx(1000 * per_copy / 25e9 / 10, rel=0.01)
+        assert f["confirm"][0]["series"] == "cuda_memcpy_calls"
+
+
+def test_a_sync_every_step_under_light_counts_steps_by_the_launches():
+    s = light_store(launches=1000)
+    s.add_profile("cuda_sync_nanoseconds", PID, [("stream", 3_000_000_000, 1000)])
+    gpu(s, 4, 9)
+    assert ids(doc_of(s, 10)) == ["sync_every_step"]
+
+
+def test_flash_attention_off_under_light_reads_the_launched_kernels_names():
+    s = MetricStore()
+    s.add_profile("cuda_kernel_launches", PID, [("_Z12soft_max_f32ILb1EEvPKf", 40, 40)] +
+                  [("_Z1k%di" % i, 10, 10) for i in range(5)])
+    prometheus.apply(s, prometheus.parse_exposition("# TYPE llamacpp:tokens_predicted_total counter\n"
+                                                    "llamacpp:tokens_predicted_total 10\n"))
+    (f,) = doc_of(s, 10)["findings"]
+    assert f["id"] == "flash_attention_off" and f["confidence"] == "low"
+    assert f["evidence"][1]["series"] == "cuda_kernel_launches" and f["evidence"][1]["value"] == pytest.approx(40 / 90)
+    s.add_profile("cuda_kernel_launches", PID, [("_Z18flash_attn_ext_f16v", 10, 10)])
+    assert ids(doc_of(s, 10)) == []
