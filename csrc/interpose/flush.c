@@ -23,8 +23,11 @@
  *   MEMSET_COUNT  calls and bytes of memsets;
  *   DEVICE        each device's UUID, before its first record.
  *
- * A record the ring refuses (full) is sent again, whole, at the next
- * flush: counts are never lost to a full ring, only delayed. Nothing here
+ * A ring without room for a record's few slots is not written to: the
+ * record goes, whole, at the next flush (counts are never lost to a full
+ * ring, only delayed, and the ring's `dropped` counts only what is lost).
+ * At exit the rest waits for the reader to make room, while it does (at
+ * most GS_EXIT_WAIT_MS, GS_EXIT_STALL_MS without progress). Nothing here
  * runs on the workload's calls.
  *
  * fork: the child keeps the parent's counters but not this thread, and
@@ -45,6 +48,9 @@
 #include "counters.h"
 
 #define GS_FLUSH_MS 250
+#define GS_EXIT_WAIT_MS 2000 /* the exit's wait for room, at most (the CUPTI library's exit waits as long) */
+#define GS_EXIT_STALL_MS 1000 /* ... and while the reader moves: a ring nobody drains is left after a poll or two */
+#define GS_RECORD_SLOTS 3    /* the most one count takes: its device's record, its name, itself */
 #define GS_RING_RECORDS (1u << 14)
 #define GS_RING_STRINGS (4u << 20) /* kernel symbols are long: 4 MiB holds ~20,000 */
 
@@ -68,6 +74,13 @@ static int ring(void) {
   /* on failure the header left the marker <name>.none; the sidecar says why */
   if (!g_ring) g_ring_failed = 1;
   return g_ring != NULL;
+}
+
+/* Room for n more records, by the reader's own index (one writer: g_mu). */
+static int has_room(uint64_t n) {
+  uint64_t w = __atomic_load_n(&g_ring->write_index, __ATOMIC_RELAXED);
+  uint64_t r = __atomic_load_n(&g_ring->read_index, __ATOMIC_ACQUIRE);
+  return w - r + n <= g_ring->capacity;
 }
 
 static void format_uuid(const unsigned char* b, char* s, size_t n) {
@@ -119,6 +132,7 @@ static int flush_overflow(uint8_t type, uint64_t* over, uint64_t* sent) {
   uint64_t n = __atomic_load_n(over, __ATOMIC_RELAXED), d = n - *sent;
   const char* other = "(other)";
   if (!d) return 0;
+  if (!has_room(GS_RECORD_SLOTS)) return 1;
   if (d > 0xFFFFFFFFull && type == GRAPHSIGNAL_REC_GRAPH_SAMPLED) d = 0xFFFFFFFFull;
   if (!g_other_id) {
     uint32_t id = graphsignal_ring_new_name_id(g_ring);
@@ -144,6 +158,7 @@ static int flush_kernels(void) {
     if (!__atomic_load_n(&s->key, __ATOMIC_ACQUIRE)) continue;
     n = __atomic_load_n(&s->count, __ATOMIC_RELAXED);
     if (n == s->flushed || !__atomic_load_n(&s->name, __ATOMIC_ACQUIRE)) continue; /* name: set just after count */
+    if (!has_room(GS_RECORD_SLOTS)) return 1;
     dev = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
     if (!device_ready(dev) || !(id = name_of(s, "(unnamed kernel)")) ||
         !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_KERNEL_COUNT, 0, (uint16_t)dev, id, n - s->flushed, 0)) {
@@ -168,6 +183,7 @@ static int flush_graphs(void) {
     timed = __atomic_load_n(&s->sampled_n, __ATOMIC_RELAXED);
     timed_ns = __atomic_load_n(&s->sampled_ns, __ATOMIC_RELAXED);
     if (n == s->flushed && timed == s->timed_sent) continue;
+    if (!has_room(GS_RECORD_SLOTS)) return 1;
     /* the estimate of all replays so far; a drop in the mean sends no negative time */
     est = timed ? (uint64_t)((double)timed_ns / (double)timed * (double)n + 0.5) : 0;
     d_est = est > s->est_sent_ns ? est - s->est_sent_ns : 0;
@@ -200,6 +216,7 @@ static int flush_device(int dev) {
     uint64_t dn = n - sent->syncs[i].calls;
     uint64_t ns;
     if (!dn) continue;
+    if (!has_room(GS_RECORD_SLOTS)) return 1;
     ns = gs_ticks_to_ns(__atomic_load_n(&c->syncs[i].ticks, __ATOMIC_RELAXED));
     if (ns < sent->syncs[i].ticks) ns = sent->syncs[i].ticks;
     if (dn > 0xFFFFFFFFull) { /* name_id holds 32 bits of calls; their time is sent with the last part */
@@ -225,6 +242,7 @@ static int flush_device(int dev) {
     /* the host memory of each side as CUPTI's memcpy records carry it: src | dst << 8 */
     uint32_t mem = gs_hostmem_cupti_kind(sc) | gs_hostmem_cupti_kind(dc) << 8;
     if (n == went->calls) continue;
+    if (!has_room(GS_RECORD_SLOTS)) return 1;
     if (!device_ready(dev) || !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_MEMCPY_COUNT, (uint8_t)kind,
                                                       (uint16_t)dev, mem, n - went->calls, b - went->bytes)) {
       pending = 1;
@@ -237,8 +255,9 @@ static int flush_device(int dev) {
     uint64_t n = __atomic_load_n(&c->memsets.calls, __ATOMIC_RELAXED);
     uint64_t b = __atomic_load_n(&c->memsets.bytes, __ATOMIC_RELAXED);
     if (n != sent->memsets.calls) {
-      if (!device_ready(dev) || !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_MEMSET_COUNT, 0, (uint16_t)dev, 0,
-                                                        n - sent->memsets.calls, b - sent->memsets.bytes))
+      if (!has_room(GS_RECORD_SLOTS) || !device_ready(dev) ||
+          !graphsignal_ring_write(g_ring, GRAPHSIGNAL_REC_MEMSET_COUNT, 0, (uint16_t)dev, 0, n - sent->memsets.calls,
+                                  b - sent->memsets.bytes))
         pending = 1;
       else
         sent->memsets.calls = n, sent->memsets.bytes = b;
@@ -252,20 +271,41 @@ static int anything_counted(void) {
          __atomic_load_n(&gs_state.graphs.used, __ATOMIC_RELAXED) || memcmp(gs_state.dev, g_sent, sizeof g_sent) != 0;
 }
 
-static void flush_once(void) {
-  int dev;
-  if (g_forked || getpid() != g_pid) return;
+/* 1 while something counted is still to be sent (the ring had no room). */
+static int flush_once(void) {
+  int dev, pending = 0;
+  if (g_forked || getpid() != g_pid) return 0;
   pthread_mutex_lock(&g_mu);
   if (g_ring || anything_counted()) {
     if (ring()) {
-      flush_kernels();
-      flush_overflow(GRAPHSIGNAL_REC_KERNEL_COUNT, &gs_state.kernels.overflow, &g_kernels_over_sent);
-      flush_graphs();
-      flush_overflow(GRAPHSIGNAL_REC_GRAPH_SAMPLED, &gs_state.graphs.overflow, &g_graphs_over_sent);
-      for (dev = 0; dev < GS_MAX_DEVICES; dev++) flush_device(dev);
+      pending |= flush_kernels();
+      pending |= flush_overflow(GRAPHSIGNAL_REC_KERNEL_COUNT, &gs_state.kernels.overflow, &g_kernels_over_sent);
+      pending |= flush_graphs();
+      pending |= flush_overflow(GRAPHSIGNAL_REC_GRAPH_SAMPLED, &gs_state.graphs.overflow, &g_graphs_over_sent);
+      for (dev = 0; dev < GS_MAX_DEVICES; dev++) pending |= flush_device(dev);
     }
   }
   pthread_mutex_unlock(&g_mu);
+  return pending;
+}
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The exit's rest, while the reader makes room: bounded, and left at once
+ * when the reader stalls (no sidecar, or one that stopped reading). */
+static void flush_rest(void) {
+  struct timespec nap = {0, 1000000L};
+  uint64_t start = mono_ms(), moved = start, r = 0;
+  while (flush_once() && g_ring) {
+    uint64_t now = mono_ms(), r2 = __atomic_load_n(&g_ring->read_index, __ATOMIC_ACQUIRE);
+    if (r2 != r) r = r2, moved = now;
+    if (now - start >= GS_EXIT_WAIT_MS || now - moved >= GS_EXIT_STALL_MS) return;
+    nanosleep(&nap, NULL);
+  }
 }
 
 static void* flusher(void* arg) {
@@ -280,7 +320,7 @@ static void* flusher(void* arg) {
 
 static void at_exit(void) {
   if (!g_forked && getpid() == g_pid) gs_sample_drain();
-  flush_once();
+  flush_rest();
   if (!g_forked && getpid() == g_pid && g_ring) graphsignal_ring_close(g_ring); /* nothing more will come */
 }
 

@@ -163,3 +163,32 @@ def test_a_driver_function_missing_says_one_line_and_counts_stay_exact(built):  
     assert len(lines) == 1 and "cuCtxGetDevice" in lines[0] and "device 0" in lines[0], lines
     launches, tags = profile(payload, "cuda_kernel_launches")
     assert {k: v[1] for k, v in launches.items()} == did["kernels"] and tags["device.cuda_index"] == "0"
+
+
+def test_launches_past_a_full_table_reach_the_payload_as_other(built, tmp_path):  # noqa: F811
+    """The interposer's kernel table holds 16,384 handles: a program launching 16,500 distinct kernels once
+    each between 2,000 launches of a hot one loses none of them. The handles past the table count in its
+    overflow (its report says 117) and reach the payload in the "(other)" frame, beside the payload's own
+    cut; the frames sum to every launch."""
+    from tests.support import cbuild
+    lib, fake_dir, progs = built
+    exe = os.path.join(cbuild.cache_dir("interpose"), "many_kernels")
+    cbuild.build_to(exe, ["gcc", "-O2", "-Wall", "-Wextra", "-Werror",
+                          os.path.join(cbuild.ROOT, "tests", "support", "interpose", "many_kernels.c"), "-ldl"])
+    report = str(tmp_path / "report")
+    env = quiet_env(LD_LIBRARY_PATH=fake_dir, GRAPHSIGNAL_INTERPOSE_REPORT=report)
+    for k in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "GRAPHSIGNAL_CUDA_SAMPLE", "GRAPHSIGNAL_CUDA_SAMPLE_RATE"):
+        env.pop(k, None)
+    proc, payload = run_wrapped([exe, "16500", "1000"], options=["--cuda-trace", "light"], env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    did = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    assert did == {"launches": 18500, "hot": 2000, "distinct": 16500, "failed": 0}
+    launches, _ = profile(payload, "cuda_kernel_launches", **{"device.cuda_index": "0", "device.uuid": UUID})
+    assert sum(v[0] for v in launches.values()) == sum(v[1] for v in launches.values()) == 18500
+    assert launches["hot_kernel"] == (2000, 2000)
+    assert launches["(other)"][0] >= 16500 + 1 - 16384
+    (path,) = [os.path.join(tmp_path, f) for f in os.listdir(tmp_path) if f.startswith("report.")]
+    with open(path) as f:
+        rep = json.load(f)
+    assert rep["kernels_overflow"] == 16500 + 1 - 16384
+    assert sum(k["count"] for k in rep["kernels"]) + rep["kernels_overflow"] == 18500
