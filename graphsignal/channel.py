@@ -12,8 +12,9 @@ is one tag byte and its payload, delivered whole and in order.
   b"g" + JSON    {"stream", "bytes"}: that many bytes of the stream were not
                  sent (the sidecar was behind); the stream goes on after a gap
   b"c" + name    the stream ended (EOF, or handed to a detached pump)
-  b"x" + JSON    {"returncode", "gaps", "ended_ns"}: the workload has exited
-                 (ended_ns: when the supervisor reaped it, epoch ns); the last message
+  b"x" + JSON    {"returncode", "gaps", "ended_ns", "cpu_ns"}: the workload has exited
+                 (ended_ns: when the supervisor reaped it, epoch ns; cpu_ns: its CPU time
+                 and its reaped descendants', from wait4); the last message
 
 and one message the other way, from the sidecar once it has the exit:
 
@@ -182,10 +183,11 @@ class Sender:
     def closed(self, stream: str) -> None:
         self._send(CLOSED, stream.encode())
 
-    def exit(self, returncode: int, ended_ns: Optional[int] = None) -> bool:
+    def exit(self, returncode: int, ended_ns: Optional[int] = None, cpu_ns: Optional[int] = None) -> bool:
         """The last message; the gaps not yet announced travel with it. Waits
         (up to 2 s) for room: this one must arrive if the sidecar lives."""
-        payload = json.dumps({"returncode": returncode, "gaps": self.pending_gap, "ended_ns": ended_ns}).encode()
+        payload = json.dumps({"returncode": returncode, "gaps": self.pending_gap, "ended_ns": ended_ns,
+                              "cpu_ns": cpu_ns}).encode()
         if self.dead:
             return False
         try:

@@ -111,6 +111,8 @@ def kv_cache_full(f: Facts) -> List[Finding]:
 
 
 def context_too_small(f: Facts) -> List[Finding]:
+    if not f.engine_name:  # the lines read like an engine's, but no engine was seen: they stay in `errors` only
+        return []
     hits = [e for e in f.errors if isinstance(e.get("message"), str) and CONTEXT_LINE.search(e["message"])]
     count = sum(int(e.get("count") or 1) for e in hits)
     if count < MIN_CONTEXT_ERRORS:
@@ -127,7 +129,8 @@ def context_too_small(f: Facts) -> List[Finding]:
     return [finding(
         f, "context_too_small", "engine", "%d requests %s: the context is too small for them" % (count, how),
         ev, "requests", share,
-        "requests that failed or lost tokens (the engine does not count them against the total)", "high",
+        "an assumed share of the requests (half when they were refused or cut short, a quarter when shifted): "
+        "the engine counts neither these requests nor all of them", "high",
         [(f.engine_name or "any", CONTEXT_CHANGES.get(f.engine_name or "", "a larger context, or shorter prompts"))],
         [("errors", "zero", {"message": first[:160]})])]
 

@@ -100,7 +100,7 @@ class NoSidecar:
     def closed(self, stream: str) -> None:
         pass
 
-    def exit(self, returncode: int, ended_ns: Optional[int] = None) -> bool:
+    def exit(self, returncode: int, ended_ns: Optional[int] = None, cpu_ns: Optional[int] = None) -> bool:
         return False
 
     def close(self) -> None:

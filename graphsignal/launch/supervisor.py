@@ -90,6 +90,7 @@ class Supervisor:
         self.child_rc = None
         self.launch_ns = None  # epoch ns just before the workload was started
         self.child_ended_ns = None  # epoch ns when it was reaped
+        self.child_cpu_ns = None  # its CPU time and its reaped descendants' (wait4's rusage)
         self.streams = []
         self.stdin_closed = False
         self.pumps = []
@@ -235,7 +236,7 @@ class Supervisor:
     def _reap(self):
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
+                pid, status, usage = os.wait4(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -248,6 +249,8 @@ class Supervisor:
             if pid == self.child.pid:
                 self.child.returncode = self.child_rc = rc
                 self.child_ended_ns = time.time_ns()
+                # exact at the end, where the sidecar's sampling misses the last interval (a short run: all of it)
+                self.child_cpu_ns = int(round((usage.ru_utime + usage.ru_stime) * 1e9))
             elif self.sidecar is not None and pid == self.sidecar.pid:
                 self.sidecar.returncode = rc
                 self._sidecar_exited(rc)
@@ -361,7 +364,7 @@ class Supervisor:
         self.sidecar_stopping = True
         if sc.returncode is None:
             if self._wants_final():
-                self.sender.exit(rc, self.child_ended_ns)
+                self.sender.exit(rc, self.child_ended_ns, self.child_cpu_ns)
                 self._wait_final(sc, self.settings.linger)
             else:
                 # Nothing it would still do could be seen (no file, and no

@@ -85,6 +85,9 @@ TRIGGER_LOWER = (b"terminate called", b"bad_alloc", b"panicked at", b": error", 
 # llama.cpp's per-request fields in a slot's lines ("id  3 | task 8028 |"): a notice's text without them,
 # so one kind of line on every slot and request is one entry the store counts, not one entry per request
 SLOT_TASK = re.compile(r"\bid +\d+ \| task -?\d+ \|")
+# ... and a context notice's per-request numbers ("n_tokens = 255", "task id = 12", "request (161 tokens)"),
+# the context's own size kept
+NOTICE_NUMBER = re.compile(r"(?<== )(?<!truncated = )-?\d+|(?<=\brequest \()\d+(?= tokens\))")
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # "(VllmWorker rank=0 pid=123) ", "(EngineCore_DP0 pid=9) ", "(RayWorkerWrapper pid=5, ip=..) "
@@ -454,7 +457,10 @@ class ConsoleCapture:
         for kind, lvl, pat in NOTICES:
             m = pat.search(body)
             if m and (kind != "offload" or int(m.group(1)) < int(m.group(2))):
-                self._emit(st, kind, lvl, SLOT_TASK.sub("id * | task * |", body), None, pid, self.store.clock())
+                text = SLOT_TASK.sub("id * | task * |", body)
+                if kind == "context":
+                    text = NOTICE_NUMBER.sub("*", text)
+                self._emit(st, kind, lvl, text, None, pid, self.store.clock())
                 return
         if level == "info":
             return  # the engine itself says this line is informational

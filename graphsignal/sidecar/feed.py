@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("graphsignal")
 
 DROPPED_CONSOLE_METRIC = "graphsignal_dropped_console_bytes"
+PROCESS_TREE_CPU = "process_cpu_time_nanoseconds"  # the host source's series, scope=process_tree
 
 
 class Workload:
@@ -193,6 +194,11 @@ class Feed(threading.Thread):
                 d = _json(payload)
                 for stream, n in (d.get("gaps") or {}).items():
                     self._gap(stream, n)
+                cpu = d.get("cpu_ns")
+                if isinstance(cpu, int) and not isinstance(cpu, bool) and 0 <= cpu < 1 << 62:
+                    # the tree's CPU at the end, exact (wait4): what sampling missed of its last interval
+                    self.store.raise_counter(PROCESS_TREE_CPU, {"process.root_pid": str(self.child.pid),
+                                                                "scope": "process_tree"}, cpu)
                 rc = d.get("returncode")
                 if isinstance(rc, int):
                     self.child.returncode = rc

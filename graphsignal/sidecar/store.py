@@ -295,6 +295,15 @@ class MetricStore:
                 s.total = total
                 s.touch(ts or self.clock())
 
+    def raise_counter(self, name: str, tags: Tags, total: Value, ts: Optional[int] = None) -> None:
+        """Sets a cumulative total unless it already holds more (two readers of
+        one total: a sampled one and an exact one at the end)."""
+        with self._lock:
+            s = self.get(name, COUNTER, tags)
+            if s is not None and (s.total is None or total > s.total):
+                s.total = total
+                s.touch(ts or self.clock())
+
     def add_counters(self, adds: Iterable[Tuple[Tuple[str, Mapping[str, str], Tuple[Tuple[str, str], ...]], Value]],
                      ts: Optional[int] = None) -> None:
         """add_counter for many: [((name, tags, tags_key(tags)), delta)],

@@ -409,5 +409,6 @@ class HostSource(Source):
             s.set_resource("process", rtags, attrs, ts)
         if root is not None:
             self.cpu_totals.retire(set(self.tree.procs))
-            s.set_counter("process_cpu_time_nanoseconds", {"process.root_pid": str(root), "scope": "process_tree"},
+            # raised, never set back: the supervisor's exact figure at the workload's exit may be in already
+            s.raise_counter("process_cpu_time_nanoseconds", {"process.root_pid": str(root), "scope": "process_tree"},
                           self.cpu_totals.total(), ts)

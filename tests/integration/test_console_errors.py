@@ -508,3 +508,21 @@ def test_engine_context_and_offload_lines_become_entries_the_findings_read():
     assert got == [("offload", "warning"), ("offload", "warning"), ("context", "error"), ("context", "warning")]
     doc = {"engine": {"engine": "llamacpp"}, "errors": list(store.errors), "metrics": []}
     assert [f["id"] for f in findings.compute(doc)] == ["context_too_small", "cpu_offload"]
+
+
+def test_a_context_notice_is_one_counted_entry_whatever_its_request_numbers():
+    """llama.cpp prints a truncated request once per request, with the slot, task and token count of each:
+    400 of them are one entry counted 400 times (not 100 entries, the list's cap, and drops), and the
+    findings see all 400 only when an engine was seen."""
+    from graphsignal import findings
+
+    store, cap = capture()
+    feed(cap, b"".join(b"0.01.%03d.000 I slot      release: id  %d | task %d | stop processing: n_tokens = %d, "
+                       b"truncated = 1\n" % (i % 1000, i % 4, 1000 + i, 100 + i) for i in range(400)))
+    (e,) = entries(store, "context")
+    assert e["count"] == 400 and e["message"] == ("slot      release: id * | task * | stop processing: n_tokens = *, "
+                                                  "truncated = 1")
+    doc = {"engine": {"engine": "llamacpp"}, "errors": list(store.errors), "metrics": []}
+    (f,) = findings.compute(doc)
+    assert f["id"] == "context_too_small" and f["evidence"][0]["value"] == 400
+    assert findings.compute(dict(doc, engine=None)) == []  # no engine seen: the entry stays in errors only

@@ -120,3 +120,21 @@ def test_a_write_that_fails_at_exit_does_not_say_the_workload_runs_on(tmp_path):
     assert len(lines) == 1, p.stderr
     assert "failed" in lines[0] and "runs on" not in lines[0], lines
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_short_runs_cpu_time_is_the_whole_of_it(tmp_path):
+    """A workload that ends between the sidecar's samples: its process tree's CPU time comes from the
+    supervisor's wait4 at its exit, exact (sampling alone said 0 for a 0.6 s busy loop)."""
+    out = tmp_path / "burn.json"
+    burn = ("import time, subprocess, sys\n"
+            "subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+            "while time.process_time() - t < 0.3: pass'])\n"  # a child's CPU counts in the tree too
+            "t = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass\n")
+    p = subprocess.run(GS_RUN + ["--listen-port", "0", "--output", str(out), sys.executable, "-c", burn],
+                       env=quiet_env(), capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    (tree,) = [m for m in doc["metrics"] if m["name"] == "process_cpu_time_nanoseconds"
+               and m["tags"].get("scope") == "process_tree"]
+    assert 0.6e9 <= tree["stats"]["total"] <= 5e9, tree
