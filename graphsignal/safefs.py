@@ -147,8 +147,9 @@ def output_target(path):
     path = given = os.path.abspath(path)
     for _ in range(40):  # SYMLOOP_MAX
         if _is_descriptor(path):
-            raise UnsafePath("%s names an open file descriptor%s; not replacing what it points to (name a regular "
-                             "file)" % (given, "" if path == given else " (%s)" % path))
+            raise UnsafePath("%s is under /proc or /dev/fd%s, where names stand for processes and their open "
+                             "file descriptors; not writing there (name a regular file)"
+                             % (given, "" if path == given else " (%s)" % path))
         try:
             st = os.lstat(path)
         except FileNotFoundError:
