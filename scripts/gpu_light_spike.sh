@@ -86,7 +86,7 @@ for step in $steps; do
       modes=${GS_E2E_MODES:-bare,bare2,light,graph,off}
       anchor=()
       if [ "${GS_E2E_ANCHOR:-1}" = 1 ] && [ -x /tmp/anchor/bin/graphsignal-run ]; then
-        modes=$modes,anchor
+        case ",$modes," in *,anchor,*) ;; *) modes=$modes,anchor ;; esac  # named or not, it runs once
         anchor=(--run "anchor=env PYTHONPATH=/tmp/anchor /tmp/anchor/bin/graphsignal-run --listen-port {port}")
       fi
       timeout "${GS_E2E_TIMEOUT:-560}" python3 scripts/engine_e2e.py --llama-server /tmp/eng/build/bin/llama-server \
