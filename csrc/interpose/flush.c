@@ -49,7 +49,7 @@
 
 #define GS_FLUSH_MS 250
 #define GS_EXIT_WAIT_MS 2000 /* the exit's wait for room, at most (the CUPTI library's exit waits as long) */
-#define GS_EXIT_STALL_MS 1000 /* ... and while the reader moves: a ring nobody drains is left after a poll or two */
+#define GS_EXIT_STALL_MS 1000 /* ... and while the reader moves: a ring nobody drains is left after this */
 #define GS_RECORD_SLOTS 3    /* the most one count takes: its device's record, its name, itself */
 #define GS_RING_RECORDS (1u << 14)
 #define GS_RING_STRINGS (4u << 20) /* kernel symbols are long: 4 MiB holds ~20,000 */
@@ -289,19 +289,14 @@ static int flush_once(void) {
   return pending;
 }
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* The exit's rest, while the reader makes room: bounded, and left at once
- * when the reader stalls (no sidecar, or one that stopped reading). */
+/* The exit's rest, while the reader makes room: bounded, and left once the
+ * reader has not moved for GS_EXIT_STALL_MS (no sidecar, or one that
+ * stopped reading). */
 static void flush_rest(void) {
   struct timespec nap = {0, 1000000L};
-  uint64_t start = mono_ms(), moved = start, r = 0;
+  uint64_t start = gs_now_ns() / 1000000u, moved = start, r = 0;
   while (flush_once() && g_ring) {
-    uint64_t now = mono_ms(), r2 = __atomic_load_n(&g_ring->read_index, __ATOMIC_ACQUIRE);
+    uint64_t now = gs_now_ns() / 1000000u, r2 = __atomic_load_n(&g_ring->read_index, __ATOMIC_ACQUIRE);
     if (r2 != r) r = r2, moved = now;
     if (now - start >= GS_EXIT_WAIT_MS || now - moved >= GS_EXIT_STALL_MS) return;
     nanosleep(&nap, NULL);

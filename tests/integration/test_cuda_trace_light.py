@@ -30,13 +30,14 @@ def counters(payload, name):
     return {m["tags"].get("kind", ""): m["stats"]["total"] for m in payload["metrics"] if m["name"] == name}
 
 
-def light_run(built, args, **extra_env):  # noqa: F811
+def light_run(built, args, exe=None, **extra_env):  # noqa: F811
+    """exe: a program of the test's own (default: the stand-in's cuda_user)."""
     lib, fake_dir, progs = built
     env = quiet_env(LD_LIBRARY_PATH=fake_dir, **extra_env)
     for k in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "GRAPHSIGNAL_CUDA_SAMPLE", "GRAPHSIGNAL_CUDA_SAMPLE_RATE"):
         env.pop(k, None)
     env.update(extra_env)
-    proc, payload = run_wrapped([progs["runtime"]] + list(args), options=["--cuda-trace", "light"], env=env,
+    proc, payload = run_wrapped([exe or progs["runtime"]] + list(args), options=["--cuda-trace", "light"], env=env,
                                 timeout=120)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     did = json.loads(proc.stdout.decode().strip().splitlines()[-1])
@@ -171,17 +172,10 @@ def test_launches_past_a_full_table_reach_the_payload_as_other(built, tmp_path):
     overflow (its report says 117) and reach the payload in the "(other)" frame, beside the payload's own
     cut; the frames sum to every launch."""
     from tests.support import cbuild
-    lib, fake_dir, progs = built
     exe = os.path.join(cbuild.cache_dir("interpose"), "many_kernels")
     cbuild.build_to(exe, ["gcc", "-O2", "-Wall", "-Wextra", "-Werror",
                           os.path.join(cbuild.ROOT, "tests", "support", "interpose", "many_kernels.c"), "-ldl"])
-    report = str(tmp_path / "report")
-    env = quiet_env(LD_LIBRARY_PATH=fake_dir, GRAPHSIGNAL_INTERPOSE_REPORT=report)
-    for k in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "GRAPHSIGNAL_CUDA_SAMPLE", "GRAPHSIGNAL_CUDA_SAMPLE_RATE"):
-        env.pop(k, None)
-    proc, payload = run_wrapped([exe, "16500", "1000"], options=["--cuda-trace", "light"], env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
-    did = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    did, payload, _ = light_run(built, ("16500", "1000"), exe=exe, GRAPHSIGNAL_INTERPOSE_REPORT=str(tmp_path / "report"))
     assert did == {"launches": 18500, "hot": 2000, "distinct": 16500, "failed": 0}
     launches, _ = profile(payload, "cuda_kernel_launches", **{"device.cuda_index": "0", "device.uuid": UUID})
     assert sum(v[0] for v in launches.values()) == sum(v[1] for v in launches.values()) == 18500
