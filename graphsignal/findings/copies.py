@@ -33,7 +33,7 @@ def _of_kind(kind: str) -> Callable[[Mapping[str, str]], bool]:
 
 
 def pageable_copies(f: Facts) -> List[Finding]:
-    series = MEMCPY if f.has(MEMCPY) else MEMCPY_CALLS
+    series = f.timed_or_counted(MEMCPY, MEMCPY_CALLS)
     frames = f.frames(series, _pageable)
     if series == MEMCPY_CALLS:  # a count profile (value = calls): no time measured
         frames = {k: [0.0, v[1]] for k, v in frames.items()}
@@ -76,10 +76,8 @@ def large_transfer_every_step(f: Facts) -> List[Finding]:
     if steps <= 0 or f.seconds <= 0:
         return []
     best = None
-    # timed by CUPTI, or counted by --cuda-trace light (a count profile: value = calls, no time)
-    copies = MEMCPY if f.has(MEMCPY) or not f.has(MEMCPY_CALLS) else MEMCPY_CALLS
-    memsets = MEMSET if f.has(MEMSET) or not f.has(MEMSET_CALLS) else MEMSET_CALLS
-    for prof, counter in ((copies, MEMCPY_BYTES), (memsets, MEMSET_BYTES)):
+    for prof, counter in ((f.timed_or_counted(MEMCPY, MEMCPY_CALLS), MEMCPY_BYTES),
+                          (f.timed_or_counted(MEMSET, MEMSET_CALLS), MEMSET_BYTES)):
         kinds = []  # (share, kind, calls, bytes per call, estimated) of each kind large enough, every step
         for kind, (ns, calls) in f.frames(prof).items():
             if kind == "device_to_device" or calls < MIN_COPIES:

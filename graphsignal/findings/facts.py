@@ -251,9 +251,14 @@ class Facts:
         or counted by --cuda-trace light (one of the two is in a payload)."""
         return self.profile_samples(KERNELS) + self.profile_samples(KERNEL_LAUNCHES), self.profile_samples(GRAPHS)
 
+    def timed_or_counted(self, timed: str, counted: str) -> str:
+        """The series to read: CUPTI's timed profile, or --cuda-trace light's
+        count profile (value = calls, no time) where only that is here."""
+        return counted if self.has(counted) and not self.has(timed) else timed
+
     def launch_series(self) -> str:
         """The series the eager launches come from (for evidence)."""
-        return KERNEL_LAUNCHES if self.has(KERNEL_LAUNCHES) and not self.has(KERNELS) else KERNELS
+        return self.timed_or_counted(KERNELS, KERNEL_LAUNCHES)
 
     def captures(self) -> float:
         return self.total(CAPTURES) or 0.0
