@@ -198,18 +198,21 @@ static void mark_unsure(int why) {
   __atomic_fetch_or(&g_unsure, (uint32_t)why, RELAXED);
   /* answers given before (each thread's last one) hold until the counter moves */
   __atomic_store_n(&g_seq, LOAD(&g_seq) + 2, __ATOMIC_RELEASE);
-  if (why & GS_UNSURE_UNBOUND)
-    say(GS_UNSURE_UNBOUND, "a page-locking CUDA entry point was handed out uncounted: copies from host memory "
-                           "the interposer did not see page-locked are counted with host_memory unknown");
-  if (why & GS_UNSURE_POOL)
-    say(GS_UNSURE_POOL, "a CUDA memory pool on the host or of managed memory was created: copies from host memory "
-                        "the interposer did not see page-locked are counted with host_memory unknown");
-  if (why & GS_UNSURE_FULL)
-    say(GS_UNSURE_FULL, "more managed or mapped host ranges than the interposer holds: copies from host memory "
-                        "outside the ranges it holds are counted with host_memory unknown");
-  if (why & GS_UNSURE_MAP)
-    say(GS_UNSURE_MAP, "the location of a mapped CUDA allocation could not be asked: copies from host memory "
-                       "the interposer did not see page-locked are counted with host_memory unknown");
+  {
+    static const struct { uint32_t bit; const char* text; } why_text[] = {
+        {GS_UNSURE_UNBOUND, "a page-locking CUDA entry point was handed out uncounted: copies from host memory "
+                            "the interposer did not see page-locked are counted with host_memory unknown"},
+        {GS_UNSURE_POOL, "a CUDA memory pool on the host or of managed memory was created: copies from host memory "
+                         "the interposer did not see page-locked are counted with host_memory unknown"},
+        {GS_UNSURE_FULL, "more managed or mapped host ranges than the interposer holds: copies from host memory "
+                         "outside the ranges it holds are counted with host_memory unknown"},
+        {GS_UNSURE_MAP, "the location of a mapped CUDA allocation could not be asked: copies from host memory "
+                        "the interposer did not see page-locked are counted with host_memory unknown"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof why_text / sizeof why_text[0]; i++)
+      if (why & why_text[i].bit) say(why_text[i].bit, why_text[i].text);
+  }
 }
 
 /* Makes the change to both copies (under g_mu); the result of the first. */
