@@ -298,7 +298,15 @@ static void flush_rest(void) {
   while (flush_once() && g_ring) {
     uint64_t now = gs_now_ns() / 1000000u, r2 = __atomic_load_n(&g_ring->read_index, __ATOMIC_ACQUIRE);
     if (r2 != r) r = r2, moved = now;
-    if (now - start >= GS_EXIT_WAIT_MS || now - moved >= GS_EXIT_STALL_MS) return;
+    if (now - start >= GS_EXIT_WAIT_MS || now - moved >= GS_EXIT_STALL_MS) {
+      /* what is left is lost: said once, where people look (the sidecar's payload cannot hear it now) */
+      const char* level = getenv("GRAPHSIGNAL_LOG_LEVEL");
+      if (!level || (strcasecmp(level, "error") && strcasecmp(level, "critical")))
+        fprintf(stderr, "graphsignal-interpose[%ld] warning: at exit the profiler's reader made no room in %llu ms: "
+                        "the last CUDA counts of this process were not sent (the numbers are incomplete)\n",
+                (long)getpid(), (unsigned long long)(now - start));
+      return;
+    }
     nanosleep(&nap, NULL);
   }
 }

@@ -186,3 +186,30 @@ def test_launches_past_a_full_table_reach_the_payload_as_other(built, tmp_path):
         rep = json.load(f)
     assert rep["kernels_overflow"] == 16500 + 1 - 16384
     assert sum(k["count"] for k in rep["kernels"]) + rep["kernels_overflow"] == 18500
+
+
+def test_counts_a_reader_never_takes_are_said_at_exit(built, tmp_path):  # noqa: F811
+    """No reader at all (the sidecar gone): the exit waits a bounded time for room, then says in one line
+    that this process's last counts were not sent, and the program's own exit is untouched."""
+    import glob
+    import subprocess
+    import time
+    from tests.support import cbuild
+    lib, fake_dir, _ = built
+    exe = os.path.join(cbuild.cache_dir("interpose"), "many_kernels")
+    cbuild.build_to(exe, ["gcc", "-O2", "-Wall", "-Wextra", "-Werror",
+                          os.path.join(cbuild.ROOT, "tests", "support", "interpose", "many_kernels.c"), "-ldl"])
+    run_id = "t%x" % (os.getpid() * 1000 + int(time.time()) % 1000)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHSIGNAL_") and k != "LD_PRELOAD"}
+    env.update(LD_LIBRARY_PATH=fake_dir, LD_PRELOAD=lib, GRAPHSIGNAL_RUN_ID=run_id, GRAPHSIGNAL_CUDA_TRACE="light")
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run([exe, "9000", "10"], env=env, capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        for f in glob.glob("/dev/shm/gs-%s-*" % run_id):
+            os.unlink(f)
+    assert p.returncode == 0 and json.loads(p.stdout)["launches"] == 9020
+    said = [line for line in p.stderr.splitlines() if "were not sent" in line]
+    assert len(said) == 1 and "made no room" in said[0], p.stderr
+    assert took < 10
