@@ -5,9 +5,10 @@
 # llama-server built in the background meanwhile. Results go to $OUT.
 #
 #   GS_ENG=/path/with/llama.cpp-src.tgz+make_tiny_gguf.py bash scripts/gpu_light_spike.sh [step ...]
-#   steps: build census gpm percall llama compile wait findings e2e (default: build census percall)
+#   steps: build census itest gpm percall llama compile wait findings e2e (default: build census percall)
 #   build: this package and the interposer; llama-server, the tiny model and the ~1 B one in the background
 #          (wait: until they are made); the anchor (graphsignal 1.1.2) from build/e2e/anchor's wheels, if there
+#   itest: tests/gpu/test_interpose_gpu.py and GPM's tests (GS_ITEST_K: pytest's -k), census lines kept
 #   census: coverage against CUPTI and --cuda-trace light's payload, sampled graph time against CUPTI's
 #   llama: the same on llama-server (GS_CENSUS_CLIENTS clients, default 1: a steady decode)
 #   findings: the llama-server cases the findings are tested on (scripts/record_findings_cases.py) into $OUT/cases
@@ -54,6 +55,15 @@ for step in $steps; do
       timeout "${GS_CENSUS_TIMEOUT:-200}" python3 scripts/interpose_census.py --out /tmp/census \
         --workloads "${GS_CENSUS_WORKLOADS:-exact,exact_graph,torch_mix}" \
         >>"$OUT/census.jsonl" 2>>"$OUT/census.err";;
+    itest)
+      # the interposer's GPU tests (counts against CUPTI on PyTorch, and on llama-server once built) and GPM's;
+      # every census line they measure into $OUT/census.jsonl
+      if [ -f /tmp/eng/ready ]; then
+        export GRAPHSIGNAL_TEST_LLAMA_SERVER=/tmp/eng/build/bin/llama-server GRAPHSIGNAL_TEST_GGUF=/tmp/eng/tiny.gguf
+      fi
+      GRAPHSIGNAL_TEST_CENSUS_OUT=$OUT/census.jsonl timeout "${GS_ITEST_TIMEOUT:-420}" python3 -m pytest -q \
+        -p no:cacheprovider -rs --durations=0 tests/gpu/test_interpose_gpu.py tests/gpu/test_nvml_gpu.py \
+        -k "${GS_ITEST_K:-interpose or light_payload or gpm}" >>"$OUT/itest.log" 2>&1;;
     gpm)
       timeout 80 python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_nvml_gpu.py -k gpm >"$OUT/gpm.log" 2>&1;;
     compile)
@@ -92,6 +102,7 @@ for step in $steps; do
       timeout "${GS_E2E_TIMEOUT:-560}" python3 scripts/engine_e2e.py --llama-server /tmp/eng/build/bin/llama-server \
         --model "/tmp/eng/$model.gguf" --modes "$modes" "${anchor[@]}" \
         --clients "${GS_E2E_CLIENTS:-1,4}" --reps "${GS_E2E_REPS:-8}" --duration "${GS_E2E_DURATION:-3}" --warmup 1 \
+        --final-scrape "${GS_E2E_FINAL_SCRAPE:-last}" \
         --deadline "${GS_E2E_DEADLINE:-540}" --out "/tmp/e2e-$model" >>"$OUT/e2e-$model.jsonl" 2>>"$OUT/e2e.err";;
   esac
 done

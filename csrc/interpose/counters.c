@@ -106,15 +106,33 @@ int gs_stream_capturing(gs_CUstream s) {
   return status != GS_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* The calling thread's device, cached per thread and context: one
- * cuCtxGetCurrent per call (a read of the driver's thread state), the
- * ordinal asked once per context a thread runs in. */
+/* The calling thread's device. A process that sees one device (the
+ * driver says so once: the count is fixed when the driver initializes)
+ * counts everything on ordinal 0 and asks nothing per call: a
+ * cuCtxGetCurrent costs more than the rest of a sync's or a copy's
+ * counting together. A process that sees several asks the driver for the
+ * thread's context on every call (exact whatever switched it: there is
+ * no cheaper truth), the ordinal cached per thread and context. */
 static __thread gs_CUcontext t_ctx __attribute__((tls_model("initial-exec")));
 static __thread int t_dev __attribute__((tls_model("initial-exec")));
+/* 0: not known yet (the driver not initialized, or no cuDeviceGetCount); 1: one device; 2: several */
+static int g_devices;
+
+static int count_devices(void) {
+  int n = 0;
+  if (!gs_driver.device_get_count || gs_driver.device_get_count(&n) != GS_CUDA_SUCCESS || n <= 0) return 0;
+  n = n == 1 ? 1 : 2;
+  __atomic_store_n(&g_devices, n, RELAXED);
+  return n;
+}
+
+int gs_devices_known(void) { return __atomic_load_n(&g_devices, RELAXED); }
 
 int gs_current_device(void) {
   gs_CUcontext c = NULL;
-  int d = 0;
+  int d = 0, n = __atomic_load_n(&g_devices, RELAXED);
+  if (__builtin_expect(n == 1, 1)) return 0;
+  if (n == 0 && count_devices() == 1) return 0;
   if (!gs_driver.ctx_get_current || gs_driver.ctx_get_current(&c) != GS_CUDA_SUCCESS || !c) return 0;
   if (c == t_ctx) return t_dev;
   if (!gs_driver.ctx_get_device || gs_driver.ctx_get_device(&d) != GS_CUDA_SUCCESS || d < 0) d = 0;

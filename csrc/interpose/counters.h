@@ -115,6 +115,7 @@ typedef struct {
   gs_CUresult (*ctx_get_current)(gs_CUcontext*);
   gs_CUresult (*ctx_get_device)(int*);
   gs_CUresult (*device_get)(int*, int);
+  gs_CUresult (*device_get_count)(int*);
   gs_CUresult (*device_get_uuid)(unsigned char*, int);
   gs_CUresult (*mem_get_allocation_props)(gs_MemAllocationProp*, gs_CUmemGenericAllocationHandle);
 } gs_driver_fns;
@@ -132,8 +133,12 @@ void gs_count_sync(int kind, uint64_t ticks);
 void gs_count_copy(int kind, uint64_t bytes, const void* src, const void* dst, gs_CUstream s, int async);
 void gs_count_memset(uint64_t bytes, gs_CUstream s, int async);
 
-/* The CUDA ordinal of the calling thread's current context (0 when none). */
+/* The CUDA ordinal of the calling thread's current context (0 when none;
+ * always 0, asked of nobody, where the process sees one device). */
 int gs_current_device(void);
+/* What gs_current_device knows of the device count: 0 nothing yet, 1 one
+ * device (no per-call lookup), 2 several (one per call). */
+int gs_devices_known(void);
 
 /* The graph executable's slot, taken on first sight (NULL: table full). */
 gs_slot* gs_graph_slot(gs_CUgraphExec exec);

@@ -33,6 +33,7 @@ void gs_driver_resolve(void* h) {
   *(void**)&gs_driver.ctx_get_current = find(h, "cuCtxGetCurrent");
   *(void**)&gs_driver.ctx_get_device = find(h, "cuCtxGetDevice");
   *(void**)&gs_driver.device_get = find(h, "cuDeviceGet");
+  *(void**)&gs_driver.device_get_count = find(h, "cuDeviceGetCount");
   *(void**)&gs_driver.device_get_uuid = find(h, "cuDeviceGetUuid_v2");
   if (!gs_driver.device_get_uuid) *(void**)&gs_driver.device_get_uuid = find(h, "cuDeviceGetUuid");
   *(void**)&gs_driver.mem_get_allocation_props = find(h, "cuMemGetAllocationPropertiesFromHandle");

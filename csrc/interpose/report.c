@@ -138,6 +138,28 @@ static void put_host_memory(FILE* f, const gs_device_counters* all) {
           st.ranges, st.unrecorded, st.unsure, (unsigned long long)st.overflows, (unsigned long long)st.gave_up);
 }
 
+/* ,"devices_seen":N (gs_devices_known: 1 where every count went to
+ * ordinal 0 without asking), "per_device":{"<ordinal>":{...}}: the
+ * calls counted on each device that has any. */
+static void put_devices(FILE* f) {
+  int d, i, first = 1;
+  fprintf(f, ",\"devices_seen\":%d,\"per_device\":{", gs_devices_known());
+  for (d = 0; d < GS_MAX_DEVICES; d++) {
+    const gs_device_counters* c = &gs_state.dev[d];
+    unsigned long long copies = 0, syncs = 0;
+    for (i = 0; i < GS_COPY_KINDS * GS_MEM_CLASSES * GS_MEM_CLASSES; i++)
+      copies += __atomic_load_n(&(&c->copies[0][0][0] + i)->calls, __ATOMIC_RELAXED);
+    for (i = 0; i < GS_SYNC_KINDS; i++) syncs += __atomic_load_n(&c->syncs[i].calls, __ATOMIC_RELAXED);
+    if (!copies && !syncs && !__atomic_load_n(&c->memsets.calls, __ATOMIC_RELAXED)) continue;
+    fprintf(f, "%s\"%d\":{\"stream_syncs\":%llu,\"context_syncs\":%llu,\"copies\":%llu,\"memsets\":%llu}",
+            first ? "" : ",", d, (unsigned long long)__atomic_load_n(&c->syncs[GS_SYNC_STREAM].calls, __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&c->syncs[GS_SYNC_CONTEXT].calls, __ATOMIC_RELAXED), copies,
+            (unsigned long long)__atomic_load_n(&c->memsets.calls, __ATOMIC_RELAXED));
+    first = 0;
+  }
+  fputc('}', f);
+}
+
 static void write_report(void) {
   gs_device_counters all;
   char path[600], tmp[620];
@@ -203,6 +225,7 @@ static void write_report(void) {
           (unsigned long long)all.memsets.calls, (unsigned long long)all.memsets.bytes,
           (unsigned long long)gs_state.captured, (unsigned long long)gs_state.graph_captures,
           (unsigned long long)gs_state.graphs_unnamed, (unsigned long long)gs_state.devices_over);
+  put_devices(f);
   fprintf(f, ",\"samples\":{\"taken\":%llu,\"skipped\":%llu,\"failed\":%llu}",
           (unsigned long long)gs_sampling.taken, (unsigned long long)gs_sampling.skipped,
           (unsigned long long)gs_sampling.failed);

@@ -9,6 +9,7 @@ by direction and host memory) and memsets.
 On an H100 (driver 580, CUDA 13.0, 2026-12-07) every count of PyTorch
 eager, torch.cuda.graph, torch.compile(mode="reduce-overhead") and
 llama-server agreed exactly."""
+import json
 import os
 import sys
 
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import interpose_census as census  # noqa: E402
 
 SERVER = os.environ.get("GRAPHSIGNAL_TEST_LLAMA_SERVER")
+KEEP = os.environ.get("GRAPHSIGNAL_TEST_CENSUS_OUT")  # a JSONL file that gets every census line measured here
 GGUF = os.environ.get("GRAPHSIGNAL_TEST_GGUF")
 
 # CUPTI's sync kinds that are host waits (stream_wait_event is a device-side wait: never a host call)
@@ -35,6 +37,14 @@ def lib():
     if not os.path.exists(census.LIB):
         pytest.skip("no interposer built (python3 csrc/cupti_build.py graphsignal/lib)")
     return census.LIB
+
+
+def measure(*args, **kw):
+    line = census.measure(*args, **kw)
+    if KEEP:
+        with open(KEEP, "a") as f:
+            f.write(json.dumps(line) + "\n")
+    return line
 
 
 def check(line):
@@ -56,14 +66,14 @@ def check(line):
 @pytest.mark.parametrize("workload", ["exact", "exact_graph", "torch_mix", "torch_compile"])
 def test_interposer_counts_equal_cuptis_on_pytorch(lib, tmp_path, workload):
     pytest.importorskip("torch")
-    check(census.measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "census", 400))
+    check(measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "census", 400))
 
 
 @pytest.mark.skipif(not (SERVER and GGUF), reason="set GRAPHSIGNAL_TEST_LLAMA_SERVER and GRAPHSIGNAL_TEST_GGUF")
 def test_interposer_counts_equal_cuptis_on_llama_server(lib, tmp_path):
     port = census.free_port()
     cmd = [SERVER, "-m", GGUF, "--port", str(port), "-ngl", "99", "-np", "4", "-c", "4096"]
-    line = census.measure("llama_server", cmd, str(tmp_path), lib, "census", 400,
+    line = measure("llama_server", cmd, str(tmp_path), lib, "census", 400,
                           server=census.llama_driver(port, 4, 16, 64))
     assert line["did"]["requests"] == 16 and not line["did"]["errors"], line["did"]
     check(line)
@@ -79,9 +89,9 @@ def test_light_payload_counts_equal_cuptis(lib, tmp_path, workload):
     (back-to-back replays read about 2.4 µs high on an H100: +4.5 % and
     +7.2 % on exact_graph and torch_mix, 2026-12-07)."""
     pytest.importorskip("torch")
-    cupti = census.measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "census", 400)
+    cupti = measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "census", 400)
     check(cupti)
-    light = census.measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "light", 400)
+    light = measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "light", 400)
     assert light["rc"] == 0 and "tail" not in light, light.get("tail")
     assert light["kernels"]["equal"] and light["graphs"]["equal"], (light["kernels"], light["graphs"])
     assert light["kernels"]["total_ours"] == cupti["kernels"]["total_cupti"]

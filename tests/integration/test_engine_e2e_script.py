@@ -39,6 +39,17 @@ def _run(tmp_path, *extra, env=None, timeout=240):
     return r, lines, out
 
 
+def test_final_scrape_last_waits_only_in_the_last_repetition(tmp_path):
+    """--final-scrape last: the scrape after the load (for the kept payload) only where the payload kept is
+    written, the last repetition; the others stop the server at once."""
+    r, lines, _ = _run(tmp_path, "--modes", "bare,graph", "--clients", "1", "--reps", "2", "--duration", "0.6",
+                       "--warmup", "0.2", "--final-scrape", "last")
+    assert r.returncode == 0, r.stderr[-3000:]
+    graph = [x for x in lines if x.get("mode") == "graph" and "rep" in x and not x.get("summary")]
+    assert [(p["rep"], "final_scrape_wait_seconds" in p) for p in graph] == [(0, False), (1, True)], graph
+    assert all(p["engine_seen_by"] == "scrape" and p["payload"] for p in graph)
+
+
 def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
     r, lines, out = _run(tmp_path, "--modes", "bare,graph,probe", "--mode",
                          "probe=--cuda-graph-trace node GRAPHSIGNAL_X=1", "--clients", "2", "--reps", "1",

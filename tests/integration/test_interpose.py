@@ -135,6 +135,43 @@ def test_counts_exact_through_cuGetProcAddress_under_8_threads(built, tmp_path, 
     assert rep["bound_by_export"] > 0 and rep["bound_by_rule"] == 0 and rep["unbound"] == 0
 
 
+def test_one_device_counts_on_ordinal_0_without_asking_the_driver_per_call(built, tmp_path):
+    """A process that sees one device: every sync, copy and memset counts on
+    ordinal 0, and the interposer never asks for the thread's context (a
+    cuCtxGetCurrent cost more than the rest of a sync's counting)."""
+    did, rep, _ = run(built, tmp_path, args=("8", "3001", "0"))
+    assert_counts(did, rep)
+    assert rep["devices_seen"] == 1
+    assert rep["per_device"] == did["per_device"]
+    assert did["ctx_queries"] == 0, did["ctx_queries"]
+
+
+@pytest.mark.parametrize("prog", ["runtime", "linked"])
+def test_several_devices_each_call_counted_on_its_threads_current_device(built, tmp_path, prog):
+    """Three devices, 8 threads each on one device's context, each stream
+    sync also made once on the next device's: every count lands on the
+    device current when the call was made, exactly, through
+    cuGetProcAddress and through the PLT alike; the thread's context is
+    asked on every counted call (nothing cheaper is exact when a thread can
+    switch contexts at any time)."""
+    did, rep, _ = run(built, tmp_path, prog=prog, args=("8", "1001", "0", "0", "3"), env={"FAKE_CUDA_DEVICES": "3"})
+    assert_counts(did, rep)
+    assert rep["devices_seen"] == 2
+    assert rep["per_device"] == did["per_device"]
+    counted = sum(sum(d.values()) for d in did["per_device"].values())
+    assert did["ctx_queries"] >= counted
+
+
+def test_a_driver_that_cannot_count_its_devices_asks_per_call(built, tmp_path):
+    """A driver without cuDeviceGetCount (and without cuCtxGetDevice): the
+    device count stays unknown, and every count goes to device 0."""
+    _, fake_dir, _ = built
+    did, rep, _ = run(built, tmp_path, args=("4", "1001", "0"),
+                      env={"LD_LIBRARY_PATH": os.path.join(os.path.dirname(fake_dir), "fake-old")})
+    assert_counts(did, rep)
+    assert rep["devices_seen"] == 0 and list(rep["per_device"]) == ["0"]
+
+
 def test_internal_entry_points_bound_by_name_and_flavour(built, tmp_path):
     """A driver may answer cuGetProcAddress with functions that are not its
     exports: they are counted all the same."""

@@ -7,7 +7,9 @@
  * line with what it did, which the test compares with the interposer's
  * report and the stand-in's own counts.
  *
- *   cuda_user [threads] [launches per thread] [flags for cuGetProcAddress] [us of sleep after each graph launch] */
+ *   cuda_user [threads] [launches per thread] [flags for cuGetProcAddress] [us of sleep after each graph launch]
+ *             [devices: thread i makes device i % devices' context current, and switches to the next device's
+ *              and back around each stream sync; the stand-in needs FAKE_CUDA_DEVICES at least this] */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,6 +33,7 @@ typedef CUresult (*htod_t)(unsigned long long, const void*, size_t);
 typedef CUresult (*dtoh_async_t)(void*, unsigned long long, size_t, void*);
 typedef CUresult (*set_async_t)(unsigned long long, unsigned, size_t, void*);
 typedef CUresult (*alloc_host_t)(void**, size_t);
+typedef CUresult (*set_current_t)(void*);
 
 #ifdef LINKED
 CUresult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
@@ -45,6 +48,7 @@ CUresult cuMemcpyHtoD_v2(unsigned long long, const void*, size_t);
 CUresult cuMemcpyDtoHAsync_v2(void*, unsigned long long, size_t, void*);
 CUresult cuMemsetD32Async(unsigned long long, unsigned, size_t, void*);
 CUresult cuMemAllocHost_v2(void**, size_t);
+CUresult cuCtxSetCurrent(void*);
 #endif
 
 static launch_t p_launch;
@@ -58,6 +62,7 @@ static htod_t p_htod;
 static dtoh_async_t p_dtoh_async;
 static set_async_t p_set_async;
 static alloc_host_t p_alloc_host;
+static set_current_t p_set_current;
 static char* g_pinned; /* cuMemAllocHost's: copies to and from it are pinned */
 /* malloc's, never touched: 16 MiB copies from it are pageable, and large enough for the pageable_copies
  * finding (the stand-in copies nothing) */
@@ -66,15 +71,18 @@ static char* g_pageable;
 
 static void* (*fake_function)(const char*);
 static void* (*fake_stream_new)(void);
+static void* (*fake_context)(int);
+static uint64_t (*fake_calls)(int);
 static void* g_fns[3];
 static void* g_exec;
 static int g_launches = 1000;
 static int g_graph_pause_us;
+static int g_devices = 1;
 
 static void* worker(void* arg) {
   void* s = fake_stream_new();
-  int i;
-  (void)arg;
+  int i, dev = (int)(intptr_t)arg % g_devices;
+  if (g_devices > 1 && p_set_current(fake_context(dev)) != 0) exit(9);
   for (i = 0; i < g_launches; i++) {
     p_launch(g_fns[i % 3], 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
     if (i % 10 == 0) {
@@ -82,6 +90,11 @@ static void* worker(void* arg) {
       if (g_graph_pause_us) usleep((useconds_t)g_graph_pause_us);
     }
     if (i % 100 == 0) {
+      if (g_devices > 1) { /* a sync made on the next device counts there, then back */
+        p_set_current(fake_context((dev + 1) % g_devices));
+        p_stream_sync(s);
+        p_set_current(fake_context(dev));
+      }
       p_stream_sync(s);
       p_htod(0x1000, g_pageable, PAGEABLE_BYTES);
       p_htod(0x1000, g_pinned, 16);
@@ -115,17 +128,20 @@ int main(int argc, char** argv) {
   CUresult bad;
   if (argc > 2) g_launches = atoi(argv[2]);
   if (argc > 4) g_graph_pause_us = atoi(argv[4]);
+  if (argc > 5) g_devices = atoi(argv[5]) < 1 ? 1 : atoi(argv[5]);
   if (!h) {
     fprintf(stderr, "cuda_user: %s\n", dlerror());
     return 2;
   }
   *(void**)&fake_function = dlsym(h, "fake_function");
   *(void**)&fake_stream_new = dlsym(h, "fake_stream_new");
+  *(void**)&fake_context = dlsym(h, "fake_context");
+  *(void**)&fake_calls = dlsym(h, "fake_calls");
 #ifdef LINKED
   p_launch = cuLaunchKernel, p_graph_launch = cuGraphLaunch, p_stream_sync = cuStreamSynchronize;
   p_ctx_sync = cuCtxSynchronize, p_begin = cuStreamBeginCapture_v2, p_end = cuStreamEndCapture;
   p_inst = cuGraphInstantiateWithFlags, p_htod = cuMemcpyHtoD_v2, p_dtoh_async = cuMemcpyDtoHAsync_v2;
-  p_set_async = cuMemsetD32Async, p_alloc_host = cuMemAllocHost_v2;
+  p_set_async = cuMemsetD32Async, p_alloc_host = cuMemAllocHost_v2, p_set_current = cuCtxSetCurrent;
   unknown = direct_unknown = NULL;
   (void)flags, (void)unknown, (void)direct_unknown;
   {
@@ -153,6 +169,7 @@ int main(int argc, char** argv) {
     *(void**)&p_dtoh_async = find(h, gpa, "cuMemcpyDtoHAsync", flags);
     *(void**)&p_set_async = find(h, gpa, "cuMemsetD32Async", flags);
     *(void**)&p_alloc_host = find(h, gpa, "cuMemAllocHost", flags);
+    *(void**)&p_set_current = find(h, gpa, "cuCtxSetCurrent", flags);
     /* names nobody counts come back exactly as the driver answers them */
     unknown = find(h, gpa, "cuMemAlloc", flags);
     direct_unknown = dlsym(h, "cuMemAlloc_v2");
@@ -186,19 +203,33 @@ int main(int argc, char** argv) {
     fprintf(stderr, "cuda_user: a failed launch returned %d\n", bad);
     return 7;
   }
-  for (i = 0; i < threads && i < 64; i++) pthread_create(&t[i], NULL, worker, NULL);
+  for (i = 0; i < threads && i < 64; i++) pthread_create(&t[i], NULL, worker, (void*)(intptr_t)i);
   for (i = 0; i < threads && i < 64; i++) pthread_join(t[i], NULL);
   p_ctx_sync();
   {
     long per = (long)g_launches;
     long each = per / 3, rem = per % 3;
     long graphs = (per + 9) / 10, hundred = (per + 99) / 100;
-    printf("{\"kernels\":{\"_Z6kernelAv\":%ld,\"_Z6kernelBPf\":%ld,\"gemm_kernel\":%ld},"
+    int d, n = threads < 64 ? threads : 64;
+    /* per device: its threads' copies and memsets, their syncs and the syncs of the threads before it */
+    printf("{\"per_device\":{");
+    for (d = 0; d < g_devices; d++) {
+      long mine = 0, before = 0;
+      for (i = 0; i < n; i++) {
+        mine += i % g_devices == d;
+        before += g_devices > 1 && (i % g_devices + 1) % g_devices == d;
+      }
+      printf("%s\"%d\":{\"stream_syncs\":%ld,\"copies\":%ld,\"memsets\":%ld,\"context_syncs\":%d}", d ? "," : "",
+             d, hundred * (mine + before), 3 * hundred * mine, hundred * mine, d == 0);
+    }
+    /* the stand-in's cuCtxGetCurrent calls: this program makes none, the interposer's are all there are */
+    printf("},\"ctx_queries\":%llu,", (unsigned long long)fake_calls(9));
+    printf("\"kernels\":{\"_Z6kernelAv\":%ld,\"_Z6kernelBPf\":%ld,\"gemm_kernel\":%ld},"
            "\"graph_launches\":%ld,\"stream_syncs\":%ld,\"context_syncs\":1,\"htod\":[%ld,%ld],"
            "\"dtoh\":[%ld,%ld],\"memsets\":[%ld,%ld],\"captured\":5,"
            "\"htod_pageable\":[%ld,%ld],\"htod_pinned\":[%ld,%ld]}\n",
            threads * (each + (rem > 0)), threads * (each + (rem > 1)), threads * each, threads * graphs,
-           threads * hundred, 2 * threads * hundred, threads * hundred * (PAGEABLE_BYTES + 16), threads * hundred,
+           threads * hundred * (g_devices > 1 ? 2 : 1), 2 * threads * hundred, threads * hundred * (PAGEABLE_BYTES + 16), threads * hundred,
            threads * hundred * 32L, threads * hundred, threads * hundred * 1024L, threads * hundred,
            threads * hundred * PAGEABLE_BYTES, threads * hundred, threads * hundred * 16L);
   }

@@ -39,7 +39,7 @@ typedef struct fake_stream { int capturing; fake_graph* graph; } fake_stream;
 typedef struct fake_exec { fake_graph* graph; } fake_exec;
 
 static uint64_t g_runs[64]; /* per entry point: how often it ran (not captured) */
-enum { R_LAUNCH, R_LAUNCH_EX, R_COOP, R_GRAPH, R_SYNC_STREAM, R_SYNC_CTX, R_SYNC_EVENT, R_COPY, R_SET, R_MAX };
+enum { R_LAUNCH, R_LAUNCH_EX, R_COOP, R_GRAPH, R_SYNC_STREAM, R_SYNC_CTX, R_SYNC_EVENT, R_COPY, R_SET, R_CTX_GET, R_MAX };
 
 EXPORT uint64_t fake_calls(int what) { return __atomic_load_n(&g_runs[what], __ATOMIC_RELAXED); }
 EXPORT void* fake_function(const char* name) {
@@ -351,30 +351,50 @@ EXPORT CUresult cuMemPoolCreate(void** pool, const fake_prop_head* props) {
 
 /* events: a record takes the host's clock; every event is complete at once */
 #include <time.h>
-static int g_ctx_token;
+/* FAKE_CUDA_DEVICES=N (1 to 8, default 1): N devices, each with one
+ * context (fake_context(ordinal)); a thread's current context is device
+ * 0's until cuCtxSetCurrent changes it. Built with -DFAKE_OLD_DRIVER, a
+ * driver without cuCtxGetDevice and cuDeviceGetCount. */
+static int g_ctx_token[8];
 typedef struct { double ms; } fake_event;
+static __thread int* t_current;
+static int devices(void) {
+  const char* n = getenv("FAKE_CUDA_DEVICES");
+  int d = n ? atoi(n) : 1;
+  return d < 1 ? 1 : d > 8 ? 8 : d;
+}
+EXPORT void* fake_context(int ordinal) { return ordinal >= 0 && ordinal < devices() ? &g_ctx_token[ordinal] : NULL; }
 EXPORT CUresult cuCtxGetCurrent(void** ctx) {
-  *ctx = &g_ctx_token;
+  run(R_CTX_GET);
+  *ctx = t_current ? t_current : &g_ctx_token[0];
   return 0;
 }
-EXPORT CUresult cuCtxSetCurrent(void* ctx) { return ctx == &g_ctx_token ? 0 : 1; }
-/* one device, ordinal 0, whose UUID is the bytes 0xa0..0xaf; built with
- * -DFAKE_OLD_DRIVER, a driver without cuCtxGetDevice */
+EXPORT CUresult cuCtxSetCurrent(void* ctx) {
+  int* c = (int*)ctx;
+  if (c < &g_ctx_token[0] || c >= &g_ctx_token[devices()]) return 1;
+  t_current = c;
+  return 0;
+}
 #ifndef FAKE_OLD_DRIVER
 EXPORT CUresult cuCtxGetDevice(int* dev) {
-  *dev = 0;
+  *dev = (int)((t_current ? t_current : &g_ctx_token[0]) - g_ctx_token);
+  return 0;
+}
+EXPORT CUresult cuDeviceGetCount(int* n) {
+  *n = devices();
   return 0;
 }
 #endif
 EXPORT CUresult cuDeviceGet(int* dev, int ordinal) {
-  if (ordinal != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE */
-  *dev = 0;
+  if (ordinal < 0 || ordinal >= devices()) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  *dev = ordinal;
   return 0;
 }
 EXPORT CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev) {
   int i;
-  if (dev != 0) return 101;
+  if (dev < 0 || dev >= devices()) return 101;
   for (i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i);
+  uuid[15] = (unsigned char)(0xaf + dev); /* device 0: 0xa0..0xaf */
   return 0;
 }
 /* FAKE_CUDA_BUSY=1: every stream still has work queued (600, CUDA_ERROR_NOT_READY), so a sampled
@@ -442,6 +462,8 @@ static const entry g_table[] = {
     {"cuMemMap", (void*)cuMemMap, NULL, NULL},
     {"cuMemUnmap", (void*)cuMemUnmap, NULL, NULL},
     {"cuMemPoolCreate", (void*)cuMemPoolCreate, NULL, NULL},
+    {"cuCtxSetCurrent", (void*)cuCtxSetCurrent, NULL, NULL},
+    {"cuCtxGetCurrent", (void*)cuCtxGetCurrent, NULL, NULL},
 };
 /* names whose signature changed: asked for a version before `since`, the old function answers */
 static const struct { const char* base; int since; void* old; } g_old[] = {
