@@ -71,6 +71,8 @@ small copies and graph launches at most half of floor:all's overhead, the
 eager kernel launch at most floor:all's).
 
   python scripts/bench_percall.py [--reps 5] [--configs bare,floor:all,ours:hybrid] [--baseline DIR]
+  python scripts/bench_percall.py --ab 2000 --configs bare,light,light-sampled --ops sync,memset,graph1
+      (what the interposer adds per driver call, measured inside one process: percall_bench --ab)
 """
 import argparse
 import glob
@@ -185,7 +187,8 @@ def build(hs, baseline):
     return exe, floor, (lib, interpose), old
 
 
-def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None, settle_ms=400):
+def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, extra_env=None, settle_ms=400,
+            extra_args=()):
     lib, interpose = lib if isinstance(lib, tuple) else (lib, None)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GRAPHSIGNAL_", "CUDA_INJECTION", "NVTX_INJECTION", "GS_FLOOR", "GS_INTERPOSE"))
@@ -232,7 +235,7 @@ def run_one(config, exe, floor, lib, old, libdir, ops, diag=False, cpus=None, ex
     env.update(extra_env or {})
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        p = subprocess.run([exe, "--ops", ",".join(ops), "--settle-ms", str(settle_ms)], env=env,
+        p = subprocess.run([exe, "--ops", ",".join(ops), "--settle-ms", str(settle_ms)] + list(extra_args), env=env,
                            capture_output=True, text=True, timeout=300, preexec_fn=pin)
     finally:
         if run_id:
@@ -253,6 +256,10 @@ def main():
     ap.add_argument("--major", type=int, default=None, help="CUDA major of the headers to build with")
     ap.add_argument("--cpus", default="2-5", help="CPUs every run is pinned to ('' for none)")
     ap.add_argument("--settle-ms", type=int, default=400, help="graph ops run this long before they are timed")
+    ap.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
+                    help="instead: each config's cost per driver call measured inside one process, ROUNDS "
+                         "alternating blocks through the entry point the runtime hands out and through libcuda's "
+                         "own export (percall_bench --ab; ops sync, h2d_pinned, memset, graph1, graph128, kernel)")
     a = ap.parse_args()
     benchutil.require_gpu(__file__)
     cpus = set()
@@ -274,6 +281,9 @@ def main():
     libdir = os.path.dirname(hs.libcupti)
     emit(bench="percall", event="setup", cuda=[hs.major, hs.minor], libcupti=hs.libcupti, configs=configs, reps=a.reps)
 
+    if a.ab:
+        ab_runs(a, configs, ops, exe, floor, lib, old, libdir, cpus)
+        return
     res = {}  # (config, op) -> {"us": [...], "api_us": [...]}
     for rep in range(a.reps):
         order = configs[rep % len(configs):] + configs[:rep % len(configs)]
@@ -308,6 +318,31 @@ def main():
                  lines=[x.split(": ", 1)[-1] for x in err.splitlines()
                         if "exit:" in x or "collecting" in x or "CUDA graph" in x])
     summarize(res, configs, ops, a.reps)
+
+
+def ab_runs(a, configs, ops, exe, floor, lib, old, libdir, cpus):
+    """--ab: per repetition, each config (interleaved) runs percall_bench --ab;
+    per op one summary: each config's median over repetitions of added_ns
+    (the median, over rounds, of wrapped - real in one process). Bare's
+    added_ns is the method's own noise: both paths are then one function."""
+    added = {}
+    for rep in range(a.reps):
+        order = configs[rep % len(configs):] + configs[:rep % len(configs)]
+        for config in order:
+            rows, _ = run_one(config, exe, floor, lib, old, libdir, ops, cpus=cpus, settle_ms=a.settle_ms,
+                              extra_args=("--ab-rounds", str(a.ab)))
+            for r in rows:
+                added.setdefault((config, r["op"]), []).append(r["added_ns"])
+                emit(bench="percall", event="ab", rep=rep, config=config, **r)
+    for op in ops:
+        line = {"bench": "percall", "event": "ab_summary", "op": "ab:" + op, "reps": a.reps}
+        for c in configs:
+            v = added.get((c, "ab:" + op))
+            if v:
+                line["added_ns:" + c] = round(statistics.median(v), 1)
+                line["added_ns_range:" + c] = [round(min(v), 1), round(max(v), 1)]
+        if len(line) > 4:
+            emit(**line)
 
 
 def summarize(res, configs, ops, reps):

@@ -5,10 +5,11 @@
 # llama-server built in the background meanwhile. Results go to $OUT.
 #
 #   GS_ENG=/path/with/llama.cpp-src.tgz+make_tiny_gguf.py bash scripts/gpu_light_spike.sh [step ...]
-#   steps: build census itest gpm percall llama compile wait findings e2e (default: build census percall)
+#   steps: build census itest gpm percall ab llama compile wait findings e2e (default: build census percall)
 #   build: this package and the interposer; llama-server, the tiny model and the ~1 B one in the background
 #          (wait: until they are made); the anchor (graphsignal 1.1.2) from build/e2e/anchor's wheels, if there
 #   itest: tests/gpu/test_interpose_gpu.py and GPM's tests (GS_ITEST_K: pytest's -k), census lines kept
+#   ab: the interposer's cost per driver call inside one process (bench_percall.py --ab)
 #   census: coverage against CUPTI and --cuda-trace light's payload, sampled graph time against CUPTI's
 #   llama: the same on llama-server (GS_CENSUS_CLIENTS clients, default 1: a steady decode)
 #   findings: the llama-server cases the findings are tested on (scripts/record_findings_cases.py) into $OUT/cases
@@ -73,6 +74,12 @@ for step in $steps; do
       timeout "${GS_PERCALL_TIMEOUT:-240}" python3 scripts/bench_percall.py --reps "${GS_PERCALL_REPS:-5}" \
         --configs bare,ours:hybrid,light,light-sampled \
         --ops sync,h2d_pinned,memset,graph1,graph128,kernel >"$OUT/percall.jsonl" 2>"$OUT/percall.err";;
+    ab)
+      # what the interposer adds per driver call, inside one process (alternating blocks through its wrapper
+      # and through libcuda's own export); bare: the method's noise
+      timeout "${GS_PERCALL_TIMEOUT:-240}" python3 scripts/bench_percall.py --ab "${GS_AB_ROUNDS:-2000}" \
+        --reps "${GS_PERCALL_REPS:-5}" --configs bare,light,light-sampled \
+        --ops sync,h2d_pinned,memset,graph1,graph128,kernel >"$OUT/percall_ab.jsonl" 2>"$OUT/percall_ab.err";;
     wait)
       for i in $(seq 1 100); do [ -f /tmp/eng/ready ] && break; sleep 3; done
       tail -3 /tmp/eng-build.log > "$OUT/eng-build.tail";;

@@ -34,6 +34,17 @@
 // the same graph captured twice) and prints what it did, for the exactness
 // tests (tests/gpu/test_cupti_gpu.py).
 //
+// --ab (with --ops among sync, h2d_pinned, memset, graph1, graph128,
+// kernel): what a driver interposer adds per call, measured inside one
+// process. Each op is called through the driver entry point the runtime
+// hands out (cudaGetDriverEntryPointByVersion: an interposer's wrapper
+// where one is preloaded) and through libcuda's own export (its address
+// read from libcuda's ELF symbol table, never through dlsym, which an
+// interposer answers), in alternating blocks of calls (the order swapped
+// every round; the async ops' syncs outside the timed part). One JSON line
+// per op: the medians of both, and of the rounds' differences (added_ns).
+// Run bare, both are the same function: added_ns is the method's noise.
+//
 // --nvtx-exact launches known kernels inside nested NVTX ranges, on two
 // threads, through the runtime, the driver and a graph, and prints what it
 // did (tests/gpu/test_nvtx_gpu.py).
@@ -45,6 +56,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -179,6 +197,173 @@ static void timed(const std::string& op, int calls, Ctx& c, int settle_ms) {
   printf("{\"op\": \"%s\", \"calls\": %d, \"us\": %.4f, \"api_us\": %.4f}\n", op.c_str(), calls, 1e6 * wall / calls,
          1e6 * inside / calls);
   fflush(stdout);
+}
+
+// ---- --ab: the interposer's cost per call, inside one process ----
+
+struct LibFind {
+  char path[4096];
+  ElfW(Addr) base;
+  bool found;
+};
+
+static int find_libcuda(struct dl_phdr_info* info, size_t, void* data) {
+  LibFind* f = (LibFind*)data;
+  if (info->dlpi_name && strstr(info->dlpi_name, "libcuda.so")) {
+    snprintf(f->path, sizeof f->path, "%s", info->dlpi_name);
+    f->base = info->dlpi_addr;
+    f->found = true;
+    return 1;
+  }
+  return 0;
+}
+
+// libcuda's own export `name`: from the loaded libcuda's file, its dynamic
+// symbol table, plus where it is mapped (never dlsym: an interposer answers it).
+static void* libcuda_export(const char* name) {
+  LibFind f = {};
+  dl_iterate_phdr(find_libcuda, &f);
+  if (!f.found) return nullptr;
+  int fd = open(f.path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+    close(fd);
+    return nullptr;
+  }
+  void* m = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return nullptr;
+  const unsigned char* b = (const unsigned char*)m;
+  const ElfW(Ehdr)* eh = (const ElfW(Ehdr)*)b;
+  size_t size = (size_t)st.st_size;
+  void* out = nullptr;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_shoff &&
+      eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) <= size) {
+    const ElfW(Shdr)* sh = (const ElfW(Shdr)*)(b + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum && !out; i++) {
+      if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum) continue;
+      const ElfW(Shdr)& strs = sh[sh[i].sh_link];
+      if (sh[i].sh_offset + sh[i].sh_size > size || strs.sh_offset + strs.sh_size > size) continue;
+      const ElfW(Sym)* sym = (const ElfW(Sym)*)(b + sh[i].sh_offset);
+      const char* str = (const char*)(b + strs.sh_offset);
+      size_t n = sh[i].sh_size / sizeof(ElfW(Sym));
+      for (size_t k = 0; k < n; k++) {
+        if (sym[k].st_shndx == SHN_UNDEF || !sym[k].st_value || sym[k].st_name >= strs.sh_size) continue;
+        if (!strcmp(str + sym[k].st_name, name)) {
+          out = (void*)(f.base + sym[k].st_value);
+          break;
+        }
+      }
+    }
+  }
+  munmap(m, size);
+  return out;
+}
+
+typedef CUresult (*stream_fn)(CUstream);
+typedef CUresult (*htod_async_fn)(CUdeviceptr, const void*, size_t, CUstream);
+typedef CUresult (*set8_async_fn)(CUdeviceptr, unsigned char, size_t, CUstream);
+typedef CUresult (*graph_launch_fn)(CUgraphExec, CUstream);
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**);
+
+// ns per call of n calls of `op` through `fn`; the stream synchronized after, untimed
+static double ab_block(const std::string& op, void* fn, Ctx& c, CUfunction kf, stream_fn real_sync, int n,
+                       int* bad) {
+  int r = 0;
+  auto t0 = Clock::now();
+  if (op == "sync") {
+    stream_fn f = (stream_fn)fn;
+    for (int i = 0; i < n; i++) r |= f((CUstream)c.s);
+  } else if (op == "h2d_pinned") {
+    htod_async_fn f = (htod_async_fn)fn;
+    for (int i = 0; i < n; i++) r |= f((CUdeviceptr)c.dev, c.pinned, 64, (CUstream)c.s);
+  } else if (op == "memset") {
+    set8_async_fn f = (set8_async_fn)fn;
+    for (int i = 0; i < n; i++) r |= f((CUdeviceptr)c.dev, 0, 64, (CUstream)c.s);
+  } else if (op == "graph1" || op == "graph128") {
+    graph_launch_fn f = (graph_launch_fn)fn;
+    CUgraphExec e = (CUgraphExec)(op == "graph1" ? c.g1 : c.g128);
+    for (int i = 0; i < n; i++) r |= f(e, (CUstream)c.s);
+  } else {
+    launch_fn f = (launch_fn)fn;
+    for (int i = 0; i < n; i++) r |= f(kf, 1, 1, 1, 1, 1, 1, 0, (CUstream)c.s, nullptr, nullptr);
+  }
+  double ns = 1e9 * seconds(t0, Clock::now()) / n;
+  real_sync((CUstream)c.s);
+  *bad |= r;
+  return ns;
+}
+
+static double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double quantile_of(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[(size_t)(q * (v.size() - 1) + 0.5)];
+}
+
+static int ab(const std::string& ops, Ctx& c, int rounds) {
+  static const struct { const char* op; const char* sym; int n; } kOps[] = {
+      {"sync", "cuStreamSynchronize", 64},   {"h2d_pinned", "cuMemcpyHtoDAsync", 64},
+      {"memset", "cuMemsetD8Async", 64},     {"graph1", "cuGraphLaunch", 32},
+      {"graph128", "cuGraphLaunch", 8},      {"kernel", "cuLaunchKernel", 64}};
+  stream_fn real_sync = (stream_fn)libcuda_export("cuStreamSynchronize");
+  if (!real_sync) {
+    fprintf(stderr, "percall_bench --ab: libcuda's exports could not be read\n");
+    return 3;
+  }
+  CUfunction kf = nullptr;
+  CK(cudaGetFuncBySymbol((cudaFunction_t*)&kf, (const void*)gs_percall_empty));
+  for (const auto& o : kOps) {
+    if (("," + ops + ",").find("," + std::string(o.op) + ",") == std::string::npos) continue;
+    void* wrapped = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion(o.sym, &wrapped, 12000, cudaEnableDefault, &q));
+    std::string real_name = o.sym;
+    if (real_name == "cuMemcpyHtoDAsync") real_name += "_v2";
+    void* real = libcuda_export(real_name.c_str());
+    if (!wrapped || !real) {
+      fprintf(stderr, "percall_bench --ab: no %s (runtime %p, libcuda %p)\n", o.sym, wrapped, real);
+      return 3;
+    }
+    std::string op = o.op;
+    int bad = 0;
+    // settle: both paths warm, a sampling interposer past its first launches
+    for (int i = 0; i < 50; i++) {
+      ab_block(op, wrapped, c, kf, real_sync, o.n, &bad);
+      ab_block(op, real, c, kf, real_sync, o.n, &bad);
+    }
+    std::vector<double> w, r, d;
+    for (int i = 0; i < rounds; i++) {
+      double a, b;
+      if (i % 2) {
+        b = ab_block(op, real, c, kf, real_sync, o.n, &bad);
+        a = ab_block(op, wrapped, c, kf, real_sync, o.n, &bad);
+      } else {
+        a = ab_block(op, wrapped, c, kf, real_sync, o.n, &bad);
+        b = ab_block(op, real, c, kf, real_sync, o.n, &bad);
+      }
+      w.push_back(a);
+      r.push_back(b);
+      d.push_back(a - b);
+    }
+    if (bad) {
+      fprintf(stderr, "percall_bench --ab: %s failed\n", o.sym);
+      return 3;
+    }
+    printf("{\"op\": \"ab:%s\", \"rounds\": %d, \"calls_per_block\": %d, \"same_function\": %s, "
+           "\"wrapped_ns\": %.1f, \"real_ns\": %.1f, \"added_ns\": %.1f, \"added_p25_ns\": %.1f, "
+           "\"added_p75_ns\": %.1f}\n",
+           o.op, rounds, o.n, wrapped == real ? "true" : "false", median_of(w), median_of(r), median_of(d),
+           quantile_of(d, 0.25), quantile_of(d, 0.75));
+    fflush(stdout);
+  }
+  return 0;
 }
 
 static int exact() {
@@ -335,13 +520,15 @@ static int nvtx_exact() {
 
 int main(int argc, char** argv) {
   std::string ops = "sync,h2d_pinned,h2d_pageable,d2h_pinned,d2h_pageable,memset,graph1,graph128,kernel";
-  int scale = 1, settle_ms = 0;
+  int scale = 1, settle_ms = 0, ab_rounds = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--exact")) return exact();
     if (!strcmp(argv[i], "--nvtx-exact")) return nvtx_exact();
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--settle-ms") && i + 1 < argc) settle_ms = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ab")) ab_rounds = 2000;
+    else if (!strcmp(argv[i], "--ab-rounds") && i + 1 < argc) ab_rounds = atoi(argv[++i]);
   }
   CK(cudaSetDevice(0));
   Ctx c;
@@ -353,6 +540,7 @@ int main(int argc, char** argv) {
   c.g1 = make_graph(c.s, 1);
   c.g128 = make_graph(c.s, 128);
   CK(cudaDeviceSynchronize());
+  if (ab_rounds > 0) return ab(ops, c, ab_rounds);
   size_t at = 0;
   while (at <= ops.size()) {
     size_t end = ops.find(',', at);
