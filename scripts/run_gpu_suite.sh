@@ -86,11 +86,14 @@ if [ -z "${GS_SKIP_BENCH:-}" ]; then
     python3 scripts/bench_telemetry.py
     # the graph-trace toggle spike: what switching GRAPH_TRACE / kernel tracing at run time does (findings, decision)
     python3 scripts/bench_graph_toggle.py --reps "${GS_TOGGLE_REPS:-3}"
-    # per-call cost of syncs, copies, memsets, graph launches and kernels, bare / CUPTI floors / ours
     # the CUDA driver interposer's counts against CUPTI's in one process, and the event pairs' bias
     python3 scripts/interpose_census.py --out "$OUT/census" --workloads exact,exact_graph,torch_mix,torch_compile \
       ${GRAPHSIGNAL_TEST_LLAMA_SERVER:+--llama-server "$GRAPHSIGNAL_TEST_LLAMA_SERVER" --model "$GRAPHSIGNAL_TEST_GGUF"}
+    # per-call cost of syncs, copies, memsets, graph launches and kernels, bare / CUPTI floors / ours
     python3 scripts/bench_percall.py --reps "${GS_PERCALL_REPS:-5}" ${GS_PERCALL_BASELINE:+--baseline "$GS_PERCALL_BASELINE"}
+    # --cuda-trace light's interposer per driver call, inside one process (hundreds of ns apart between processes)
+    python3 scripts/bench_percall.py --ab 2000 --reps "${GS_PERCALL_REPS:-5}" --configs bare,light,light-sampled \
+      --ops sync,h2d_pinned,memset,graph1,graph128,kernel
     # what an NVTX range costs its thread (no GPU needed; this host's CPU)
     python3 scripts/bench_nvtx.py --reps 3
     python3 scripts/bench_sidecar.py

@@ -73,9 +73,10 @@ typedef struct {
 } gs_time_counter;
 
 /* Synchronizations, copies and memsets count per device: the ordinal of the
- * calling thread's current context (one cuCtxGetCurrent per call, the
- * ordinal cached per thread and context). Devices past GS_MAX_DEVICES
- * count in `devices_over`. */
+ * calling thread's current context (gs_current_device: in a process that
+ * sees one device, ordinal 0 without asking; else one cuCtxGetCurrent per
+ * call, the ordinal cached per thread and context). Devices past
+ * GS_MAX_DEVICES count in `devices_over`. */
 #define GS_MAX_DEVICES 64
 
 /* Copies count per kind and per class of their source's and destination's
