@@ -113,6 +113,25 @@ def test_light_payload_counts_equal_what_the_program_did(built):  # noqa: F811
     assert not [e for e in payload.get("errors", []) if "interpose" in e.get("message", "")], payload["errors"]
 
 
+def test_each_device_gets_its_own_series_under_its_uuid(built):  # noqa: F811
+    """Three devices, threads on each and syncing on the next one too: every
+    device's syncs, copies and memsets reach the payload in series of their
+    own, tagged with that device's ordinal and UUID, equal to what the
+    program did on it."""
+    did, payload, _ = light_run(built, ("6", "600", "0", "0", "3"), FAKE_CUDA_DEVICES="3",
+                                GRAPHSIGNAL_CUDA_SAMPLE="0")
+    for d, want in did["per_device"].items():
+        dev = {"device.cuda_index": d, "device.uuid": UUID[:-2] + "%02x" % (0xaf + int(d))}
+        syncs, _ = profile(payload, "cuda_sync_nanoseconds", **dev)
+        assert syncs["stream"][1] == want["stream_syncs"], (d, syncs)
+        assert syncs.get("context", (0, 0))[1] == want["context_syncs"], (d, syncs)
+        copies, _ = profile(payload, "cuda_memcpy_calls", **dict(dev, host_memory="pinned"))
+        pageable, _ = profile(payload, "cuda_memcpy_calls", **dict(dev, host_memory="pageable"))
+        assert sum(v[1] for v in copies.values()) + sum(v[1] for v in pageable.values()) == want["copies"]
+        memsets, _ = profile(payload, "cuda_memset_calls", **dev)
+        assert sum(v[1] for v in memsets.values()) == want["memsets"]
+
+
 def test_light_counts_without_sampling(built):  # noqa: F811
     """GRAPHSIGNAL_CUDA_SAMPLE=0: replays exact, no time, no timed replays."""
     did, payload, _ = light_run(built, ("2", "500", "2", "0"), GRAPHSIGNAL_CUDA_SAMPLE="0")
