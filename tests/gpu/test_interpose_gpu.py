@@ -58,7 +58,8 @@ def check(line):
     assert line["memsets_ours"][0] == sum(line["memsets_cupti"].values()), line
     assert line["slots_full"] == 0 and line["graphs_unnamed"] == 0, line
     # copies per kind and pinned / pageable / managed host memory (csrc/interpose/hostmem.h): the interposer's
-    # classes from the page-locking calls it saw, CUPTI's from the driver (added 2026-12, not yet run on a GPU)
+    # classes from the page-locking calls it saw, CUPTI's from the driver (equal in every workload on an H200,
+    # 2026-12-07: tests/data/h200/interpose_census.jsonl)
     assert line["copies_host_memory"]["equal"], line["copies_host_memory"]
     assert line["hostmem"]["gave_up"] == 0 and line["hostmem"]["unsure"] == 0, line["hostmem"]
 
@@ -87,7 +88,8 @@ def test_light_payload_counts_equal_cuptis(lib, tmp_path, workload):
     the interposer counted, and those counts are the census run's CUPTI
     counts; the sampled graph time is within 10 % of CUPTI's graph records
     (back-to-back replays read about 2.4 µs high on an H100: +4.5 % and
-    +7.2 % on exact_graph and torch_mix, 2026-12-07)."""
+    +7.2 % on exact_graph and torch_mix; +6.0 % and +8.1 % on an H200,
+    2026-12-07)."""
     pytest.importorskip("torch")
     cupti = measure(workload, census.WORKLOADS[workload], str(tmp_path), lib, "census", 400)
     check(cupti)
