@@ -6,9 +6,9 @@ equal: kernel launches per symbol, graph replays per graph name (the same
 content-hash names), synchronizations by kind, copies by direction (and
 by direction and host memory) and memsets.
 
-On an H100 (driver 580, CUDA 13.0, 2026-12-07) every count of PyTorch
-eager, torch.cuda.graph, torch.compile(mode="reduce-overhead") and
-llama-server agreed exactly."""
+On an H100 and an H200 (driver 580, CUDA 13.0, 2026-12-07) every count of
+PyTorch eager, torch.cuda.graph, torch.compile(mode="reduce-overhead") and
+llama-server agreed exactly (on the H200 the host memory tags too)."""
 import json
 import os
 import sys
