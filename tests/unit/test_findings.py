@@ -107,6 +107,12 @@ def ids(d):
     return [f["id"] for f in d["findings"]]
 
 
+def the_finding(d, fid):
+    """The one finding of that id in the document."""
+    (f,) = [x for x in d["findings"] if x["id"] == fid]
+    return f
+
+
 def gpu(store, busy_s, cpu_s):
     store.set_counter("gpu_busy_time_nanoseconds", GPU, int(busy_s * 1e9))
     store.set_counter("process_cpu_time_nanoseconds", {"process.root_pid": "7", "scope": "process_tree"},
@@ -124,7 +130,7 @@ def test_pageable_copies_every_step(pageable_ns, fires):
     d = doc_of(s, 10)
     assert ("pageable_copies" in ids(d)) == fires
     if fires:
-        (f,) = [x for x in d["findings"] if x["id"] == "pageable_copies"]
+        f = the_finding(d, "pageable_copies")
         assert f["confidence"] == "high" and f["impact"]["share"] == pytest.approx(0.1, abs=0.01)
 
 
@@ -144,7 +150,7 @@ def test_pageable_copies_counted_by_the_light_collection(mib_per_copy, fires):
     d = doc_of(s, 10)
     assert ("pageable_copies" in ids(d)) == fires
     if fires:
-        (f,) = [x for x in d["findings"] if x["id"] == "pageable_copies"]
+        f = the_finding(d, "pageable_copies")
         assert f["confidence"] == "low" and f["title"].startswith("5000 pageable copies (host_to_device first)")
         assert {e["series"] for e in f["evidence"]} == {"cuda_memcpy_calls", "cuda_memcpy_bytes"}
         assert f["impact"]["share"] == pytest.approx(5000 * 4 * (1 << 20) / 5e9 / 10 / 2, rel=0.01)
@@ -345,7 +351,7 @@ def test_a_large_copy_every_step_under_light_is_timed_by_its_bytes(per_copy, fir
     d = doc_of(s, 10)
     assert ("large_transfer_every_step" in ids(d)) == fires
     if fires:
-        (f,) = [x for x in d["findings"] if x["id"] == "large_transfer_every_step"]
+        f = the_finding(d, "large_transfer_every_step")
         assert f["confidence"] == "low" and f["title"].startswith("a 67.1 MB host to device copy every step")
         assert f["impact"]["share"] == pytest.approx(1000 * per_copy / 25e9 / 10, rel=0.01)
         assert f["confirm"][0]["series"] == "cuda_memcpy_calls"
