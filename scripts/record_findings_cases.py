@@ -37,7 +37,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import engine_e2e  # noqa: E402  (its server, load, build and model helpers)
+import llama_harness  # noqa: E402  (the server, load, build and model helpers engine_e2e.py uses)
 from benchutil import require_gpu  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
@@ -48,10 +48,10 @@ UNCACHED = {"cache_prompt": False}
 
 # case -> (server args, environment, clients, prompt, n_predict, request extras)
 CASES = {
-    "healthy": ([], {}, 4, engine_e2e.DEFAULT_PROMPT, 128, None),
-    "one_slot": (["-np", "1"], {}, 4, engine_e2e.DEFAULT_PROMPT, 128, None),
-    "graphs_off": ([], {"GGML_CUDA_DISABLE_GRAPHS": "1"}, 4, engine_e2e.DEFAULT_PROMPT, 128, None),
-    "cpu_layers": (["-ngl", "3"], {}, 4, engine_e2e.DEFAULT_PROMPT, 64, None),
+    "healthy": ([], {}, 4, llama_harness.DEFAULT_PROMPT, 128, None),
+    "one_slot": (["-np", "1"], {}, 4, llama_harness.DEFAULT_PROMPT, 128, None),
+    "graphs_off": ([], {"GGML_CUDA_DISABLE_GRAPHS": "1"}, 4, llama_harness.DEFAULT_PROMPT, 128, None),
+    "cpu_layers": (["-ngl", "3"], {}, 4, llama_harness.DEFAULT_PROMPT, 64, None),
     "tiny_ubatch": (["-b", "8", "-ub", "8"], {}, 4, LONG_PROMPT, 16, UNCACHED),
     "fa_off": (["-fa", "off"], {}, 4, LONG_PROMPT, 64, UNCACHED),
     "small_context": (["-c", "512", "--no-kv-unified"], {}, 4, CONTEXT_PROMPT, 64, UNCACHED),
@@ -60,7 +60,7 @@ CASES = {
 
 def record(args, case, out_dir):
     server_args, env, clients, prompt, n_predict, extra = CASES[case]
-    port, listen = engine_e2e.free_port(), engine_e2e.free_port()
+    port, listen = llama_harness.free_port(), llama_harness.free_port()
     ctx = 512 if "-c" in server_args else 8192
     server_args = [a for i, a in enumerate(server_args)
                    if a != "-c" and (i == 0 or server_args[i - 1] != "-c")]
@@ -72,16 +72,16 @@ def record(args, case, out_dir):
     if "-np" in server_args:
         i = server_args.index("-np")
         parallel, server_args = int(server_args[i + 1]), server_args[:i] + server_args[i + 2:]
-    mode = engine_e2e.Mode("graph", "")
-    server = engine_e2e.Server(args.server_bin, args.model, port, mode=mode, listen_port=listen, ngl=ngl, ctx=ctx,
+    mode = llama_harness.Mode("graph", "")
+    server = llama_harness.Server(args.server_bin, args.model, port, mode=mode, listen_port=listen, ngl=ngl, ctx=ctx,
                                parallel=parallel, server_args=server_args, env=dict(os.environ, **env),
                                log_path=os.path.join(out_dir, case + ".log"))
     line = {"case": case, "server_args": server_args, "ngl": ngl, "ctx": ctx, "np": parallel, "env": env,
             "clients": clients}
     try:
         server.wait_healthy()
-        line["scraped_after_s"], _ = engine_e2e.wait_scraped(server.signals_url, timeout=args.scrape_timeout)
-        load = engine_e2e.Load(port, clients, prompt=prompt, n_predict=n_predict, extra=extra).start()
+        line["scraped_after_s"], _ = llama_harness.wait_scraped(server.signals_url, timeout=args.scrape_timeout)
+        load = llama_harness.Load(port, clients, prompt=prompt, n_predict=n_predict, extra=extra).start()
         time.sleep(args.warmup + args.window)
         url = "%s?window=%d&history=%d" % (server.signals_url, args.window, args.window + args.warmup)
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -122,7 +122,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     require_gpu(__file__)  # the cases are GPU causes (graphs off, layers left on the CPU)
     if args.llama_src:
-        args.server_bin = engine_e2e.build_server(args.llama_src, args.build_dir or os.path.join(args.llama_src,
+        args.server_bin = llama_harness.build_server(args.llama_src, args.build_dir or os.path.join(args.llama_src,
                                                                                                 "build"),
                                                   cuda_arch=args.cuda_arch)
     else:
@@ -130,7 +130,7 @@ def main(argv=None):
     if args.make_model:
         if not args.make_model_script:
             p.error("--make-model needs --make-model-script (e.g. make_tiny_gguf.py)")
-        engine_e2e.make_model(args.make_model_script, args.make_model, args.model, "")
+        llama_harness.make_model(args.make_model_script, args.make_model, args.model, "")
     os.makedirs(args.out, exist_ok=True)
     cases = [c for c in args.cases.split(",") if c]
     unknown = [c for c in cases if c not in CASES]

@@ -40,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine_e2e import Load, Mode, Server, SignalsPoller, completion, free_port, percentile  # noqa: E402
+from llama_harness import Load, Mode, Server, SignalsPoller, completion, free_port, percentile  # noqa: E402
 from graphsignal.sources.prometheus import parse_exposition  # noqa: E402
 from graphsignal.naming import kernels as kernel_names  # noqa: E402
 

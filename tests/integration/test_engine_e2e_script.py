@@ -107,10 +107,10 @@ def test_engine_e2e_runs_each_mode_and_summarizes(tmp_path):
 def test_tokens_are_prorated_by_the_share_of_each_request_inside_the_window():
     sys.path.insert(0, os.path.dirname(SCRIPT))
     try:
-        import engine_e2e
+        import llama_harness
     finally:
         sys.path.pop(0)
-    load = engine_e2e.Load(port=1, clients=1)
+    load = llama_harness.Load(port=1, clients=1)
     # (completed at, tokens, seconds, generation ms): inside, straddling the start, straddling the end,
     # outside, spanning it all
     load.done = [(5.0, 100, 2.0, 1000.0), (1.5, 100, 1.0, 500.0), (10.5, 100, 1.0, 900.0), (0.5, 100, 0.4, None),
@@ -271,7 +271,7 @@ def test_engine_shown_by_the_scrape_or_by_the_engines_own_series():
     a build or tool without them, llama-server's own series."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:
-        import engine_e2e
+        import llama_harness
     finally:
         sys.path.remove(os.path.join(ROOT, "scripts"))
 
@@ -279,22 +279,22 @@ def test_engine_shown_by_the_scrape_or_by_the_engines_own_series():
         return {"metrics": [{"name": n, "stats": {"value": v}} for n, v in metrics]}
 
     ours = doc(("prometheus_scrape_up", 1), ("prometheus_scrape_timestamp_ns", 500), ("llamacpp:n_decode_total", 3))
-    assert engine_e2e.engine_shown(ours) == "scrape"
-    assert engine_e2e.engine_shown(ours, after_ns=499) == "scrape"
-    assert engine_e2e.engine_shown(ours, after_ns=500) is None
+    assert llama_harness.engine_shown(ours) == "scrape"
+    assert llama_harness.engine_shown(ours, after_ns=499) == "scrape"
+    assert llama_harness.engine_shown(ours, after_ns=500) is None
     down = doc(("prometheus_scrape_up", 0), ("prometheus_scrape_timestamp_ns", 500), ("llamacpp:n_decode_total", 3))
-    assert engine_e2e.engine_shown(down) is None  # an old scrape's series do not count while ours says down
+    assert llama_harness.engine_shown(down) is None  # an old scrape's series do not count while ours says down
     other = doc(("host_memory_usage_bytes", 1), ("llamacpp:n_decode", 0))
-    assert engine_e2e.engine_shown(other) == "metrics"
-    assert engine_e2e.engine_shown(other, after_ns=1) is None  # no time to tell a later scrape by
-    assert engine_e2e.engine_shown(doc(("host_memory_usage_bytes", 1))) is None
-    assert engine_e2e.engine_shown({"metrics": None}) is None
+    assert llama_harness.engine_shown(other) == "metrics"
+    assert llama_harness.engine_shown(other, after_ns=1) is None  # no time to tell a later scrape by
+    assert llama_harness.engine_shown(doc(("host_memory_usage_bytes", 1))) is None
+    assert llama_harness.engine_shown({"metrics": None}) is None
 
 
 def test_payload_facts_count_graph_captures_and_replays():
     sys.path.insert(0, os.path.dirname(SCRIPT))
     try:
-        import engine_e2e
+        import llama_harness
     finally:
         sys.path.pop(0)
     doc = {"metrics": [
@@ -302,7 +302,7 @@ def test_payload_facts_count_graph_captures_and_replays():
         {"name": "cuda_graph_captures", "tags": {"graph": "graph_b"}, "stats": {"total": 2}},
         {"name": "cuda_graphs_nanoseconds", "stats": {"frames": [{"name": "graph_a", "value": 10, "samples": 7}]}},
         {"name": "graphsignal_dropped_records", "stats": {"total": 0}}]}
-    facts = engine_e2e.payload_facts(doc)
+    facts = llama_harness.payload_facts(doc)
     assert facts["graph_captures"] == 5 and facts["graph_replays"] == 7 and facts["graph_frames"] == 1
 
 
